@@ -1,0 +1,59 @@
+"""Input checks shared by every public entry point (DESIGN.md rule 5: fail early and clearly)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def float_dtype(dtype) -> np.dtype:
+    """Return ``dtype`` as a numpy float dtype, refusing anything but float32 / float64."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from exc
+    if dt not in FLOAT_DTYPES:
+        raise TypeError(f"dtype must be float32 or float64, got {dt}")
+    return dt
+
+
+def dense_matrix(x, name: str, *, rows: int | None = None, cols: int | None = None,
+                 dtype=None) -> np.ndarray:
+    """Check that ``x`` is a finite 2-D float ndarray (optionally of a given shape / dtype).
+
+    Returns a C-contiguous array; it is only converted when its dtype is already the
+    requested one (never silently cast between float32 and float64).
+    """
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be float32 or float64, got {x.dtype}")
+    if dtype is not None and x.dtype != np.dtype(dtype):
+        raise TypeError(f"{name} has dtype {x.dtype} but {np.dtype(dtype)} is required")
+    if rows is not None and x.shape[0] != rows:
+        raise ValueError(f"{name} must have {rows} rows, got shape {x.shape}")
+    if cols is not None and x.shape[1] != cols:
+        raise ValueError(f"{name} must have {cols} columns, got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or Inf")
+    return np.ascontiguousarray(x)
+
+
+def dense_vector(x, name: str, *, size: int | None = None, dtype=None) -> np.ndarray:
+    """Check that ``x`` is a finite 1-D float ndarray (optionally of a given size / dtype)."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {x.shape}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be float32 or float64, got {x.dtype}")
+    if dtype is not None and x.dtype != np.dtype(dtype):
+        raise TypeError(f"{name} has dtype {x.dtype} but {np.dtype(dtype)} is required")
+    if size is not None and x.shape[0] != size:
+        raise ValueError(f"{name} must have length {size}, got {x.shape[0]}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or Inf")
+    return np.ascontiguousarray(x)

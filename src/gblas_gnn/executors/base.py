@@ -1,0 +1,142 @@
+"""The executor interface: the only vocabulary layers use (DESIGN.md rule 3).
+
+Layers express forward and backward with these operations and never look at which
+executor runs them. Two kinds of operand appear:
+
+* **edge tensors** — one scalar per stored edge of a fixed pattern (the adjacency ``A``),
+  held as a ``graphblas.Matrix`` by the ``cpu`` executor. All edge tensors derived from one
+  pattern share that pattern, so elementwise ops between them never change the structure;
+* **dense tensors** — ``numpy.ndarray`` of shape (n,) or (n, k).
+
+No operation materialises an n×n dense matrix or an |E|×k tensor (rule 1).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+Reduce = Literal["sum", "max", "min"]
+ScaleOp = Literal["times", "div", "plus", "minus"]
+Unary = Literal["exp", "relu", "leaky_relu", "scale", "neg"]
+
+
+@dataclass
+class AggregateContext:
+    """What :meth:`Executor.aggregate_backward` needs from a forward aggregation."""
+
+    aggr: Any
+    S: Any
+    H: np.ndarray
+    extra: Any = None
+
+
+class Executor(ABC):
+    """Abstract executor. ``E``, ``F``, ``S``, ``Psi`` are edge tensors; others are dense."""
+
+    name: str = "abstract"
+
+    # ------------------------------------------------------------------ edge tensors from dense
+    @abstractmethod
+    def sddmm(self, A, X: np.ndarray, Y: np.ndarray):
+        """Sampled dense-dense product on A's *pattern*: ``E[i,j] = Σ_c X[i,c] Y[j,c]``."""
+
+    @abstractmethod
+    def outer_add(self, A, u: np.ndarray, v: np.ndarray):
+        """Masked outer sum on A's pattern: ``E[i,j] = u[i] + v[j]`` (never n×n)."""
+
+    @abstractmethod
+    def pattern(self, A, value: float, dtype):
+        """Edge tensor with A's pattern and every value equal to ``value``."""
+
+    # ------------------------------------------------------------------ edge-wise
+    @abstractmethod
+    def apply(self, E, fn: Unary, alpha: float | None = None):
+        """Edge-wise ``exp``, ``relu``, ``leaky_relu`` (slope ``alpha``), ``scale`` (×alpha), ``neg``."""
+
+    @abstractmethod
+    def leaky_relu_backward(self, C, dE, alpha: float):
+        """``dC = dE ⊙ (1 if C > 0 else alpha)`` edge-wise."""
+
+    @abstractmethod
+    def ewise_mult(self, E, F):
+        """``E ⊙ F`` (same pattern)."""
+
+    @abstractmethod
+    def ewise_add(self, E, F, alpha: float = 1.0, beta: float = 1.0):
+        """``alpha E + beta F`` (same pattern)."""
+
+    @abstractmethod
+    def edge_values(self, E) -> np.ndarray:
+        """A copy of E's values in CSR (row-major, sorted column) order."""
+
+    @abstractmethod
+    def edge_from_values(self, A, values: np.ndarray):
+        """Edge tensor with A's pattern holding ``values`` (CSR order, as :meth:`edge_values`)."""
+
+    # ------------------------------------------------------------------ reductions & scaling
+    @abstractmethod
+    def row_reduce(self, E, op: Reduce = "sum") -> np.ndarray:
+        """``r[i] = ⊕_j E[i,j]`` over stored entries; an empty row gives 0."""
+
+    @abstractmethod
+    def col_reduce(self, E, op: Reduce = "sum") -> np.ndarray:
+        """``r[j] = ⊕_i E[i,j]`` over stored entries; an empty column gives 0."""
+
+    @abstractmethod
+    def row_scale(self, E, v: np.ndarray, op: ScaleOp = "times"):
+        """``E[i,j] op v[i]`` on E's pattern (``rep(v)`` under a mask)."""
+
+    @abstractmethod
+    def col_scale(self, E, v: np.ndarray, op: ScaleOp = "times"):
+        """``E[i,j] op v[j]`` on E's pattern (``rep(v)ᵀ`` under a mask)."""
+
+    def softmax(self, E):
+        """Stable row softmax over stored entries: ``exp(E − rep(max)) ⊘ rs(exp(E − rep(max)))``.
+
+        An empty row stays empty.
+        """
+        shifted = self.row_scale(E, self.row_reduce(E, "max"), "minus")
+        ex = self.apply(shifted, "exp")
+        return self.row_scale(ex, self.row_reduce(ex, "sum"), "div")
+
+    def softmax_backward(self, Psi, dPsi):
+        """``dS = Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ)))``, the backward of :meth:`softmax`."""
+        t = self.row_reduce(self.ewise_mult(Psi, dPsi), "sum")
+        return self.ewise_mult(Psi, self.row_scale(dPsi, t, "minus"))
+
+    # ------------------------------------------------------------------ products
+    @abstractmethod
+    def spmm(self, S, H: np.ndarray, semiring="plus_times") -> np.ndarray:
+        """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0."""
+
+    @abstractmethod
+    def spmm_t(self, S, H: np.ndarray, semiring="plus_times") -> np.ndarray:
+        """``Z[j] = ⊕_i S[i,j] ⊗ H[i]`` (the product with ``Sᵀ``)."""
+
+    def gemm(self, X: np.ndarray, W: np.ndarray, trans_a: bool = False,
+             trans_b: bool = False) -> np.ndarray:
+        """Dense ``op(X) @ op(W)``."""
+        return (X.T if trans_a else X) @ (W.T if trans_b else W)
+
+    # ------------------------------------------------------------------ aggregation (S ⊕ H)
+    @abstractmethod
+    def aggregate(self, S, H: np.ndarray, aggr, keep_context: bool = False):
+        """Weighted-message aggregation ``Z = S ⊕ H``.
+
+        ``aggr`` is ``"sum" | "max" | "min" | "mean"`` over messages ``S[i,j]·H[j]`` (empty
+        row → 0) or a semiring. Returns ``Z`` or, with ``keep_context``, ``(Z, ctx)`` for
+        :meth:`aggregate_backward`.
+        """
+
+    @abstractmethod
+    def aggregate_backward(self, ctx: AggregateContext, dZ: np.ndarray,
+                           need_dS: bool = True):
+        """Gradients ``(dS, dH)`` of a named aggregation; ``dS`` is an edge tensor (or None).
+
+        max/min route the gradient to the arg-extreme neighbour of each (row, feature); ties
+        go to the first stored entry (lowest source id).
+        """

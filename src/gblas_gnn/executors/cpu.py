@@ -1,0 +1,235 @@
+"""The ``cpu`` executor: python-graphblas (SuiteSparse:GraphBLAS) on one process.
+
+Every hot step runs a SuiteSparse *factory* kernel (DESIGN.md rule 2); the kernel each
+method runs, as read from ``gb.ss.burble``, is named in its comment. Typed operators
+(``op["FP32"]``) and numpy scalars of the operand dtype keep float32 work in float32.
+"""
+
+from __future__ import annotations
+
+import graphblas as gb
+import numpy as np
+from graphblas import binary, monoid, semiring, unary
+
+from . import _argext
+from .base import AggregateContext, Executor
+
+_REDUCE = {"sum": monoid.plus, "max": monoid.max, "min": monoid.min}
+# colscale / rowscale semirings: the multiply sees (diagonal value, edge value) or
+# (edge value, diagonal value); ``r*`` ops swap arguments so that ``E op v`` comes out.
+_ROW_SCALE = {"times": semiring.any_times, "div": semiring.any_rtruediv,
+              "plus": semiring.any_plus, "minus": semiring.any_rminus}
+_COL_SCALE = {"times": semiring.any_times, "div": semiring.any_truediv,
+              "plus": semiring.any_plus, "minus": semiring.any_minus}
+
+
+def _tname(dtype) -> str:
+    return "FP64" if np.dtype(dtype) == np.float64 else "FP32"
+
+
+def dense_to_gb(X: np.ndarray) -> gb.Matrix:
+    """An (n, k) ndarray as a full row-major ``graphblas.Matrix`` (one copy)."""
+    X = np.ascontiguousarray(X)
+    if X.ndim == 1:
+        X = X.reshape(-1, 1)
+    return gb.Matrix.ss.import_fullr(X, take_ownership=False)
+
+
+def gb_to_dense(M: gb.Matrix, dtype) -> np.ndarray:
+    """A ``graphblas.Matrix`` as a dense (nrows, ncols) ndarray, missing entries 0."""
+    if M.nvals == M.nrows * M.ncols:
+        return _unpack_full(M.dup()).reshape(M.nrows, M.ncols)
+    out = np.zeros((M.nrows, M.ncols), dtype=dtype)
+    r, c, v = M.to_coo()
+    out[r, c] = v
+    return out
+
+
+def _unpack_full(M: gb.Matrix) -> np.ndarray:
+    return M.ss.unpack("fullr")["values"]
+
+
+def vector_to_dense(v: gb.Vector, dtype) -> np.ndarray:
+    """A ``graphblas.Vector`` as a dense ndarray, missing entries 0."""
+    out = np.zeros(v.size, dtype=dtype)
+    idx, vals = v.to_coo()
+    out[idx] = vals
+    return out
+
+
+def csr_buffers(S: gb.Matrix):
+    """``(indptr, indices, values)`` copies of S's CSR form, values expanded if S is iso."""
+    d = S.ss.export("csr", give_ownership=False, sort=True)
+    values = d["values"]
+    if d["is_iso"]:
+        values = np.full(d["col_indices"].shape[0], values[0], dtype=values.dtype)
+    return d["indptr"].astype(np.int64, copy=False), d["col_indices"].astype(np.int64,
+                                                                           copy=False), values
+
+
+def spmm_plus_times(S: gb.Matrix, H: np.ndarray, transpose: bool = False) -> np.ndarray:
+    """``S H`` (or ``Sᵀ H``) over ``plus_times`` into a preallocated full matrix.
+
+    Accumulating into a full matrix runs SuiteSparse's in-place ``saxpy5`` kernel, several
+    times faster than ``S.mxm(H).new()`` (PERFORMANCE-NOTES).
+    """
+    t = _tname(H.dtype)
+    rows = S.ncols if transpose else S.nrows
+    Z = gb.Matrix(t, rows, H.shape[1])
+    Z << 0
+    left = S.T if transpose else S
+    Z(accum=binary.plus[t]) << left.mxm(dense_to_gb(H), semiring.plus_times[t])
+    return _unpack_full(Z).reshape(rows, H.shape[1])
+
+
+class CPUExecutor(Executor):
+    """python-graphblas implementation of :class:`~gblas_gnn.executors.base.Executor`."""
+
+    name = "cpu"
+
+    # ------------------------------------------------------------------ edge tensors
+    def sddmm(self, A, X, Y):
+        # masked dot3, factory plus_times: C<A.S> = X Yᵀ
+        t = _tname(X.dtype)
+        return dense_to_gb(X).mxm(dense_to_gb(Y).T, semiring.plus_times[t]).new(mask=A.S)
+
+    def outer_add(self, A, u, v):
+        # masked dot3 with n×1 factors over factory min_plus: min over one term = u[i] + v[j];
+        # `u.outer(v)` would not push the mask (PERFORMANCE-NOTES: 26 s at n=1e5).
+        t = _tname(u.dtype)
+        return dense_to_gb(u).mxm(dense_to_gb(v).T, semiring.min_plus[t]).new(mask=A.S)
+
+    def pattern(self, A, value, dtype):
+        t = _tname(dtype)
+        return A.apply(binary.second[t], right=np.dtype(dtype).type(value)).new(dtype=t)
+
+    # ------------------------------------------------------------------ edge-wise
+    def apply(self, E, fn, alpha=None):
+        t = E.dtype.name
+        s = np.dtype(E.dtype.np_type).type
+        if fn == "exp":
+            return E.apply(unary.exp[t]).new()
+        if fn == "neg":
+            return E.apply(unary.ainv[t]).new()
+        if fn == "relu":
+            return E.apply(binary.max[t], right=s(0)).new()
+        if fn == "scale":
+            return E.apply(binary.times[t], right=s(alpha)).new()
+        if fn == "leaky_relu":
+            # max(x, αx) for 0 ≤ α ≤ 1, min(x, αx) for α > 1: factory apply + emult
+            scaled = E.apply(binary.times[t], right=s(alpha)).new()
+            op = binary.max[t] if alpha <= 1 else binary.min[t]
+            return E.ewise_mult(scaled, op).new()
+        raise ValueError(f"unknown edge-wise function {fn!r}")
+
+    def leaky_relu_backward(self, C, dE, alpha):
+        t = C.dtype.name
+        s = np.dtype(C.dtype.np_type).type
+        slope = C.apply(binary.gt[t], right=s(0)).new(dtype=t)       # 1 where C > 0 else 0
+        # factor = α + (1 − α)·[C > 0]
+        factor = slope.apply(binary.times[t], right=s(1 - alpha)).new()
+        factor = factor.apply(binary.plus[t], right=s(alpha)).new()
+        return dE.ewise_mult(factor, binary.times[t]).new()
+
+    def ewise_mult(self, E, F):
+        return E.ewise_mult(F, binary.times[E.dtype.name]).new()
+
+    def ewise_add(self, E, F, alpha=1.0, beta=1.0):
+        t = E.dtype.name
+        s = np.dtype(E.dtype.np_type).type
+        if alpha != 1.0:
+            E = E.apply(binary.times[t], right=s(alpha)).new()
+        if beta != 1.0:
+            F = F.apply(binary.times[t], right=s(beta)).new()
+        return E.ewise_add(F, binary.plus[t]).new()
+
+    def edge_values(self, E):
+        return csr_buffers(E)[2]
+
+    def edge_from_values(self, A, values):
+        indptr, indices, _ = csr_buffers(A)
+        if values.shape != indices.shape:
+            raise ValueError(f"need {indices.shape[0]} edge values, got {values.shape}")
+        return gb.Matrix.ss.import_csr(nrows=A.nrows, ncols=A.ncols, indptr=indptr,
+                                       col_indices=indices, values=np.array(values),
+                                       sorted_cols=True, take_ownership=True)
+
+    # ------------------------------------------------------------------ reductions & scaling
+    def row_reduce(self, E, op="sum"):
+        return vector_to_dense(E.reduce_rowwise(_REDUCE[op][E.dtype.name]).new(),
+                               E.dtype.np_type)
+
+    def col_reduce(self, E, op="sum"):
+        return vector_to_dense(E.reduce_columnwise(_REDUCE[op][E.dtype.name]).new(),
+                               E.dtype.np_type)
+
+    def row_scale(self, E, v, op="times"):
+        # colscale kernel: diag(v) ⊗ E with the `any` monoid (one term per entry)
+        t = E.dtype.name
+        d = gb.Vector.from_dense(np.asarray(v, dtype=E.dtype.np_type)).diag()
+        return d.mxm(E, _ROW_SCALE[op][t]).new()
+
+    def col_scale(self, E, v, op="times"):
+        t = E.dtype.name
+        d = gb.Vector.from_dense(np.asarray(v, dtype=E.dtype.np_type)).diag()
+        return E.mxm(d, _COL_SCALE[op][t]).new()
+
+    # ------------------------------------------------------------------ products
+    def spmm(self, S, H, semiring="plus_times"):
+        if isinstance(semiring, str) and semiring == "plus_times":
+            return spmm_plus_times(S, H)
+        from ..semirings import get
+        return get(semiring).spmm(S, H)
+
+    def spmm_t(self, S, H, semiring="plus_times"):
+        if isinstance(semiring, str) and semiring == "plus_times":
+            return spmm_plus_times(S, H, transpose=True)
+        from ..semirings import get
+        return get(semiring).spmm_t(S, H)
+
+    # ------------------------------------------------------------------ aggregation
+    def aggregate(self, S, H, aggr, keep_context=False):
+        extra = None
+        if aggr == "sum":
+            Z = spmm_plus_times(S, H)
+        elif aggr == "mean":
+            counts = self._row_counts(S, H.dtype)
+            Z = spmm_plus_times(S, H) / counts[:, None]
+            extra = counts
+        elif aggr in ("max", "min"):
+            indptr, indices, values = csr_buffers(S)
+            Z, arg = _argext.argext_forward(indptr, indices, values.astype(H.dtype), H,
+                                            aggr == "max")
+            extra = (indptr, indices, values.astype(H.dtype), arg)
+        else:
+            if keep_context:
+                raise ValueError("backward is defined for the named aggregations "
+                                 "'sum', 'max', 'min', 'mean' only, not for a semiring")
+            return self.spmm(S, H, aggr)
+        if keep_context:
+            return Z, AggregateContext(aggr, S, H, extra)
+        return Z
+
+    @staticmethod
+    def _row_counts(S, dtype):
+        cnt = S.apply(unary.one[_tname(dtype)]).new().reduce_rowwise(monoid.plus).new()
+        counts = vector_to_dense(cnt, dtype)
+        counts[counts == 0] = 1          # empty row: Z is 0 either way
+        return counts
+
+    def aggregate_backward(self, ctx, dZ, need_dS=True):
+        S, H, aggr = ctx.S, ctx.H, ctx.aggr
+        if aggr in ("sum", "mean"):
+            G = dZ if aggr == "sum" else dZ / ctx.extra[:, None]
+            dS = self.sddmm(S, G, H) if need_dS else None
+            return dS, spmm_plus_times(S, G, transpose=True)
+        indptr, indices, values, arg = ctx.extra
+        dS = None
+        if need_dS:
+            out = np.empty(indices.shape[0], dtype=H.dtype)
+            _argext.argext_backward_edges(indptr, indices, arg, H, dZ, out)
+            dS = gb.Matrix.ss.import_csr(nrows=S.nrows, ncols=S.ncols, indptr=indptr.copy(),
+                                         col_indices=indices.copy(), values=out,
+                                         sorted_cols=True, take_ownership=True)
+        dH = _argext.argext_backward_features(indices, values, arg, dZ, S.ncols)
+        return dS, dH

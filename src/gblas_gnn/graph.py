@@ -1,0 +1,310 @@
+"""The :class:`Graph`: a validated sparse adjacency matrix with cached derived forms.
+
+Conventions
+-----------
+``A`` is n×n; row ``i`` is the *target* vertex and column ``j`` the *source*:
+``A[i, j]`` is stored ⇔ ``i`` aggregates from ``j`` (edge ``j → i``).
+
+* **Duplicate edges are merged** into one stored entry. Unweighted duplicates keep the
+  value 1; weighted duplicates have their values summed (as ``scipy.sparse`` does when it
+  canonicalises a COO matrix).
+* **Self loops are kept as given.** :meth:`Graph.with_self_loops` adds the missing ones with
+  value 1 (never duplicating an existing loop, whose value is kept), as PyTorch Geometric's
+  ``add_remaining_self_loops`` does.
+* Edge values must be finite; vertex ids must be integers in ``[0, n)``.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import graphblas as gb
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+from graphblas import binary, monoid
+
+from ._io import atomic_write
+from ._validate import float_dtype
+
+__all__ = ["Graph", "as_graph"]
+
+
+def _check_ids(ids, name: str, n: int) -> np.ndarray:
+    ids = np.asarray(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {ids.shape}")
+    if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(f"{name} must hold integer vertex ids, got dtype {ids.dtype}")
+    ids = ids.astype(np.int64, copy=False)
+    if ids.size:
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0:
+            raise ValueError(f"{name} holds a negative vertex id ({lo})")
+        if hi >= n:
+            raise ValueError(f"{name} holds vertex id {hi}, out of range for n={n}")
+    return ids
+
+
+def _check_values(values, m: int) -> np.ndarray:
+    values = np.asarray(values)
+    if values.shape != (m,):
+        raise ValueError(f"edge values must have shape ({m},), got {values.shape}")
+    if values.size and not (np.issubdtype(values.dtype, np.floating)
+                            or np.issubdtype(values.dtype, np.integer)
+                            or values.dtype == np.bool_):
+        raise TypeError(f"edge values must be real numbers, got dtype {values.dtype}")
+    if values.size and not np.isfinite(values).all():
+        raise ValueError("edge values contain NaN or Inf")
+    return values
+
+
+class Graph:
+    """A directed graph held as its sparse adjacency ``A`` (a ``graphblas.Matrix``).
+
+    Build it with :meth:`from_edges`, :meth:`from_scipy`, :meth:`from_graphblas`,
+    :meth:`from_npz` or :meth:`from_mtx`; every constructor validates its input.
+
+    Attributes
+    ----------
+    A : graphblas.Matrix
+        n×n adjacency, ``A[i, j]`` stored ⇔ edge ``j → i``; dtype FP32 unless asked otherwise.
+    n, nnz : int
+        Number of vertices and of stored edges.
+    """
+
+    def __init__(self, A: gb.Matrix):
+        if not isinstance(A, gb.Matrix):
+            raise TypeError(f"Graph needs a graphblas.Matrix, got {type(A).__name__}")
+        if A.nrows != A.ncols:
+            raise ValueError(f"adjacency must be square, got {A.nrows}×{A.ncols}")
+        self.A = A
+        self._cache: dict = {}
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_edges(cls, src, dst, n: int, values=None, dtype=np.float32) -> Graph:
+        """Graph with edges ``src[e] → dst[e]`` (stored at ``A[dst[e], src[e]]``).
+
+        Parameters
+        ----------
+        src, dst : array_like of int
+            Source and target vertex ids, each in ``[0, n)``.
+        n : int
+            Number of vertices.
+        values : array_like, optional
+            Edge weights (finite). Duplicates are summed; without weights every edge is 1.
+        dtype : float32 or float64
+        """
+        dt = float_dtype(dtype)
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        n = int(n)
+        src = _check_ids(src, "src", n)
+        dst = _check_ids(dst, "dst", n)
+        if src.shape != dst.shape:
+            raise ValueError(f"src and dst differ in length ({src.size} vs {dst.size})")
+        if values is None:
+            # a scalar value gives an iso matrix; GraphBLAS ignores duplicate indices
+            A = gb.Matrix.from_coo(dst, src, dt.type(1), nrows=n, ncols=n, dtype=dt)
+        else:
+            vals = _check_values(values, src.size).astype(dt, copy=False)
+            A = gb.Matrix.from_coo(dst, src, vals, nrows=n, ncols=n, dtype=dt,
+                                   dup_op=binary.plus)
+        return cls(A)
+
+    @classmethod
+    def from_scipy(cls, mat, dtype=np.float32) -> Graph:
+        """Graph from a square ``scipy.sparse`` matrix (duplicates summed, values checked)."""
+        if not sp.issparse(mat):
+            raise TypeError(f"expected a scipy.sparse matrix, got {type(mat).__name__}")
+        if mat.shape[0] != mat.shape[1]:
+            raise ValueError(f"adjacency must be square, got {mat.shape[0]}×{mat.shape[1]}")
+        coo = sp.coo_matrix(mat)
+        return cls.from_edges(coo.col, coo.row, coo.shape[0], values=coo.data, dtype=dtype)
+
+    @classmethod
+    def from_graphblas(cls, M: gb.Matrix, dtype=None) -> Graph:
+        """Graph from a square ``graphblas.Matrix`` (copied; cast to ``dtype`` when given)."""
+        if not isinstance(M, gb.Matrix):
+            raise TypeError(f"expected a graphblas.Matrix, got {type(M).__name__}")
+        dt = float_dtype(dtype if dtype is not None else
+                         (M.dtype.np_type if M.dtype.np_type in (np.float32, np.float64)
+                          else np.float32))
+        if M.nrows != M.ncols:
+            raise ValueError(f"adjacency must be square, got {M.nrows}×{M.ncols}")
+        rows, cols, vals = M.to_coo()
+        return cls.from_edges(cols, rows, M.nrows, values=vals, dtype=dt)
+
+    @classmethod
+    def from_npz(cls, path, dtype=np.float32) -> Graph:
+        """Read a COO ``.npz`` with arrays ``row``, ``col``, ``shape`` and optional ``data``.
+
+        ``row`` holds targets and ``col`` sources (the layout of ``A``). No pickles are loaded.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no such graph file: {path}")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (ValueError, OSError, EOFError) as exc:
+            raise ValueError(f"{path} is not a readable .npz graph file: {exc}") from exc
+        missing = {"row", "col", "shape"} - arrays.keys()
+        if missing:
+            raise ValueError(f"{path} lacks the array(s) {sorted(missing)}; "
+                             "expected row, col, shape and optional data")
+        shape = arrays["shape"]
+        if shape.shape != (2,) or not np.issubdtype(shape.dtype, np.integer):
+            raise ValueError(f"{path}: 'shape' must be two integers, got {shape!r}")
+        if shape[0] != shape[1]:
+            raise ValueError(f"{path}: adjacency must be square, got {shape[0]}×{shape[1]}")
+        return cls.from_edges(arrays["col"], arrays["row"], int(shape[0]),
+                              values=arrays.get("data"), dtype=dtype)
+
+    @classmethod
+    def from_mtx(cls, path, dtype=np.float32) -> Graph:
+        """Read a Matrix Market file (``pattern`` matrices get edge values 1)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no such graph file: {path}")
+        try:
+            mat = scipy.io.mmread(str(path))
+        except Exception as exc:  # scipy raises a zoo of types for malformed files
+            raise ValueError(f"{path} is not a readable Matrix Market file: {exc}") from exc
+        if not sp.issparse(mat):
+            mat = sp.coo_matrix(mat)
+        return cls.from_scipy(mat, dtype=dtype)
+
+    # ------------------------------------------------------------------ writers
+    def save_npz(self, path) -> None:
+        """Write ``A`` as a COO ``.npz`` (``row``, ``col``, ``data``, ``shape``), atomically."""
+        rows, cols, vals = self.A.to_coo()
+        atomic_write(path, lambda f: np.savez(f, row=rows, col=cols, data=vals,
+                                               shape=np.array([self.n, self.n])))
+
+    def save_mtx(self, path) -> None:
+        """Write ``A`` as a Matrix Market coordinate file, atomically."""
+        atomic_write(path, lambda f: scipy.io.mmwrite(f, self.to_scipy()))
+
+    def to_scipy(self) -> sp.csr_matrix:
+        """``A`` as a ``scipy.sparse.csr_matrix``."""
+        return gb.io.to_scipy_sparse(self.A, format="csr")
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n(self) -> int:
+        return self.A.nrows
+
+    @property
+    def nnz(self) -> int:
+        return self.A.nvals
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.A.dtype.np_type)
+
+    def __repr__(self) -> str:
+        return f"Graph(n={self.n}, nnz={self.nnz}, dtype={self.dtype})"
+
+    def _cached(self, key, build):
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    @property
+    def AT(self) -> gb.Matrix:
+        """The transpose ``Aᵀ`` (cached)."""
+        return self._cached("AT", lambda: self.A.T.new())
+
+    def _pattern_counts(self, reduce) -> np.ndarray:
+        ones = self.A.apply(gb.unary.one["INT64"]).new()
+        return _dense(reduce(ones)(monoid.plus).new(), self.n, np.int64)
+
+    @property
+    def in_degree(self) -> np.ndarray:
+        """Number of in-edges per vertex (stored entries per row of ``A``), int64."""
+        return self._cached("in_degree", lambda: self._pattern_counts(
+            lambda M: M.reduce_rowwise))
+
+    @property
+    def out_degree(self) -> np.ndarray:
+        """Number of out-edges per vertex (stored entries per column of ``A``), int64."""
+        return self._cached("out_degree", lambda: self._pattern_counts(
+            lambda M: M.reduce_columnwise))
+
+    @property
+    def has_self_loops(self) -> bool:
+        return self.A.diag().nvals > 0
+
+    # ------------------------------------------------------------------ derived graphs
+    def astype(self, dtype) -> Graph:
+        """The same graph with values in ``dtype`` (cached; float64 → float32 is refused
+        because it would change edge values silently)."""
+        dt = float_dtype(dtype)
+        if dt == self.dtype:
+            return self
+        if dt == np.float32:
+            raise TypeError("refusing to cast a float64 graph to float32 implicitly; "
+                            "build it with dtype=np.float32")
+        return self._cached(("astype", dt), lambda: Graph(self.A.dup(dtype=dt)))
+
+    def with_self_loops(self) -> Graph:
+        """``A`` plus a self loop (value 1) at every vertex that lacks one (cached)."""
+        def build():
+            eye = gb.Vector.from_scalar(self.dtype.type(1), self.n, dtype=self.A.dtype).diag()
+            # existing loops keep their value: ``first`` takes A's entry where both exist
+            g = Graph(self.A.ewise_add(eye, binary.first).new())
+            g._cache["self_looped"] = g
+            return g
+        if "self_looped" in self._cache:
+            return self._cache["self_looped"]
+        return self._cached("self_looped", build)
+
+    def symmetrize(self) -> Graph:
+        """``A ∪ Aᵀ``; where both ``A[i,j]`` and ``A[j,i]`` exist the larger value is kept."""
+        return self._cached("symmetric",
+                            lambda: Graph(self.A.ewise_add(self.A.T, binary.max).new()))
+
+    def gcn_norm(self, add_self_loops: bool = True) -> gb.Matrix:
+        """GCN normalisation ``Â = D^-1/2 (A + I) D^-1/2`` with ``D = diag(rowsum(A + I))``.
+
+        Row sums are in-degrees (weighted), as in PyTorch Geometric's ``gcn_norm``; a vertex
+        of degree 0 gets 0. With ``add_self_loops=False`` the ``I`` is omitted. Cached.
+        """
+        def build():
+            M = self.with_self_loops().A if add_self_loops else self.A
+            deg = _dense(M.reduce_rowwise(monoid.plus).new(), self.n, self.dtype)
+            with np.errstate(divide="ignore"):
+                dinv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1)), 0)
+            d = gb.Vector.from_dense(dinv.astype(self.dtype))
+            left = d.diag().mxm(M, gb.semiring.any_times).new()
+            return left.mxm(d.diag(), gb.semiring.any_times).new()
+        return self._cached(("gcn_norm", add_self_loops), build)
+
+
+def _dense(v: gb.Vector, n: int, dtype) -> np.ndarray:
+    out = np.zeros(n, dtype=dtype)
+    idx, vals = v.to_coo()
+    out[idx] = vals
+    return out
+
+
+@functools.singledispatch
+def as_graph(obj, dtype=None) -> Graph:
+    """Accept a :class:`Graph`, a ``scipy.sparse`` matrix or a ``graphblas.Matrix``."""
+    if sp.issparse(obj):
+        return Graph.from_scipy(obj, dtype=dtype or np.float32)
+    raise TypeError("expected a gblas_gnn.Graph, scipy.sparse matrix or graphblas.Matrix, "
+                    f"got {type(obj).__name__}")
+
+
+@as_graph.register
+def _(obj: Graph, dtype=None) -> Graph:
+    return obj
+
+
+@as_graph.register
+def _(obj: gb.Matrix, dtype=None) -> Graph:
+    return Graph.from_graphblas(obj, dtype=dtype)

@@ -1,0 +1,22 @@
+"""Seeded parameter initialisation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def glorot(shape: tuple[int, ...], rng: np.random.Generator, dtype=np.float32) -> np.ndarray:
+    r"""Glorot/Xavier uniform: :math:`U(-a, a)`, :math:`a = \sqrt{6 / (\text{fan\_in} + \text{fan\_out})}`.
+
+    For a 2-D ``(fan_in, fan_out)`` weight; for PyG-style attention vectors ``(heads, out)``
+    the same bound as PyG's ``glorot`` on a ``(1, heads, out)`` tensor is used
+    (fan_in = heads, fan_out = out).
+    """
+    fan_in, fan_out = shape[-2], shape[-1]
+    a = np.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-a, a, size=shape).astype(dtype)
+
+
+def zeros(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+    """All-zero parameter (biases)."""
+    return np.zeros(shape, dtype=dtype)

@@ -1,0 +1,99 @@
+"""Base class of every layer and model: parameters, gradients, caches, train/eval mode.
+
+A module is called as ``out = module(g, H)``. In training mode the forward keeps exactly
+what :meth:`Module.backward` needs; in evaluation mode (``module.eval()``) it keeps nothing.
+``backward(dout)`` returns ``dL/dH`` and fills ``module.grads`` (same keys and shapes as
+``module.params``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+
+import numpy as np
+
+from .._validate import dense_matrix, float_dtype
+from ..executors import Executor, get_executor
+from ..graph import Graph, as_graph
+
+
+class Module(ABC):
+    """Parameters in ``params`` (dict of ndarrays), gradients in ``grads``."""
+
+    def __init__(self, dtype=np.float32, executor: Executor | str | None = None):
+        self.dtype = float_dtype(dtype)
+        self.executor = get_executor(executor)
+        self.params: dict[str, np.ndarray] = {}
+        self.grads: dict[str, np.ndarray] = {}
+        self.training = True
+        self._cache: dict | None = None
+
+    # ------------------------------------------------------------------ mode
+    def train(self, mode: bool = True) -> Module:
+        """Switch training mode (caches for backward) on or off; returns ``self``."""
+        self.training = mode
+        if not mode:
+            self._cache = None
+        for child in self.children():
+            child.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Inference mode: forward keeps no caches."""
+        return self.train(False)
+
+    def children(self) -> list[Module]:
+        """Sub-modules (a container overrides this)."""
+        return []
+
+    # ------------------------------------------------------------------ parameters
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
+        """``(name, array)`` for every parameter, children prefixed by their index."""
+        for name, value in self.params.items():
+            yield prefix + name, value
+        for i, child in enumerate(self.children()):
+            yield from child.named_parameters(f"{prefix}{i}.")
+
+    def named_grads(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
+        """``(name, gradient)`` in the order of :meth:`named_parameters`."""
+        for name in self.params:
+            yield prefix + name, self.grads[name]
+        for i, child in enumerate(self.children()):
+            yield from child.named_grads(f"{prefix}{i}.")
+
+    def zero_grad(self) -> None:
+        """Set every gradient to zeros."""
+        self.grads = {k: np.zeros_like(v) for k, v in self.params.items()}
+        for child in self.children():
+            child.zero_grad()
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, g, H: np.ndarray) -> np.ndarray:
+        return self.forward(g, H)
+
+    @abstractmethod
+    def forward(self, g, H: np.ndarray) -> np.ndarray:
+        """Output for graph ``g`` (Graph, scipy.sparse or graphblas.Matrix) and features ``H``."""
+
+    @abstractmethod
+    def backward(self, dout: np.ndarray) -> np.ndarray:
+        """Gradient w.r.t. the input features; fills ``self.grads``."""
+
+    # ------------------------------------------------------------------ helpers for layers
+    def _prepare(self, g, H: np.ndarray, in_dim: int | None) -> tuple[Graph, np.ndarray]:
+        """Validate ``H`` (dtype = module dtype, ``in_dim`` columns) and resolve the graph."""
+        H = dense_matrix(H, "H", cols=in_dim, dtype=self.dtype)
+        g = as_graph(g, dtype=self.dtype).astype(self.dtype)
+        if H.shape[0] != g.n:
+            raise ValueError(f"H has {H.shape[0]} rows but the graph has {g.n} vertices")
+        return g, H
+
+    def _need_cache(self) -> dict:
+        if self._cache is None:
+            raise RuntimeError("backward needs a forward in training mode first "
+                               "(module.train() and call it on the input)")
+        return self._cache
+
+    def _check_dout(self, dout: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        return dense_matrix(dout, "dout", rows=shape[0], cols=shape[1], dtype=self.dtype)
