@@ -57,3 +57,10 @@ def dense_vector(x, name: str, *, size: int | None = None, dtype=None) -> np.nda
     if not np.isfinite(x).all():
         raise ValueError(f"{name} contains NaN or Inf")
     return np.ascontiguousarray(x)
+
+
+def positive_ints(**values: int) -> None:
+    """Raise ``ValueError`` unless every keyword value is a positive integer (bools refused)."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")

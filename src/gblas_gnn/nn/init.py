@@ -6,7 +6,7 @@ import numpy as np
 
 
 def glorot(shape: tuple[int, ...], rng: np.random.Generator, dtype=np.float32) -> np.ndarray:
-    r"""Glorot/Xavier uniform: :math:`U(-a, a)`, :math:`a = \sqrt{6 / (\text{fan\_in} + \text{fan\_out})}`.
+    r"""Glorot/Xavier uniform :math:`U(-a, a)` with :math:`a = \sqrt{6 / (f_{in} + f_{out})}`.
 
     For a 2-D ``(fan_in, fan_out)`` weight; for PyG-style attention vectors ``(heads, out)``
     the same bound as PyG's ``glorot`` on a ``(1, heads, out)`` tensor is used
