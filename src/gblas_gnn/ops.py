@@ -79,7 +79,10 @@ def softmax(S, executor=None) -> gb.Matrix:
 
 
 def softmax_backward(Psi, dPsi, executor=None) -> gb.Matrix:
-    r"""Backward of :func:`softmax`: :math:`\Psi \odot (d\Psi - \mathrm{rep}(\mathrm{sum}(\Psi \odot d\Psi)))`."""
+    r"""Backward of :func:`softmax`.
+
+    .. math:: dS = \Psi \odot (d\Psi - \mathrm{rep}(\mathrm{sum}(\Psi \odot d\Psi)))
+    """
     return get_executor(executor).softmax_backward(as_sparse(Psi, "Psi"), as_sparse(dPsi, "dPsi"))
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 @nb.njit(parallel=True, cache=True)
 def argext_forward(indptr, indices, values, H, is_max):
-    """``Z[i,c] = ext_j S[i,j] H[j,c]`` and ``arg[i,c]`` = CSR position of the winner (−1 if empty)."""
+    """``Z[i,c] = ext_j S[i,j] H[j,c]``; ``arg[i,c]`` = CSR position of the winner (−1: empty)."""
     n = indptr.shape[0] - 1
     k = H.shape[1]
     Z = np.zeros((n, k), dtype=H.dtype)

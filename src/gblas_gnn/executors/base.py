@@ -55,7 +55,8 @@ class Executor(ABC):
     # ------------------------------------------------------------------ edge-wise
     @abstractmethod
     def apply(self, E, fn: Unary, alpha: float | None = None):
-        """Edge-wise ``exp``, ``relu``, ``leaky_relu`` (slope ``alpha``), ``scale`` (×alpha), ``neg``."""
+        """Edge-wise ``exp``, ``relu``, ``leaky_relu`` (slope ``alpha``), ``scale`` (×alpha)
+        or ``neg``."""
 
     @abstractmethod
     def leaky_relu_backward(self, C, dE, alpha: float):

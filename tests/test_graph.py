@@ -1,0 +1,220 @@
+"""Graph construction, validation, derived forms and file formats."""
+
+import graphblas as gb
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import gblas_gnn as gg
+
+
+def dense(g: gg.Graph) -> np.ndarray:
+    return g.to_scipy().toarray()
+
+
+@pytest.fixture
+def edges():
+    src = np.array([0, 1, 1, 2, 3, 3])
+    dst = np.array([1, 2, 2, 2, 0, 1])
+    return src, dst
+
+
+def test_from_edges_layout_and_duplicates(edges):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, 5)
+    assert (g.n, g.nnz, g.dtype) == (5, 5, np.float32)
+    expected = np.zeros((5, 5))
+    expected[dst, src] = 1              # row = target, duplicates merged to one 1
+    np.testing.assert_array_equal(dense(g), expected)
+
+
+def test_weighted_duplicates_are_summed(edges):
+    src, dst = edges
+    w = np.arange(1, 7, dtype=np.float64)
+    g = gg.Graph.from_edges(src, dst, 4, values=w, dtype=np.float64)
+    assert g.dtype == np.float64
+    assert dense(g)[2, 1] == 2 + 3
+
+
+def test_constructors_agree(edges):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, 4)
+    csr = sp.csr_matrix((np.ones(len(src)), (dst, src)), shape=(4, 4))
+    csr.sum_duplicates()
+    csr.data[:] = 1
+    for other in (gg.Graph.from_scipy(csr), gg.Graph.from_graphblas(g.A),
+                  gg.as_graph(csr), gg.as_graph(g.A), gg.as_graph(g)):
+        np.testing.assert_array_equal(dense(other), dense(g))
+
+
+def test_degrees_self_loops_transpose(edges):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, 5)
+    np.testing.assert_array_equal(g.in_degree, [1, 2, 2, 0, 0])
+    np.testing.assert_array_equal(g.out_degree, [1, 1, 1, 2, 0])
+    assert g.has_self_loops
+    np.testing.assert_array_equal(gb.io.to_scipy_sparse(g.AT).toarray(), dense(g).T)
+    s = g.with_self_loops()
+    assert s is g.with_self_loops()
+    assert s.nnz == g.nnz + 4          # vertex 2 already had its loop
+    np.testing.assert_array_equal(np.diag(dense(s)), np.ones(5))
+
+
+def test_with_self_loops_keeps_existing_loop_value():
+    g = gg.Graph.from_edges([0, 1], [0, 0], 2, values=[5.0, 1.0])
+    assert dense(g.with_self_loops())[0, 0] == 5.0
+
+
+def test_symmetrize(edges):
+    src, dst = edges
+    d = dense(gg.Graph.from_edges(src, dst, 4).symmetrize())
+    np.testing.assert_array_equal(d, d.T)
+    assert d[1, 0] == d[0, 1] == 1
+
+
+def test_gcn_norm_matches_dense():
+    rng = np.random.default_rng(0)
+    n = 8
+    src, dst = rng.integers(0, n, 20), rng.integers(0, n, 20)
+    w = rng.uniform(0.5, 2, 20)
+    g = gg.Graph.from_edges(src, dst, n, values=w, dtype=np.float64)
+    M = dense(g.with_self_loops())
+    dinv = 1 / np.sqrt(M.sum(axis=1))
+    ref = dinv[:, None] * M * dinv[None, :]
+    np.testing.assert_allclose(gb.io.to_scipy_sparse(g.gcn_norm()).toarray(), ref, rtol=1e-12)
+    assert g.gcn_norm() is g.gcn_norm()
+
+
+def test_gcn_norm_without_self_loops_isolated_vertex_is_zero():
+    g = gg.Graph.from_edges([0, 1, 1], [1, 0, 2], 4)
+    N = gb.io.to_scipy_sparse(g.gcn_norm(add_self_loops=False)).toarray()
+    # deg = in-degree (row sums): vertex 1 has 1; vertex 3 has none and stays zero, no NaN
+    assert np.isfinite(N).all() and N[1, 0] == 1.0 and N[3].sum() == 0
+    assert N[0, 1] == 1.0 and N[2, 1] == 1.0 / np.sqrt(1.0)
+
+
+def test_astype():
+    g = gg.Graph.from_edges([0], [1], 2)
+    assert g.astype(np.float64).dtype == np.float64
+    assert g.astype(np.float32) is g
+    with pytest.raises(TypeError, match="float64 graph to float32"):
+        g.astype(np.float64).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_npz_round_trip(tmp_path, edges, dtype):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, 6, values=np.linspace(1, 2, 6), dtype=dtype)
+    path = tmp_path / "g.npz"
+    g.save_npz(path)
+    h = gg.Graph.from_npz(path, dtype=dtype)
+    np.testing.assert_array_equal(dense(h), dense(g))
+    assert h.n == 6
+
+
+def test_mtx_round_trip(tmp_path, edges):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, 4, values=np.arange(1.0, 7.0), dtype=np.float64)
+    path = tmp_path / "g.mtx"
+    g.save_mtx(path)
+    np.testing.assert_array_equal(dense(gg.Graph.from_mtx(path, dtype=np.float64)), dense(g))
+
+
+def test_mtx_pattern_file(tmp_path):
+    path = tmp_path / "p.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n3 1\n")
+    g = gg.Graph.from_mtx(path)
+    assert dense(g)[0, 1] == 1 and dense(g)[2, 0] == 1 and g.nnz == 2
+
+
+# ---------------------------------------------------------------------- errors
+@pytest.mark.parametrize("src,dst,n,exc,msg", [
+    ([0, -1], [1, 1], 3, ValueError, "negative"),
+    ([0, 3], [1, 1], 3, ValueError, "out of range"),
+    ([0, 1], [1, 5], 3, ValueError, "out of range"),
+    ([0.0, 1.0], [1, 1], 3, TypeError, "integer"),
+    ([0, 1], [1], 3, ValueError, "differ in length"),
+    ([[0, 1]], [[1, 1]], 3, ValueError, "1-D"),
+    ([0], [1], -2, ValueError, "non-negative"),
+])
+def test_bad_edges(src, dst, n, exc, msg):
+    with pytest.raises(exc, match=msg):
+        gg.Graph.from_edges(src, dst, n)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_values(bad):
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        gg.Graph.from_edges([0, 1], [1, 0], 2, values=[1.0, bad])
+
+
+def test_bad_value_dtype_and_graph_dtype():
+    with pytest.raises(TypeError, match="real numbers"):
+        gg.Graph.from_edges([0], [1], 2, values=np.array(["a"]))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        gg.Graph.from_edges([0], [1], 2, dtype=np.int32)
+    with pytest.raises(ValueError, match="shape"):
+        gg.Graph.from_edges([0, 1], [1, 0], 2, values=[1.0])
+
+
+def test_non_square():
+    with pytest.raises(ValueError, match="square"):
+        gg.Graph.from_scipy(sp.random(3, 4, 0.5, format="csr", random_state=0))
+    with pytest.raises(ValueError, match="square"):
+        gg.Graph(gb.Matrix(float, 2, 3))
+    with pytest.raises(TypeError, match="scipy.sparse"):
+        gg.Graph.from_scipy(np.eye(3))
+    with pytest.raises(TypeError):
+        gg.as_graph(np.eye(3))
+
+
+def test_bad_npz_files(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        gg.Graph.from_npz(tmp_path / "missing.npz")
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="not a readable"):
+        gg.Graph.from_npz(junk)
+    partial = tmp_path / "partial.npz"
+    np.savez(partial, row=np.array([0]))
+    with pytest.raises(ValueError, match="lacks"):
+        gg.Graph.from_npz(partial)
+    rect = tmp_path / "rect.npz"
+    np.savez(rect, row=np.array([0]), col=np.array([0]), shape=np.array([2, 3]))
+    with pytest.raises(ValueError, match="square"):
+        gg.Graph.from_npz(rect)
+    hostile = tmp_path / "hostile.npz"
+    np.savez(hostile, row=np.array([object()], dtype=object), col=np.array([0]),
+             shape=np.array([2, 2]))
+    with pytest.raises(ValueError, match="not a readable"):
+        gg.Graph.from_npz(hostile)
+    out_of_range = tmp_path / "oor.npz"
+    np.savez(out_of_range, row=np.array([0]), col=np.array([7]), shape=np.array([2, 2]))
+    with pytest.raises(ValueError, match="out of range"):
+        gg.Graph.from_npz(out_of_range)
+
+
+def test_bad_mtx_file(tmp_path):
+    bad = tmp_path / "bad.mtx"
+    bad.write_text("this is not matrix market\n")
+    with pytest.raises(ValueError, match="Matrix Market"):
+        gg.Graph.from_mtx(bad)
+    with pytest.raises(FileNotFoundError):
+        gg.Graph.from_mtx(tmp_path / "none.mtx")
+
+
+def test_save_is_atomic(tmp_path, edges, monkeypatch):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, 4)
+    path = tmp_path / "g.npz"
+    g.save_npz(path)
+    before = path.read_bytes()
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(np, "savez", boom)
+    with pytest.raises(RuntimeError):
+        g.save_npz(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["g.npz"]

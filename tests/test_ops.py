@@ -1,0 +1,314 @@
+"""Every public building block against a dense numpy reference on small random graphs."""
+
+import graphblas as gb
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gblas_gnn as gg
+from gblas_gnn.executors import get_executor
+
+DTYPES = [np.float32, np.float64]
+
+
+def tol(dtype):
+    return dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-11)
+
+
+def random_graph(n=9, m=30, seed=0, dtype=np.float32, weighted=True, empty_rows=(3, 7)):
+    """Directed graph with self loops, duplicate input edges and the given empty rows."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, n, m)
+    dst = rng.integers(0, n, m)
+    keep = ~np.isin(dst, empty_rows)
+    src, dst = np.r_[src[keep], 0, 0, 1], np.r_[dst[keep], 0, 0, 1]   # loops + duplicate
+    vals = rng.uniform(-2, 2, src.size) if weighted else None
+    return gg.Graph.from_edges(src, dst, n, values=vals, dtype=dtype)
+
+
+def to_dense(M: gb.Matrix):
+    """(values, pattern) of a sparse matrix as dense arrays."""
+    S = gb.io.to_scipy_sparse(M, format="coo")
+    vals = np.zeros(S.shape, dtype=S.dtype)
+    pat = np.zeros(S.shape, dtype=bool)
+    vals[S.row, S.col] = S.data
+    pat[S.row, S.col] = True
+    return vals, pat
+
+
+def feats(n, k, dtype, seed=1, scale=1.0):
+    return (np.random.default_rng(seed).standard_normal((n, k)) * scale).astype(dtype)
+
+
+def ref_softmax(vals, pat):
+    out = np.zeros_like(vals, dtype=np.float64)
+    for i in range(vals.shape[0]):
+        row = vals[i, pat[i]].astype(np.float64)
+        if row.size:
+            e = np.exp(row - row.max())
+            out[i, pat[i]] = e / e.sum()
+    return out
+
+
+def ref_aggregate(vals, pat, H, aggr):
+    n, k = vals.shape[0], H.shape[1]
+    Z = np.zeros((n, k))
+    for i in range(n):
+        js = np.flatnonzero(pat[i])
+        if js.size == 0:
+            continue
+        msgs = vals[i, js, None].astype(np.float64) * H[js].astype(np.float64)
+        Z[i] = {"sum": msgs.sum(0), "max": msgs.max(0), "min": msgs.min(0),
+                "mean": msgs.mean(0)}[aggr]
+    return Z
+
+
+# ---------------------------------------------------------------------- edge tensors
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [1, 5])
+def test_sddmm(dtype, k):
+    g = random_graph(dtype=dtype)
+    X, Y = feats(g.n, k, dtype, 1), feats(g.n, k, dtype, 2)
+    E = gg.ops.sddmm(g.A, X, Y)
+    assert E.dtype.np_type == dtype
+    vals, pat = to_dense(E)
+    A, Apat = to_dense(g.A)
+    np.testing.assert_array_equal(pat, Apat)
+    np.testing.assert_allclose(vals, A * (X @ Y.T), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sddmm_accepts_scipy_and_pattern_graph(dtype):
+    g = random_graph(dtype=dtype, weighted=False)
+    X = feats(g.n, 3, dtype)
+    a = to_dense(gg.ops.sddmm(g.A, X, X))[0]
+    b = to_dense(gg.ops.sddmm(g.to_scipy(), X, X))[0]
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a, to_dense(g.A)[1] * (X @ X.T), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_outer_add(dtype):
+    g = random_graph(dtype=dtype)
+    u, v = feats(g.n, 1, dtype, 3)[:, 0], feats(g.n, 1, dtype, 4)[:, 0]
+    vals, pat = to_dense(gg.ops.outer_add(g.A, u, v))
+    np.testing.assert_array_equal(pat, to_dense(g.A)[1])
+    np.testing.assert_allclose(vals, pat * (u[:, None] + v[None, :]), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+def test_softmax(dtype, scale):
+    g = random_graph(dtype=dtype)
+    X = feats(g.n, 4, dtype, scale=np.sqrt(scale))
+    S = gg.ops.sddmm(g.A, X, X)
+    P = gg.ops.softmax(S)
+    vals, pat = to_dense(P)
+    svals, spat = to_dense(S)
+    np.testing.assert_array_equal(pat, spat)      # empty rows stay empty
+    assert np.isfinite(vals).all()
+    np.testing.assert_allclose(vals, ref_softmax(svals, spat), **tol(dtype))
+    rows = gg.ops.row_sum(P)
+    nonempty = spat.any(axis=1)
+    np.testing.assert_allclose(rows[nonempty], 1, **tol(dtype))
+    assert (rows[~nonempty] == 0).all()
+
+
+def test_softmax_huge_logits_exact():
+    A = gg.Graph.from_edges([0, 1, 2], [0, 0, 0], 3, dtype=np.float64).A
+    S = A.dup()
+    S[0, 0], S[0, 1], S[0, 2] = 1e4, 1e4 - np.log(2), 1e4 - np.log(4)
+    vals, _ = to_dense(gg.ops.softmax(S))
+    np.testing.assert_allclose(vals[0], np.array([4, 2, 1]) / 7, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_backward(dtype):
+    g = random_graph(dtype=dtype)
+    S = gg.ops.sddmm(g.A, feats(g.n, 3, dtype, 5), feats(g.n, 3, dtype, 6))
+    P = gg.ops.softmax(S)
+    dP = gg.ops.sddmm(g.A, feats(g.n, 2, dtype, 7), feats(g.n, 2, dtype, 8))
+    pv, pat = to_dense(P)
+    dv, _ = to_dense(dP)
+    ref = pat * pv * (dv - (pv * dv).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(to_dense(gg.ops.softmax_backward(P, dP))[0], ref, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reductions_and_scaling(dtype):
+    g = random_graph(dtype=dtype)
+    vals, pat = to_dense(g.A)
+    masked = np.where(pat, vals, np.nan)
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+        rmax = np.nan_to_num(np.nanmax(masked, axis=1))
+        rmin = np.nan_to_num(np.nanmin(masked, axis=1))
+    np.testing.assert_allclose(gg.ops.row_sum(g.A), vals.sum(1), **tol(dtype))
+    np.testing.assert_allclose(gg.ops.col_sum(g.A), vals.sum(0), **tol(dtype))
+    np.testing.assert_allclose(gg.ops.row_max(g.A), rmax, **tol(dtype))
+    np.testing.assert_allclose(gg.ops.row_min(g.A), rmin, **tol(dtype))
+    v = np.random.default_rng(9).uniform(0.5, 2, g.n).astype(dtype)
+    ops = {"times": np.multiply, "div": np.divide, "plus": np.add, "minus": np.subtract}
+    for name, f in ops.items():
+        np.testing.assert_allclose(to_dense(gg.ops.row_scale(g.A, v, name))[0],
+                                   pat * f(vals, v[:, None]), **tol(dtype))
+        np.testing.assert_allclose(to_dense(gg.ops.col_scale(g.A, v, name))[0],
+                                   pat * f(vals, v[None, :]), **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_edgewise_functions(dtype):
+    g = random_graph(dtype=dtype)
+    vals, pat = to_dense(g.A)
+    np.testing.assert_allclose(to_dense(gg.ops.exp(g.A))[0], pat * np.exp(vals), **tol(dtype))
+    np.testing.assert_allclose(to_dense(gg.ops.relu(g.A))[0], np.maximum(vals, 0))
+    for slope in (0.0, 0.2, 1.5):
+        np.testing.assert_allclose(to_dense(gg.ops.leaky_relu(g.A, slope))[0],
+                                   np.where(vals > 0, vals, slope * vals), **tol(dtype))
+    ex = get_executor()
+    np.testing.assert_allclose(to_dense(ex.apply(g.A, "scale", 3.0))[0], 3 * vals, **tol(dtype))
+    np.testing.assert_allclose(to_dense(ex.apply(g.A, "neg"))[0], -vals)
+    dE = gg.ops.exp(g.A)
+    np.testing.assert_allclose(to_dense(ex.leaky_relu_backward(g.A, dE, 0.3))[0],
+                               pat * np.exp(vals) * np.where(vals > 0, 1, 0.3), **tol(dtype))
+    np.testing.assert_allclose(to_dense(ex.ewise_add(g.A, dE, 2.0, -1.0))[0],
+                               pat * (2 * vals - np.exp(vals)), **tol(dtype))
+    values = ex.edge_values(dE)
+    np.testing.assert_array_equal(to_dense(ex.edge_from_values(g.A, values))[0],
+                                  to_dense(dE)[0])
+    with pytest.raises(ValueError, match="edge values"):
+        ex.edge_from_values(g.A, values[:-1])
+
+
+# ---------------------------------------------------------------------- products
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.parametrize("aggr", ["sum", "max", "min", "mean"])
+def test_aggregate(dtype, k, aggr):
+    g = random_graph(dtype=dtype)
+    H = feats(g.n, k, dtype)
+    Z = gg.ops.aggregate(g.A, H, aggr)
+    assert Z.dtype == dtype and Z.shape == (g.n, k)
+    vals, pat = to_dense(g.A)
+    np.testing.assert_allclose(Z, ref_aggregate(vals, pat, H, aggr), **tol(dtype))
+
+
+def test_aggregate_pattern_max_is_neighbour_max():
+    g = random_graph(weighted=False)
+    H = feats(g.n, 3, np.float32)
+    _, pat = to_dense(g.A)
+    Z = gg.ops.aggregate(g.A, H, "max")
+    for i in range(g.n):
+        expect = H[pat[i]].max(0) if pat[i].any() else np.zeros(3)
+        np.testing.assert_array_equal(Z[i], expect)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_spmm_transpose_and_gemm(dtype):
+    g = random_graph(dtype=dtype)
+    vals, _ = to_dense(g.A)
+    H = feats(g.n, 3, dtype)
+    np.testing.assert_allclose(gg.ops.spmm(g.A, H), vals @ H, **tol(dtype))
+    np.testing.assert_allclose(gg.ops.spmm_t(g.A, H), vals.T @ H, **tol(dtype))
+    W = feats(3, 2, dtype, 11)
+    np.testing.assert_allclose(gg.ops.gemm(H, W), H @ W, **tol(dtype))
+
+
+def test_spmm_matches_scipy_on_rectangular_free_graph():
+    csr = sp.random(50, 50, 0.1, format="csr", random_state=3, dtype=np.float64)
+    H = feats(50, 6, np.float64)
+    np.testing.assert_allclose(gg.ops.spmm(csr, H), csr @ H, rtol=1e-12)
+
+
+@settings(deadline=None, max_examples=40)
+@given(n=st.integers(1, 12), m=st.integers(0, 40), k=st.integers(1, 4),
+       seed=st.integers(0, 2**16), aggr=st.sampled_from(["sum", "max", "min", "mean"]))
+def test_aggregate_property(n, m, k, seed, aggr):
+    rng = np.random.default_rng(seed)
+    g = gg.Graph.from_edges(rng.integers(0, n, m), rng.integers(0, n, m), n,
+                            values=rng.integers(-3, 4, m).astype(np.float64),
+                            dtype=np.float64)
+    H = rng.integers(-4, 5, (n, k)).astype(np.float64)   # exact arithmetic
+    vals, pat = to_dense(g.A)
+    np.testing.assert_allclose(gg.ops.aggregate(g.A, H, aggr),
+                               ref_aggregate(vals, pat, H, aggr), rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------- aggregate backward
+@pytest.mark.parametrize("aggr", ["sum", "max", "min", "mean"])
+def test_aggregate_backward_finite_differences(aggr):
+    g = random_graph(dtype=np.float64, n=7, m=20)
+    ex = get_executor()
+    H = feats(g.n, 3, np.float64)
+    R = feats(g.n, 3, np.float64, 42)
+    edge_vals = ex.edge_values(g.A)
+
+    def loss(vals, H):
+        S = ex.edge_from_values(g.A, vals)
+        return float(np.sum(R * ex.aggregate(S, H, aggr)))
+
+    _, ctx = ex.aggregate(g.A, H, aggr, keep_context=True)
+    dS, dH = ex.aggregate_backward(ctx, R)
+    eps = 1e-6
+    num_dS = np.zeros_like(edge_vals)
+    for p in range(edge_vals.size):
+        e = np.zeros_like(edge_vals)
+        e[p] = eps
+        num_dS[p] = (loss(edge_vals + e, H) - loss(edge_vals - e, H)) / (2 * eps)
+    num_dH = np.zeros_like(H)
+    for idx in np.ndindex(H.shape):
+        e = np.zeros_like(H)
+        e[idx] = eps
+        num_dH[idx] = (loss(edge_vals, H + e) - loss(edge_vals, H - e)) / (2 * eps)
+    np.testing.assert_allclose(ex.edge_values(dS), num_dS, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dH, num_dH, rtol=1e-6, atol=1e-8)
+
+
+def test_max_tie_goes_to_first_stored_entry():
+    g = gg.Graph.from_edges([1, 2], [0, 0], 3, dtype=np.float64)
+    H = np.array([[0.0], [5.0], [5.0]])
+    ex = get_executor()
+    Z, ctx = ex.aggregate(g.A, H, "max", keep_context=True)
+    dS, dH = ex.aggregate_backward(ctx, np.ones((3, 1)))
+    assert Z[0, 0] == 5.0
+    np.testing.assert_array_equal(ex.edge_values(dS), [5.0, 0.0])
+    np.testing.assert_array_equal(dH[:, 0], [0.0, 1.0, 0.0])
+
+
+def test_semiring_aggregation_has_no_backward():
+    g = random_graph()
+    with pytest.raises(ValueError, match="named aggregations"):
+        get_executor().aggregate(g.A, feats(g.n, 2, np.float32), "min_plus", keep_context=True)
+
+
+# ---------------------------------------------------------------------- errors
+def test_errors():
+    g = random_graph()
+    H = feats(g.n, 3, np.float32)
+    with pytest.raises(ValueError, match="rows"):
+        gg.ops.aggregate(g.A, H[:-1])
+    with pytest.raises(TypeError, match="float64 but the sparse operand is FP32"):
+        gg.ops.aggregate(g.A, H.astype(np.float64))
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        gg.ops.aggregate(g.A, np.full_like(H, np.nan))
+    with pytest.raises(ValueError, match="unknown aggregation"):
+        gg.ops.aggregate(g.A, H, "median")
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        gg.ops.aggregate(g.A, H.tolist())
+    with pytest.raises(TypeError, match="graphblas.Matrix or scipy.sparse"):
+        gg.ops.softmax(np.eye(3))
+    with pytest.raises(TypeError, match="FP32 or FP64"):
+        gg.ops.softmax(gb.Matrix(int, 2, 2))
+    with pytest.raises(ValueError, match="same number of columns"):
+        gg.ops.sddmm(g.A, H, H[:, :2])
+    with pytest.raises(ValueError, match="length"):
+        gg.ops.outer_add(g.A, H[:-1, 0].copy(), H[:, 0].copy())
+    with pytest.raises(ValueError, match="op must be"):
+        gg.ops.row_scale(g.A, H[:, 0].copy(), "pow")
+    with pytest.raises(ValueError, match="negative_slope"):
+        gg.ops.leaky_relu(g.A, -1.0)
+    with pytest.raises(ValueError, match="rows"):
+        gg.ops.gemm(H, feats(2, 2, np.float32))
+    with pytest.raises(ValueError, match="unknown executor"):
+        gg.ops.softmax(g.A, executor="tpu")
