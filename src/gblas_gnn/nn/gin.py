@@ -1,0 +1,170 @@
+"""Graph isomorphism network layer (Xu et al.): ``Z = MLP((1 + ε) H + A H)``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._validate import positive_ints
+from .linear import Linear
+from .module import Module
+
+
+def _check_mlp_dims(mlp_dims) -> list[int]:
+    if isinstance(mlp_dims, (str, bytes)) or not isinstance(mlp_dims, (Sequence, np.ndarray)):
+        raise TypeError("mlp_dims must be a sequence of feature sizes [in, hidden..., out], "
+                        f"got {type(mlp_dims).__name__}")
+    dims = list(mlp_dims)
+    if len(dims) < 2:
+        raise ValueError(f"mlp_dims needs at least 2 entries [in, ..., out], got {dims!r}")
+    positive_ints(**{f"mlp_dims[{i}]": d for i, d in enumerate(dims)})
+    return [int(d) for d in dims]
+
+
+def _check_eps(eps) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+        raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
+    if not np.isfinite(eps):
+        raise ValueError(f"eps must be finite, got {eps!r}")
+    return float(eps)
+
+
+class GINConv(Module):
+    r"""Graph isomorphism layer, PyTorch Geometric's ``GINConv`` with an ``MLP`` as its network.
+
+    .. math::
+        Z = \mathrm{MLP}\big((1 + \varepsilon) H + A H\big), \qquad
+        \mathrm{MLP}(X) = \mathrm{lin}_{L-1}(\mathrm{ReLU}(\cdots
+            \mathrm{ReLU}(\mathrm{lin}_0(X)) \cdots)), \quad \mathrm{lin}_l(X) = X W_l + b_l
+
+    ``A H`` sums the in-neighbours' features weighted by the stored edge values (no self
+    loops are added: the ``(1 + ε) H`` term plays that role). ReLU sits between the linear
+    layers, none after the last (PyG ``MLP(..., plain_last=True)`` without norm / dropout).
+
+    The first linear map commutes with the aggregation,
+    :math:`((1+\varepsilon) H + A H) W_0 = (1+\varepsilon) H W_0 + A (H W_0)`, so when
+    ``mlp_dims[1] < mlp_dims[0]`` the layer projects first and the SpMM runs on the narrower
+    side, forward and backward. With :math:`G_0 = \partial(\mathrm{lin}_0\text{ output})`
+    and :math:`\partial X_0 = G_0 W_0^\top`:
+
+    .. math::
+        \partial W_0 = X_0^\top G_0 = H^\top \big((1+\varepsilon) G_0 + A^\top G_0\big),\quad
+        \partial H = (1+\varepsilon)\,\partial X_0 + A^\top \partial X_0, \quad
+        \partial\varepsilon = \textstyle\sum \partial X_0 \odot H = \sum G_0 \odot (H W_0).
+
+    Args:
+        mlp_dims: feature sizes ``[in_dim, hidden..., out_dim]`` of the MLP (≥ 2 entries).
+        eps: the initial (or fixed) :math:`\varepsilon`.
+        train_eps: learn :math:`\varepsilon` (parameter ``eps``); otherwise it is fixed.
+        seed: seed of the Glorot initialisation of the weights (biases start at zero).
+        dtype: ``np.float32`` (default) or ``np.float64``.
+        executor: executor name or instance (default ``cpu``).
+
+    Shapes:
+        - **input:** graph with n vertices, H (n, in_dim)
+        - **output:** Z (n, out_dim)
+        - **params:** ``lin{l}.W`` (mlp_dims[l], mlp_dims[l+1]), ``lin{l}.bias``
+          (mlp_dims[l+1],) for every layer l, and ``eps`` (1,) when ``train_eps``
+    """
+
+    def __init__(self, mlp_dims: Sequence[int], eps: float = 0.0, train_eps: bool = False,
+                 seed: int = 0, dtype=np.float32, executor=None):
+        super().__init__(dtype, executor)
+        dims = _check_mlp_dims(mlp_dims)
+        eps = _check_eps(eps)
+        self.mlp_dims = dims
+        self.in_dim, self.out_dim = dims[0], dims[-1]
+        self.train_eps = bool(train_eps)
+        self._eps = eps
+        seeds = np.random.SeedSequence(seed).generate_state(len(dims) - 1)
+        self._lins = [Linear(dims[i], dims[i + 1], bias=True, seed=int(seeds[i]),
+                             dtype=self.dtype, executor=self.executor)
+                      for i in range(len(dims) - 1)]
+        for i, lin in enumerate(self._lins):
+            for k, v in lin.params.items():
+                self.params[f"lin{i}.{k}"] = v
+        if self.train_eps:
+            self.params["eps"] = np.array([eps], dtype=self.dtype)
+        # Φ∘⊕ order for the first linear layer: project first when it narrows the SpMM
+        self._project_first = dims[1] < dims[0]
+        self.zero_grad()
+
+    def __repr__(self) -> str:
+        return f"GINConv(mlp_dims={self.mlp_dims}, eps={self.eps}, train_eps={self.train_eps})"
+
+    @property
+    def eps(self) -> float:
+        """The current :math:`\\varepsilon`."""
+        return float(self.params["eps"][0]) if self.train_eps else self._eps
+
+    def train(self, mode: bool = True) -> GINConv:
+        super().train(mode)
+        for lin in self._lins:
+            lin.train(mode)
+        return self
+
+    def _sync(self) -> None:
+        """Point the inner linear layers at the current parameter arrays (an optimiser may
+        have replaced them in ``params``)."""
+        for i, lin in enumerate(self._lins):
+            for k in lin.params:
+                lin.params[k] = self.params[f"lin{i}.{k}"]
+
+    def forward(self, g, H: np.ndarray) -> np.ndarray:
+        graph, H = self._prepare(g, H, self.in_dim)
+        self._sync()
+        ex, A = self.executor, graph.A
+        one_eps = self.dtype.type(1) + self.dtype.type(self.eps)
+        W0, b0 = self.params["lin0.W"], self.params["lin0.bias"]
+        saved: dict = {"A": A, "one_eps": one_eps}
+        if self._project_first or self.train_eps:
+            saved["H"] = H
+        if self._project_first:
+            Y = ex.gemm(H, W0)                                  # H W0
+            X = one_eps * Y + ex.spmm(A, Y)                     # (1+ε) H W0 + A (H W0)
+            saved["Y"] = Y
+        else:
+            X0 = one_eps * H + ex.spmm(A, H)                    # (1+ε) H + A H
+            X = ex.gemm(X0, W0)
+            saved["X0"] = X0
+        X += b0
+        acts = []
+        for lin in self._lins[1:]:
+            X = np.maximum(X, 0)
+            acts.append(X)
+            lin.training = self.training
+            X = lin(None, X)
+        saved["acts"] = acts
+        self._cache = saved if self.training else None
+        return X
+
+    def backward(self, dout: np.ndarray) -> np.ndarray:
+        cache = self._need_cache()
+        A, one_eps = cache["A"], cache["one_eps"]
+        dout = self._check_dout(dout, (A.nrows, self.out_dim))
+        self._sync()
+        ex, W0 = self.executor, self.params["lin0.W"]
+        d = dout
+        for i in range(len(self._lins) - 1, 0, -1):
+            lin = self._lins[i]
+            d = lin.backward(d)
+            for k, v in lin.grads.items():
+                self.grads[f"lin{i}.{k}"] = v
+            d = d * (cache["acts"][i - 1] > 0)                  # ReLU'
+        self.grads["lin0.bias"] = d.sum(axis=0)
+        if self._project_first:
+            G = one_eps * d + ex.spmm_t(A, d)                   # ∂(H W0), hidden columns
+            self.grads["lin0.W"] = ex.gemm(cache["H"], G, trans_a=True)
+            dH = ex.gemm(G, W0, trans_b=True)
+            if self.train_eps:
+                deps = np.sum(d * cache["Y"])
+        else:
+            self.grads["lin0.W"] = ex.gemm(cache["X0"], d, trans_a=True)
+            dX0 = ex.gemm(d, W0, trans_b=True)
+            dH = one_eps * dX0 + ex.spmm_t(A, dX0)
+            if self.train_eps:
+                deps = np.sum(dX0 * cache["H"])
+        if self.train_eps:
+            self.grads["eps"] = np.array([deps], dtype=self.dtype)
+        return dH

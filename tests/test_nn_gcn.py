@@ -1,0 +1,306 @@
+"""GCNConv against an independent per-vertex message-passing reference."""
+
+from __future__ import annotations
+
+import math
+
+import graphblas as gb
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from gradcheck import check_module_grads
+
+from gblas_gnn.graph import Graph
+from gblas_gnn.nn.gcn import GCNConv
+
+N = 10  # vertices 0..6 random, 7 has out-edges only, 8 and 9 are isolated
+
+
+def make_edges(seed: int, weighted: bool):
+    """Random directed edges with duplicates, one stored self loop, a source-only vertex (7)
+    and two isolated vertices (8, 9)."""
+    rng = np.random.default_rng(seed)
+    src = list(rng.integers(0, 7, 16))
+    dst = list(rng.integers(0, 7, 16))
+    src += [7, 7, src[0], src[1], 3]          # 7 → ·, two duplicates, a self loop 3 → 3
+    dst += [0, 4, dst[0], dst[1], 3]
+    w = list(rng.uniform(0.5, 2.0, len(src))) if weighted else None
+    return src, dst, w
+
+
+def merged(src, dst, w):
+    """{(target, source): value}: unweighted duplicates are one edge of value 1, weighted
+    duplicates sum (the Graph convention)."""
+    E: dict = {}
+    for e, (s, d) in enumerate(zip(src, dst, strict=True)):
+        key = (int(d), int(s))
+        E[key] = 1.0 if w is None else E.get(key, 0.0) + float(w[e])
+    return E
+
+
+def graph_of(src, dst, w, dtype):
+    return Graph.from_edges(np.array(src), np.array(dst), N,
+                            values=None if w is None else np.array(w), dtype=dtype)
+
+
+def ref_gcn(E, H, W, b, normalize, add_self_loops):
+    """Per-vertex loop: z_i = Σ_{j→i} w_ij / sqrt(deg_i deg_j) · (h_j W) + b."""
+    E = dict(E)
+    if normalize and add_self_loops:
+        for i in range(N):
+            E.setdefault((i, i), 1.0)               # remaining self loops only
+    in_nbrs: list[list] = [[] for _ in range(N)]
+    for (i, j), x in E.items():
+        in_nbrs[i].append((j, x))
+    deg = [0.0] * N
+    for i in range(N):
+        for _, x in in_nbrs[i]:
+            deg[i] += x
+    dinv = [1.0 / math.sqrt(d) if d > 0 else 0.0 for d in deg]
+    H, W = H.astype(np.float64), W.astype(np.float64)
+    Z = np.zeros((N, W.shape[1]))
+    for i in range(N):
+        for j, x in in_nbrs[i]:
+            coef = x * dinv[i] * dinv[j] if normalize else x
+            Z[i] += coef * (H[j] @ W)
+    return Z + (0.0 if b is None else b)
+
+
+def randomize_bias(layer, seed=1):
+    if "bias" in layer.params:
+        rng = np.random.default_rng(seed)
+        layer.params["bias"][:] = rng.standard_normal(layer.params["bias"].shape)
+
+
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("add_self_loops", [True, False])
+@pytest.mark.parametrize("dims", [(5, 3), (3, 5), (4, 4)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_forward_matches_reference(dtype, weighted, normalize, add_self_loops, dims, bias):
+    src, dst, w = make_edges(0, weighted)
+    g = graph_of(src, dst, w, dtype)
+    layer = GCNConv(*dims, bias=bias, normalize=normalize, add_self_loops=add_self_loops,
+                    dtype=dtype)
+    randomize_bias(layer)
+    H = np.random.default_rng(2).standard_normal((N, dims[0])).astype(dtype)
+    out = layer(g, H)
+    assert out.dtype == dtype and out.shape == (N, dims[1])
+    ref = ref_gcn(merged(src, dst, w), H, layer.params["W"], layer.params.get("bias"),
+                  normalize, add_self_loops)
+    np.testing.assert_allclose(out, ref, **TOL[dtype])
+
+
+def test_isolated_vertices_get_bias_only():
+    src, dst, w = make_edges(0, True)
+    for add in (True, False):
+        layer = GCNConv(3, 2, add_self_loops=add)
+        randomize_bias(layer)
+        H = np.random.default_rng(0).standard_normal((N, 3)).astype(np.float32)
+        out = layer(graph_of(src, dst, w, np.float32), H)
+        if add:   # a self loop of weight 1 and degree 1: z = h W + b
+            np.testing.assert_allclose(out[8:], H[8:] @ layer.params["W"] + layer.params["bias"],
+                                       rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_allclose(out[8:], np.broadcast_to(layer.params["bias"], (2, 2)))
+
+
+def test_normalize_false_ignores_add_self_loops():
+    src, dst, w = make_edges(3, True)
+    g = graph_of(src, dst, w, np.float64)
+    H = np.random.default_rng(0).standard_normal((N, 4))
+    a = GCNConv(4, 3, normalize=False, add_self_loops=True, dtype=np.float64)(g, H)
+    b = GCNConv(4, 3, normalize=False, add_self_loops=False, dtype=np.float64)(g, H)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dims", [(5, 3), (3, 5)])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_both_orders_agree(dims, normalize):
+    src, dst, w = make_edges(1, True)
+    g = graph_of(src, dst, w, np.float64)
+    H = np.random.default_rng(0).standard_normal((N, dims[0]))
+    dZ = np.random.default_rng(1).standard_normal((N, dims[1]))
+    results = []
+    for project_first in (True, False):
+        layer = GCNConv(*dims, normalize=normalize, dtype=np.float64, seed=4)
+        randomize_bias(layer)
+        layer._project_first = project_first
+        out = layer(g, H)
+        dH = layer.backward(dZ)
+        results.append((out, dH, dict(layer.grads)))
+    (o1, h1, g1), (o2, h2, g2) = results
+    np.testing.assert_allclose(o1, o2, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(h1, h2, rtol=1e-12, atol=1e-13)
+    for k in g1:
+        np.testing.assert_allclose(g1[k], g2[k], rtol=1e-12, atol=1e-13)
+
+
+def test_order_choice_follows_dims():
+    assert GCNConv(5, 3)._project_first
+    assert GCNConv(4, 4)._project_first
+    assert not GCNConv(3, 5)._project_first
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("add_self_loops", [True, False])
+@pytest.mark.parametrize("project_first", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+def test_gradients_finite_differences(weighted, normalize, add_self_loops, project_first,
+                                      bias):
+    src, dst, w = make_edges(5, weighted)
+    g = graph_of(src, dst, w, np.float64)
+    layer = GCNConv(3, 2, bias=bias, normalize=normalize, add_self_loops=add_self_loops,
+                    dtype=np.float64, seed=7)
+    randomize_bias(layer)
+    layer._project_first = project_first
+    H = np.random.default_rng(8).standard_normal((N, 3))
+    check_module_grads(layer, g, H)
+    assert set(layer.grads) == set(layer.params)
+    for k, v in layer.params.items():
+        assert layer.grads[k].shape == v.shape and layer.grads[k].dtype == v.dtype
+
+
+def test_gradients_cached():
+    src, dst, w = make_edges(6, True)
+    layer = GCNConv(3, 4, cached=True, dtype=np.float64)
+    randomize_bias(layer)
+    check_module_grads(layer, sp.csr_matrix(graph_of(src, dst, w, np.float64).to_scipy()),
+                       np.random.default_rng(0).standard_normal((N, 3)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cached", [False, True])
+def test_input_forms_identical(dtype, cached):
+    src, dst, w = make_edges(4, True)
+    s, d, v = np.array(src), np.array(dst), np.array(w, dtype=dtype)
+    forms = [
+        Graph.from_edges(s, d, N, values=v, dtype=dtype),
+        sp.coo_matrix((v, (d, s)), shape=(N, N)).tocsr(),
+        gb.Matrix.from_coo(d, s, v, nrows=N, ncols=N, dup_op=gb.binary.plus),
+    ]
+    H = np.random.default_rng(0).standard_normal((N, 4)).astype(dtype)
+    dZ = np.random.default_rng(1).standard_normal((N, 3)).astype(dtype)
+    outs = []
+    for form in forms:
+        layer = GCNConv(4, 3, cached=cached, dtype=dtype)
+        randomize_bias(layer)
+        outs.append((layer(form, H), layer.backward(dZ), layer.grads["W"]))
+    for o, dh, gw in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0][0])
+        np.testing.assert_array_equal(dh, outs[0][1])
+        np.testing.assert_array_equal(gw, outs[0][2])
+
+
+def test_cached_reuses_adjacency_of_same_object_only():
+    src, dst, w = make_edges(2, True)
+    csr = graph_of(src, dst, w, np.float32).to_scipy()
+    H = np.random.default_rng(0).standard_normal((N, 3)).astype(np.float32)
+    layer = GCNConv(3, 2, cached=True)
+    out1 = layer(csr, H)
+    S1 = layer._cache["S"]
+    out2 = layer(csr, H)
+    assert layer._cache["S"] is S1                   # no conversion, no normalisation
+    np.testing.assert_array_equal(out1, out2)
+    other = graph_of(*make_edges(9, True), np.float32)   # another graph is not stale
+    out3 = layer(other, H)
+    assert layer._cache["S"] is not S1
+    fresh = GCNConv(3, 2)(other, H)
+    np.testing.assert_array_equal(out3, fresh)
+    # the cache survives eval() (it is no backward cache) and answers there too
+    layer.eval()
+    np.testing.assert_array_equal(layer(other, H), fresh)
+    assert layer._cache is None
+    # without `cached` every scipy call converts afresh
+    plain = GCNConv(3, 2)
+    plain(csr, H)
+    S_a = plain._cache["S"]
+    plain(csr, H)
+    assert plain._cache["S"] is not S_a
+    assert plain._adj_cache is None
+
+
+def test_eval_mode_keeps_no_cache():
+    src, dst, w = make_edges(0, False)
+    g = graph_of(src, dst, w, np.float32)
+    H = np.random.default_rng(0).standard_normal((N, 3)).astype(np.float32)
+    layer = GCNConv(3, 2)
+    train_out = layer(g, H)
+    assert layer._cache is not None
+    layer.eval()
+    assert layer._cache is None
+    np.testing.assert_array_equal(layer(g, H), train_out)
+    assert layer._cache is None and layer._adj_cache is None
+    with pytest.raises(RuntimeError):
+        layer.backward(np.ones((N, 2), np.float32))
+    layer.train()
+    layer(g, H)
+    layer.backward(np.ones((N, 2), np.float32))
+
+
+def test_params_layout_and_seed():
+    layer = GCNConv(6, 4)
+    assert set(layer.params) == {"W", "bias"}
+    assert layer.params["W"].shape == (6, 4) and layer.params["bias"].shape == (4,)
+    assert layer.params["W"].dtype == np.float32
+    assert np.all(layer.params["bias"] == 0)
+    assert set(GCNConv(6, 4, bias=False).params) == {"W"}
+    assert GCNConv(6, 4, dtype=np.float64).params["W"].dtype == np.float64
+    np.testing.assert_array_equal(GCNConv(6, 4, seed=3).params["W"],
+                                  GCNConv(6, 4, seed=3).params["W"])
+    assert not np.array_equal(GCNConv(6, 4, seed=3).params["W"], layer.params["W"])
+
+
+@pytest.mark.parametrize("args", [(0, 2), (2, 0), (-1, 2), (2.5, 2), (True, 2), (2, None)])
+def test_bad_dims(args):
+    with pytest.raises(ValueError, match="positive integer"):
+        GCNConv(*args)
+
+
+def test_bad_dtype():
+    with pytest.raises(TypeError):
+        GCNConv(2, 2, dtype=np.int32)
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_bad_inputs(cached):
+    src, dst, w = make_edges(0, False)
+    g = graph_of(src, dst, w, np.float32)
+    layer = GCNConv(3, 2, cached=cached)
+    H = np.zeros((N, 3), np.float32)
+    with pytest.raises(RuntimeError):
+        layer.backward(np.zeros((N, 2), np.float32))
+    layer(g, H)                                           # fills the cache when cached
+    with pytest.raises(ValueError, match="columns"):
+        layer(g, np.zeros((N, 4), np.float32))
+    with pytest.raises(ValueError, match="rows"):
+        layer(g, np.zeros((N - 1, 3), np.float32))
+    with pytest.raises(TypeError, match="float64"):
+        layer(g, np.zeros((N, 3), np.float64))
+    with pytest.raises(TypeError):
+        layer(g, [[0.0] * 3] * N)
+    with pytest.raises(ValueError, match="2-D"):
+        layer(g, np.zeros(N, np.float32))
+    bad = H.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        layer(g, bad)
+    bad[2, 1] = np.inf
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        layer(g, bad)
+    with pytest.raises(TypeError):
+        layer(np.eye(N, dtype=np.float32), H)
+    with pytest.raises(ValueError, match="square"):
+        layer(sp.csr_matrix((N, N + 1), dtype=np.float32), H)
+    layer(g, H)
+    with pytest.raises(ValueError):
+        layer.backward(np.zeros((N, 3), np.float32))
+    with pytest.raises(ValueError):
+        layer.backward(np.zeros((N + 1, 2), np.float32))
+    with pytest.raises(TypeError):
+        layer.backward(np.zeros((N, 2), np.float64))
