@@ -1,0 +1,111 @@
+"""Dataset specifications as the command line spells them.
+
+=====================================  ===================================================
+spec                                   data set
+=====================================  ===================================================
+``csbm`` or ``csbm:n=4000,classes=4``  contextual SBM (the embedded default), keyword args
+                                       of :func:`gblas_gnn.data.csbm`
+``planetoid:DIR/cora``                 Planetoid Cora / CiteSeer from the original files in DIR
+``npz:PATH``                           a ``.npz`` with ``row``, ``col``, ``shape`` (graph) and
+                                       ``x``, ``y``, ``train_mask``, ``val_mask``,
+                                       ``test_mask`` (node classification data)
+``kronecker:scale=S,edge_factor=E``    Graph500 Kronecker graph with synthetic features and
+                                       labels (a throughput workload: accuracy means nothing)
+=====================================  ===================================================
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .data import Dataset, csbm, kronecker_edges, load_planetoid
+
+__all__ = ["parse_dataset", "DATASET_KINDS"]
+
+DATASET_KINDS = ("csbm", "planetoid", "npz", "kronecker")
+_NPZ_KEYS = ("row", "col", "shape", "x", "y", "train_mask", "val_mask", "test_mask")
+
+
+def parse_dataset(spec: str, *, seed: int = 0, features: int = 32, classes: int = 4,
+                  dtype=np.float32) -> Dataset:
+    """Build the :class:`~gblas_gnn.data.Dataset` a spec names (see the module docstring).
+
+    Raises ``ValueError`` for an unknown kind or malformed arguments and
+    ``FileNotFoundError`` for a missing file or directory.
+    """
+    kind, _, arg = spec.partition(":")
+    if kind == "csbm":
+        return csbm(**_keywords(arg, spec), seed=seed, dtype=dtype)
+    if kind == "planetoid":
+        if not arg:
+            raise ValueError("planetoid needs a path: planetoid:DIR/cora or planetoid:DIR/citeseer")
+        path = Path(arg)
+        return load_planetoid(path.parent, path.name)
+    if kind == "npz":
+        return _load_npz_dataset(Path(arg))
+    if kind == "kronecker":
+        kw = _keywords(arg, spec)
+        unknown = set(kw) - {"scale", "edge_factor"}
+        if "scale" not in kw or unknown:
+            raise ValueError(f"kronecker needs scale=S[,edge_factor=E], got {arg!r}")
+        return synthetic_dataset(kw["scale"], kw.get("edge_factor", 16), seed=seed,
+                                 features=features, classes=classes, dtype=dtype)
+    raise ValueError(f"unknown dataset {spec!r}; use one of {', '.join(DATASET_KINDS)} "
+                     "(e.g. csbm, planetoid:DIR/cora, npz:PATH, kronecker:scale=10)")
+
+
+def _keywords(arg: str, spec: str) -> dict:
+    out = {}
+    for item in filter(None, arg.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"malformed dataset argument {item!r} in {spec!r}: use key=value")
+        try:
+            out[key.strip()] = int(value)
+        except ValueError:
+            try:
+                out[key.strip()] = float(value)
+            except ValueError as exc:
+                raise ValueError(f"{key} must be a number, got {value!r}") from exc
+    return out
+
+
+def synthetic_dataset(scale: int, edge_factor: int = 16, *, seed: int = 0, features: int = 32,
+                      classes: int = 4, dtype=np.float32) -> Dataset:
+    """Kronecker graph with Gaussian features, labels ``argmax(x R)`` for a random ``R`` and a
+    random 60/20/20 split (for throughput runs)."""
+    src, dst, n = kronecker_edges(scale, edge_factor, seed=seed)
+    adjacency = sp.csr_matrix((np.ones(src.size, dtype=dtype), (dst, src)), shape=(n, n))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, features)).astype(dtype)
+    y = np.argmax(x @ rng.standard_normal((features, classes)), axis=1).astype(np.int64)
+    part = rng.permutation(n)
+    masks = [np.zeros(n, dtype=bool) for _ in range(3)]
+    cuts = np.array([0, 0.6 * n, 0.8 * n, n]).astype(int)
+    for mask, lo, hi in zip(masks, cuts[:-1], cuts[1:]):
+        mask[part[lo:hi]] = True
+    return Dataset(f"Kronecker-{scale}-{edge_factor}", adjacency, x, y, *masks, classes)
+
+
+def _load_npz_dataset(path: Path) -> Dataset:
+    if not path.is_file():
+        raise FileNotFoundError(f"no such dataset file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{path} is not a readable .npz dataset: {exc}") from exc
+    missing = [k for k in _NPZ_KEYS if k not in arrays]
+    if missing:
+        raise ValueError(f"{path} lacks {missing}; a dataset .npz holds {list(_NPZ_KEYS)}")
+    n = int(arrays["shape"][0])
+    data = arrays.get("data", np.ones(arrays["row"].shape[0], dtype=np.float32))
+    adjacency = sp.csr_matrix((data, (arrays["row"], arrays["col"])),
+                              shape=tuple(arrays["shape"]))
+    y = arrays["y"]
+    num_classes = int(arrays["num_classes"]) if "num_classes" in arrays else int(y.max()) + 1
+    return Dataset(path.stem, adjacency, arrays["x"], y, arrays["train_mask"],
+                   arrays["val_mask"], arrays["test_mask"], num_classes if n else 0)
