@@ -326,7 +326,7 @@ def masked(A, expr: Virtual, executor=None) -> gb.Matrix:
 
 
 def _is_ones(A: gb.Matrix) -> bool:
-    return A.ss.is_iso and A.nvals > 0 and A.reduce_scalar(gb.monoid.max).new().value == 1
+    return A.ss.is_iso and A.nvals > 0 and A.ss.iso_value.value == 1
 
 
 def _install_matrix_mul() -> None:

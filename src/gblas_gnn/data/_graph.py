@@ -1,14 +1,13 @@
-"""Lazy bridge to :class:`gblas_gnn.graph.Graph` (imported only when called)."""
+"""Lazy bridge to :class:`gblas_gnn.graph.Graph` (imported only when called, so the
+array-level generators do not depend on the graph module)."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-from ._edges import edges_to_csr
 
-
-def graph_from_csr(mat: sp.csr_matrix, dtype: np.dtype | type = np.float32):
+def graph_from_csr(mat: sp.spmatrix, dtype: np.dtype | type = np.float32):
     """``Graph.from_scipy(mat, dtype=dtype)``."""
     from gblas_gnn.graph import Graph
 
@@ -18,5 +17,7 @@ def graph_from_csr(mat: sp.csr_matrix, dtype: np.dtype | type = np.float32):
 def graph_from_sorted_edges(
     src: np.ndarray, dst: np.ndarray, n: int, dtype: np.dtype | type = np.float32
 ):
-    """Graph of unit-valued, already deduplicated edges ``src -> dst``."""
-    return graph_from_csr(edges_to_csr(src, dst, n, dtype=dtype), dtype=dtype)
+    """Graph of unit-valued, already deduplicated edges ``src -> dst`` (``A[dst, src] = 1``)."""
+    from gblas_gnn.graph import Graph
+
+    return Graph.from_edges(src, dst, n, dtype=dtype)

@@ -55,6 +55,16 @@ class _CSRStub:
         self.state = state
 
 
+def _latin1_encode(obj: Any, encoding: str = "utf-8") -> bytes:
+    """``_codecs.encode`` as Python 3 protocol-2 pickles use it for ``bytes``
+    (``encode(str, "latin1")``), restricted to that one codec."""
+    if not isinstance(obj, str) or encoding not in ("latin1", "latin-1"):
+        raise UnsafePickleError(
+            f"_codecs.encode only admitted for str with latin1, got {encoding!r}"
+        )
+    return obj.encode("latin1")
+
+
 # (module, name) as written in the pickle -> the object it resolves to.
 # Python 2 pickles say ``__builtin__``; numpy < 2 wrote ``numpy.core``, numpy >= 2
 # writes ``numpy._core``; scipy has used ``scipy.sparse.csr`` and ``scipy.sparse._csr``.
@@ -69,6 +79,8 @@ ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
     ("collections", "defaultdict"): collections.defaultdict,
     ("__builtin__", "list"): list,
     ("builtins", "list"): list,
+    # bytes inside Python 3 protocol-2 pickles (files re-saved by Python 3)
+    ("_codecs", "encode"): _latin1_encode,
 }
 
 

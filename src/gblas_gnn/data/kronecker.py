@@ -57,6 +57,36 @@ def _ge(u: np.ndarray, thr: int, out: np.ndarray) -> None:
         np.greater_equal(u, np.uint32(thr), out=out)
 
 
+def _rmat_indices(
+    u: np.ndarray, thr_a: int, thr_ab: int, thr_abc: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column index of R-MAT edges from per-level uniforms ``u`` (scale, cnt).
+
+    Level ``l`` contributes bit ``2**l``: row bit ``u >= T(a+b)`` (quadrant c or d),
+    column bit ``g1 ^ g2 ^ g3`` with ``g1 = u >= T(a)``, ``g2 = u >= T(a+b)``,
+    ``g3 = u >= T(a+b+c)`` (quadrant b or d).
+    """
+    scale, cnt = u.shape
+    ii = np.zeros(cnt, dtype=np.int64)
+    jj = np.zeros(cnt, dtype=np.int64)
+    g1 = np.empty(cnt, dtype=bool)
+    g2 = np.empty(cnt, dtype=bool)
+    g3 = np.empty(cnt, dtype=bool)
+    # Horner from the most significant level down
+    for level in range(scale - 1, -1, -1):
+        ul = u[level]
+        _ge(ul, thr_a, g1)
+        _ge(ul, thr_ab, g2)
+        _ge(ul, thr_abc, g3)
+        g1 ^= g2
+        g1 ^= g3
+        np.add(ii, ii, out=ii)
+        np.add(ii, g2, out=ii)
+        np.add(jj, jj, out=jj)
+        np.add(jj, g1, out=jj)
+    return ii, jj
+
+
 def _uniform_u32(rng: np.random.Generator, count: int) -> np.ndarray:
     """``count`` uniform uint32 from the generator's raw 64-bit stream (low half first,
     independent of the platform's byte order)."""
@@ -156,30 +186,10 @@ def kronecker_edges(
     perm = rng.permutation(n).astype(np.int64)
     keys = np.empty(m, dtype=np.int64)
     filled = 0
-    ii = np.empty(_BLOCK, dtype=np.int64)
-    jj = np.empty(_BLOCK, dtype=np.int64)
-    g1 = np.empty(_BLOCK, dtype=bool)
-    g2 = np.empty(_BLOCK, dtype=bool)
-    g3 = np.empty(_BLOCK, dtype=bool)
     for start in range(0, m, _BLOCK):
         cnt = min(_BLOCK, m - start)
-        i_, j_, x1, x2, x3 = ii[:cnt], jj[:cnt], g1[:cnt], g2[:cnt], g3[:cnt]
-        i_[:] = 0
-        j_[:] = 0
         u = _uniform_u32(rng, scale * cnt).reshape(scale, cnt)
-        # Horner from the most significant level down: bit of level l weighs 2**l.
-        for level in range(scale - 1, -1, -1):
-            ul = u[level]
-            _ge(ul, thr_a, x1)
-            _ge(ul, thr_ab, x2)  # row bit: quadrant c or d
-            _ge(ul, thr_abc, x3)
-            # column bit: quadrant b (a <= u < a+b) or d (u >= a+b+c) = g1 ^ g2 ^ g3
-            x1 ^= x2
-            x1 ^= x3
-            np.add(i_, i_, out=i_)
-            np.add(i_, x2, out=i_)
-            np.add(j_, j_, out=j_)
-            np.add(j_, x1, out=j_)
+        i_, j_ = _rmat_indices(u, thr_a, thr_ab, thr_abc)
         del u
         # the R-MAT matrix is the adjacency itself: row bit -> row of A (target),
         # column bit -> column (source).  With b == c (the default) the law is
@@ -196,7 +206,7 @@ def kronecker_edges(
         np.multiply(dst, n, out=keys[filled : filled + k])
         keys[filled : filled + k] += src
         filled += k
-    del ii, jj, g1, g2, g3, perm
+    del perm
     uniq = sorted_unique_inplace(keys[:filled])
     del keys
     if symmetric:
