@@ -3,11 +3,16 @@ array-level generators do not depend on the graph module)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import scipy.sparse as sp
 
+if TYPE_CHECKING:
+    from gblas_gnn.graph import Graph
 
-def graph_from_csr(mat: sp.spmatrix, dtype: np.dtype | type = np.float32):
+
+def graph_from_csr(mat: sp.spmatrix, dtype: np.dtype | type = np.float32) -> Graph:
     """``Graph.from_scipy(mat, dtype=dtype)``."""
     from gblas_gnn.graph import Graph
 
@@ -16,7 +21,7 @@ def graph_from_csr(mat: sp.spmatrix, dtype: np.dtype | type = np.float32):
 
 def graph_from_sorted_edges(
     src: np.ndarray, dst: np.ndarray, n: int, dtype: np.dtype | type = np.float32
-):
+) -> Graph:
     """Graph of unit-valued, already deduplicated edges ``src -> dst`` (``A[dst, src] = 1``)."""
     from gblas_gnn.graph import Graph
 

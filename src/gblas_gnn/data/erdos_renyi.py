@@ -1,0 +1,170 @@
+r"""Erdős–Rényi graphs (the paper's "Rand" graphs), sampled without :math:`n^2` memory.
+
+:math:`G(n, p)` over the :math:`n(n-1)` ordered off-diagonal pairs (directed) or the
+:math:`n(n-1)/2` unordered pairs (symmetric), with :math:`p = \rho\,n/(n-1)` so that
+the expected number of stored entries of ``A`` is exactly :math:`\rho n^2`.  Edges
+are sampled by geometric skipping (Batagelj & Brandes 2005): the gaps between
+consecutive chosen pairs in a fixed linear order are i.i.d. geometric, so only
+:math:`O(m)` numbers are drawn and the output comes out sorted, with no duplicates
+and no self loops by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ._edges import check_index_dtype, check_int, check_seed, split_keys, symmetric_keys
+from ._edges import fill_empty_rows as _fill_empty_rows
+
+if TYPE_CHECKING:
+    from gblas_gnn.graph import Graph
+
+__all__ = ["erdos_renyi_edges", "erdos_renyi", "bernoulli_positions"]
+
+_BLOCK = 1 << 20
+_MAX_N = 1 << 31  # keeps n*(n-1) and the running gap sums inside int64
+
+
+def bernoulli_positions(total: int, p: float, rng: np.random.Generator) -> np.ndarray:
+    r"""Sorted positions in ``[0, total)``, each included independently w.p. ``p``.
+
+    Geometric skipping: position of the k-th success is
+    :math:`\sum_{t\le k} G_t - 1` with :math:`G_t \sim \mathrm{Geom}(p)` (support
+    1, 2, ...).  Gaps are drawn in blocks of :math:`2^{20}` (expected-count sized
+    first block) until the running position passes ``total``.  Memory
+    :math:`O(p \cdot \mathrm{total})`.
+    """
+    if total <= 0 or p <= 0.0:
+        return np.empty(0, dtype=np.int64)
+    if p >= 1.0:
+        return np.arange(total, dtype=np.int64)
+    chunks = []
+    pos = -1  # position of the last success
+    expected = total * p
+    block = int(min(_BLOCK, max(1024, expected + 6 * math.sqrt(expected) + 16)))
+    while True:
+        gaps = rng.geometric(p, size=block).astype(np.int64)
+        np.cumsum(gaps, out=gaps)
+        gaps += pos
+        if gaps[-1] >= total:
+            chunks.append(gaps[: np.searchsorted(gaps, total)])
+            break
+        chunks.append(gaps)
+        pos = int(gaps[-1])
+        block = _BLOCK
+    return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+
+def _check_density(density: float, n: int) -> float:
+    if isinstance(density, bool) or not isinstance(density, numbers.Real):
+        raise TypeError(f"density must be a real number, got {type(density).__name__}")
+    rho = float(density)
+    if not math.isfinite(rho) or rho < 0:
+        raise ValueError(f"density must be finite and >= 0, got {rho}")
+    if n > 1 and rho > (n - 1) / n * (1 + 1e-12):
+        raise ValueError(
+            f"density {rho} exceeds the maximum (n-1)/n = {(n - 1) / n} without self loops"
+        )
+    return rho
+
+
+def erdos_renyi_edges(
+    n: int,
+    density: float,
+    *,
+    seed: int | np.random.SeedSequence = 0,
+    symmetric: bool = False,
+    fill_empty_rows: bool = True,
+    dtype_index: np.dtype | type = np.int64,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    r"""Edge list of an Erdős–Rényi graph of density :math:`\rho = m / n^2`.
+
+    Parameters
+    ----------
+    n : int
+        Number of vertices.
+    density : float
+        :math:`\rho`, expected stored entries over :math:`n^2`; average degree is
+        :math:`\rho n`.  ``0 <= density <= (n-1)/n``.
+    seed : int or numpy.random.SeedSequence
+        Seed of ``numpy.random.default_rng``.
+    symmetric : bool
+        If false, each ordered pair ``(i, j)``, ``i != j``, is an edge independently
+        with :math:`p = \rho n/(n-1)`.  If true, each unordered pair is drawn with
+        the same ``p`` and stored in both directions (``A = A^T``); the expected
+        number of stored entries is :math:`\rho n^2` either way, with variance
+        :math:`n(n-1)p(1-p)` (directed) or :math:`2n(n-1)p(1-p)` (symmetric).
+    fill_empty_rows : bool
+        Give every empty row one edge, with the rule of
+        :func:`gblas_gnn.data.kronecker_edges` (``u -> v`` from
+        ``u = (v + 1 + r) mod n``).  At average degree :math:`d` a row is empty with
+        probability about :math:`e^{-d}`, so this only matters for sparse graphs.
+    dtype_index : numpy integer dtype
+        ``int64`` (default) or ``int32``.
+
+    Returns
+    -------
+    src, dst : ndarray, shape (nnz,)
+        Edge ``src[e] -> dst[e]`` = entry ``A[dst[e], src[e]]``; sorted in CSR order,
+        no self loops, no duplicates.
+    n : int
+        Number of vertices.
+
+    Notes
+    -----
+    Directed: linear index :math:`L \in [0, n(n-1))`, row ``i = L // (n-1)``,
+    ``c = L % (n-1)``, column ``j = c + (c >= i)`` (skipping the diagonal).
+    Symmetric: the same positions are drawn and only those with ``j < i`` are kept
+    (each unordered pair has exactly one such ordered representative, so the kept
+    pairs are i.i.d. Bernoulli(p)), then mirrored.
+    """
+    n = check_int("n", n, 0)
+    if n > _MAX_N:
+        raise ValueError(f"n must be <= {_MAX_N}, got {n}")
+    rho = _check_density(density, n)
+    idx_dtype = check_index_dtype(dtype_index, n)
+    rng = np.random.default_rng(check_seed(seed))
+    if n < 2:
+        empty = np.empty(0, dtype=idx_dtype)
+        return empty, empty.copy(), n
+    p = min(1.0, rho * n / (n - 1))
+    pos = bernoulli_positions(n * (n - 1), p, rng)
+    row, c = np.divmod(pos, n - 1)
+    del pos
+    col = c + (c >= row)
+    del c
+    if symmetric:
+        keep = col < row
+        keys = symmetric_keys(col[keep], row[keep], n)
+    else:
+        keys = row * n + col
+    del row, col
+    if fill_empty_rows:
+        keys, _ = _fill_empty_rows(keys, n, rng, symmetric)
+    src, dst = split_keys(keys, n, idx_dtype)
+    return src, dst, n
+
+
+def erdos_renyi(
+    n: int,
+    density: float,
+    *,
+    seed: int | np.random.SeedSequence = 0,
+    symmetric: bool = False,
+    fill_empty_rows: bool = True,
+    dtype: np.dtype | type = np.float32,
+) -> Graph:
+    """Erdős–Rényi graph as a :class:`gblas_gnn.graph.Graph` (all values 1).
+
+    Same parameters as :func:`erdos_renyi_edges`; ``dtype`` is the value dtype.
+    """
+    src, dst, n = erdos_renyi_edges(
+        n, density, seed=seed, symmetric=symmetric, fill_empty_rows=fill_empty_rows
+    )
+    from ._graph import graph_from_sorted_edges
+
+    return graph_from_sorted_edges(src, dst, n, dtype)
