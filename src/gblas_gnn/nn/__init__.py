@@ -1,9 +1,11 @@
 """Layers and models written against the executor interface."""
 
+from .agnn import AGNNConv
 from .gcn import GCNConv
 from .gin import GINConv
 from .linear import Linear
 from .module import Module
 from .sgc import SGConv
+from .va import VAConv
 
-__all__ = ["Module", "Linear", "GCNConv", "SGConv", "GINConv"]
+__all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GCNConv", "SGConv", "GINConv"]

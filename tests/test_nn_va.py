@@ -1,0 +1,314 @@
+"""VAConv against an independent per-vertex message-passing reference, plus gradients."""
+
+import math
+
+import graphblas as gb
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from gradcheck import check_module_grads
+
+import gblas_gnn as gg
+from gblas_gnn.nn.va import VAConv
+
+AGGRS = ["sum", "max", "min", "mean"]
+DTYPES = [np.float32, np.float64]
+
+
+# ---------------------------------------------------------------------- reference (numpy loops)
+def random_edges(n, m, seed):
+    """Random directed edges; vertices 2 and n-1 isolated (no in- or out-edges); the first
+    three edges repeated (duplicates)."""
+    rng = np.random.default_rng(seed)
+    active = [v for v in range(n) if v not in (2, n - 1)]
+    src = rng.choice(active, m)
+    dst = rng.choice(active, m)
+    return np.concatenate([src, src[:3]]), np.concatenate([dst, dst[:3]])
+
+
+def in_neighbours(src, dst, n, self_loops):
+    nb = {i: [] for i in range(n)}
+    for s, d in zip(src.tolist(), dst.tolist(), strict=True):
+        if s not in nb[d]:                 # duplicates merged
+            nb[d].append(s)
+    if self_loops:
+        for i in range(n):
+            if i not in nb[i]:
+                nb[i].append(i)
+    return nb
+
+
+def va_reference(src, dst, n, H, W, aggr, softmax, self_loops, combine="times"):
+    """For each target i: score_ij = <H_i, H_j> (softmax over j if asked), message
+    score_ij · (H W)_j (or score_ij + (H W)_j with ``combine="plus"``), reduced by ``aggr``."""
+    H = H.astype(np.float64)
+    X = H @ W.astype(np.float64)
+    nb = in_neighbours(src, dst, n, self_loops)
+    out = np.zeros((n, X.shape[1]))
+    for i in range(n):
+        js = nb[i]
+        if not js:
+            continue
+        scores = [float(np.dot(H[i], H[j])) for j in js]
+        if softmax:
+            top = max(scores)
+            ex = [math.exp(s - top) for s in scores]
+            scores = [e / sum(ex) for e in ex]
+        msgs = np.array([(s + X[j]) if combine == "plus" else s * X[j]
+                         for s, j in zip(scores, js, strict=True)])
+        if aggr == "sum":
+            out[i] = msgs.sum(axis=0)
+        elif aggr == "mean":
+            out[i] = msgs.mean(axis=0)
+        elif aggr == "max":
+            out[i] = msgs.max(axis=0)
+        elif aggr == "min":
+            out[i] = msgs.min(axis=0)
+    return out
+
+
+def tol(dtype):
+    return dict(rtol=2e-4, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+
+
+N = 11
+
+
+@pytest.fixture(scope="module")
+def edges():
+    return random_edges(N, 24, seed=4)
+
+
+def features(n, k, dtype, seed=1):
+    return np.random.default_rng(seed).standard_normal((n, k)).astype(dtype)
+
+
+# ---------------------------------------------------------------------- forward
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("aggr", AGGRS)
+@pytest.mark.parametrize("softmax", [False, True])
+@pytest.mark.parametrize("self_loops", [True, False])
+@pytest.mark.parametrize("out_dim", [2, 6])
+def test_forward_matches_reference(edges, dtype, aggr, softmax, self_loops, out_dim):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, N, dtype=dtype)
+    H = features(N, 4, dtype)
+    layer = VAConv(4, out_dim, softmax=softmax, add_self_loops=self_loops, aggr=aggr, seed=3,
+                   dtype=dtype)
+    Z = layer(g, H)
+    ref = va_reference(src, dst, N, H, layer.params["W"], aggr, softmax, self_loops)
+    assert Z.dtype == dtype and Z.shape == (N, out_dim)
+    np.testing.assert_allclose(Z, ref, **tol(dtype))
+    if not self_loops:                      # isolated vertices have no in-edges → 0
+        assert np.all(Z[[2, N - 1]] == 0)
+
+
+def test_defaults_and_params():
+    layer = VAConv(5, 7, seed=2)
+    assert set(layer.params) == {"W"} and set(layer.grads) == {"W"}
+    assert layer.params["W"].shape == (5, 7) and layer.params["W"].dtype == np.float32
+    assert np.abs(layer.params["W"]).max() <= math.sqrt(6 / 12)
+    assert not layer.softmax and layer.add_self_loops and layer.aggr == "sum"
+    np.testing.assert_array_equal(layer.params["W"], VAConv(5, 7, seed=2).params["W"])
+    assert not np.array_equal(layer.params["W"], VAConv(5, 7, seed=3).params["W"])
+
+
+# ---------------------------------------------------------------------- gradients
+@pytest.mark.parametrize("aggr", AGGRS)
+@pytest.mark.parametrize("softmax", [False, True])
+@pytest.mark.parametrize("out_dim", [2, 5])
+def test_gradients_finite_differences(aggr, softmax, out_dim):
+    n = 9
+    src, dst = random_edges(n, 18, seed=12)
+    g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
+    layer = VAConv(3, out_dim, softmax=softmax, aggr=aggr, seed=1, dtype=np.float64)
+    check_module_grads(layer, g, features(n, 3, np.float64, seed=5))
+    assert layer.grads["W"].shape == (3, out_dim) and layer.grads["W"].dtype == np.float64
+
+
+@pytest.mark.parametrize("aggr", ["sum", "min"])
+@pytest.mark.parametrize("softmax", [False, True])
+def test_gradients_without_self_loops(aggr, softmax):
+    n = 8
+    src, dst = random_edges(n, 16, seed=6)
+    g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
+    layer = VAConv(3, 4, softmax=softmax, add_self_loops=False, aggr=aggr, dtype=np.float64)
+    check_module_grads(layer, g, features(n, 3, np.float64, seed=2))
+
+
+def test_gradients_match_paper_equations():
+    """Eqs. 7–13 written out with dense numpy on a toy graph (Ψ = A ⊙ HHᵀ, Z = Ψ H W)."""
+    n = 7
+    src, dst = random_edges(n, 14, seed=1)
+    g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
+    A = (g.with_self_loops().to_scipy().toarray() != 0).astype(float)
+    H = features(n, 3, np.float64)
+    dZ = features(n, 4, np.float64, seed=9)
+    layer = VAConv(3, 4, dtype=np.float64)
+    W = layer.params["W"]
+    layer(g, H)
+    dH = layer.backward(dZ)
+    Psi = A * (H @ H.T)
+    dPsi = A * (dZ @ (H @ W).T)
+    np.testing.assert_allclose(layer.grads["W"], (Psi @ H).T @ dZ, rtol=1e-12)
+    np.testing.assert_allclose(dH, Psi.T @ dZ @ W.T + (dPsi + dPsi.T) @ H, rtol=1e-11)
+
+
+@pytest.mark.parametrize("aggr", ["sum", "mean"])
+@pytest.mark.parametrize("softmax", [False, True])
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3)])
+def test_both_orders_agree(aggr, softmax, shape):
+    n = 9
+    src, dst = random_edges(n, 18, seed=2)
+    g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
+    H = features(n, shape[0], np.float64)
+    dout = features(n, shape[1], np.float64, seed=8)
+    results = []
+    for order in ("auto", "aggregate_first", "project_first"):
+        layer = VAConv(*shape, softmax=softmax, aggr=aggr, dtype=np.float64)
+        layer.order = order
+        Z = layer(g, H)
+        if order == "auto":         # aggregate at the smaller width
+            assert layer._cache["pa"]["agg_first"] == (shape[0] < shape[1])
+        results.append((Z, layer.backward(dout), layer.grads["W"]))
+    for Z, dH, dW in results[1:]:
+        np.testing.assert_allclose(Z, results[0][0], rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(dH, results[0][1], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(dW, results[0][2], rtol=1e-10, atol=1e-12)
+    layer = VAConv(*shape, softmax=softmax, aggr=aggr, dtype=np.float64)
+    layer.order = "aggregate_first"
+    check_module_grads(layer, g, H)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("softmax", [False, True])
+def test_float32_backward_matches_float64(edges, dtype, softmax):
+    src, dst = edges
+    H64 = features(N, 4, np.float64)
+    dout = features(N, 3, np.float64, seed=6)
+    ref = VAConv(4, 3, softmax=softmax, dtype=np.float64)
+    ref(gg.Graph.from_edges(src, dst, N, dtype=np.float64), H64)
+    dH_ref = ref.backward(dout)
+    layer = VAConv(4, 3, softmax=softmax, dtype=dtype)
+    layer(gg.Graph.from_edges(src, dst, N, dtype=dtype), H64.astype(dtype))
+    dH = layer.backward(dout.astype(dtype))
+    assert dH.dtype == dtype and layer.grads["W"].dtype == dtype
+    np.testing.assert_allclose(dH, dH_ref, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(layer.grads["W"], ref.grads["W"], rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("softmax", [False, True])
+def test_zero_feature_rows(edges, dtype, softmax):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, N, dtype=dtype)
+    H = features(N, 4, dtype)
+    H[[0, 2, 5]] = 0
+    layer = VAConv(4, 3, softmax=softmax, dtype=dtype)
+    Z = layer(g, H)
+    np.testing.assert_allclose(Z, va_reference(src, dst, N, H, layer.params["W"], "sum",
+                                               softmax, True), **tol(dtype))
+    dH = layer.backward(np.ones_like(Z))
+    assert np.isfinite(dH).all() and np.isfinite(layer.grads["W"]).all()
+
+
+# ---------------------------------------------------------------------- input forms, modes
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_graph_input_forms_identical(edges, dtype):
+    src, dst = edges
+    H = features(N, 4, dtype)
+    layer = VAConv(4, 3, softmax=True, dtype=dtype)
+    csr = sp.csr_matrix((np.ones(src.size), (dst, src)), shape=(N, N))   # duplicates summed
+    M = gb.Matrix.from_coo(dst, src, np.ones(src.size, dtype), nrows=N, ncols=N,
+                           dup_op=gb.binary.plus)
+    outs = [layer(x, H) for x in (gg.Graph.from_edges(src, dst, N, dtype=dtype), csr, M)]
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+
+
+def test_edge_values_are_ignored(edges):
+    src, dst = edges
+    H = features(N, 4, np.float64)
+    w = np.random.default_rng(0).uniform(0.1, 5, src.size)
+    layer = VAConv(4, 3, dtype=np.float64)
+    a = layer(gg.Graph.from_edges(src, dst, N, dtype=np.float64), H)
+    b = layer(gg.Graph.from_edges(src, dst, N, values=w, dtype=np.float64), H)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_eval_mode_keeps_no_cache(edges):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, N)
+    H = features(N, 4, np.float32)
+    layer = VAConv(4, 3, softmax=True, aggr="min")
+    Z_train = layer(g, H)
+    assert layer._cache is not None
+    layer.eval()
+    Z_eval = layer(g, H)
+    assert layer._cache is None
+    np.testing.assert_array_equal(Z_train, Z_eval)
+    with pytest.raises(RuntimeError, match="training"):
+        layer.backward(np.ones_like(Z_eval))
+
+
+# ---------------------------------------------------------------------- semirings
+def test_semiring_forward_only(edges):
+    semirings = pytest.importorskip("gblas_gnn.semirings")
+    if "min_plus" not in semirings.names():
+        pytest.skip("no min_plus semiring registered")
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, N, dtype=np.float64)
+    H = features(N, 4, np.float64)
+    for aggr in ("min_plus", semirings.get("min_plus")):
+        layer = VAConv(4, 3, softmax=True, aggr=aggr, dtype=np.float64).eval()
+        Z = layer(g, H)
+        ref = va_reference(src, dst, N, H, layer.params["W"], "min", True, True,
+                           combine="plus")
+        np.testing.assert_allclose(Z, ref, rtol=1e-10)
+        layer.train()
+        np.testing.assert_allclose(layer(g, H), Z, rtol=1e-12)
+        with pytest.raises(ValueError, match="semiring"):
+            layer.backward(np.ones_like(Z))
+
+
+# ---------------------------------------------------------------------- errors
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(in_dim=0, out_dim=2), ValueError, "in_dim"),
+    (dict(in_dim=3, out_dim=-1), ValueError, "out_dim"),
+    (dict(in_dim=3, out_dim=None), ValueError, "out_dim"),
+    (dict(in_dim=3, out_dim=2.0), ValueError, "out_dim"),
+    (dict(in_dim=3, out_dim=2, aggr="median"), ValueError, "aggregation"),
+    (dict(in_dim=3, out_dim=2, aggr=None), ValueError, "aggr"),
+    (dict(in_dim=3, out_dim=2, dtype=np.float16), TypeError, "dtype"),
+])
+def test_constructor_errors(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        VAConv(**kwargs)
+
+
+def test_forward_backward_errors(edges):
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, N)
+    layer = VAConv(4, 3)
+    with pytest.raises(RuntimeError):
+        layer.backward(np.ones((N, 3), np.float32))
+    with pytest.raises(ValueError, match="columns"):
+        layer(g, features(N, 2, np.float32))
+    with pytest.raises(ValueError, match="rows"):
+        layer(g, features(N - 1, 4, np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        layer(g, features(N, 4, np.float64))
+    bad = features(N, 4, np.float32)
+    bad[0, 0] = np.inf
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        layer(g, bad)
+    with pytest.raises(ValueError, match="order"):
+        layer.order = "random"
+    layer(g, features(N, 4, np.float32))
+    with pytest.raises(ValueError, match="dout"):
+        layer.backward(np.ones((N + 1, 3), np.float32))
+    with pytest.raises(TypeError, match="dout"):
+        layer.backward(np.ones((N, 3), np.float64))
+    layer.params["W"][1, 2] = np.nan
+    with pytest.raises(ValueError, match="'W'"):
+        layer(g, features(N, 4, np.float32))
