@@ -1,6 +1,7 @@
 """Layers and models written against the executor interface."""
 
 from .agnn import AGNNConv
+from .gat import GATConv
 from .gcn import GCNConv
 from .gin import GINConv
 from .linear import Linear
@@ -8,4 +9,4 @@ from .module import Module
 from .sgc import SGConv
 from .va import VAConv
 
-__all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GCNConv", "SGConv", "GINConv"]
+__all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GATConv", "GCNConv", "SGConv", "GINConv"]

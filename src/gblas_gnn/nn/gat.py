@@ -1,0 +1,304 @@
+"""Graph attention layer (GAT, Veličković et al. 2018) in the global tensor formulation.
+
+Forward and backward are written once against the executor interface (DESIGN.md rule 3);
+the backward is derived step by step in ``docs/derivation_gat.md``.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .._validate import positive_ints
+from .init import glorot, zeros
+from .module import Module
+
+__all__ = ["GATConv"]
+
+AGGREGATIONS = ("sum", "max", "min", "mean")
+_LINEAR = ("sum", "mean")
+_ORDERS = ("auto", "project_first", "aggregate_first")
+
+
+def _check_aggr(aggr):
+    """Return ``True`` for a named aggregation, ``False`` for a known semiring; else raise."""
+    if isinstance(aggr, str) and aggr in AGGREGATIONS:
+        return True
+    try:
+        from .. import semirings
+        get = semirings.get
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"unknown aggregation {aggr!r}; use one of {AGGREGATIONS} or a "
+                         "semiring from gblas_gnn.semirings") from exc
+    try:
+        get(aggr)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ValueError(f"unknown aggregation {aggr!r}; use one of {AGGREGATIONS} or a "
+                         f"semiring from gblas_gnn.semirings ({exc})") from exc
+    return False
+
+
+def _check_bool(**values) -> None:
+    for name, value in values.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be a bool, got {value!r}")
+
+
+def _real(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not np.isfinite(float(value)):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    return float(value)
+
+
+class GATConv(Module):
+    r"""Graph attention convolution, exactly PyTorch Geometric's ``GATConv`` (no edge features).
+
+    For every head :math:`h` (columns :math:`W_h = W[:, h\,F':(h+1)\,F']`):
+
+    .. math::
+        H'_h &= H W_h, \qquad s_h = H'_h\, a^{src}_h, \qquad d_h = H'_h\, a^{dst}_h \\
+        C_h &= A \odot (\mathrm{rep}(d_h) + \mathrm{rep}(s_h)^\top)
+              \quad (C_h[i,j] = d_h[i] + s_h[j] \text{ on the stored edges } j \to i) \\
+        \Psi_h &= \mathrm{sm}(\mathrm{LeakyReLU}(C_h)) \quad \text{(softmax over each target's
+              in-edges)} \\
+        Z_h &= \mathrm{dropout}(\Psi_h) \oplus H'_h \\
+        Z &= \big\Vert_{h} Z_h + b \ \ (\text{concat}) \quad\text{or}\quad
+             \tfrac{1}{\text{heads}} \textstyle\sum_h Z_h + b .
+
+    ``A`` is the adjacency (row = target), after adding the missing self loops when
+    ``add_self_loops``; only its *pattern* is used (edge values are ignored, as PyG does
+    without ``edge_attr``). :math:`\oplus` aggregates the weighted messages
+    :math:`\Psi_h[i,j]\,H'_h[j]` of each target by ``aggr`` (an empty row gives 0).
+
+    Attention dropout (training mode only) zeroes each attention coefficient with
+    probability ``dropout`` and scales the kept ones by :math:`1/(1-p)`. The mask is drawn
+    from :attr:`dropout_rng` (a ``numpy.random.Generator`` seeded from ``seed``, independent
+    of the initialisation; assign a new generator to re-seed), one uniform number per stored
+    edge of ``A`` in CSR order (target-major, sources ascending), head after head; an edge is
+    kept when its number is ``>= dropout``. Backward reuses the mask of the forward.
+
+    For ``aggr`` in ``"sum"``/``"mean"`` with one head and ``in_dim < out_dim`` the layer
+    aggregates before projecting, :math:`Z = (\Psi H) W`, and computes the scores as
+    :math:`s = H (W a^{src})` without forming :math:`H'`; the result is the same.
+
+    Args:
+        in_dim: input feature size.
+        out_dim: output feature size of each head.
+        heads: number of attention heads.
+        concat: concatenate the heads (else average them).
+        negative_slope: LeakyReLU slope for negative scores (≥ 0).
+        dropout: attention dropout probability in ``[0, 1)`` (training mode only).
+        bias: add a learnable bias.
+        add_self_loops: add the missing self loops (PyG ``add_remaining_self_loops``).
+        aggr: ``"sum"``, ``"max"``, ``"min"``, ``"mean"`` or a semiring (object or name from
+            :mod:`gblas_gnn.semirings`; forward only — backward raises ``ValueError``).
+        seed: seed of the Glorot initialisation and of the dropout generator.
+        dtype: ``np.float32`` or ``np.float64``.
+        executor: executor instance or name (default ``"cpu"``).
+
+    Shapes:
+        - input: graph with n vertices, H (n, in_dim)
+        - output: (n, heads·out_dim) if ``concat`` else (n, out_dim)
+        - params: ``W`` (in_dim, heads·out_dim), ``att_src`` (heads, out_dim),
+          ``att_dst`` (heads, out_dim), ``bias`` (heads·out_dim,) or (out_dim,)
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, heads: int = 1, concat: bool = True,
+                 negative_slope: float = 0.2, dropout: float = 0.0, bias: bool = True,
+                 add_self_loops: bool = True, aggr="sum", seed: int = 0,
+                 dtype=np.float32, executor=None):
+        super().__init__(dtype, executor)
+        positive_ints(in_dim=in_dim, out_dim=out_dim, heads=heads)
+        _check_bool(concat=concat, bias=bias, add_self_loops=add_self_loops)
+        slope = _real(negative_slope, "negative_slope")
+        if slope < 0:
+            raise ValueError(f"negative_slope must be ≥ 0, got {negative_slope}")
+        p = _real(dropout, "dropout")
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self._named = _check_aggr(aggr)
+        self.in_dim, self.out_dim, self.heads = int(in_dim), int(out_dim), int(heads)
+        self.concat, self.add_self_loops = bool(concat), bool(add_self_loops)
+        self.negative_slope, self.dropout, self.aggr = slope, p, aggr
+        rng = np.random.default_rng(seed)
+        self.params["W"] = glorot((self.in_dim, self.heads * self.out_dim), rng, self.dtype)
+        self.params["att_src"] = glorot((self.heads, self.out_dim), rng, self.dtype)
+        self.params["att_dst"] = glorot((self.heads, self.out_dim), rng, self.dtype)
+        if bias:
+            width = self.heads * self.out_dim if self.concat else self.out_dim
+            self.params["bias"] = zeros((width,), self.dtype)
+        self.dropout_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+        # "auto" | "project_first" | "aggregate_first" (the last for 1 head, sum/mean only)
+        self._order = "auto"
+        self.zero_grad()
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def out_width(self) -> int:
+        """Number of output columns."""
+        return self.heads * self.out_dim if self.concat else self.out_dim
+
+    def _aggregate_first(self) -> bool:
+        """Whether to compute ``(Ψ H) W`` instead of ``Ψ (H W)`` (rule 1, Φ∘⊕ order)."""
+        linear_one_head = self._named and self.aggr in _LINEAR and self.heads == 1
+        if self._order not in _ORDERS:
+            raise ValueError(f"order must be one of {_ORDERS}, got {self._order!r}")
+        if self._order == "aggregate_first":
+            if not linear_one_head:
+                raise ValueError("aggregate-then-project needs one head and aggr 'sum'/'mean'")
+            return True
+        if self._order == "project_first":
+            return False
+        return linear_one_head and self.in_dim < self.out_dim
+
+    def _scores(self, H: np.ndarray, Hp: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``(s, d)``, each (heads, n): ``s[h] = H'_h a_src[h]``, ``d[h] = H'_h a_dst[h]``."""
+        W = self.params["W"]
+        a_src, a_dst = self.params["att_src"], self.params["att_dst"]
+        heads, out = self.heads, self.out_dim
+        if Hp is None or self.in_dim < out:
+            # s_h = H (W_h a_src[h]): one (n × in)·(in × 2·heads) product, H' not needed
+            W3 = W.reshape(self.in_dim, heads, out)
+            Wa = np.concatenate([np.einsum("iho,ho->ih", W3, a_src),
+                                 np.einsum("iho,ho->ih", W3, a_dst)], axis=1)
+            SD = self.executor.gemm(H, Wa)
+        else:
+            Hp3 = Hp.reshape(H.shape[0], heads, out)
+            SD = np.concatenate([np.einsum("nho,ho->nh", Hp3, a_src),
+                                 np.einsum("nho,ho->nh", Hp3, a_dst)], axis=1)
+        SD = np.ascontiguousarray(SD.T)
+        return SD[:heads], SD[heads:]
+
+    def _dropout_mask(self, A, nnz: int):
+        """Edge tensor on A's pattern: ``1/(1-p)`` for kept edges, 0 for dropped ones."""
+        p = self.dropout
+        keep = self.dropout_rng.random(nnz) >= p
+        values = np.where(keep, 1.0 / (1.0 - p), 0.0).astype(self.dtype)
+        return self.executor.edge_from_values(A, values)
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, g, H: np.ndarray) -> np.ndarray:
+        g, H = self._prepare(g, H, self.in_dim)
+        self._aggregate_first()                     # validate the order before any work
+        if self.add_self_loops:
+            g = g.with_self_loops()
+        A, n = g.A, g.n
+        ex = self.executor
+        heads, out = self.heads, self.out_dim
+        W = self.params["W"]
+        training = self.training
+        keep = training and self._named             # a semiring has no backward
+        drop = training and self.dropout > 0
+        agg_first = self._aggregate_first()
+
+        Hp = None if agg_first else ex.gemm(H, W)   # H' = H W, (n, heads·out)
+        s, d = self._scores(H, Hp)
+
+        Z = np.empty((n, heads * out), self.dtype) if self.concat \
+            else np.zeros((n, out), self.dtype)
+        per_head = []
+        for h in range(heads):
+            cols = slice(h * out, (h + 1) * out)
+            X = H if agg_first else np.ascontiguousarray(Hp[:, cols])
+            C = ex.outer_add(A, d[h], s[h])                 # C[i,j] = d[i] + s[j]
+            Psi = ex.softmax(ex.apply(C, "leaky_relu", self.negative_slope))
+            mask = self._dropout_mask(A, g.nnz) if drop else None
+            S = Psi if mask is None else ex.ewise_mult(Psi, mask)
+            if keep:
+                Zh, ctx = ex.aggregate(S, X, self.aggr, keep_context=True)
+            else:
+                Zh, ctx = ex.aggregate(S, X, self.aggr), None
+            P = None
+            if agg_first:                                   # heads == 1: Z = (Ψ H) W
+                P, Zh = Zh, ex.gemm(Zh, W)
+            if self.concat:
+                Z[:, cols] = Zh
+            else:
+                Z += Zh
+            if keep:
+                per_head.append({"C": C, "Psi": Psi, "mask": mask, "ctx": ctx, "X": X,
+                                 "P": P})
+            del C, Psi, S, mask
+        if not self.concat and heads > 1:
+            Z /= self.dtype.type(heads)
+        if "bias" in self.params:
+            Z += self.params["bias"]
+
+        if not training:
+            self._cache = None
+        elif not self._named:
+            self._cache = {"semiring": True}
+        else:
+            self._cache = {"semiring": False, "H": H, "n": n, "agg_first": agg_first,
+                           "heads": per_head}
+        return Z
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, dout: np.ndarray) -> np.ndarray:
+        cache = self._need_cache()
+        if cache["semiring"]:
+            raise ValueError(f"GATConv with the semiring aggregation {self.aggr!r} is "
+                             "forward-only: backward is defined for aggr 'sum', 'max', 'min' "
+                             "and 'mean' (use layer.eval() for inference)")
+        n, H, agg_first = cache["n"], cache["H"], cache["agg_first"]
+        dout = self._check_dout(dout, (n, self.out_width))
+        ex = self.executor
+        heads, out, slope = self.heads, self.out_dim, self.negative_slope
+        W = self.params["W"]
+        a_src, a_dst = self.params["att_src"], self.params["att_dst"]
+
+        if "bias" in self.params:
+            self.grads["bias"] = dout.sum(axis=0)
+        da_src = np.zeros_like(a_src)
+        da_dst = np.zeros_like(a_dst)
+        if agg_first:
+            dW = np.zeros_like(W)
+            dH = np.zeros_like(H)
+        else:
+            dHp = np.empty((n, heads * out), self.dtype)      # dL/dH'
+        dZ_mean = None if self.concat else dout / self.dtype.type(heads)
+
+        for h, hc in enumerate(cache["heads"]):
+            cols = slice(h * out, (h + 1) * out)
+            dZh = np.ascontiguousarray(dout[:, cols]) if self.concat else dZ_mean
+            if agg_first:
+                # Z = P W with P = Ψ ⊕ H: dW = Pᵀ dZ, dP = dZ Wᵀ, then back through ⊕
+                dW += ex.gemm(hc["P"], dZh, trans_a=True)
+                dS, dX = ex.aggregate_backward(hc["ctx"], ex.gemm(dZh, W, trans_b=True))
+            else:
+                dS, dX = ex.aggregate_backward(hc["ctx"], dZh)
+            if hc["mask"] is not None:
+                dS = ex.ewise_mult(dS, hc["mask"])            # through the dropout
+            dE = ex.softmax_backward(hc["Psi"], dS)           # Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ)))
+            dC = ex.leaky_relu_backward(hc["C"], dE, slope)
+            del dS, dE
+            ds = ex.col_reduce(dC, "sum")                     # Σ_i dC[i,j]
+            dd = ex.row_reduce(dC, "sum")                     # Σ_j dC[i,j]
+            del dC
+            if agg_first:
+                # s = H W a_src, d = H W a_dst (heads == 1, W_h = W)
+                Hs = ex.gemm(H, ds[:, None], trans_a=True)[:, 0]    # Hᵀ ds
+                Hd = ex.gemm(H, dd[:, None], trans_a=True)[:, 0]    # Hᵀ dd
+                da_src[h] = W.T @ Hs
+                da_dst[h] = W.T @ Hd
+                dW += np.outer(Hs, a_src[h]) + np.outer(Hd, a_dst[h])
+                dH += dX + np.outer(ds, W @ a_src[h]) + np.outer(dd, W @ a_dst[h])
+            else:
+                X = hc["X"]                                    # H'_h
+                da_src[h] = X.T @ ds
+                da_dst[h] = X.T @ dd
+                dHp[:, cols] = dX + np.outer(ds, a_src[h]) + np.outer(dd, a_dst[h])
+
+        if not agg_first:
+            dW = ex.gemm(H, dHp, trans_a=True)                 # Hᵀ dH'
+            dH = ex.gemm(dHp, W, trans_b=True)                 # dH' Wᵀ
+        self.grads["W"] = dW
+        self.grads["att_src"] = da_src
+        self.grads["att_dst"] = da_dst
+        return dH
+
+    def __repr__(self) -> str:
+        return (f"GATConv({self.in_dim}, {self.out_dim}, heads={self.heads}, "
+                f"concat={self.concat}, aggr={self.aggr!r})")
