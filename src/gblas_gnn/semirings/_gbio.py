@@ -1,0 +1,129 @@
+"""GraphBLAS plumbing shared by the semiring lowerings (internal).
+
+* dense ``H`` in: ``Matrix.ss.import_fullr`` (one copy; GraphBLAS must never own
+  the caller's buffer);
+* dense ``Z`` out: ``Matrix.ss.unpack("fullr")`` of a matrix we created (zero-copy);
+* CSR buffers of ``S`` for the numba kernels: ``S.ss.unpack("csr")`` and a
+  ``pack_csr(..., take_ownership=True)`` back in a ``finally`` (both ~0 ms, no copy)
+  when ``S`` is stored as CSR, else an exported copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import graphblas as gb
+import numpy as np
+from graphblas import Matrix
+
+__all__ = [
+    "csr_buffers",
+    "dense_in",
+    "full_out",
+    "general_mxm",
+    "gb_dtype",
+    "inplace_mxm",
+    "nonempty_rows",
+]
+
+
+def gb_dtype(np_dtype: np.dtype) -> gb.dtypes.DataType:
+    """The GraphBLAS type of a numpy float dtype (``FP32`` / ``FP64``)."""
+    return gb.dtypes.lookup_dtype(np.dtype(np_dtype))
+
+
+def dense_in(H: np.ndarray) -> Matrix:
+    """``H`` as a full row-major GraphBLAS matrix (a copy; ``H`` stays the caller's)."""
+    return Matrix.ss.import_fullr(H, take_ownership=False)
+
+
+def full_out(Z: Matrix, dtype: np.dtype) -> np.ndarray:
+    """Move a *full* matrix we own out to numpy without copying (handles iso-valued)."""
+    info = Z.ss.unpack("fullr")
+    values = info["values"]
+    if info["is_iso"]:
+        return np.full((Z.nrows, Z.ncols), values.reshape(-1)[0], dtype=dtype)
+    return values.reshape(Z.nrows, Z.ncols)
+
+
+@contextmanager
+def csr_buffers(S: Matrix, dtype: np.dtype | None = None) -> Iterator[tuple]:
+    """CSR arrays ``(indptr, indices, values)`` of ``S`` for the duration of a block.
+
+    A matrix stored as CSR is unpacked zero-copy (it is empty inside the block) and
+    packed back in a ``finally``, so ``S`` must not be used by anything else
+    meanwhile; any other storage format is exported from a copy (``S`` untouched).
+    Index arrays come back as ``int64`` views; an iso-valued ``S`` gets its values
+    expanded; ``values`` is cast to ``dtype`` when given (a copy only if it differs).
+    """
+    in_place = S.ss.format == "csr"
+    info = S.ss.unpack("csr") if in_place else S.ss.export("csr")
+    try:
+        indptr = info["indptr"].view(np.int64)
+        indices = info["col_indices"].view(np.int64)
+        values = info["values"]
+        if info["is_iso"]:
+            fill = values.reshape(-1)[0] if values.size else 0
+            values = np.full(indices.size, fill, dtype=values.dtype)
+        if dtype is not None:
+            values = values.astype(dtype, copy=False)
+        yield indptr, indices, values
+    finally:
+        if in_place:
+            S.ss.pack_csr(
+                indptr=info["indptr"],
+                col_indices=info["col_indices"],
+                values=info["values"],
+                is_iso=info["is_iso"],
+                sorted_cols=info["sorted_cols"],
+                take_ownership=True,
+            )
+
+
+def _operand(S: Matrix, transpose: bool):
+    return S.T if transpose else S
+
+
+def inplace_mxm(
+    S: Matrix,
+    H: np.ndarray,
+    typed_semiring,
+    typed_accum,
+    identity,
+    *,
+    transpose: bool = False,
+) -> np.ndarray:
+    """``Z << identity; Z(accum=⊕) << op(S) ⊕.⊗ H`` into a full matrix (saxpy5 when factory).
+
+    Rows of ``op(S)`` with no stored entry are set to 0 afterwards (they hold the
+    ⊕-identity otherwise).  Returns a numpy array of ``H``'s dtype.
+    """
+    T = gb_dtype(H.dtype)
+    m = S.ncols if transpose else S.nrows
+    Hm = dense_in(H)
+    Z = Matrix(T, m, H.shape[1])
+    Z << H.dtype.type(identity)
+    Z(accum=typed_accum) << _operand(S, transpose).mxm(Hm, typed_semiring)
+    out = full_out(Z, H.dtype)
+    if identity != 0:
+        empty = ~nonempty_rows(S, transpose=transpose)
+        if empty.any():
+            if not out.flags.writeable:  # pragma: no cover (iso expansion is writeable)
+                out = out.copy()
+            out[empty] = 0
+    return out
+
+
+def general_mxm(S: Matrix, H: np.ndarray, typed_semiring, *, transpose: bool = False) -> Matrix:
+    """The plain GraphBLAS form ``op(S).mxm(H, semiring).new()`` (a sparse-structured result)."""
+    return _operand(S, transpose).mxm(dense_in(H), typed_semiring).new()
+
+
+def nonempty_rows(S: Matrix, *, transpose: bool = False) -> np.ndarray:
+    """Boolean mask of the rows of ``op(S)`` holding at least one stored entry."""
+    counts = S.reduce_columnwise(gb.agg.count) if transpose else S.reduce_rowwise(gb.agg.count)
+    idx, _ = counts.new().to_coo()
+    mask = np.zeros(S.ncols if transpose else S.nrows, dtype=bool)
+    mask[idx] = True
+    return mask

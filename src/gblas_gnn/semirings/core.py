@@ -1,0 +1,220 @@
+"""The :class:`Semiring` object and the input checks shared by every SpMM.
+
+A semiring ``(⊕, ⊗)`` defines the sparse-dense product (the paper's ``S ⊕ H``)
+
+.. math::
+
+    Z_{i,c} = \\bigoplus_{j:\\,(i,j)\\in S} S_{i,j} \\otimes H_{j,c},
+    \\qquad Z_{i,:} = 0 \\text{ when row } i \\text{ of } S \\text{ stores nothing},
+
+and its transpose form ``Sᵀ ⊕ H``: :math:`Z_{j,c} = \\bigoplus_{i:(i,j)\\in S} S_{i,j} \\otimes
+H_{i,c}`.  Only stored entries take part (an explicit stored 0 is an edge of weight 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import graphblas as gb
+import numpy as np
+from graphblas import Matrix
+from graphblas.core.matrix import TransposedMatrix
+
+from . import _gbio
+
+__all__ = ["Semiring", "check_operands"]
+
+SpmmFn = Callable[[Matrix, np.ndarray], np.ndarray]
+
+_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _as_matrix(S: Any) -> Matrix:
+    if isinstance(S, Matrix):
+        return S
+    if isinstance(S, TransposedMatrix):  # ``A.T``: materialise the transpose
+        return S.new()
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # pragma: no cover (scipy is a dependency)
+        sp = None
+    if sp is not None and sp.issparse(S):
+        return gb.io.from_scipy_sparse(S)
+    raise TypeError(
+        f"S must be a graphblas.Matrix (or a scipy.sparse matrix), not {type(S).__name__}"
+    )
+
+
+def _all_finite(x: np.ndarray) -> bool:
+    # One fast pass (a sum); the exact element-wise check only when the sum is not
+    # finite, which also happens for huge-but-finite values that overflow.
+    if x.size == 0:
+        return True
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(x.sum()):
+            return True
+    return bool(np.isfinite(x).all())
+
+
+def check_operands(
+    S: Any, H: Any, *, transpose: bool = False, nonnegative: bool = False
+) -> tuple[Matrix, np.ndarray]:
+    """Validate ``(S, H)`` for ``S ⊕ H`` (or ``Sᵀ ⊕ H``); raise before any work.
+
+    Returns
+    -------
+    S : graphblas.Matrix
+        ``S`` itself, or the conversion of a scipy.sparse input / of ``A.T``.
+    H : numpy.ndarray
+        ``H`` as a C-contiguous array of its own dtype (a copy only if it was not).
+
+    Raises
+    ------
+    TypeError
+        ``H`` not an ndarray, ``H`` not float32/float64, ``S`` not a matrix, or ``S``
+        of a non-numeric (user-defined / complex) type.
+    ValueError
+        ``H`` not 2-D, inner dimensions differ, NaN/Inf in ``H`` or in ``S``'s
+        values, or (``nonnegative=True``) a negative weight in ``S``.
+    """
+    if not isinstance(H, np.ndarray):
+        raise TypeError(f"H must be a numpy.ndarray, not {type(H).__name__}")
+    if H.ndim != 2:
+        raise ValueError(f"H must be 2-D (n, k); got shape {H.shape}")
+    if H.dtype not in _FLOAT_DTYPES:
+        raise TypeError(f"H must be float32 or float64, not {H.dtype} (nothing is coerced)")
+    S = _as_matrix(S)
+    sd = S.dtype
+    if sd._is_udt or sd.name.startswith("FC"):
+        raise TypeError(f"S must hold real numbers (bool, int or float), not {sd.name}")
+    inner = S.nrows if transpose else S.ncols
+    if inner != H.shape[0]:
+        what = "S.nrows (transpose product)" if transpose else "S.ncols"
+        raise ValueError(
+            f"shape mismatch: {what} = {inner} but H has {H.shape[0]} rows "
+            f"(S is {S.nrows}x{S.ncols}, H is {H.shape[0]}x{H.shape[1]})"
+        )
+    if not _all_finite(H):
+        raise ValueError("H contains NaN or Inf")
+    if S.nvals and sd.name.startswith("FP"):
+        # a plus-reduction is finite iff every value is (up to overflow: then check exactly)
+        total = S.reduce_scalar(gb.monoid.plus[sd]).new().value
+        if not np.isfinite(total):
+            ok = S.apply(gb.unary.isfinite[sd]).new().reduce_scalar(gb.monoid.land).new()
+            if not ok.value:
+                raise ValueError("S contains NaN or Inf values")
+    signed = sd.name.startswith(("FP", "INT"))
+    if nonnegative and signed and S.nvals and S.reduce_scalar(gb.monoid.min[sd]).new().value < 0:
+        raise ValueError("this semiring needs nonnegative edge weights; S has a negative one")
+    return S, np.ascontiguousarray(H)
+
+
+def _empty_result(S: Matrix, H: np.ndarray, transpose: bool) -> np.ndarray | None:
+    m = S.ncols if transpose else S.nrows
+    if S.nvals == 0 or m == 0 or H.shape[1] == 0:
+        return np.zeros((m, H.shape[1]), dtype=H.dtype)
+    return None
+
+
+def _general_dense(sr: Semiring, S: Matrix, H: np.ndarray, transpose: bool) -> np.ndarray:
+    typed = sr.gb_semiring[_gbio.gb_dtype(H.dtype)]
+    Z = _gbio.general_mxm(S, H, typed, transpose=transpose)
+    return Z.to_dense(fill_value=H.dtype.type(0), dtype=H.dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class Semiring:
+    """A semiring ``(⊕, ⊗)`` with its GraphBLAS general form and a fast SpMM lowering.
+
+    .. math::
+
+        Z = S \\oplus H, \\qquad
+        Z_{i,c} = \\bigoplus_{j:(i,j)\\in S} S_{i,j} \\otimes H_{j,c}
+        \\quad(\\text{empty row} \\to 0).
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``gg.semirings.get(name)``).
+    add, mul : callable
+        Vectorised numpy scalar ops ``⊕`` and ``⊗`` (for law tests and references).
+    add_identity, mul_identity : scalar or None
+        Identities of ``⊕`` and ``⊗``; None where none exists.
+    annihilator : scalar or None
+        ``z`` with ``z ⊗ a = a ⊗ z = z`` (the ``⊕``-identity); None where none exists.
+    formula : str
+        The aggregation in words/symbols.
+    lowering : str
+        What :meth:`spmm` runs (the fast lowering), for reports and docs.
+    gb_semiring : graphblas Semiring
+        The general form (a GraphBLAS monoid + binary op), built on first use.
+
+    Notes
+    -----
+    Every SpMM computes in ``H``'s dtype (float32 or float64, never promoted); the
+    values of ``S`` are cast to it.  Construct user semirings with
+    :func:`gblas_gnn.semirings.register`.
+    """
+
+    name: str
+    add: Callable[[Any, Any], Any] = field(repr=False)
+    mul: Callable[[Any, Any], Any] = field(repr=False)
+    add_identity: Any = None
+    mul_identity: Any = None
+    annihilator: Any = None
+    formula: str = ""
+    lowering: str = "GraphBLAS general form"
+    build_gb: Callable[[], Any] = field(default=None, repr=False)
+    fast: SpmmFn | None = field(default=None, repr=False)
+    fast_t: SpmmFn | None = field(default=None, repr=False)
+    general: SpmmFn | None = field(default=None, repr=False)
+    general_t: SpmmFn | None = field(default=None, repr=False)
+    nonnegative_weights: bool = False
+
+    @cached_property
+    def gb_semiring(self) -> Any:
+        """The general form as a python-graphblas semiring object (built lazily)."""
+        return self.build_gb()
+
+    # -- public products -------------------------------------------------------------
+    def spmm(self, S: Matrix, H: np.ndarray) -> np.ndarray:
+        """``Z = S ⊕ H`` by the fast lowering (falls back to the general form).
+
+        Parameters
+        ----------
+        S : graphblas.Matrix (m × n) or scipy.sparse matrix
+        H : numpy.ndarray (n × k), float32 or float64
+
+        Returns
+        -------
+        numpy.ndarray (m × k), ``H.dtype``; rows of ``S`` that store nothing give 0.
+        """
+        return self._run(S, H, transpose=False, general=False)
+
+    def spmm_general(self, S: Matrix, H: np.ndarray) -> np.ndarray:
+        """``Z = S ⊕ H`` always through the GraphBLAS general form (reference path)."""
+        return self._run(S, H, transpose=False, general=True)
+
+    def spmm_t(self, S: Matrix, H: np.ndarray) -> np.ndarray:
+        """``Z = Sᵀ ⊕ H`` (``Z[j,c] = ⊕_i S[i,j] ⊗ H[i,c]``), shape ``(S.ncols, k)``; fast path."""
+        return self._run(S, H, transpose=True, general=False)
+
+    def spmm_t_general(self, S: Matrix, H: np.ndarray) -> np.ndarray:
+        """``Z = Sᵀ ⊕ H`` always through the GraphBLAS general form."""
+        return self._run(S, H, transpose=True, general=True)
+
+    # -- dispatch --------------------------------------------------------------------
+    def _run(self, S: Any, H: Any, *, transpose: bool, general: bool) -> np.ndarray:
+        S, H = check_operands(S, H, transpose=transpose, nonnegative=self.nonnegative_weights)
+        out = _empty_result(S, H, transpose)
+        if out is not None:
+            return out
+        fn = None if general else (self.fast_t if transpose else self.fast)
+        if fn is None:
+            fn = self.general_t if transpose else self.general
+        if fn is None:
+            return _general_dense(self, S, H, transpose)
+        return fn(S, H)

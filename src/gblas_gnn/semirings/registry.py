@@ -1,0 +1,267 @@
+"""Semiring registry: ``get``, ``names`` and ``register`` for user semirings.
+
+A user semiring is a ⊕ *monoid* and a ⊗ *binary op*.  Each may be given as a
+python-graphblas object (``gb.monoid.max``, ``gb.binary.plus``, a typed op such as
+``gb.binary.plus["FP32"]``, or the name of one, ``"max"``), or as a plain Python
+function of two scalars, compiled with numba to an FP32/FP64 GraphBLAS UDF
+(:func:`._udf.compile_binary`; a monoid additionally needs ``add_identity``).  The
+monoid and the general form are built with ``graphblas.monoid.register_anonymous``
+and ``graphblas.semiring.register_anonymous``.
+
+``spmm`` of a user semiring runs the in-place GraphBLAS form
+``Z << e; Z(accum=⊕) << S ⊕.⊗ H`` (saxpy5 when the pair is a factory one, a generic
+kernel for UDFs) and zeroes the empty rows; ``spmm_general`` runs
+``S.mxm(H, semiring).new()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import graphblas as gb
+import numpy as np
+from graphblas.core.operator import BinaryOp, Monoid
+from graphblas.core.operator.base import TypedOpBase
+
+from . import _gbio
+from ._udf import compile_binary
+from .averaging import AVG
+from .builtin import BUILTIN
+from .core import Semiring
+
+__all__ = ["UnknownSemiringError", "get", "names", "register"]
+
+
+class UnknownSemiringError(KeyError, ValueError):
+    """An unknown semiring name (both a ``KeyError`` and a ``ValueError``)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+_REGISTRY: dict[str, Semiring] = {**BUILTIN, AVG.name: AVG}
+
+# numpy equivalents of built-in GraphBLAS operators (for Semiring.add / .mul)
+_NUMPY_OPS: dict[str, Callable] = {
+    "plus": np.add,
+    "times": np.multiply,
+    "min": np.minimum,
+    "max": np.maximum,
+    "minus": np.subtract,
+    "rminus": lambda a, b: np.subtract(b, a),
+    "first": lambda a, b: np.broadcast_arrays(a, b)[0].copy(),
+    "second": lambda a, b: np.broadcast_arrays(a, b)[1].copy(),
+    "pair": lambda a, b: np.ones(np.broadcast(a, b).shape, np.result_type(a, b)),
+    "oneb": lambda a, b: np.ones(np.broadcast(a, b).shape, np.result_type(a, b)),
+    "div": np.divide,
+    "rdiv": lambda a, b: np.divide(b, a),
+}
+
+
+def names() -> list[str]:
+    """Names of all registered semirings (shipped ones first, then user ones)."""
+    return list(_REGISTRY)
+
+
+def get(name: str | Semiring) -> Semiring:
+    """Look up a semiring by name; a :class:`Semiring` instance is returned unchanged.
+
+    Raises
+    ------
+    UnknownSemiringError
+        (a ``KeyError`` and a ``ValueError``) for an unknown name, listing the known ones.
+    TypeError
+        if ``name`` is neither a string nor a Semiring.
+    """
+    if isinstance(name, Semiring):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"semiring must be a name or a Semiring, not {type(name).__name__}")
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownSemiringError(
+            f"unknown semiring {name!r}; known semirings: {', '.join(names())}"
+        ) from None
+
+
+def _vectorise(func: Callable) -> Callable:
+    vec = np.vectorize(func)
+
+    def op(a, b):
+        dtype = np.result_type(np.asarray(a), np.asarray(b))
+        return np.asarray(vec(a, b)).astype(dtype, copy=False)
+
+    op.__name__ = getattr(func, "__name__", "op")
+    op.__doc__ = f"numpy vectorisation of {op.__name__}"
+    return op
+
+
+def _untyped(op: Any) -> Any:
+    return op.parent if isinstance(op, TypedOpBase) else op
+
+
+def _resolve_monoid(name: str, add_monoid: Any, add_identity: Any) -> tuple[Monoid, Callable, Any]:
+    """(gb Monoid, numpy add, identity) from a monoid, binary op, name or function."""
+    op = _untyped(add_monoid)
+    if isinstance(op, str):
+        found = getattr(gb.monoid, op, None)
+        if found is None:
+            raise ValueError(f"add_monoid {op!r} is not a graphblas monoid name")
+        op = found
+    if isinstance(op, BinaryOp):
+        if op.monoid is not None and add_identity is None:
+            op = op.monoid
+        else:
+            if add_identity is None:
+                raise ValueError(f"add_identity is required to build a monoid from {op!r}")
+            op = gb.monoid.register_anonymous(op, add_identity, f"{name}_add")
+    elif isinstance(op, Monoid):
+        own = op["FP64"].identity
+        if add_identity is not None and not _same_value(add_identity, own):
+            raise ValueError(
+                f"add_identity {add_identity!r} differs from {op!r}'s identity {own!r}"
+            )
+    elif callable(op):
+        if add_identity is None:
+            raise ValueError("add_identity is required when add_monoid is a Python function")
+        func = op
+        binop = compile_binary(func, f"{name}_add")
+        op = gb.monoid.register_anonymous(binop, add_identity, f"{name}_add")
+        return op, _vectorise(func), add_identity
+    else:
+        raise TypeError(
+            "add_monoid must be a graphblas Monoid/BinaryOp, its name, or a Python function; "
+            f"got {type(add_monoid).__name__}"
+        )
+    if add_identity is None:
+        add_identity = op["FP64"].identity
+    return op, _numpy_of(op.binaryop), add_identity
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return bool(np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float)))
+
+
+def _resolve_binary(name: str, mul_op: Any) -> tuple[BinaryOp, Callable]:
+    op = _untyped(mul_op)
+    if isinstance(op, str):
+        found = getattr(gb.binary, op, None)
+        if found is None:
+            raise ValueError(f"mul_op {op!r} is not a graphblas binary op name")
+        op = found
+    if isinstance(op, BinaryOp):
+        return op, _numpy_of(op)
+    if isinstance(op, Monoid):
+        return op.binaryop, _numpy_of(op.binaryop)
+    if callable(op):
+        return compile_binary(op, f"{name}_mul"), _vectorise(op)
+    raise TypeError(
+        "mul_op must be a graphblas BinaryOp, its name, or a Python function; "
+        f"got {type(mul_op).__name__}"
+    )
+
+
+def _numpy_of(op: BinaryOp) -> Callable:
+    if op.name in _NUMPY_OPS:
+        return _NUMPY_OPS[op.name]
+    orig = getattr(op, "orig_func", None)
+    if orig is not None:
+        return _vectorise(orig)
+    return _gb_elementwise(op)
+
+
+def _gb_elementwise(op: BinaryOp) -> Callable:
+    """A numpy-callable scalar op evaluated by GraphBLAS itself (any built-in op)."""
+
+    def fn(a, b):
+        a, b = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+        va = gb.Vector.from_dense(a.ravel())
+        vb = gb.Vector.from_dense(b.ravel())
+        return va.ewise_mult(vb, op).new().to_dense(dtype=np.float64).reshape(a.shape)
+
+    fn.__name__ = op.name
+    return fn
+
+
+def register(
+    name: str,
+    add_monoid: Any,
+    mul_op: Any,
+    *,
+    add_identity: Any = None,
+    mul_identity: Any = None,
+    annihilator: Any = None,
+    formula: str = "",
+) -> Semiring:
+    """Register a user semiring ``(⊕, ⊗)`` under ``name`` and return it.
+
+    .. math::
+
+        Z_{i,c} = \\bigoplus_{j:(i,j)\\in S} S_{i,j} \\otimes H_{j,c}
+        \\quad(\\text{empty row} \\to 0)
+
+    Parameters
+    ----------
+    name : str
+        New, unused name.
+    add_monoid : graphblas Monoid | BinaryOp | str | callable
+        ``⊕``.  A binary op or a Python function ``f(x, y)`` needs ``add_identity``
+        (unless the op already has a built-in monoid).
+    mul_op : graphblas BinaryOp | str | callable
+        ``⊗``; a Python function ``g(x, y)`` is compiled to a numba UDF.
+    add_identity, mul_identity, annihilator : scalar, optional
+        Recorded on the Semiring (``add_identity`` also builds the monoid).
+    formula : str, optional
+        Human-readable description.
+
+    Raises
+    ------
+    ValueError
+        ``name`` empty or already registered; missing ``add_identity``; unknown op name.
+    TypeError
+        ``name`` not a string, or ops of an unsupported kind / not compilable.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError("name must be a non-empty string")
+    if name in _REGISTRY:
+        raise ValueError(f"a semiring named {name!r} is already registered")
+    monoid, np_add, add_identity = _resolve_monoid(name, add_monoid, add_identity)
+    binop, np_mul = _resolve_binary(name, mul_op)
+    gb_sr = gb.semiring.register_anonymous(monoid, binop, name)
+    for t in ("FP32", "FP64"):
+        if t not in gb_sr:
+            raise TypeError(f"semiring {name!r} has no {t} form (⊗ must map floats to floats)")
+
+    def fast(S, H, *, transpose=False):
+        T = _gbio.gb_dtype(H.dtype)
+        typed = gb_sr[T]
+        return _gbio.inplace_mxm(
+            S, H, typed, typed.monoid.binaryop, typed.monoid.identity, transpose=transpose
+        )
+
+    sr = Semiring(
+        name=name,
+        add=np_add,
+        mul=np_mul,
+        add_identity=add_identity,
+        mul_identity=mul_identity,
+        annihilator=annihilator,
+        formula=formula or f"Z[i,c] = {monoid.name}_j {binop.name}(S[i,j], H[j,c])",
+        lowering="GraphBLAS in place: Z << identity; Z(accum=add) << S add.mul H",
+        build_gb=lambda: gb_sr,
+        fast=fast,
+        fast_t=lambda S, H: fast(S, H, transpose=True),
+    )
+    _REGISTRY[name] = sr
+    return sr
+
+
+def _unregister(name: str) -> None:
+    """Remove a *user* semiring (for tests); shipped semirings cannot be removed."""
+    if name in BUILTIN or name == AVG.name:
+        raise ValueError(f"{name!r} is a shipped semiring")
+    _REGISTRY.pop(name, None)
