@@ -1,12 +1,17 @@
 """Layers and models written against the executor interface."""
 
+from . import models
+from .activation import ELU, Identity, ReLU
 from .agnn import AGNNConv
+from .dropout import Dropout
 from .gat import GATConv
 from .gcn import GCNConv
 from .gin import GINConv
 from .linear import Linear
 from .module import Module
+from .sequential import Sequential
 from .sgc import SGConv
 from .va import VAConv
 
-__all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GATConv", "GCNConv", "SGConv", "GINConv"]
+__all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GATConv", "GCNConv", "SGConv",
+           "GINConv", "ReLU", "ELU", "Identity", "Dropout", "Sequential", "models"]

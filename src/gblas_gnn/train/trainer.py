@@ -1,0 +1,340 @@
+"""Full-batch node-classification training: :func:`fit`, :func:`predict`, :func:`evaluate`.
+
+The dataset is duck-typed: any object with ``graph`` (a :class:`~gblas_gnn.Graph`,
+``scipy.sparse`` matrix or ``graphblas.Matrix``), ``x`` (n, f) float features, ``y`` (n,)
+integer labels and boolean ``train_mask`` / ``val_mask`` (``test_mask`` optional) works —
+:class:`gblas_gnn.data.Dataset` is one.
+
+Determinism: the trainer itself draws no random numbers; all randomness lives in the model's
+generators (``rng`` attributes, seeded by the model builders), which checkpoints capture. A run
+resumed from a checkpoint therefore ends with the same bits as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..graph import Graph, as_graph
+from ..nn.module import Module
+from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from .losses import accuracy, cross_entropy
+
+__all__ = ["History", "fit", "predict", "evaluate", "resume_epoch"]
+
+_MONITORS = ("val_loss", "val_acc")
+_METRICS = ("train_loss", "train_acc", "val_loss", "val_acc", "test_acc", "epoch_time")
+
+
+@dataclass
+class History:
+    """Per-epoch metrics of a :func:`fit` run (lists aligned with ``epoch``, 1-based).
+
+    ``train_loss`` is the loss of the training-mode forward (with dropout) that produced the
+    gradient; ``train_acc``, ``val_*`` and ``test_acc`` come from the evaluation-mode forward
+    after the update (``test_acc`` is NaN without a test mask). ``best_epoch`` / ``best_value``
+    refer to the monitored quantity; ``stopped_early`` tells whether patience ran out.
+    """
+
+    epoch: list[int] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    train_acc: list[float] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    val_acc: list[float] = field(default_factory=list)
+    test_acc: list[float] = field(default_factory=list)
+    epoch_time: list[float] = field(default_factory=list)
+    monitor: str = "val_loss"
+    best_epoch: int | None = None
+    best_value: float | None = None
+    stopped_early: bool = False
+    restored_best: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> History:
+        return cls(**d)
+
+    def __len__(self) -> int:
+        return len(self.epoch)
+
+
+# ---------------------------------------------------------------------------- helpers
+def _dataset_parts(dataset, dtype):
+    for attr in ("graph", "x", "y", "train_mask", "val_mask"):
+        if not hasattr(dataset, attr):
+            raise TypeError(f"dataset must have attributes graph, x, y, train_mask, val_mask "
+                            f"(missing {attr!r})")
+    g = as_graph(dataset.graph, dtype=dtype)
+    x = dataset.x
+    if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[0] != g.n:
+        raise ValueError(f"dataset.x must be an (n={g.n}, f) array, got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    if x.dtype != dtype:
+        raise TypeError(f"dataset.x is {x.dtype} but the model computes in {np.dtype(dtype)}; "
+                        f"build the model with dtype=np.{x.dtype} or convert the features")
+    if not np.isfinite(x).all():
+        raise ValueError("dataset.x contains NaN or Inf")
+    y = np.asarray(dataset.y)
+    if y.shape != (g.n,) or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"dataset.y must be (n={g.n},) integers, got {y.dtype}{y.shape}")
+    masks = {}
+    for name in ("train_mask", "val_mask", "test_mask"):
+        m = getattr(dataset, name, None)
+        if m is None and name == "test_mask":
+            continue
+        m = np.asarray(m)
+        if m.shape != (g.n,) or m.dtype != np.bool_:
+            raise ValueError(f"dataset.{name} must be a boolean array of shape ({g.n},), got "
+                             f"{m.dtype}{m.shape}")
+        if name != "test_mask" and not m.any():
+            raise ValueError(f"dataset.{name} selects no node")
+        masks[name] = m if m.any() else None
+    return g, x, y, masks
+
+
+def _check_int(value, name: str, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+        raise ValueError(f"{name} must be an integer ≥ {lo}, got {value!r}")
+    return int(value)
+
+
+def _params_finite(model: Module) -> str | None:
+    for name, p in model.named_parameters():
+        if not np.isfinite(p).all():
+            return name
+    return None
+
+
+def _improved(monitor: str, value: float, best: float | None) -> bool:
+    if best is None:
+        return True
+    return value < best if monitor == "val_loss" else value > best
+
+
+def _guarded(fn, *args):
+    """Call ``fn``, reporting numerical blow-up inside the model (a layer refusing a NaN/Inf
+    input) as FloatingPointError."""
+    try:
+        return fn(*args)
+    except ValueError as exc:
+        if "NaN or Inf" in str(exc):
+            raise FloatingPointError(f"non-finite values inside the model ({exc})") from exc
+        raise
+
+
+# ---------------------------------------------------------------------------- inference
+def predict(model: Module, graph, x: np.ndarray) -> np.ndarray:
+    """Logits of every vertex, computed in evaluation mode (no dropout, no caches kept).
+    The model's previous train/eval mode is restored afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        return model(graph, x)
+    finally:
+        model.train(was_training)
+
+
+def evaluate(model: Module, dataset, masks=("train_mask", "val_mask", "test_mask")) -> dict:
+    """Evaluation-mode loss and accuracy on each named mask of ``dataset`` that exists and is
+    non-empty: ``{"train_loss", "train_acc", "val_loss", ...}``."""
+    g, x, y, _ = _dataset_parts(dataset, model.dtype)
+    logits = predict(model, g, x)
+    out = {}
+    for name in masks:
+        m = getattr(dataset, name, None)
+        if m is None or not np.asarray(m).any():
+            continue
+        key = name.removesuffix("_mask")
+        out[f"{key}_loss"], _ = cross_entropy(logits, y, np.asarray(m))
+        out[f"{key}_acc"] = accuracy(logits, y, np.asarray(m))
+    return out
+
+
+# ---------------------------------------------------------------------------- training
+def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = None,
+        checkpoint=None, checkpoint_every: int = 1, resume: bool = False,
+        progress: bool = True, metrics_callback: Callable[[int, dict], object] | None = None,
+        monitor: str = "val_loss", restore_best: bool | None = None) -> History:
+    """Full-batch training of ``model`` on ``dataset``.
+
+    Each epoch: training-mode forward on the whole graph, cross-entropy on ``train_mask``,
+    backward, ``optimizer.step()``; then an evaluation-mode forward for the train / validation
+    / test metrics.
+
+    Args:
+        model: the model (its generators make the run deterministic for its seed).
+        dataset: object with ``graph, x, y, train_mask, val_mask`` (``test_mask`` optional).
+        optimizer: a :class:`~gblas_gnn.train.optim.Optimizer` bound to ``model``.
+        epochs: total number of epochs of the run (a resumed run counts the epochs already
+            done).
+        patience: stop when the monitored value has not improved for this many epochs
+            (``None``: never stop early).
+        checkpoint: path of the checkpoint file (``None``: no checkpoints); without
+            ``resume`` an existing file is overwritten by the first save.
+        checkpoint_every: write the checkpoint every this many epochs; it is also written at
+            the last epoch and when training stops early.
+        resume: continue from ``checkpoint`` (which must exist): parameters, optimiser state,
+            generator states, history and early-stopping bookkeeping are restored, so the run
+            ends bit-identical to an uninterrupted one.
+        progress: show a tqdm progress bar (loss, accuracies, epoch time).
+        metrics_callback: called as ``metrics_callback(epoch, metrics)`` after every epoch;
+            a truthy return value stops training (the checkpoint is written first).
+        monitor: ``"val_loss"`` (lower is better) or ``"val_acc"`` (higher is better).
+        restore_best: copy the best weights (by ``monitor``) back into the model at the end;
+            default: when ``patience`` is given.
+
+    Returns:
+        the :class:`History`.
+
+    Raises:
+        FloatingPointError: the training loss, the logits or the parameters became NaN/Inf;
+            training stops and the last checkpoint written (an earlier, good one) is left as
+            it was.
+    """
+    epochs = _check_int(epochs, "epochs", 1)
+    if patience is not None:
+        patience = _check_int(patience, "patience", 1)
+    checkpoint_every = _check_int(checkpoint_every, "checkpoint_every", 1)
+    if monitor not in _MONITORS:
+        raise ValueError(f"monitor must be one of {_MONITORS}, got {monitor!r}")
+    if restore_best is None:
+        restore_best = patience is not None
+    if getattr(optimizer, "model", model) is not model:
+        raise ValueError("the optimiser is bound to a different model")
+    if resume and checkpoint is None:
+        raise ValueError("resume=True needs a checkpoint path")
+    if checkpoint is not None and not Path(checkpoint).resolve().parent.is_dir():
+        raise FileNotFoundError(f"the directory of checkpoint {str(checkpoint)!r} does not exist")
+    g, x, y, masks = _dataset_parts(dataset, model.dtype)
+    if not isinstance(g, Graph):  # pragma: no cover - as_graph always returns a Graph
+        raise TypeError("dataset.graph could not be turned into a Graph")
+
+    hist = History(monitor=monitor)
+    best_params: dict[str, np.ndarray] | None = None
+    bad_epochs = 0
+    start = 0
+    last_saved: int | None = None
+    if resume:
+        ck = load_checkpoint(checkpoint, model, optimizer)
+        tr = ck.trainer
+        try:
+            hist = History.from_dict(tr["history"])
+            bad_epochs = int(tr["bad_epochs"])
+            stopped = bool(tr["stopped"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"checkpoint {str(checkpoint)!r} was not written by fit "
+                             f"(missing trainer state: {exc!r})") from exc
+        if hist.monitor != monitor:
+            raise ValueError(f"checkpoint monitored {hist.monitor!r}, this run {monitor!r}")
+        best_params = ({k: v.copy() for k, v in ck.best_params.items()}
+                       if ck.best_params is not None else None)
+        start = last_saved = ck.epoch
+        if stopped:
+            start = epochs  # the saved run had already finished (early stop or callback)
+
+    def save(epoch: int, stopped: bool) -> None:
+        nonlocal last_saved
+        if checkpoint is None:
+            return
+        save_checkpoint(checkpoint, model, optimizer, epoch=epoch, best_params=best_params,
+                        trainer={"history": hist.to_dict(), "bad_epochs": bad_epochs,
+                                 "stopped": stopped})
+        last_saved = epoch
+
+    def diverged(what: str, epoch: int) -> FloatingPointError:
+        where = (f"the last good checkpoint (epoch {last_saved}) is intact at "
+                 f"{str(checkpoint)!r}" if last_saved is not None and checkpoint is not None
+                 else "no checkpoint was written")
+        return FloatingPointError(f"{what} at epoch {epoch}: training stopped; {where}. "
+                                  "Try a smaller learning rate.")
+
+    bar = None
+    if progress and start < epochs:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=epochs, initial=start, desc="train", unit="epoch", leave=True)
+    try:
+        for epoch in range(start + 1, epochs + 1):
+            t0 = time.perf_counter()
+            model.train()
+            try:
+                logits = _guarded(model, g, x)
+                loss, dlogits = cross_entropy(logits, y, masks["train_mask"])
+            except FloatingPointError as exc:
+                raise diverged(f"non-finite training loss ({exc})", epoch) from exc
+            if not math.isfinite(loss):
+                raise diverged(f"non-finite training loss ({loss})", epoch)
+            try:
+                _guarded(model.backward, dlogits)
+            except FloatingPointError as exc:
+                raise diverged(f"non-finite gradient ({exc})", epoch) from exc
+            optimizer.step()
+            bad = _params_finite(model)
+            if bad is not None:
+                raise diverged(f"parameter {bad!r} became NaN/Inf after the update", epoch)
+
+            model.eval()
+            try:
+                out = _guarded(model, g, x)
+                val_loss, _ = cross_entropy(out, y, masks["val_mask"])
+            except FloatingPointError as exc:
+                raise diverged(f"non-finite validation logits ({exc})", epoch) from exc
+            metrics = {
+                "train_loss": loss,
+                "train_acc": accuracy(out, y, masks["train_mask"]),
+                "val_loss": val_loss,
+                "val_acc": accuracy(out, y, masks["val_mask"]),
+                "test_acc": (accuracy(out, y, masks["test_mask"])
+                             if masks.get("test_mask") is not None else float("nan")),
+                "epoch_time": time.perf_counter() - t0,
+            }
+            model.train()
+            hist.epoch.append(epoch)
+            for k in _METRICS:
+                getattr(hist, k).append(float(metrics[k]))
+
+            value = metrics[monitor]
+            if _improved(monitor, value, hist.best_value):
+                hist.best_value, hist.best_epoch = float(value), epoch
+                best_params = {n: p.copy() for n, p in model.named_parameters()}
+                bad_epochs = 0
+            else:
+                bad_epochs += 1
+            stop = patience is not None and bad_epochs >= patience
+            hist.stopped_early = hist.stopped_early or stop
+            if metrics_callback is not None and metrics_callback(epoch, dict(metrics)):
+                stop = True
+
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.4f}", train=f"{metrics['train_acc']:.3f}",
+                                val=f"{metrics['val_acc']:.3f}",
+                                t=f"{metrics['epoch_time'] * 1e3:.0f}ms", refresh=False)
+            if stop or epoch == epochs or epoch % checkpoint_every == 0:
+                save(epoch, stop)
+            if stop:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+        model.train()
+
+    if restore_best and best_params is not None:
+        params = dict(model.named_parameters())
+        for n, p in best_params.items():
+            params[n][...] = p
+        hist.restored_best = True
+    return hist
+
+
+def resume_epoch(checkpoint) -> int:
+    """The number of epochs completed in a checkpoint written by :func:`fit`."""
+    if not Path(checkpoint).is_file():
+        raise FileNotFoundError(f"checkpoint {str(checkpoint)!r} does not exist")
+    return read_checkpoint(checkpoint).epoch
