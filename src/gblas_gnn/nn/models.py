@@ -60,17 +60,17 @@ def _check_common(in_dim, num_classes, dropout) -> None:
 
 
 def gat(in_dim: int, num_classes: int, hidden: int = 8, heads: int = 8, dropout: float = 0.6,
-        seed: int = 0, dtype=np.float32, executor=None) -> Sequential:
+        seed: int = 0, dtype=np.float32, executor=None, aggr="sum") -> Sequential:
     """Two-layer GAT of Veličković et al. (PyG ``examples/gat.py``).
 
     ``dropout`` is used both on the features (before each layer) and on the attention
-    coefficients inside each :class:`~gblas_gnn.nn.GATConv`.
+    coefficients inside each :class:`~gblas_gnn.nn.GATConv`; ``aggr`` is every layer's ⊕.
     """
     from .gat import GATConv
 
     _check_common(in_dim, num_classes, dropout)
     s = derive_seeds(seed, 4)
-    kw = {"dtype": dtype, "executor": executor}
+    kw = {"dtype": dtype, "executor": executor, "aggr": aggr}
     return Sequential(
         Dropout(dropout, seed=s[0], dtype=dtype),
         GATConv(in_dim, hidden, heads=heads, dropout=dropout, seed=s[1], **kw),
@@ -103,9 +103,10 @@ def gcn(in_dim: int, num_classes: int, hidden: int = 16, dropout: float = 0.5, s
 
 
 def agnn(in_dim: int, num_classes: int, hidden: int = 16, dropout: float = 0.5,
-         layers: int = 2, seed: int = 0, dtype=np.float32, executor=None) -> Sequential:
+         layers: int = 2, seed: int = 0, dtype=np.float32, executor=None,
+         aggr="sum") -> Sequential:
     """AGNN of Thekumparampil et al. (PyG ``examples/agnn.py``): ``layers`` propagation
-    layers, the first with a fixed β = 1, the others with a learnable β."""
+    layers, the first with a fixed β = 1, the others with a learnable β; ``aggr`` is their ⊕."""
     from .agnn import AGNNConv
     from .linear import Linear
 
@@ -114,7 +115,7 @@ def agnn(in_dim: int, num_classes: int, hidden: int = 16, dropout: float = 0.5,
         raise ValueError(f"layers must be a positive integer, got {layers!r}")
     s = derive_seeds(seed, 4)
     kw = {"dtype": dtype, "executor": executor}
-    props = [AGNNConv(hidden, learn_beta=(i > 0), **kw) for i in range(layers)]
+    props = [AGNNConv(hidden, learn_beta=(i > 0), aggr=aggr, **kw) for i in range(layers)]
     return Sequential(
         Dropout(dropout, seed=s[0], dtype=dtype),
         Linear(in_dim, hidden, seed=s[1], **kw),
@@ -126,14 +127,15 @@ def agnn(in_dim: int, num_classes: int, hidden: int = 16, dropout: float = 0.5,
 
 
 def va(in_dim: int, num_classes: int, hidden: int = 16, dropout: float = 0.5,
-       softmax: bool = True, seed: int = 0, dtype=np.float32, executor=None) -> Sequential:
+       softmax: bool = True, seed: int = 0, dtype=np.float32, executor=None,
+       aggr="sum") -> Sequential:
     """Two-layer vanilla-attention model, shaped like the GCN example with
     :class:`~gblas_gnn.nn.VAConv` in place of GCNConv (softmax-normalised scores by default)."""
     from .va import VAConv
 
     _check_common(in_dim, num_classes, dropout)
     s = derive_seeds(seed, 4)
-    kw = {"dtype": dtype, "executor": executor}
+    kw = {"dtype": dtype, "executor": executor, "aggr": aggr}
     return Sequential(
         Dropout(dropout, seed=s[0], dtype=dtype),
         VAConv(in_dim, hidden, softmax=softmax, seed=s[1], **kw),

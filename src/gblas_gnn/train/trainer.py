@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -161,7 +161,8 @@ def evaluate(model: Module, dataset, masks=("train_mask", "val_mask", "test_mask
 def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = None,
         checkpoint=None, checkpoint_every: int = 1, resume: bool = False,
         progress: bool = True, metrics_callback: Callable[[int, dict], object] | None = None,
-        monitor: str = "val_loss", restore_best: bool | None = None) -> History:
+        monitor: str = "val_loss", restore_best: bool | None = None,
+        metadata: Mapping | None = None) -> History:
     """Full-batch training of ``model`` on ``dataset``.
 
     Each epoch: training-mode forward on the whole graph, cross-entropy on ``train_mask``,
@@ -189,6 +190,8 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         monitor: ``"val_loss"`` (lower is better) or ``"val_acc"`` (higher is better).
         restore_best: copy the best weights (by ``monitor``) back into the model at the end;
             default: when ``patience`` is given.
+        metadata: JSON-able description of the run (e.g. the model configuration) stored in
+            the checkpoint's trainer state under ``"metadata"``.
 
     Returns:
         the :class:`History`.
@@ -245,7 +248,7 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
             return
         save_checkpoint(checkpoint, model, optimizer, epoch=epoch, best_params=best_params,
                         trainer={"history": hist.to_dict(), "bad_epochs": bad_epochs,
-                                 "stopped": stopped})
+                                 "stopped": stopped, "metadata": dict(metadata or {})})
         last_saved = epoch
 
     def diverged(what: str, epoch: int) -> FloatingPointError:

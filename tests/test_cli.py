@@ -1,0 +1,97 @@
+"""The ``gblas-gnn`` command and its dataset specifications."""
+
+import json
+
+import numpy as np
+import pytest
+
+from gblas_gnn.cli import main
+from gblas_gnn.datasets import parse_dataset
+
+SMALL = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=16"
+
+
+def test_train_then_infer(tmp_path, capsys):
+    ck, metrics, preds = tmp_path / "ck.npz", tmp_path / "m.json", tmp_path / "p.npy"
+    assert main(["train", "--model", "gat", "--dataset", SMALL, "--epochs", "3",
+                 "--heads", "2", "--checkpoint", str(ck), "--metrics-json", str(metrics),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "CSBM: gat test accuracy" in out
+    m = json.loads(metrics.read_text())
+    assert m["epochs_run"] == 3 and 0 <= m["test_acc"] <= 1
+    assert m["config"]["heads"] == 2 and len(m["history"]["epoch"]) == 3
+    assert main(["infer", "--checkpoint", str(ck), "--output", str(preds)]) == 0
+    pred = np.load(preds)
+    assert pred.shape == (300,) and pred.max() < 3
+    assert f"{m['test_acc'] * 100:.2f}%" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("model", ["agnn", "va", "gcn", "sgc", "gin"])
+def test_every_model_trains(model, tmp_path):
+    assert main(["train", "--model", model, "--dataset", SMALL, "--epochs", "2",
+                 "--no-progress", "--metrics-json", str(tmp_path / "m.json")]) == 0
+
+
+def test_attention_model_with_max_aggregation(tmp_path):
+    assert main(["train", "--model", "agnn", "--dataset", SMALL, "--epochs", "2",
+                 "--aggr", "max", "--no-progress"]) == 0
+
+
+def test_resume_continues_the_run(tmp_path):
+    ck = tmp_path / "ck.npz"
+    base = ["train", "--model", "gcn", "--dataset", SMALL, "--no-progress", "--checkpoint",
+            str(ck), "--patience", "0"]
+    assert main(base + ["--epochs", "2"]) == 0
+    assert main(base + ["--epochs", "4", "--resume", "--metrics-json",
+                        str(tmp_path / "m.json")]) == 0
+    assert json.loads((tmp_path / "m.json").read_text())["history"]["epoch"] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["train", "--epochs", "0"], "--epochs must be positive"),
+    (["train", "--lr", "-1"], "--lr must be positive"),
+    (["train", "--model", "gcn", "--heads", "4"], "--heads does not apply"),
+    (["train", "--hidden", "0"], "--hidden must be positive"),
+    (["train", "--dropout", "1.0"], "--dropout must lie in"),
+    (["train", "--aggr", "median"], "--aggr must be"),
+    (["train", "--model", "gcn", "--aggr", "max"], "attention models only"),
+    (["train", "--resume"], "--resume needs --checkpoint"),
+    (["train", "--dataset", "imagenet"], "unknown dataset"),
+    (["train", "--dataset", "npz:/no/such/file.npz"], "no such dataset file"),
+    (["train", "--dataset", "planetoid:/no/such/dir/cora"], "/no/such/dir"),
+    (["train", "--dataset", "kronecker:edge_factor=4"], "kronecker needs scale"),
+    (["train", "--dataset", "csbm:n"], "key=value"),
+    (["infer", "--checkpoint", "/no/such.npz"], "no checkpoint"),
+])
+def test_bad_arguments_exit_2_with_a_clear_message(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_unknown_model_is_refused_by_argparse(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model", "transformer"])
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_npz_dataset_spec(tmp_path):
+    d = parse_dataset(SMALL, seed=1)
+    coo = d.adjacency.tocoo()
+    path = tmp_path / "d.npz"
+    np.savez(path, row=coo.row, col=coo.col, shape=np.array(coo.shape), x=d.x, y=d.y,
+             train_mask=d.train_mask, val_mask=d.val_mask, test_mask=d.test_mask)
+    e = parse_dataset(f"npz:{path}")
+    assert (e.adjacency != d.adjacency).nnz == 0
+    np.testing.assert_array_equal(e.x, d.x)
+    assert e.num_classes == 3
+    np.savez(path, row=coo.row, col=coo.col, shape=np.array(coo.shape))
+    with pytest.raises(ValueError, match="lacks"):
+        parse_dataset(f"npz:{path}")
+
+
+def test_kronecker_spec_is_a_synthetic_task():
+    d = parse_dataset("kronecker:scale=8,edge_factor=4", seed=0)
+    assert d.x.shape == (256, 32) and d.num_classes == 4
+    assert d.train_mask.sum() + d.val_mask.sum() + d.test_mask.sum() == 256
+    assert d.adjacency.nnz > 0
