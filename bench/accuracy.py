@@ -45,8 +45,8 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    print("| model | dataset | test accuracy (mean ± std, %d seeds) | published | ms/epoch |"
-          % args.seeds)
+    print(f"| model | dataset | test accuracy (mean ± std, {args.seeds} seeds) | published "
+          "| ms/epoch |")
     print("|---|---|---|---|---|")
     for dataset in args.datasets:
         path = RESULTS / f"accuracy_{dataset}.json"

@@ -2,11 +2,17 @@
 
 import math
 
-import graphblas as gb
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from gradcheck import check_module_grads
+from layer_helpers import (
+    assert_eval_keeps_no_cache,
+    features,
+    in_neighbours,
+    random_edges,
+    reduce_messages,
+    unweighted_forms,
+)
 
 import gblas_gnn as gg
 from gblas_gnn.nn.agnn import AGNNConv
@@ -16,39 +22,9 @@ DTYPES = [np.float32, np.float64]
 
 
 # ---------------------------------------------------------------------- reference (numpy loops)
-def random_edges(n, m, seed):
-    """Random directed edges; vertices 1 and n-1 isolated (no in- or out-edges); the first
-    three edges repeated (duplicates)."""
-    rng = np.random.default_rng(seed)
-    active = [v for v in range(n) if v not in (1, n - 1)]
-    src = rng.choice(active, m)
-    dst = rng.choice(active, m)
-    return np.concatenate([src, src[:3]]), np.concatenate([dst, dst[:3]])
-
-
-def neighbours(src, dst, n, self_loops):
-    nb = [set() for _ in range(n)]
-    for s, d in zip(src.tolist(), dst.tolist(), strict=True):
-        nb[d].add(s)                      # edge s -> d: d aggregates from s (duplicates merged)
-    if self_loops:
-        for i in range(n):
-            nb[i].add(i)
-    return [sorted(x) for x in nb]
-
-
-def reduce_messages(msgs, aggr, width):
-    if not msgs:
-        return np.zeros(width)
-    M = np.array(msgs)
-    if aggr == "sum":
-        return M.sum(axis=0)
-    if aggr == "mean":
-        return M.sum(axis=0) / len(msgs)
-    if aggr == "max":
-        return M.max(axis=0)
-    if aggr == "min":
-        return M.min(axis=0)
-    raise AssertionError(aggr)
+def edges_of(n, m, seed):
+    """Random directed edges; vertices 1 and n-1 isolated; three duplicates."""
+    return random_edges(n, m, seed, isolated=(1, n - 1))
 
 
 def agnn_reference(src, dst, n, H, beta, W, aggr, self_loops, combine="times"):
@@ -56,7 +32,7 @@ def agnn_reference(src, dst, n, H, beta, W, aggr, self_loops, combine="times"):
     reduced with ``aggr``; ``combine="plus"`` gives the max_plus messages α_ij + x_j."""
     H = H.astype(np.float64)
     X = H if W is None else H @ W.astype(np.float64)
-    nb = neighbours(src, dst, n, self_loops)
+    nb = in_neighbours(src, dst, n, self_loops)
     out = np.zeros((n, X.shape[1]))
 
     def unit(v):
@@ -74,7 +50,7 @@ def agnn_reference(src, dst, n, H, beta, W, aggr, self_loops, combine="times"):
         for j, e in zip(js, ex, strict=True):
             a = e / total
             msgs.append(a + X[j] if combine == "plus" else a * X[j])
-        out[i] = reduce_messages(msgs, aggr, X.shape[1])
+        out[i] = reduce_messages(msgs, aggr)
     return out
 
 
@@ -87,11 +63,7 @@ N = 10
 
 @pytest.fixture(scope="module")
 def edges():
-    return random_edges(N, 22, seed=3)
-
-
-def features(n, k, dtype, seed=1):
-    return np.random.default_rng(seed).standard_normal((n, k)).astype(dtype)
+    return edges_of(N, 22, seed=3)
 
 
 # ---------------------------------------------------------------------- forward
@@ -171,12 +143,14 @@ def test_large_beta_is_stable(edges):
 
 
 # ---------------------------------------------------------------------- gradients
-@pytest.mark.parametrize("aggr", AGGRS)
-@pytest.mark.parametrize("out_dim", [None, 2, 5])
-@pytest.mark.parametrize("learn_beta", [True, False])
+# every aggr with every out_dim (no W, out_dim < in_dim, > in_dim) and learn_beta on and off
+@pytest.mark.parametrize("aggr, out_dim, learn_beta", [
+    (aggr, out_dim, learn_beta)
+    for aggr, first in zip(AGGRS, (True, False, True, False), strict=True)
+    for out_dim, learn_beta in ((None, first), (2, not first), (5, first))])
 def test_gradients_finite_differences(aggr, out_dim, learn_beta):
     n = 9
-    src, dst = random_edges(n, 18, seed=11)
+    src, dst = edges_of(n, 18, seed=11)
     g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
     H = features(n, 3, np.float64, seed=4)
     layer = AGNNConv(3, out_dim, beta=1.3, learn_beta=learn_beta, aggr=aggr, seed=1,
@@ -190,7 +164,7 @@ def test_gradients_finite_differences(aggr, out_dim, learn_beta):
 @pytest.mark.parametrize("aggr", ["sum", "max"])
 def test_gradients_without_self_loops(aggr):
     n = 8
-    src, dst = random_edges(n, 16, seed=7)
+    src, dst = edges_of(n, 16, seed=7)
     g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
     layer = AGNNConv(3, 4, beta=-0.6, add_self_loops=False, aggr=aggr, dtype=np.float64)
     check_module_grads(layer, g, features(n, 3, np.float64, seed=9))
@@ -200,7 +174,7 @@ def test_gradients_without_self_loops(aggr):
 @pytest.mark.parametrize("shape", [(3, 5), (5, 3)])
 def test_both_orders_agree(aggr, shape):
     n = 9
-    src, dst = random_edges(n, 18, seed=2)
+    src, dst = edges_of(n, 18, seed=2)
     g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
     H = features(n, shape[0], np.float64)
     dout = features(n, shape[1], np.float64, seed=8)
@@ -264,7 +238,7 @@ def test_zero_and_tiny_rows_gradients_are_exact():
     rows and of the parameters match finite differences, and so does the gradient of the
     tiny row itself, in its clamped regime (Ĥ_i = H_i / eps) probed with a step 1e-16."""
     n = 8
-    src, dst = random_edges(n, 16, seed=5)
+    src, dst = edges_of(n, 16, seed=5)
     g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
     H = features(n, 3, np.float64)
     H[2] = 0
@@ -305,10 +279,7 @@ def test_graph_input_forms_identical(edges, dtype):
     src, dst = edges
     H = features(N, 4, dtype)
     layer = AGNNConv(4, 3, aggr="sum", dtype=dtype)
-    csr = sp.csr_matrix((np.ones(src.size), (dst, src)), shape=(N, N))   # duplicates summed
-    M = gb.Matrix.from_coo(dst, src, np.ones(src.size, dtype), nrows=N, ncols=N,
-                           dup_op=gb.binary.plus)
-    outs = [layer(x, H) for x in (gg.Graph.from_edges(src, dst, N, dtype=dtype), csr, M)]
+    outs = [layer(x, H) for x in unweighted_forms(src, dst, N, dtype)]
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[0], outs[2])
 
@@ -328,14 +299,7 @@ def test_eval_mode_keeps_no_cache(edges):
     g = gg.Graph.from_edges(src, dst, N)
     H = features(N, 4, np.float32)
     layer = AGNNConv(4, 3, aggr="max")
-    Z_train = layer(g, H)
-    assert layer._cache is not None
-    layer.eval()
-    Z_eval = layer(g, H)
-    assert layer._cache is None
-    np.testing.assert_array_equal(Z_train, Z_eval)
-    with pytest.raises(RuntimeError, match="training"):
-        layer.backward(np.ones_like(Z_eval))
+    Z_eval = assert_eval_keeps_no_cache(layer, g, H)
     layer.train()
     layer(g, H)
     layer.backward(np.ones_like(Z_eval))

@@ -4,43 +4,27 @@ from __future__ import annotations
 
 import math
 
-import graphblas as gb
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from gradcheck import check_module_grads
+from layer_helpers import (
+    N,
+    assert_all_identical,
+    assert_bad_features,
+    assert_eval_keeps_no_cache,
+    assert_orders_agree,
+    check_grads_and_layout,
+    graph_of,
+    in_edges,
+    make_edges,
+    merged,
+    randomize_bias,
+    run_both_orders,
+    weighted_forms,
+)
 
-from gblas_gnn.graph import Graph
 from gblas_gnn.nn.gcn import GCNConv
-
-N = 10  # vertices 0..6 random, 7 has out-edges only, 8 and 9 are isolated
-
-
-def make_edges(seed: int, weighted: bool):
-    """Random directed edges with duplicates, one stored self loop, a source-only vertex (7)
-    and two isolated vertices (8, 9)."""
-    rng = np.random.default_rng(seed)
-    src = list(rng.integers(0, 7, 16))
-    dst = list(rng.integers(0, 7, 16))
-    src += [7, 7, src[0], src[1], 3]          # 7 → ·, two duplicates, a self loop 3 → 3
-    dst += [0, 4, dst[0], dst[1], 3]
-    w = list(rng.uniform(0.5, 2.0, len(src))) if weighted else None
-    return src, dst, w
-
-
-def merged(src, dst, w):
-    """{(target, source): value}: unweighted duplicates are one edge of value 1, weighted
-    duplicates sum (the Graph convention)."""
-    E: dict = {}
-    for e, (s, d) in enumerate(zip(src, dst, strict=True)):
-        key = (int(d), int(s))
-        E[key] = 1.0 if w is None else E.get(key, 0.0) + float(w[e])
-    return E
-
-
-def graph_of(src, dst, w, dtype):
-    return Graph.from_edges(np.array(src), np.array(dst), N,
-                            values=None if w is None else np.array(w), dtype=dtype)
 
 
 def ref_gcn(E, H, W, b, normalize, add_self_loops):
@@ -49,9 +33,7 @@ def ref_gcn(E, H, W, b, normalize, add_self_loops):
     if normalize and add_self_loops:
         for i in range(N):
             E.setdefault((i, i), 1.0)               # remaining self loops only
-    in_nbrs: list[list] = [[] for _ in range(N)]
-    for (i, j), x in E.items():
-        in_nbrs[i].append((j, x))
+    in_nbrs = in_edges(E)
     deg = [0.0] * N
     for i in range(N):
         for _, x in in_nbrs[i]:
@@ -64,12 +46,6 @@ def ref_gcn(E, H, W, b, normalize, add_self_loops):
             coef = x * dinv[i] * dinv[j] if normalize else x
             Z[i] += coef * (H[j] @ W)
     return Z + (0.0 if b is None else b)
-
-
-def randomize_bias(layer, seed=1):
-    if "bias" in layer.params:
-        rng = np.random.default_rng(seed)
-        layer.params["bias"][:] = rng.standard_normal(layer.params["bias"].shape)
 
 
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
@@ -125,19 +101,13 @@ def test_both_orders_agree(dims, normalize):
     g = graph_of(src, dst, w, np.float64)
     H = np.random.default_rng(0).standard_normal((N, dims[0]))
     dZ = np.random.default_rng(1).standard_normal((N, dims[1]))
-    results = []
-    for project_first in (True, False):
+
+    def make():
         layer = GCNConv(*dims, normalize=normalize, dtype=np.float64, seed=4)
         randomize_bias(layer)
-        layer._project_first = project_first
-        out = layer(g, H)
-        dH = layer.backward(dZ)
-        results.append((out, dH, dict(layer.grads)))
-    (o1, h1, g1), (o2, h2, g2) = results
-    np.testing.assert_allclose(o1, o2, rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(h1, h2, rtol=1e-12, atol=1e-13)
-    for k in g1:
-        np.testing.assert_allclose(g1[k], g2[k], rtol=1e-12, atol=1e-13)
+        return layer
+
+    assert_orders_agree(run_both_orders(make, g, H, dZ))
 
 
 def test_order_choice_follows_dims():
@@ -160,10 +130,7 @@ def test_gradients_finite_differences(weighted, normalize, add_self_loops, proje
     randomize_bias(layer)
     layer._project_first = project_first
     H = np.random.default_rng(8).standard_normal((N, 3))
-    check_module_grads(layer, g, H)
-    assert set(layer.grads) == set(layer.params)
-    for k, v in layer.params.items():
-        assert layer.grads[k].shape == v.shape and layer.grads[k].dtype == v.dtype
+    check_grads_and_layout(layer, g, H)
 
 
 def test_gradients_cached():
@@ -177,13 +144,7 @@ def test_gradients_cached():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("cached", [False, True])
 def test_input_forms_identical(dtype, cached):
-    src, dst, w = make_edges(4, True)
-    s, d, v = np.array(src), np.array(dst), np.array(w, dtype=dtype)
-    forms = [
-        Graph.from_edges(s, d, N, values=v, dtype=dtype),
-        sp.coo_matrix((v, (d, s)), shape=(N, N)).tocsr(),
-        gb.Matrix.from_coo(d, s, v, nrows=N, ncols=N, dup_op=gb.binary.plus),
-    ]
+    forms = weighted_forms(4, dtype)
     H = np.random.default_rng(0).standard_normal((N, 4)).astype(dtype)
     dZ = np.random.default_rng(1).standard_normal((N, 3)).astype(dtype)
     outs = []
@@ -191,10 +152,7 @@ def test_input_forms_identical(dtype, cached):
         layer = GCNConv(4, 3, cached=cached, dtype=dtype)
         randomize_bias(layer)
         outs.append((layer(form, H), layer.backward(dZ), layer.grads["W"]))
-    for o, dh, gw in outs[1:]:
-        np.testing.assert_array_equal(o, outs[0][0])
-        np.testing.assert_array_equal(dh, outs[0][1])
-        np.testing.assert_array_equal(gw, outs[0][2])
+    assert_all_identical(outs)
 
 
 def test_cached_reuses_adjacency_of_same_object_only():
@@ -230,14 +188,8 @@ def test_eval_mode_keeps_no_cache():
     g = graph_of(src, dst, w, np.float32)
     H = np.random.default_rng(0).standard_normal((N, 3)).astype(np.float32)
     layer = GCNConv(3, 2)
-    train_out = layer(g, H)
-    assert layer._cache is not None
-    layer.eval()
-    assert layer._cache is None
-    np.testing.assert_array_equal(layer(g, H), train_out)
-    assert layer._cache is None and layer._adj_cache is None
-    with pytest.raises(RuntimeError):
-        layer.backward(np.ones((N, 2), np.float32))
+    assert_eval_keeps_no_cache(layer, g, H)
+    assert layer._adj_cache is None
     layer.train()
     layer(g, H)
     layer.backward(np.ones((N, 2), np.float32))
@@ -276,12 +228,7 @@ def test_bad_inputs(cached):
     with pytest.raises(RuntimeError):
         layer.backward(np.zeros((N, 2), np.float32))
     layer(g, H)                                           # fills the cache when cached
-    with pytest.raises(ValueError, match="columns"):
-        layer(g, np.zeros((N, 4), np.float32))
-    with pytest.raises(ValueError, match="rows"):
-        layer(g, np.zeros((N - 1, 3), np.float32))
-    with pytest.raises(TypeError, match="float64"):
-        layer(g, np.zeros((N, 3), np.float64))
+    assert_bad_features(layer, g, N, 3)
     with pytest.raises(TypeError):
         layer(g, [[0.0] * 3] * N)
     with pytest.raises(ValueError, match="2-D"):

@@ -2,49 +2,31 @@
 
 from __future__ import annotations
 
-import graphblas as gb
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from gradcheck import check_module_grads
+from layer_helpers import (
+    N,
+    assert_all_identical,
+    assert_bad_features,
+    assert_eval_keeps_no_cache,
+    assert_orders_agree,
+    check_grads_and_layout,
+    graph_of,
+    in_edges,
+    make_edges,
+    merged,
+    run_both_orders,
+    weighted_forms,
+)
 
 from gblas_gnn.graph import Graph
 from gblas_gnn.nn.gin import GINConv
 
-N = 10  # vertices 0..6 random, 7 has out-edges only, 8 and 9 are isolated
-
-
-def make_edges(seed: int, weighted: bool):
-    """Random directed edges with duplicates, one stored self loop, a source-only vertex (7)
-    and two isolated vertices (8, 9)."""
-    rng = np.random.default_rng(seed)
-    src = list(rng.integers(0, 7, 16))
-    dst = list(rng.integers(0, 7, 16))
-    src += [7, 7, src[0], src[1], 3]
-    dst += [0, 4, dst[0], dst[1], 3]
-    w = list(rng.uniform(0.5, 2.0, len(src))) if weighted else None
-    return src, dst, w
-
-
-def merged(src, dst, w):
-    """{(target, source): value}; unweighted duplicates → 1, weighted duplicates summed."""
-    E: dict = {}
-    for e, (s, d) in enumerate(zip(src, dst, strict=True)):
-        key = (int(d), int(s))
-        E[key] = 1.0 if w is None else E.get(key, 0.0) + float(w[e])
-    return E
-
-
-def graph_of(src, dst, w, dtype):
-    return Graph.from_edges(np.array(src), np.array(dst), N,
-                            values=None if w is None else np.array(w), dtype=dtype)
-
 
 def ref_gin(E, H, weights, eps):
     """x_i = (1+ε) h_i + Σ_{j→i} w_ij h_j, then Linear → ReLU → … → Linear per vertex."""
-    in_nbrs: list[list] = [[] for _ in range(N)]
-    for (i, j), x in E.items():
-        in_nbrs[i].append((j, x))
+    in_nbrs = in_edges(E)
     H = H.astype(np.float64)
     out = []
     for i in range(N):
@@ -110,20 +92,13 @@ def test_both_orders_agree(dims, train_eps):
     g = graph_of(src, dst, w, np.float64)
     H = np.random.default_rng(0).standard_normal((N, dims[0]))
     dZ = np.random.default_rng(1).standard_normal((N, dims[-1]))
-    results = []
-    for project_first in (True, False):
+
+    def make():
         layer = GINConv(dims, eps=0.25, train_eps=train_eps, dtype=np.float64, seed=4)
         randomize_biases(layer)
-        layer._project_first = project_first
-        out = layer(g, H)
-        dH = layer.backward(dZ)
-        results.append((out, dH, dict(layer.grads)))
-    (o1, h1, g1), (o2, h2, g2) = results
-    np.testing.assert_allclose(o1, o2, rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(h1, h2, rtol=1e-12, atol=1e-13)
-    assert g1.keys() == g2.keys()
-    for k in g1:
-        np.testing.assert_allclose(g1[k], g2[k], rtol=1e-11, atol=1e-12)
+        return layer
+
+    assert_orders_agree(run_both_orders(make, g, H, dZ), grad_rtol=1e-11, grad_atol=1e-12)
 
 
 def test_order_choice():
@@ -132,10 +107,16 @@ def test_order_choice():
     assert not GINConv([3, 3])._project_first
 
 
-@pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("dims", DIMS)
-@pytest.mark.parametrize("eps,train_eps", [(0.0, False), (0.3, True), (-0.4, True)])
-@pytest.mark.parametrize("project_first", [True, False])
+GRAD_EPS = [(0.0, False), (0.3, True), (-0.4, True)]
+
+
+# every MLP depth in both orders on both graphs; the eps settings rotate so that each
+# depth and each order meets a fixed and a trained eps
+@pytest.mark.parametrize("weighted, dims, eps, train_eps, project_first", [
+    (weighted, dims, *GRAD_EPS[(i + j) % 3], project_first)
+    for i, dims in enumerate(DIMS)
+    for j, (weighted, project_first) in enumerate(
+        [(False, True), (True, True), (False, False), (True, False)])])
 def test_gradients_finite_differences(weighted, dims, eps, train_eps, project_first):
     src, dst, w = make_edges(5, weighted)
     g = graph_of(src, dst, w, np.float64)
@@ -143,10 +124,7 @@ def test_gradients_finite_differences(weighted, dims, eps, train_eps, project_fi
     randomize_biases(layer)
     layer._project_first = project_first
     H = np.random.default_rng(8).standard_normal((N, dims[0]))
-    check_module_grads(layer, g, H)
-    assert set(layer.grads) == set(layer.params)
-    for k, v in layer.params.items():
-        assert layer.grads[k].shape == v.shape and layer.grads[k].dtype == v.dtype
+    check_grads_and_layout(layer, g, H)
 
 
 def test_params_layout():
@@ -188,13 +166,7 @@ def test_replaced_params_are_used():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_input_forms_identical(dtype):
-    src, dst, w = make_edges(4, True)
-    s, d, v = np.array(src), np.array(dst), np.array(w, dtype=dtype)
-    forms = [
-        Graph.from_edges(s, d, N, values=v, dtype=dtype),
-        sp.coo_matrix((v, (d, s)), shape=(N, N)).tocsr(),
-        gb.Matrix.from_coo(d, s, v, nrows=N, ncols=N, dup_op=gb.binary.plus),
-    ]
+    forms = weighted_forms(4, dtype)
     H = np.random.default_rng(0).standard_normal((N, 4)).astype(dtype)
     dZ = np.random.default_rng(1).standard_normal((N, 3)).astype(dtype)
     outs = []
@@ -202,11 +174,7 @@ def test_input_forms_identical(dtype):
         layer = GINConv([4, 5, 3], eps=0.2, train_eps=True, dtype=dtype)
         randomize_biases(layer)
         outs.append((layer(form, H), layer.backward(dZ), dict(layer.grads)))
-    for o, dh, gr in outs[1:]:
-        np.testing.assert_array_equal(o, outs[0][0])
-        np.testing.assert_array_equal(dh, outs[0][1])
-        for k in gr:
-            np.testing.assert_array_equal(gr[k], outs[0][2][k])
+    assert_all_identical(outs)
 
 
 def test_eval_mode_keeps_no_cache():
@@ -214,14 +182,8 @@ def test_eval_mode_keeps_no_cache():
     g = graph_of(src, dst, w, np.float32)
     H = np.random.default_rng(0).standard_normal((N, 3)).astype(np.float32)
     layer = GINConv([3, 4, 4, 2], train_eps=True)
-    train_out = layer(g, H)
-    assert layer._cache is not None
-    layer.eval()
-    assert layer._cache is None and all(lin._cache is None for lin in layer._lins)
-    np.testing.assert_array_equal(layer(g, H), train_out)
-    assert layer._cache is None and all(lin._cache is None for lin in layer._lins)
-    with pytest.raises(RuntimeError):
-        layer.backward(np.ones((N, 2), np.float32))
+    assert_eval_keeps_no_cache(layer, g, H,
+                               no_cache=lambda m: all(lin._cache is None for lin in m._lins))
     layer.train()
     layer(g, H)
     layer.backward(np.ones((N, 2), np.float32))
@@ -262,12 +224,7 @@ def test_bad_inputs():
     H = np.zeros((N, 3), np.float32)
     with pytest.raises(RuntimeError):
         layer.backward(np.zeros((N, 2), np.float32))
-    with pytest.raises(ValueError, match="columns"):
-        layer(g, np.zeros((N, 4), np.float32))
-    with pytest.raises(ValueError, match="rows"):
-        layer(g, np.zeros((N - 1, 3), np.float32))
-    with pytest.raises(TypeError, match="float64"):
-        layer(g, np.zeros((N, 3), np.float64))
+    assert_bad_features(layer, g, N, 3)
     bad = H.copy()
     bad[0, 0] = np.inf
     with pytest.raises(ValueError, match="NaN or Inf"):

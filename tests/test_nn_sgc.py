@@ -4,43 +4,26 @@ from __future__ import annotations
 
 import math
 
-import graphblas as gb
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from gradcheck import check_module_grads
+from layer_helpers import (
+    N,
+    assert_all_identical,
+    assert_bad_features,
+    assert_eval_keeps_no_cache,
+    assert_orders_agree,
+    check_grads_and_layout,
+    graph_of,
+    in_edges,
+    make_edges,
+    merged,
+    randomize_bias,
+    run_both_orders,
+    weighted_forms,
+)
 
 from gblas_gnn.executors import CPUExecutor
-from gblas_gnn.graph import Graph
 from gblas_gnn.nn.sgc import SGConv
-
-N = 10  # vertices 0..6 random, 7 has out-edges only, 8 and 9 are isolated
-
-
-def make_edges(seed: int, weighted: bool):
-    """Random directed edges with duplicates, one stored self loop, a source-only vertex (7)
-    and two isolated vertices (8, 9)."""
-    rng = np.random.default_rng(seed)
-    src = list(rng.integers(0, 7, 16))
-    dst = list(rng.integers(0, 7, 16))
-    src += [7, 7, src[0], src[1], 3]
-    dst += [0, 4, dst[0], dst[1], 3]
-    w = list(rng.uniform(0.5, 2.0, len(src))) if weighted else None
-    return src, dst, w
-
-
-def merged(src, dst, w):
-    """{(target, source): value}; unweighted duplicates → 1, weighted duplicates summed."""
-    E: dict = {}
-    for e, (s, d) in enumerate(zip(src, dst, strict=True)):
-        key = (int(d), int(s))
-        E[key] = 1.0 if w is None else E.get(key, 0.0) + float(w[e])
-    return E
-
-
-def graph_of(src, dst, w, dtype):
-    return Graph.from_edges(np.array(src), np.array(dst), N,
-                            values=None if w is None else np.array(w), dtype=dtype)
 
 
 def ref_sgc(E, H, W, b, K, add_self_loops):
@@ -49,9 +32,7 @@ def ref_sgc(E, H, W, b, K, add_self_loops):
     if add_self_loops:
         for i in range(N):
             E.setdefault((i, i), 1.0)
-    in_nbrs: list[list] = [[] for _ in range(N)]
-    for (i, j), x in E.items():
-        in_nbrs[i].append((j, x))
+    in_nbrs = in_edges(E)
     deg = [sum(x for _, x in in_nbrs[i]) for i in range(N)]
     dinv = [1.0 / math.sqrt(d) if d > 0 else 0.0 for d in deg]
     X = H.astype(np.float64)
@@ -62,12 +43,6 @@ def ref_sgc(E, H, W, b, K, add_self_loops):
                 nxt[i] += x * dinv[i] * dinv[j] * X[j]
         X = nxt
     return X @ W.astype(np.float64) + (0.0 if b is None else b)
-
-
-def randomize_bias(layer, seed=1):
-    if "bias" in layer.params:
-        rng = np.random.default_rng(seed)
-        layer.params["bias"][:] = rng.standard_normal(layer.params["bias"].shape)
 
 
 class CountingExecutor(CPUExecutor):
@@ -142,19 +117,13 @@ def test_both_orders_agree(dims, K):
     g = graph_of(src, dst, w, np.float64)
     H = np.random.default_rng(0).standard_normal((N, dims[0]))
     dZ = np.random.default_rng(1).standard_normal((N, dims[1]))
-    results = []
-    for project_first in (True, False):
+
+    def make():
         layer = SGConv(*dims, K=K, cached=False, dtype=np.float64, seed=4)
         randomize_bias(layer)
-        layer._project_first = project_first
-        out = layer(g, H)
-        dH = layer.backward(dZ)
-        results.append((out, dH, dict(layer.grads)))
-    (o1, h1, g1), (o2, h2, g2) = results
-    np.testing.assert_allclose(o1, o2, rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(h1, h2, rtol=1e-12, atol=1e-13)
-    for k in g1:
-        np.testing.assert_allclose(g1[k], g2[k], rtol=1e-12, atol=1e-13)
+        return layer
+
+    assert_orders_agree(run_both_orders(make, g, H, dZ))
 
 
 def test_order_choice():
@@ -163,12 +132,17 @@ def test_order_choice():
     assert not SGConv(3, 5, cached=False)._project_first
 
 
-@pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("add_self_loops", [True, False])
-@pytest.mark.parametrize("K", [1, 2, 3])
-@pytest.mark.parametrize("dims,cached,project_first", [
-    ((3, 2), True, False), ((3, 2), False, True), ((3, 2), False, False),
-    ((2, 3), True, False), ((2, 3), False, True), ((2, 3), False, False)])
+GRAD_CONFIGS = [((3, 2), True, False), ((3, 2), False, True), ((3, 2), False, False),
+                ((2, 3), True, False), ((2, 3), False, True), ((2, 3), False, False)]
+GRAD_GRAPHS = [(False, True), (False, False), (True, True), (True, False)]
+
+
+# every (dims, cached, order) config on every (weighted, self loops) graph; K = 1, 2, 3
+# rotates so that each config and each graph meets every K
+@pytest.mark.parametrize("weighted, add_self_loops, K, dims, cached, project_first", [
+    (weighted, loops, 1 + (i + j) % 3, dims, cached, project_first)
+    for i, (dims, cached, project_first) in enumerate(GRAD_CONFIGS)
+    for j, (weighted, loops) in enumerate(GRAD_GRAPHS)])
 def test_gradients_finite_differences(weighted, add_self_loops, K, dims, cached,
                                       project_first):
     src, dst, w = make_edges(5, weighted)
@@ -179,10 +153,7 @@ def test_gradients_finite_differences(weighted, add_self_loops, K, dims, cached,
     layer._project_first = project_first
     H = np.random.default_rng(8).standard_normal((N, dims[0]))
     # with the cache on, the finite differences perturb H in place: the cache must notice
-    check_module_grads(layer, g, H)
-    assert set(layer.grads) == set(layer.params)
-    for k, v in layer.params.items():
-        assert layer.grads[k].shape == v.shape and layer.grads[k].dtype == v.dtype
+    check_grads_and_layout(layer, g, H)
 
 
 def test_cache_computes_once_per_graph_and_features():
@@ -229,13 +200,7 @@ def test_cache_computes_once_per_graph_and_features():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("cached", [False, True])
 def test_input_forms_identical(dtype, cached):
-    src, dst, w = make_edges(4, True)
-    s, d, v = np.array(src), np.array(dst), np.array(w, dtype=dtype)
-    forms = [
-        Graph.from_edges(s, d, N, values=v, dtype=dtype),
-        sp.coo_matrix((v, (d, s)), shape=(N, N)).tocsr(),
-        gb.Matrix.from_coo(d, s, v, nrows=N, ncols=N, dup_op=gb.binary.plus),
-    ]
+    forms = weighted_forms(4, dtype)
     H = np.random.default_rng(0).standard_normal((N, 4)).astype(dtype)
     dZ = np.random.default_rng(1).standard_normal((N, 3)).astype(dtype)
     outs = []
@@ -243,9 +208,7 @@ def test_input_forms_identical(dtype, cached):
         layer = SGConv(4, 3, K=2, cached=cached, dtype=dtype)
         randomize_bias(layer)
         outs.append((layer(form, H), layer(form, H), layer.backward(dZ), layer.grads["W"]))
-    for res in outs[1:]:
-        for a, b in zip(res, outs[0], strict=True):
-            np.testing.assert_array_equal(a, b)
+    assert_all_identical(outs)
 
 
 @pytest.mark.parametrize("cached", [False, True])
@@ -254,16 +217,9 @@ def test_eval_mode_keeps_no_cache(cached):
     g = graph_of(src, dst, w, np.float32)
     H = np.random.default_rng(0).standard_normal((N, 3)).astype(np.float32)
     layer = SGConv(3, 2, cached=cached)
-    train_out = layer(g, H)
-    assert layer._cache is not None
-    layer.eval()
-    assert layer._cache is None
-    np.testing.assert_array_equal(layer(g, H), train_out)
-    assert layer._cache is None
+    assert_eval_keeps_no_cache(layer, g, H)
     if not cached:
         assert layer._prop_cache is None
-    with pytest.raises(RuntimeError):
-        layer.backward(np.ones((N, 2), np.float32))
     fresh = SGConv(3, 2, cached=cached).eval()
     fresh(g, H)
     assert fresh._cache is None
@@ -301,12 +257,7 @@ def test_bad_inputs(cached):
     with pytest.raises(RuntimeError):
         layer.backward(np.zeros((N, 2), np.float32))
     layer(g, H)
-    with pytest.raises(ValueError, match="columns"):
-        layer(g, np.zeros((N, 4), np.float32))
-    with pytest.raises(ValueError, match="rows"):
-        layer(g, np.zeros((N - 1, 3), np.float32))
-    with pytest.raises(TypeError, match="float64"):
-        layer(g, np.zeros((N, 3), np.float64))
+    assert_bad_features(layer, g, N, 3)
     bad = H.copy()
     bad[1, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):

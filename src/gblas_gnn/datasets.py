@@ -85,7 +85,7 @@ def synthetic_dataset(scale: int, edge_factor: int = 16, *, seed: int = 0, featu
     part = rng.permutation(n)
     masks = [np.zeros(n, dtype=bool) for _ in range(3)]
     cuts = np.array([0, 0.6 * n, 0.8 * n, n]).astype(int)
-    for mask, lo, hi in zip(masks, cuts[:-1], cuts[1:]):
+    for mask, lo, hi in zip(masks, cuts[:-1], cuts[1:], strict=True):
         mask[part[lo:hi]] = True
     return Dataset(f"Kronecker-{scale}-{edge_factor}", adjacency, x, y, *masks, classes)
 

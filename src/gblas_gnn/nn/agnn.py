@@ -7,16 +7,16 @@ from typing import Any
 import numpy as np
 
 from .._validate import positive_ints
-from .init import glorot
-from .module import Module
-from .va import (
+from ._attention import (
+    OrderMixin,
     check_aggr,
     check_backward_aggr,
-    check_order,
     check_weight,
     project_aggregate,
     project_aggregate_backward,
 )
+from .init import glorot
+from .module import Module
 
 __all__ = ["AGNNConv"]
 
@@ -35,7 +35,7 @@ def _check_beta(beta) -> float:
     return float(beta)
 
 
-class AGNNConv(Module):
+class AGNNConv(OrderMixin, Module):
     r"""AGNN layer (Thekumparampil et al. 2018; PyG ``AGNNConv``), global formulation.
 
     .. math::
@@ -119,15 +119,6 @@ class AGNNConv(Module):
     @beta.setter
     def beta(self, value) -> None:
         self.beta[0] = _check_beta(value)
-
-    @property
-    def order(self) -> str:
-        """Evaluation order of the linear aggregations (see the class docstring)."""
-        return self._order
-
-    @order.setter
-    def order(self, value: str) -> None:
-        self._order = check_order(value)
 
     def __repr__(self) -> str:
         out = self.out_dim if self.has_weight else None

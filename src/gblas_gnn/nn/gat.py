@@ -11,33 +11,21 @@ import numbers
 import numpy as np
 
 from .._validate import positive_ints
+from ._attention import (
+    AGGREGATIONS,  # noqa: F401  (re-exported: gat.AGGREGATIONS)
+    check_aggr,
+    check_backward_aggr,
+    check_order,
+    is_named,
+    project_aggregate,
+    project_aggregate_backward,
+)
 from .init import glorot, zeros
 from .module import Module
 
 __all__ = ["GATConv"]
 
-AGGREGATIONS = ("sum", "max", "min", "mean")
 _LINEAR = ("sum", "mean")
-_ORDERS = ("auto", "project_first", "aggregate_first")
-
-
-def _check_aggr(aggr):
-    """Return ``True`` for a named aggregation, ``False`` for a known semiring; else raise."""
-    if isinstance(aggr, str) and aggr in AGGREGATIONS:
-        return True
-    try:
-        from .. import semirings
-        get = semirings.get
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"unknown aggregation {aggr!r}; use one of {AGGREGATIONS} or a "
-                         "semiring from gblas_gnn.semirings") from exc
-    try:
-        get(aggr)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise ValueError(f"unknown aggregation {aggr!r}; use one of {AGGREGATIONS} or a "
-                         f"semiring from gblas_gnn.semirings ({exc})") from exc
-    return False
-
 
 def _check_bool(**values) -> None:
     for name, value in values.items():
@@ -118,7 +106,7 @@ class GATConv(Module):
         p = _real(dropout, "dropout")
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        self._named = _check_aggr(aggr)
+        self._named = is_named(check_aggr(aggr))
         self.in_dim, self.out_dim, self.heads = int(in_dim), int(out_dim), int(heads)
         self.concat, self.add_self_loops = bool(concat), bool(add_self_loops)
         self.negative_slope, self.dropout, self.aggr = slope, p, aggr
@@ -143,8 +131,7 @@ class GATConv(Module):
     def _aggregate_first(self) -> bool:
         """Whether to compute ``(Ψ H) W`` instead of ``Ψ (H W)`` (rule 1, Φ∘⊕ order)."""
         linear_one_head = self._named and self.aggr in _LINEAR and self.heads == 1
-        if self._order not in _ORDERS:
-            raise ValueError(f"order must be one of {_ORDERS}, got {self._order!r}")
+        check_order(self._order)
         if self._order == "aggregate_first":
             if not linear_one_head:
                 raise ValueError("aggregate-then-project needs one head and aggr 'sum'/'mean'")
@@ -206,20 +193,17 @@ class GATConv(Module):
             Psi = ex.softmax(ex.apply(C, "leaky_relu", self.negative_slope))
             mask = self._dropout_mask(A, g.nnz) if drop else None
             S = Psi if mask is None else ex.ewise_mult(Psi, mask)
-            if keep:
-                Zh, ctx = ex.aggregate(S, X, self.aggr, keep_context=True)
+            # heads == 1 and agg_first: Z = (Ψ ⊕ H) W; else Z_h = Ψ_h ⊕ H'_h
+            if agg_first:
+                Zh, pa = project_aggregate(ex, S, H, W, self.aggr, "aggregate_first", keep)
             else:
-                Zh, ctx = ex.aggregate(S, X, self.aggr), None
-            P = None
-            if agg_first:                                   # heads == 1: Z = (Ψ H) W
-                P, Zh = Zh, ex.gemm(Zh, W)
+                Zh, pa = project_aggregate(ex, S, X, None, self.aggr, keep=keep)
             if self.concat:
                 Z[:, cols] = Zh
             else:
                 Z += Zh
             if keep:
-                per_head.append({"C": C, "Psi": Psi, "mask": mask, "ctx": ctx, "X": X,
-                                 "P": P})
+                per_head.append({"C": C, "Psi": Psi, "mask": mask, "pa": pa, "X": X})
             del C, Psi, S, mask
         if not self.concat and heads > 1:
             Z /= self.dtype.type(heads)
@@ -229,19 +213,15 @@ class GATConv(Module):
         if not training:
             self._cache = None
         elif not self._named:
-            self._cache = {"semiring": True}
+            self._cache = {"semiring": self.aggr}       # forward-only: backward says so
         else:
-            self._cache = {"semiring": False, "H": H, "n": n, "agg_first": agg_first,
-                           "heads": per_head}
+            self._cache = {"H": H, "n": n, "agg_first": agg_first, "heads": per_head}
         return Z
 
     # ------------------------------------------------------------------ backward
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
-        if cache["semiring"]:
-            raise ValueError(f"GATConv with the semiring aggregation {self.aggr!r} is "
-                             "forward-only: backward is defined for aggr 'sum', 'max', 'min' "
-                             "and 'mean' (use layer.eval() for inference)")
+        check_backward_aggr(cache)
         n, H, agg_first = cache["n"], cache["H"], cache["agg_first"]
         dout = self._check_dout(dout, (n, self.out_width))
         ex = self.executor
@@ -263,12 +243,10 @@ class GATConv(Module):
         for h, hc in enumerate(cache["heads"]):
             cols = slice(h * out, (h + 1) * out)
             dZh = np.ascontiguousarray(dout[:, cols]) if self.concat else dZ_mean
+            # agg_first: Z = P W with P = Ψ ⊕ H: dW = Pᵀ dZ, dP = dZ Wᵀ, then back through ⊕
+            dS, dX, dWh = project_aggregate_backward(ex, hc["pa"], dZh)
             if agg_first:
-                # Z = P W with P = Ψ ⊕ H: dW = Pᵀ dZ, dP = dZ Wᵀ, then back through ⊕
-                dW += ex.gemm(hc["P"], dZh, trans_a=True)
-                dS, dX = ex.aggregate_backward(hc["ctx"], ex.gemm(dZh, W, trans_b=True))
-            else:
-                dS, dX = ex.aggregate_backward(hc["ctx"], dZh)
+                dW += dWh
             if hc["mask"] is not None:
                 dS = ex.ewise_mult(dS, hc["mask"])            # through the dropout
             dE = ex.softmax_backward(hc["Psi"], dS)           # Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import dense_matrix, positive_ints
+from ._propagate import project_propagate, project_propagate_backward
 from .init import glorot, zeros
 from .module import Module
 
@@ -90,31 +91,18 @@ class GCNConv(Module):
 
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         S, H = self._adjacency(g, H)
-        ex, W = self.executor, self.params["W"]
-        if self._project_first:
-            Z = ex.spmm(S, ex.gemm(H, W))            # Â (H W)
-            saved = {"S": S, "H": H}
-        else:
-            P = ex.spmm(S, H)                        # (Â H) W
-            Z = ex.gemm(P, W)
-            saved = {"S": S, "P": P}
-        if "bias" in self.params:
-            Z += self.params["bias"]
+        # Â (H W) when projecting first, else (Â H) W
+        Z, saved = project_propagate(self.executor, S, H, self.params["W"],
+                                     self.params.get("bias"), 1, self._project_first)
         self._cache = saved if self.training else None
         return Z
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
-        S = cache["S"]
-        dout = self._check_dout(dout, (S.nrows, self.out_dim))
-        ex, W = self.executor, self.params["W"]
-        if self._project_first:
-            G = ex.spmm_t(S, dout)                   # Âᵀ dZ, out_dim columns
-            self.grads["W"] = ex.gemm(cache["H"], G, trans_a=True)
-            dH = ex.gemm(G, W, trans_b=True)
-        else:
-            self.grads["W"] = ex.gemm(cache["P"], dout, trans_a=True)
-            dH = ex.spmm_t(S, ex.gemm(dout, W, trans_b=True))   # Âᵀ (dZ Wᵀ), in_dim columns
+        dout = self._check_dout(dout, (cache["S"].nrows, self.out_dim))
+        # project first: Âᵀ dZ on out_dim columns; else Âᵀ (dZ Wᵀ) on in_dim columns
+        self.grads["W"], dH = project_propagate_backward(
+            self.executor, cache, dout, self.params["W"], 1, self._project_first)
         if "bias" in self.params:
             self.grads["bias"] = dout.sum(axis=0)
         return dH

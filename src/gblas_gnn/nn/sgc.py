@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import dense_matrix, positive_ints
+from ._propagate import project_propagate, project_propagate_backward, propagate
 from .init import glorot, zeros
 from .module import Module
 
@@ -75,12 +76,6 @@ class SGConv(Module):
     def __repr__(self) -> str:
         return f"SGConv({self.in_dim}, {self.out_dim}, K={self.K})"
 
-    def _propagate(self, S, X: np.ndarray, transpose: bool = False) -> np.ndarray:
-        step = self.executor.spmm_t if transpose else self.executor.spmm
-        for _ in range(self.K):
-            X = step(S, X)
-        return X
-
     def _cached_propagation(self, g, H: np.ndarray):
         """``(S, P)`` from the cache when ``g`` is the cached graph object and ``H`` equals
         the cached features, else ``None``."""
@@ -101,36 +96,23 @@ class SGConv(Module):
             graph, H = self._prepare(g, H, self.in_dim)
             S = graph.gcn_norm(self.add_self_loops)
             P = None
-        if self._project_first:
-            Z = self._propagate(S, ex.gemm(H, W))        # Âᴷ (H W)
-            saved = {"S": S, "H": H}
-        else:
-            if P is None:
-                P = self._propagate(S, H)                # Âᴷ H
-                if self.cached:
-                    self._prop_cache = (g, H.copy(), S, P)
-            Z = ex.gemm(P, W)
-            saved = {"S": S, "P": P}
-        if "bias" in self.params:
-            Z += self.params["bias"]
+        if not self._project_first and P is None:
+            P = propagate(ex, S, H, self.K)                  # Âᴷ H
+            if self.cached:
+                self._prop_cache = (g, H.copy(), S, P)
+        # Âᴷ (H W) when projecting first, else (Âᴷ H) W
+        Z, saved = project_propagate(ex, S, H, W, self.params.get("bias"), self.K,
+                                     self._project_first, P)
         self._cache = saved if self.training else None
         return Z
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
-        S = cache["S"]
-        dout = self._check_dout(dout, (S.nrows, self.out_dim))
-        ex, W = self.executor, self.params["W"]
-        if self._project_first:
-            G = self._propagate(S, dout, transpose=True)     # (Âᵀ)ᴷ dZ, out_dim columns
-            self.grads["W"] = ex.gemm(cache["H"], G, trans_a=True)
-            dH = ex.gemm(G, W, trans_b=True)
-        else:
-            self.grads["W"] = ex.gemm(cache["P"], dout, trans_a=True)
-            if self.out_dim <= self.in_dim:                 # SpMMs on the narrower side
-                dH = ex.gemm(self._propagate(S, dout, transpose=True), W, trans_b=True)
-            else:
-                dH = self._propagate(S, ex.gemm(dout, W, trans_b=True), transpose=True)
+        dout = self._check_dout(dout, (cache["S"].nrows, self.out_dim))
+        # the SpMM chain of dH runs on the narrower of in_dim, out_dim
+        self.grads["W"], dH = project_propagate_backward(
+            self.executor, cache, dout, self.params["W"], self.K, self._project_first,
+            propagate_dout_first=self.out_dim <= self.in_dim)
         if "bias" in self.params:
             self.grads["bias"] = dout.sum(axis=0)
         return dH
