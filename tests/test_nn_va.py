@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from gradcheck import check_module_grads
 from layer_helpers import (
+    assert_attention_orders_agree,
+    assert_edge_values_ignored,
     assert_eval_keeps_no_cache,
     features,
     in_neighbours,
@@ -142,18 +144,8 @@ def test_both_orders_agree(aggr, softmax, shape):
     g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
     H = features(n, shape[0], np.float64)
     dout = features(n, shape[1], np.float64, seed=8)
-    results = []
-    for order in ("auto", "aggregate_first", "project_first"):
-        layer = VAConv(*shape, softmax=softmax, aggr=aggr, dtype=np.float64)
-        layer.order = order
-        Z = layer(g, H)
-        if order == "auto":         # aggregate at the smaller width
-            assert layer._cache["pa"]["agg_first"] == (shape[0] < shape[1])
-        results.append((Z, layer.backward(dout), layer.grads["W"]))
-    for Z, dH, dW in results[1:]:
-        np.testing.assert_allclose(Z, results[0][0], rtol=1e-12, atol=1e-13)
-        np.testing.assert_allclose(dH, results[0][1], rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(dW, results[0][2], rtol=1e-10, atol=1e-12)
+    assert_attention_orders_agree(
+        lambda: VAConv(*shape, softmax=softmax, aggr=aggr, dtype=np.float64), g, H, dout)
     layer = VAConv(*shape, softmax=softmax, aggr=aggr, dtype=np.float64)
     layer.order = "aggregate_first"
     check_module_grads(layer, g, H)
@@ -204,12 +196,7 @@ def test_graph_input_forms_identical(edges, dtype):
 
 def test_edge_values_are_ignored(edges):
     src, dst = edges
-    H = features(N, 4, np.float64)
-    w = np.random.default_rng(0).uniform(0.1, 5, src.size)
-    layer = VAConv(4, 3, dtype=np.float64)
-    a = layer(gg.Graph.from_edges(src, dst, N, dtype=np.float64), H)
-    b = layer(gg.Graph.from_edges(src, dst, N, values=w, dtype=np.float64), H)
-    np.testing.assert_array_equal(a, b)
+    assert_edge_values_ignored(VAConv(4, 3, dtype=np.float64), src, dst, N)
 
 
 def test_eval_mode_keeps_no_cache(edges):

@@ -43,7 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                         "kronecker:scale=S,edge_factor=E")
     t.add_argument("--epochs", type=int, default=200)
     t.add_argument("--patience", type=int, default=100,
-                   help="early stopping on validation loss (0: off)")
+                   help="stop after this many epochs without improvement (0: off)")
+    t.add_argument("--monitor", default="val_acc", choices=["val_acc", "val_loss"],
+                   help="validation metric for early stopping and the weights kept")
     t.add_argument("--lr", type=float)
     t.add_argument("--weight-decay", type=float)
     t.add_argument("--hidden", type=int)
@@ -127,7 +129,8 @@ def _train(args) -> dict:
     opt = Adam(model, lr=cfg["lr"], weight_decay=cfg["weight_decay"])
     hist = fit(model, dataset, opt, args.epochs, patience=args.patience or None,
                checkpoint=args.checkpoint, resume=args.resume,
-               progress=not args.no_progress, metadata=cfg)
+               progress=not args.no_progress, metadata=cfg, monitor=args.monitor,
+               restore_best=True)
     result = {**evaluate(model, dataset), "epochs_run": len(hist),
               "best_epoch": hist.best_epoch,
               "median_epoch_ms": float(np.median(hist.epoch_time) * 1e3) if len(hist) else None,

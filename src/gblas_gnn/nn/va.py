@@ -15,13 +15,16 @@ import numpy as np
 from .._validate import positive_ints
 from ._attention import (
     AGGREGATIONS,
-    OrderMixin,  # noqa: F401  (re-exported for old imports)
+    OrderMixin,
     check_aggr,
     check_backward_aggr,
     check_weight,
     project_aggregate,
     project_aggregate_backward,
 )
+from ._attention import ORDERS as ORDERS  # re-exported: the names va.py used to define
+from ._attention import check_order as check_order
+from ._attention import is_named as is_named
 from .init import glorot
 from .module import Module
 

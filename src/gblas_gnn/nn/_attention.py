@@ -1,0 +1,174 @@
+r"""Helpers shared by the attention layers (:class:`~gblas_gnn.nn.GATConv`,
+:class:`~gblas_gnn.nn.AGNNConv`, :class:`~gblas_gnn.nn.VAConv`).
+
+- :func:`check_aggr` / :func:`is_named`: ``aggr`` validation (named aggregation or semiring);
+- :func:`check_order`: the ``order`` attribute (``"auto"``, ``"aggregate_first"``,
+  ``"project_first"``);
+- :func:`project_aggregate` and :func:`project_aggregate_backward`: the projection-
+  aggregation step :math:`Z = \Psi \oplus (H W)` (:math:`\Psi \oplus H` without ``W``) in the
+  cheaper order, with its backward;
+- :func:`check_backward_aggr`: the error of a training-mode backward through a semiring;
+- :func:`check_weight`: a parameter keeps its shape, dtype and finiteness.
+
+Derivations: ``docs/derivation_agnn_va.md`` and ``docs/derivation_gat.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["AGGREGATIONS", "ORDERS", "check_aggr", "is_named", "check_order",
+           "project_aggregate", "project_aggregate_backward", "check_backward_aggr",
+           "check_weight", "OrderMixin"]
+
+AGGREGATIONS = ("sum", "max", "min", "mean")
+ORDERS = ("auto", "aggregate_first", "project_first")
+
+
+def _semirings():
+    try:
+        from .. import semirings
+    except ImportError:  # the semiring package is optional for the named aggregations
+        return None
+    return semirings
+
+
+def check_aggr(aggr: Any) -> Any:
+    """Validate ``aggr``: ``"sum" | "max" | "min" | "mean"`` or a semiring (name or object).
+
+    Raises ``ValueError`` for anything else (before any work).
+    """
+    if isinstance(aggr, str):
+        if aggr in AGGREGATIONS:
+            return aggr
+        sr = _semirings()
+        names = sorted(sr.names()) if sr is not None else []
+        if aggr not in names:
+            raise ValueError(f"unknown aggregation {aggr!r}; use one of {AGGREGATIONS} "
+                             f"or a semiring from {names}")
+        return aggr
+    message = (f"unknown aggregation {aggr!r}: aggr must be one of {AGGREGATIONS} or a "
+               "semiring from gblas_gnn.semirings")
+    sr = _semirings()
+    if sr is None:
+        raise ValueError(message)
+    try:
+        sr.get(aggr)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(message) from exc
+    return aggr
+
+
+def is_named(aggr: Any) -> bool:
+    """True for the aggregations with a backward (``sum``/``max``/``min``/``mean``)."""
+    return isinstance(aggr, str) and aggr in AGGREGATIONS
+
+
+def check_order(order: str) -> str:
+    """Validate an ``order`` value (one of :data:`ORDERS`); ``ValueError`` otherwise."""
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    return order
+
+
+class OrderMixin:
+    r"""The ``order`` attribute of a layer computing :math:`Z = \Psi \oplus (H W)`.
+
+    ``"auto"`` (default), ``"aggregate_first"`` or ``"project_first"``: for the linear
+    aggregations ``sum``/``mean``, :math:`(\Psi H) W = \Psi (H W)`; ``"auto"`` aggregates at
+    the smaller of ``in_dim``, ``out_dim`` (see :func:`project_aggregate`).
+    """
+
+    _order = "auto"
+
+    @property
+    def order(self) -> str:
+        """Evaluation order of the linear aggregations (see the class docstring)."""
+        return self._order
+
+    @order.setter
+    def order(self, value: str) -> None:
+        self._order = check_order(value)
+
+
+def project_aggregate(ex, Psi, H: np.ndarray, W: np.ndarray | None, aggr: Any,
+                      order: str = "auto", keep: bool = False
+                      ) -> tuple[np.ndarray, dict | None]:
+    r"""``Z = Ψ ⊕ (H W)`` (``Ψ ⊕ H`` when ``W`` is None) and, with ``keep``, the cache.
+
+    For the linear aggregations (``sum``, ``mean``) ``(Ψ ⊕ H) W = Ψ ⊕ (H W)``, so the
+    aggregation runs at the smaller feature width (``order="auto"``: aggregate first iff
+    ``in_dim < out_dim``); ``max``/``min`` and semirings always project first.
+    """
+    agg_first = (W is not None and isinstance(aggr, str) and aggr in ("sum", "mean")
+                 and (order == "aggregate_first"
+                      or (order == "auto" and W.shape[0] < W.shape[1])))
+    named = is_named(aggr)
+    if agg_first:
+        if keep:
+            Y, ctx = ex.aggregate(Psi, H, aggr, keep_context=True)
+        else:
+            Y, ctx = ex.aggregate(Psi, H, aggr), None
+        Z = ex.gemm(Y, W)
+    else:
+        X = H if W is None else ex.gemm(H, W)
+        if keep and named:
+            Z, ctx = ex.aggregate(Psi, X, aggr, keep_context=True)
+        else:
+            Z, ctx = ex.aggregate(Psi, X, aggr), None
+    if not keep:
+        return Z, None
+    if not named:
+        # a semiring has no backward: remember only that, so backward can say so
+        return Z, {"semiring": aggr}
+    cache = {"ctx": ctx, "agg_first": agg_first, "W": W}
+    if agg_first:
+        cache["Y"] = Y
+    elif W is not None:
+        cache["H"] = H
+    return Z, cache
+
+
+def check_backward_aggr(cache: dict) -> None:
+    """Raise the ``ValueError`` of a training-mode backward through a semiring."""
+    if "semiring" in cache:
+        raise ValueError(f"the semiring aggregation {cache['semiring']!r} is forward-only: "
+                         f"backward is defined for the aggregations {AGGREGATIONS} only; use "
+                         "a semiring in evaluation mode (module.eval()) or pick a named "
+                         "aggregation")
+
+
+def project_aggregate_backward(ex, cache: dict, dZ: np.ndarray, need_dPsi: bool = True):
+    r"""Backward of :func:`project_aggregate`: ``(dΨ, dH, dW)``.
+
+    ``dΨ`` is an edge tensor on Ψ's pattern (None unless ``need_dPsi``); ``dW`` is None
+    without ``W``. Aggregate-first (``Y = Ψ ⊕ H``, ``Z = Y W``): ``dW = Yᵀ dZ`` and the
+    aggregation backward runs on ``dY = dZ Wᵀ``. Project-first (``X = H W``, ``Z = Ψ ⊕ X``):
+    the aggregation backward gives ``dX``, then ``dW = Hᵀ dX``, ``dH = dX Wᵀ``.
+    """
+    check_backward_aggr(cache)
+    W, ctx = cache["W"], cache["ctx"]
+    dW = None
+    if cache["agg_first"]:
+        dW = ex.gemm(cache["Y"], dZ, trans_a=True)
+        dPsi, dH = ex.aggregate_backward(ctx, ex.gemm(dZ, W, trans_b=True), need_dPsi)
+    else:
+        dPsi, dX = ex.aggregate_backward(ctx, dZ, need_dPsi)
+        if W is None:
+            dH = dX
+        else:
+            dW = ex.gemm(cache["H"], dX, trans_a=True)
+            dH = ex.gemm(dX, W, trans_b=True)
+    return dPsi, dH, dW
+
+
+def check_weight(W: np.ndarray, shape: tuple[int, int], dtype, name: str = "W") -> None:
+    """A parameter must keep its shape, dtype and finiteness (optimisers write in place)."""
+    if not isinstance(W, np.ndarray) or W.shape != shape or W.dtype != dtype:
+        got = (W.shape, W.dtype) if isinstance(W, np.ndarray) else type(W).__name__
+        raise ValueError(f"parameter {name!r} must be an ndarray of shape {shape} and dtype "
+                         f"{np.dtype(dtype)}, got {got}")
+    if not np.isfinite(W).all():
+        raise ValueError(f"parameter {name!r} contains NaN or Inf")
