@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from ._io import read_npz
 from .data import Dataset, csbm, kronecker_edges, load_planetoid
 
 __all__ = ["parse_dataset", "DATASET_KINDS"]
@@ -91,13 +92,7 @@ def synthetic_dataset(scale: int, edge_factor: int = 16, *, seed: int = 0, featu
 
 
 def _load_npz_dataset(path: Path) -> Dataset:
-    if not path.is_file():
-        raise FileNotFoundError(f"no such dataset file: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"{path} is not a readable .npz dataset: {exc}") from exc
+    arrays = read_npz(path, "dataset file")
     missing = [k for k in _NPZ_KEYS if k not in arrays]
     if missing:
         raise ValueError(f"{path} lacks {missing}; a dataset .npz holds {list(_NPZ_KEYS)}")

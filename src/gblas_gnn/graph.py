@@ -25,7 +25,7 @@ import scipy.io
 import scipy.sparse as sp
 from graphblas import binary, monoid
 
-from ._io import atomic_write
+from ._io import atomic_write, read_npz
 from ._validate import float_dtype
 
 __all__ = ["Graph", "as_graph"]
@@ -144,13 +144,7 @@ class Graph:
         ``row`` holds targets and ``col`` sources (the layout of ``A``). No pickles are loaded.
         """
         path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"no such graph file: {path}")
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except (ValueError, OSError, EOFError) as exc:
-            raise ValueError(f"{path} is not a readable .npz graph file: {exc}") from exc
+        arrays = read_npz(path, "graph file")
         missing = {"row", "col", "shape"} - arrays.keys()
         if missing:
             raise ValueError(f"{path} lacks the array(s) {sorted(missing)}; "

@@ -26,14 +26,13 @@ so a crash or an error while writing leaves the previous checkpoint untouched.
 from __future__ import annotations
 
 import json
-import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write
+from .._io import atomic_write, read_npz
 from ..nn.module import Module
 
 __all__ = ["CheckpointError", "Checkpoint", "named_modules", "named_rngs", "rng_states",
@@ -167,14 +166,7 @@ def read_checkpoint(path) -> Checkpoint:
         CheckpointError: the file is not a readable checkpoint of this format.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
-        raise CheckpointError(f"checkpoint {str(path)!r} is corrupt or not an .npz archive "
-                              f"({type(exc).__name__}: {exc})") from exc
+    data = read_npz(path, "checkpoint", CheckpointError)
     if "meta" not in data or data["meta"].dtype.kind != "U" or data["meta"].ndim != 0:
         raise CheckpointError(f"{str(path)!r} is not a gblas_gnn checkpoint (no metadata)")
     try:
