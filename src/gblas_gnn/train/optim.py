@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
 import numpy as np
@@ -39,7 +40,7 @@ def _real(value, name: str, lo: float = 0.0, lo_open: bool = False,
     return v
 
 
-class Optimizer:
+class Optimizer(ABC):
     """Base class: binds to a model, resolves per-parameter weight decay, owns the state."""
 
     #: names of the per-parameter state buffers (subclasses set it)
@@ -103,8 +104,9 @@ class Optimizer:
         for name, p, g in self._pairs():
             self._update(name, p, g.astype(p.dtype, copy=False))
 
+    @abstractmethod
     def _update(self, name: str, p: np.ndarray, g: np.ndarray) -> None:
-        raise NotImplementedError
+        """Update parameter ``p`` in place from its gradient ``g`` (SGD / Adam rule)."""
 
     # ------------------------------------------------------------------ state
     def hyperparameters(self) -> dict:
@@ -162,8 +164,8 @@ class Optimizer:
         self.state = new
         self.step_count = step
 
-    def _check_loaded(self, new: dict, step: int) -> None:
-        pass
+    def _check_loaded(self, new: dict, step: int) -> None:  # noqa: B027 - optional hook
+        """Hook for a subclass to validate a loaded state (nothing to check by default)."""
 
     def _load_hyper(self, hyper: dict) -> None:
         self.lr = _real(hyper["lr"], "lr", lo_open=True)
