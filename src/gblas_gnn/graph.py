@@ -27,6 +27,7 @@ from graphblas import binary, monoid
 
 from ._io import atomic_write, read_npz
 from ._validate import float_dtype
+from .executors.cpu import vector_to_dense
 
 __all__ = ["Graph", "as_graph"]
 
@@ -214,7 +215,7 @@ class Graph:
 
     def _pattern_counts(self, reduce) -> np.ndarray:
         ones = self.A.apply(gb.unary.one["INT64"]).new()
-        return _dense(reduce(ones)(monoid.plus).new(), self.n, np.int64)
+        return vector_to_dense(reduce(ones)(monoid.plus).new(), np.int64)
 
     @property
     def in_degree(self) -> np.ndarray:
@@ -269,20 +270,13 @@ class Graph:
         """
         def build():
             M = self.with_self_loops().A if add_self_loops else self.A
-            deg = _dense(M.reduce_rowwise(monoid.plus).new(), self.n, self.dtype)
+            deg = vector_to_dense(M.reduce_rowwise(monoid.plus).new(), self.dtype)
             with np.errstate(divide="ignore"):
                 dinv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1)), 0)
             d = gb.Vector.from_dense(dinv.astype(self.dtype))
             left = d.diag().mxm(M, gb.semiring.any_times).new()
             return left.mxm(d.diag(), gb.semiring.any_times).new()
         return self._cached(("gcn_norm", add_self_loops), build)
-
-
-def _dense(v: gb.Vector, n: int, dtype) -> np.ndarray:
-    out = np.zeros(n, dtype=dtype)
-    idx, vals = v.to_coo()
-    out[idx] = vals
-    return out
 
 
 @functools.singledispatch

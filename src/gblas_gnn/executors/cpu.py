@@ -35,16 +35,6 @@ def dense_to_gb(X: np.ndarray) -> gb.Matrix:
     return gb.Matrix.ss.import_fullr(X, take_ownership=False)
 
 
-def gb_to_dense(M: gb.Matrix, dtype) -> np.ndarray:
-    """A ``graphblas.Matrix`` as a dense (nrows, ncols) ndarray, missing entries 0."""
-    if M.nvals == M.nrows * M.ncols:
-        return _unpack_full(M.dup()).reshape(M.nrows, M.ncols)
-    out = np.zeros((M.nrows, M.ncols), dtype=dtype)
-    r, c, v = M.to_coo()
-    out[r, c] = v
-    return out
-
-
 def _unpack_full(M: gb.Matrix) -> np.ndarray:
     return M.ss.unpack("fullr")["values"]
 
