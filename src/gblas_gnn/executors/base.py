@@ -34,6 +34,16 @@ class AggregateContext:
     extra: Any = None
 
 
+@dataclass
+class AttentionContext:
+    """What :meth:`Executor.additive_attention_backward` / :meth:`dot_attention_backward`
+    need from the forward (an executor-private ``data`` dict)."""
+
+    kind: str
+    aggr: Any
+    data: dict
+
+
 class Executor(ABC):
     """Abstract executor. ``E``, ``F``, ``S``, ``Psi`` are edge tensors; others are dense."""
 
@@ -141,3 +151,96 @@ class Executor(ABC):
         max/min route the gradient to the arg-extreme neighbour of each (row, feature); ties
         go to the first stored entry (lowest source id).
         """
+
+    # ------------------------------------------------------------------ fused attention
+    # One semantic operation each, with its gradient rule beside it. The defaults below are
+    # written with the primitives above (so every executor has them); an executor may
+    # override them with a fused implementation that gives the same result.
+    def additive_attention(self, A, d: np.ndarray, s: np.ndarray, X: np.ndarray,
+                           slope: float, mask: np.ndarray | None = None, aggr="sum",
+                           keep_context: bool = False):
+        r"""GAT attention and aggregation for every head ``h`` (columns ``h·w:(h+1)·w`` of X):
+
+        .. math::
+            \Psi_h = \mathrm{sm}(A \odot \mathrm{LeakyReLU}_\alpha(\mathrm{rep}(d_h)
+            + \mathrm{rep}(s_h)^\top)), \qquad Z_h = (\Psi_h \odot M_h) \oplus X_h .
+
+        ``d``, ``s``: (heads, n); ``mask``: None or (heads, nnz) edge scales in CSR order
+        (dropout: 0 or ``1/(1-p)``). Returns ``Z`` (n, heads·w) or ``(Z, ctx)``.
+        """
+        heads = d.shape[0]
+        width = X.shape[1] // heads
+        Z = np.empty((A.nrows, X.shape[1]), X.dtype)
+        per_head = []
+        for h in range(heads):
+            cols = slice(h * width, (h + 1) * width)
+            C = self.outer_add(A, d[h], s[h])
+            Psi = self.softmax(self.apply(C, "leaky_relu", slope))
+            M = None if mask is None else self.edge_from_values(A, mask[h])
+            S = Psi if M is None else self.ewise_mult(Psi, M)
+            Xh = np.ascontiguousarray(X[:, cols])
+            if keep_context:
+                Z[:, cols], actx = self.aggregate(S, Xh, aggr, keep_context=True)
+                per_head.append((C, Psi, M, actx))
+            else:
+                Z[:, cols] = self.aggregate(S, Xh, aggr)
+        if not keep_context:
+            return Z
+        return Z, AttentionContext("additive", aggr, {"heads": per_head, "slope": slope,
+                                                      "width": width, "n_src": X.shape[0]})
+
+    def additive_attention_backward(self, ctx: AttentionContext, dZ: np.ndarray):
+        r"""Gradients ``(dd, ds, dX)`` of :meth:`additive_attention`.
+
+        With :math:`dC_h = \mathrm{LeakyReLU}'(C_h) \odot \Psi_h \odot (d\Psi_h -
+        \mathrm{rep}(\mathrm{sum}(\Psi_h \odot d\Psi_h)))`: ``dd[h] = rs(dC_h)``,
+        ``ds[h] = cs(dC_h)`` (row / column sums), ``dX_h`` from the aggregation backward.
+        """
+        data = ctx.data
+        width, slope = data["width"], data["slope"]
+        heads = len(data["heads"])
+        n_src = data["n_src"]
+        dd = np.empty((heads, dZ.shape[0]), dZ.dtype)
+        ds = np.empty((heads, n_src), dZ.dtype)
+        dX = np.empty((n_src, heads * width), dZ.dtype)
+        for h, (C, Psi, M, actx) in enumerate(data["heads"]):
+            cols = slice(h * width, (h + 1) * width)
+            dS, dX[:, cols] = self.aggregate_backward(actx, np.ascontiguousarray(dZ[:, cols]))
+            if M is not None:
+                dS = self.ewise_mult(dS, M)
+            dC = self.leaky_relu_backward(C, self.softmax_backward(Psi, dS), slope)
+            dd[h] = self.row_reduce(dC, "sum")
+            ds[h] = self.col_reduce(dC, "sum")
+        return dd, ds, dX
+
+    def dot_attention(self, A, P: np.ndarray, Q: np.ndarray, beta: float, X: np.ndarray,
+                      aggr="sum", keep_context: bool = False):
+        r"""Dot-product attention and aggregation (AGNN, softmax VA):
+
+        .. math::
+            E = A \odot (P Q^\top), \qquad \Psi = \mathrm{sm}(\beta E), \qquad
+            Z = \Psi \oplus X .
+
+        Returns ``Z`` or ``(Z, ctx)``.
+        """
+        E = self.sddmm(A, P, Q)
+        Psi = self.softmax(self.apply(E, "scale", beta))
+        if not keep_context:
+            return self.aggregate(Psi, X, aggr)
+        Z, actx = self.aggregate(Psi, X, aggr, keep_context=True)
+        return Z, AttentionContext("dot", aggr, {"E": E, "Psi": Psi, "actx": actx, "P": P,
+                                                 "Q": Q, "beta": beta})
+
+    def dot_attention_backward(self, ctx: AttentionContext, dZ: np.ndarray):
+        r"""Gradients ``(dP, dQ, dβ, dX)`` of :meth:`dot_attention`.
+
+        With :math:`dS = \Psi \odot (d\Psi - \mathrm{rep}(\mathrm{sum}(\Psi \odot
+        d\Psi)))`: :math:`d\beta = \sum dS \odot E`, :math:`dP = \beta\, dS\, Q`,
+        :math:`dQ = \beta\, dS^\top P`.
+        """
+        c = ctx.data
+        dPsi, dX = self.aggregate_backward(c["actx"], dZ)
+        dS = self.softmax_backward(c["Psi"], dPsi)
+        dbeta = float(self.row_reduce(self.ewise_mult(dS, c["E"]), "sum").sum())
+        dE = self.apply(dS, "scale", c["beta"])
+        return self.spmm(dE, c["Q"]), self.spmm_t(dE, c["P"]), dbeta, dX

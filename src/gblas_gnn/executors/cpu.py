@@ -12,7 +12,9 @@ import numpy as np
 from graphblas import binary, monoid, semiring, unary
 
 from . import _argext
-from .base import AggregateContext, Executor
+from . import _attention_kernels as _attn
+from ._pattern import PatternCache
+from .base import AggregateContext, AttentionContext, Executor
 
 _REDUCE = {"sum": monoid.plus, "max": monoid.max, "min": monoid.min}
 # colscale / rowscale semirings: the multiply sees (diagonal value, edge value) or
@@ -76,6 +78,9 @@ class CPUExecutor(Executor):
     """python-graphblas implementation of :class:`~gblas_gnn.executors.base.Executor`."""
 
     name = "cpu"
+
+    def __init__(self):
+        self._patterns = PatternCache()
 
     # ------------------------------------------------------------------ edge tensors
     def sddmm(self, A, X, Y):
@@ -223,3 +228,107 @@ class CPUExecutor(Executor):
                                          sorted_cols=True, take_ownership=True)
         dH = _argext.argext_backward_features(indices, values, arg, dZ, S.ncols)
         return dS, dH
+
+    # ------------------------------------------------------------------ fused attention
+    # sum/mean run the fused numba kernels of ``_attention_kernels`` over the cached CSR/CSC
+    # buffers of A (one row pass forward; one row and one column pass backward) instead of
+    # six GraphBLAS passes that each build a matrix; max/min and semirings use the
+    # primitives (the base class).
+    _FUSED = ("sum", "mean")
+
+    def _fused_setup(self, A, X, aggr):
+        pattern = self._patterns.get(A)
+        if X.shape[0] != pattern.ncols:
+            raise ValueError(f"X has {X.shape[0]} rows, the pattern {pattern.ncols} columns")
+        counts = None
+        if aggr == "mean":
+            counts = np.maximum(pattern.row_counts, 1).astype(X.dtype)[:, None]
+        return pattern, counts
+
+    def additive_attention(self, A, d, s, X, slope, mask=None, aggr="sum",
+                           keep_context=False):
+        if not (isinstance(aggr, str) and aggr in self._FUSED):
+            return super().additive_attention(A, d, s, X, slope, mask, aggr, keep_context)
+        X = np.ascontiguousarray(X)
+        dt = X.dtype
+        pattern, counts = self._fused_setup(A, X, aggr)
+        d, s = (np.ascontiguousarray(v, dtype=dt) for v in (d, s))
+        use_mask = mask is not None
+        mask = np.ascontiguousarray(mask, dtype=dt) if use_mask else np.empty((1, 1), dt)
+        psi = np.empty((d.shape[0], pattern.nnz), dt)
+        Z = np.empty((pattern.nrows, X.shape[1]), dt)
+        _attn.additive_forward(pattern.indptr, pattern.indices, d, s, dt.type(slope), X,
+                               mask, use_mask, psi, Z)
+        if counts is not None:
+            Z /= counts
+        if not keep_context:
+            return Z
+        return Z, AttentionContext("additive", aggr, {
+            "pattern": pattern, "counts": counts, "d": d, "s": s, "X": X, "psi": psi,
+            "mask": mask, "use_mask": use_mask, "slope": dt.type(slope)})
+
+    def additive_attention_backward(self, ctx, dZ):
+        c = ctx.data
+        if "pattern" not in c:
+            return super().additive_attention_backward(ctx, dZ)
+        pattern, X, psi = c["pattern"], c["X"], c["psi"]
+        dZ = self._fused_dZ(dZ, c["counts"], X.dtype)
+        dC = np.empty_like(psi)
+        dd = np.empty((psi.shape[0], pattern.nrows), X.dtype)
+        _attn.additive_backward_rows(pattern.indptr, pattern.indices, c["d"], c["s"],
+                                     c["slope"], X, dZ, psi, c["mask"], c["use_mask"], dC, dd)
+        ds, dX, _ = self._column_pass(pattern, dC, psi, c["mask"], c["use_mask"], dZ, X)
+        return dd, ds, dX
+
+    def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False):
+        if not (isinstance(aggr, str) and aggr in self._FUSED):
+            return super().dot_attention(A, P, Q, beta, X, aggr, keep_context)
+        X = np.ascontiguousarray(X)
+        dt = X.dtype
+        pattern, counts = self._fused_setup(A, X, aggr)
+        P, Q = (np.ascontiguousarray(v, dtype=dt) for v in (P, Q))
+        psi = np.empty((1, pattern.nnz), dt)
+        Z = np.empty((pattern.nrows, X.shape[1]), dt)
+        _attn.dot_forward(pattern.indptr, pattern.indices, P, Q, dt.type(beta), X, psi, Z)
+        if counts is not None:
+            Z /= counts
+        if not keep_context:
+            return Z
+        return Z, AttentionContext("dot", aggr, {
+            "pattern": pattern, "counts": counts, "P": P, "Q": Q, "beta": dt.type(beta),
+            "X": X, "psi": psi})
+
+    def dot_attention_backward(self, ctx, dZ):
+        c = ctx.data
+        if "pattern" not in c:
+            return super().dot_attention_backward(ctx, dZ)
+        pattern, X, psi, P, Q = c["pattern"], c["X"], c["psi"], c["P"], c["Q"]
+        dZ = self._fused_dZ(dZ, c["counts"], X.dtype)
+        dE = np.empty_like(psi)
+        dP = np.empty_like(P)
+        dbeta_rows = _attn.dot_backward_rows(pattern.indptr, pattern.indices, P, Q, c["beta"],
+                                             X, dZ, psi, dE, dP)
+        _, dX, dQ = self._column_pass(pattern, dE, psi, psi, False, dZ, X, P, c["beta"])
+        return dP, dQ, float(dbeta_rows.sum()), dX
+
+    @staticmethod
+    def _fused_dZ(dZ, counts, dtype):
+        dZ = np.ascontiguousarray(dZ, dtype=dtype)
+        return dZ if counts is None else dZ / counts
+
+    @staticmethod
+    def _column_pass(pattern, dE, psi, mask, use_mask, dZ, X, P=None, beta=0.0):
+        """The CSC pass: column sums of ``dE``, ``dX = (Ψ ⊙ M)ᵀ dZ`` and, with ``P``,
+        ``dQ = β dEᵀ P``."""
+        colptr, perm, rows = pattern.csc()
+        dt = X.dtype
+        colsum = np.empty((dE.shape[0], pattern.ncols), dt)
+        dX = np.empty((pattern.ncols, dZ.shape[1]), dt)
+        if P is None:
+            P = np.empty((0, 1), dt)
+            dQ = np.empty((0, 1), dt)
+        else:
+            dQ = np.empty((pattern.ncols, P.shape[1]), dt)
+        _attn.column_pass(colptr, perm, rows, dE, psi, mask, use_mask, dZ, P, dt.type(beta),
+                          colsum, dX, dQ)
+        return colsum, dX, (dQ if dQ.shape[0] else None)

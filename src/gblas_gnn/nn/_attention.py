@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["AGGREGATIONS", "ORDERS", "check_aggr", "is_named", "check_order",
-           "project_aggregate", "project_aggregate_backward", "check_backward_aggr",
-           "check_weight", "OrderMixin"]
+           "EdgeAggregation", "DotAttention", "project_aggregate",
+           "project_aggregate_backward", "check_backward_aggr", "check_weight", "OrderMixin"]
 
 AGGREGATIONS = ("sum", "max", "min", "mean")
 ORDERS = ("auto", "aggregate_first", "project_first")
@@ -93,37 +93,65 @@ class OrderMixin:
         self._order = check_order(value)
 
 
-def project_aggregate(ex, Psi, H: np.ndarray, W: np.ndarray | None, aggr: Any,
-                      order: str = "auto", keep: bool = False
-                      ) -> tuple[np.ndarray, dict | None]:
+class EdgeAggregation:
+    r"""``Z = Ψ ⊕ X`` for a fixed edge tensor ``Ψ``; backward gives ``(dΨ, dX)``."""
+
+    def __init__(self, ex, Psi, aggr: Any):
+        self.ex, self.Psi, self.aggr = ex, Psi, aggr
+
+    def forward(self, X: np.ndarray, keep: bool):
+        if keep:
+            return self.ex.aggregate(self.Psi, X, self.aggr, keep_context=True)
+        return self.ex.aggregate(self.Psi, X, self.aggr), None
+
+    def backward(self, ctx, dZ: np.ndarray, need_dPsi: bool = True):
+        return self.ex.aggregate_backward(ctx, dZ, need_dPsi)
+
+
+class DotAttention:
+    r"""``Z = sm(β · A ⊙ (P Qᵀ)) ⊕ X`` as one executor operation (fused on the cpu);
+    backward gives ``((dP, dQ, dβ), dX)``."""
+
+    def __init__(self, ex, A, P: np.ndarray, Q: np.ndarray, beta: float, aggr: Any):
+        self.ex, self.A, self.P, self.Q, self.beta, self.aggr = ex, A, P, Q, beta, aggr
+
+    def forward(self, X: np.ndarray, keep: bool):
+        result = self.ex.dot_attention(self.A, self.P, self.Q, self.beta, X, self.aggr,
+                                       keep_context=keep)
+        return result if keep else (result, None)
+
+    def backward(self, ctx, dZ: np.ndarray, need_dPsi: bool = True):
+        dP, dQ, dbeta, dX = self.ex.dot_attention_backward(ctx, dZ)
+        return (dP, dQ, dbeta), dX
+
+
+def project_aggregate(ex, agg, H: np.ndarray, W: np.ndarray | None, order: str = "auto",
+                      keep: bool = False) -> tuple[np.ndarray, dict | None]:
     r"""``Z = Ψ ⊕ (H W)`` (``Ψ ⊕ H`` when ``W`` is None) and, with ``keep``, the cache.
 
+    ``agg`` is the aggregation step (:class:`EdgeAggregation` or :class:`DotAttention`).
     For the linear aggregations (``sum``, ``mean``) ``(Ψ ⊕ H) W = Ψ ⊕ (H W)``, so the
     aggregation runs at the smaller feature width (``order="auto"``: aggregate first iff
     ``in_dim < out_dim``); ``max``/``min`` and semirings always project first.
     """
+    aggr = agg.aggr
     agg_first = (W is not None and isinstance(aggr, str) and aggr in ("sum", "mean")
                  and (order == "aggregate_first"
                       or (order == "auto" and W.shape[0] < W.shape[1])))
     named = is_named(aggr)
+    keep_ctx = keep and named
     if agg_first:
-        if keep:
-            Y, ctx = ex.aggregate(Psi, H, aggr, keep_context=True)
-        else:
-            Y, ctx = ex.aggregate(Psi, H, aggr), None
+        Y, ctx = agg.forward(H, keep_ctx)
         Z = ex.gemm(Y, W)
     else:
         X = H if W is None else ex.gemm(H, W)
-        if keep and named:
-            Z, ctx = ex.aggregate(Psi, X, aggr, keep_context=True)
-        else:
-            Z, ctx = ex.aggregate(Psi, X, aggr), None
+        Z, ctx = agg.forward(X, keep_ctx)
     if not keep:
         return Z, None
     if not named:
         # a semiring has no backward: remember only that, so backward can say so
         return Z, {"semiring": aggr}
-    cache = {"ctx": ctx, "agg_first": agg_first, "W": W}
+    cache = {"agg": agg, "ctx": ctx, "agg_first": agg_first, "W": W}
     if agg_first:
         cache["Y"] = Y
     elif W is not None:
@@ -134,7 +162,9 @@ def project_aggregate(ex, Psi, H: np.ndarray, W: np.ndarray | None, aggr: Any,
 def check_backward_aggr(cache: dict) -> None:
     """Raise the ``ValueError`` of a training-mode backward through a semiring."""
     if "semiring" in cache:
-        raise ValueError(f"the semiring aggregation {cache['semiring']!r} is forward-only: "
+        semiring = cache["semiring"]
+        name = semiring if isinstance(semiring, str) else getattr(semiring, "name", semiring)
+        raise ValueError(f"the semiring aggregation {name!r} is forward-only: "
                          f"backward is defined for the aggregations {AGGREGATIONS} only; use "
                          "a semiring in evaluation mode (module.eval()) or pick a named "
                          "aggregation")
@@ -143,19 +173,20 @@ def check_backward_aggr(cache: dict) -> None:
 def project_aggregate_backward(ex, cache: dict, dZ: np.ndarray, need_dPsi: bool = True):
     r"""Backward of :func:`project_aggregate`: ``(dΨ, dH, dW)``.
 
-    ``dΨ`` is an edge tensor on Ψ's pattern (None unless ``need_dPsi``); ``dW`` is None
-    without ``W``. Aggregate-first (``Y = Ψ ⊕ H``, ``Z = Y W``): ``dW = Yᵀ dZ`` and the
-    aggregation backward runs on ``dY = dZ Wᵀ``. Project-first (``X = H W``, ``Z = Ψ ⊕ X``):
-    the aggregation backward gives ``dX``, then ``dW = Hᵀ dX``, ``dH = dX Wᵀ``.
+    ``dΨ`` is what the aggregation's backward gives for its attention input (an edge tensor
+    for :class:`EdgeAggregation`, None unless ``need_dPsi``); ``dW`` is None without ``W``.
+    Aggregate-first (``Y = Ψ ⊕ H``, ``Z = Y W``): ``dW = Yᵀ dZ`` and the aggregation
+    backward runs on ``dY = dZ Wᵀ``. Project-first (``X = H W``, ``Z = Ψ ⊕ X``): the
+    aggregation backward gives ``dX``, then ``dW = Hᵀ dX``, ``dH = dX Wᵀ``.
     """
     check_backward_aggr(cache)
-    W, ctx = cache["W"], cache["ctx"]
+    W, ctx, agg = cache["W"], cache["ctx"], cache["agg"]
     dW = None
     if cache["agg_first"]:
         dW = ex.gemm(cache["Y"], dZ, trans_a=True)
-        dPsi, dH = ex.aggregate_backward(ctx, ex.gemm(dZ, W, trans_b=True), need_dPsi)
+        dPsi, dH = agg.backward(ctx, ex.gemm(dZ, W, trans_b=True), need_dPsi)
     else:
-        dPsi, dX = ex.aggregate_backward(ctx, dZ, need_dPsi)
+        dPsi, dX = agg.backward(ctx, dZ, need_dPsi)
         if W is None:
             dH = dX
         else:

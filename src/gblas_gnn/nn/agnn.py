@@ -8,6 +8,7 @@ import numpy as np
 
 from .._validate import positive_ints
 from ._attention import (
+    DotAttention,
     OrderMixin,
     check_aggr,
     check_backward_aggr,
@@ -148,12 +149,11 @@ class AGNNConv(OrderMixin, Module):
         norms = np.sqrt(np.einsum("ij,ij->i", H, H))
         nc = np.maximum(norms, NORM_EPS).astype(self.dtype, copy=False)
         Hn = H / nc[:, None]
-        P = ex.sddmm(g.A, Hn, Hn)                      # A ⊙ (Ĥ Ĥᵀ), masked SDDMM
-        Psi = ex.softmax(ex.apply(P, "scale", beta))   # sm(β P), grouped by target row
-        Z, pa = project_aggregate(ex, Psi, H, W, self.aggr, self._order, keep=self.training)
+        # Ψ = sm(β · A ⊙ (Ĥ Ĥᵀ)) and Z = Ψ ⊕ (H W), one fused executor operation
+        attention = DotAttention(ex, g.A, Hn, Hn, beta, self.aggr)
+        Z, pa = project_aggregate(ex, attention, H, W, self._order, keep=self.training)
         if self.training:
-            self._cache = {"Hn": Hn, "nc": nc, "clamped": norms <= NORM_EPS, "beta": beta,
-                           "P": P if self.learn_beta else None, "Psi": Psi, "pa": pa,
+            self._cache = {"Hn": Hn, "nc": nc, "clamped": norms <= NORM_EPS, "pa": pa,
                            "shape": Z.shape}
         else:
             self._cache = None
@@ -164,20 +164,16 @@ class AGNNConv(OrderMixin, Module):
         check_backward_aggr(c["pa"])
         dout = self._check_dout(dout, c["shape"])
         ex, Hn, nc = self.executor, c["Hn"], c["nc"]
-        # message path: Z = Ψ ⊕ (H W)
-        dPsi, dH, dW = project_aggregate_backward(ex, c["pa"], dout)
-        # softmax: dS = Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ)))
-        dS = ex.softmax_backward(c["Psi"], dPsi)
+        # Z = Ψ ⊕ (H W) with Ψ = sm(β P), P = A ⊙ (Ĥ Ĥᵀ): the executor returns the
+        # gradients of the scores' factors, dĤ = β dS Ĥ (rows) and β dSᵀ Ĥ (columns), with
+        # dS = Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ))), and dβ = Σ dS ⊙ P
+        (dP, dQ, dbeta), dH, dW = project_aggregate_backward(ex, c["pa"], dout)
         grads = {}
         if self.learn_beta:
-            # S = β P:  dβ = Σ_ij dS ⊙ P (one row reduction, then a length-n sum)
-            dbeta = ex.row_reduce(ex.ewise_mult(dS, c["P"]), "sum").sum()
             grads["beta"] = np.array([dbeta], dtype=self.dtype)
         if dW is not None:
             grads["W"] = dW
-        # P = A ⊙ (Ĥ Ĥᵀ):  dĤ = dP Ĥ + dPᵀ Ĥ  with dP = β dS
-        dP = ex.apply(dS, "scale", c["beta"])
-        dHn = ex.spmm(dP, Hn) + ex.spmm_t(dP, Hn)
+        dHn = dP + dQ
         # Ĥ_i = H_i / n_i:  dH_i = (dĤ_i − Ĥ_i ⟨Ĥ_i, dĤ_i⟩) / n_i ; a clamped row
         # (‖H_i‖ ≤ eps, Ĥ_i = H_i / eps) is linear: dH_i = dĤ_i / eps
         proj = np.einsum("ij,ij->i", Hn, dHn)

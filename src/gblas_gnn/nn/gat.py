@@ -17,8 +17,6 @@ from ._attention import (
     check_backward_aggr,
     check_order,
     is_named,
-    project_aggregate,
-    project_aggregate_backward,
 )
 from .init import glorot, zeros
 from .module import Module
@@ -158,123 +156,86 @@ class GATConv(Module):
         SD = np.ascontiguousarray(SD.T)
         return SD[:heads], SD[heads:]
 
-    def _dropout_mask(self, A, nnz: int):
-        """Edge tensor on A's pattern: ``1/(1-p)`` for kept edges, 0 for dropped ones."""
+    def _dropout_mask(self, nnz: int) -> np.ndarray:
+        """(heads, nnz) edge scales in CSR order: ``1/(1-p)`` for kept edges, 0 for dropped."""
         p = self.dropout
-        keep = self.dropout_rng.random(nnz) >= p
-        values = np.where(keep, 1.0 / (1.0 - p), 0.0).astype(self.dtype)
-        return self.executor.edge_from_values(A, values)
+        keep = self.dropout_rng.random((self.heads, nnz)) >= p
+        return np.where(keep, 1.0 / (1.0 - p), 0.0).astype(self.dtype)
 
     # ------------------------------------------------------------------ forward
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         g, H = self._prepare(g, H, self.in_dim)
-        self._aggregate_first()                     # validate the order before any work
+        agg_first = self._aggregate_first()         # validates the order before any work
         if self.add_self_loops:
             g = g.with_self_loops()
-        A, n = g.A, g.n
         ex = self.executor
-        heads, out = self.heads, self.out_dim
         W = self.params["W"]
-        training = self.training
-        keep = training and self._named             # a semiring has no backward
-        drop = training and self.dropout > 0
-        agg_first = self._aggregate_first()
+        keep = self.training and self._named        # a semiring has no backward
+        mask = self._dropout_mask(g.nnz) if self.training and self.dropout > 0 else None
 
-        Hp = None if agg_first else ex.gemm(H, W)   # H' = H W, (n, heads·out)
-        s, d = self._scores(H, Hp)
-
-        Z = np.empty((n, heads * out), self.dtype) if self.concat \
-            else np.zeros((n, out), self.dtype)
-        per_head = []
-        for h in range(heads):
-            cols = slice(h * out, (h + 1) * out)
-            X = H if agg_first else np.ascontiguousarray(Hp[:, cols])
-            C = ex.outer_add(A, d[h], s[h])                 # C[i,j] = d[i] + s[j]
-            Psi = ex.softmax(ex.apply(C, "leaky_relu", self.negative_slope))
-            mask = self._dropout_mask(A, g.nnz) if drop else None
-            S = Psi if mask is None else ex.ewise_mult(Psi, mask)
-            # heads == 1 and agg_first: Z = (Ψ ⊕ H) W; else Z_h = Ψ_h ⊕ H'_h
-            if agg_first:
-                Zh, pa = project_aggregate(ex, S, H, W, self.aggr, "aggregate_first", keep)
-            else:
-                Zh, pa = project_aggregate(ex, S, X, None, self.aggr, keep=keep)
-            if self.concat:
-                Z[:, cols] = Zh
-            else:
-                Z += Zh
-            if keep:
-                per_head.append({"C": C, "Psi": Psi, "mask": mask, "pa": pa, "X": X})
-            del C, Psi, S, mask
-        if not self.concat and heads > 1:
-            Z /= self.dtype.type(heads)
+        # X = H (aggregate first, then Z = Y W) or X = H' = H W, (n, heads·out)
+        X = H if agg_first else ex.gemm(H, W)
+        s, d = self._scores(H, None if agg_first else X)
+        # Ψ_h = sm(A ⊙ LeakyReLU(rep(d_h) + rep(s_h)ᵀ)),  Y_h = (Ψ_h ⊙ M_h) ⊕ X_h
+        result = ex.additive_attention(g.A, d, s, X, self.negative_slope, mask, self.aggr,
+                                       keep_context=keep)
+        Y, ctx = result if keep else (result, None)
+        Z = ex.gemm(Y, W) if agg_first else Y
+        if not self.concat and self.heads > 1:
+            Z = Z.reshape(g.n, self.heads, self.out_dim).mean(axis=1, dtype=self.dtype)
         if "bias" in self.params:
-            Z += self.params["bias"]
+            Z = Z + self.params["bias"]
 
-        if not training:
+        if not self.training:
             self._cache = None
         elif not self._named:
             self._cache = {"semiring": self.aggr}       # forward-only: backward says so
         else:
-            self._cache = {"H": H, "n": n, "agg_first": agg_first, "heads": per_head}
+            self._cache = {"H": H, "X": X, "Y": Y if agg_first else None, "n": g.n,
+                           "agg_first": agg_first, "ctx": ctx}
         return Z
 
     # ------------------------------------------------------------------ backward
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
         check_backward_aggr(cache)
-        n, H, agg_first = cache["n"], cache["H"], cache["agg_first"]
+        n, H, X, agg_first = cache["n"], cache["H"], cache["X"], cache["agg_first"]
         dout = self._check_dout(dout, (n, self.out_width))
         ex = self.executor
-        heads, out, slope = self.heads, self.out_dim, self.negative_slope
+        heads, out = self.heads, self.out_dim
         W = self.params["W"]
         a_src, a_dst = self.params["att_src"], self.params["att_dst"]
 
         if "bias" in self.params:
             self.grads["bias"] = dout.sum(axis=0)
-        da_src = np.zeros_like(a_src)
-        da_dst = np.zeros_like(a_dst)
+        # mean over heads: every head receives dout / heads
+        dZ = dout if self.concat or heads == 1 else \
+            np.tile(dout / self.dtype.type(heads), (1, heads))
         if agg_first:
-            dW = np.zeros_like(W)
-            dH = np.zeros_like(H)
+            # Z = Y W:  dW = Yᵀ dZ (+ the score terms below), dY = dZ Wᵀ
+            dW = ex.gemm(cache["Y"], dZ, trans_a=True)
+            dd, ds, dX = ex.additive_attention_backward(cache["ctx"],
+                                                        ex.gemm(dZ, W, trans_b=True))
+            # s = H (W a_src), d = H (W a_dst) with one head (W_0 = W)
+            Hs = ex.gemm(H, ds.T, trans_a=True)[:, 0]          # Hᵀ ds
+            Hd = ex.gemm(H, dd.T, trans_a=True)[:, 0]          # Hᵀ dd
+            da_src = (W.T @ Hs)[None, :]
+            da_dst = (W.T @ Hd)[None, :]
+            dW += np.outer(Hs, a_src[0]) + np.outer(Hd, a_dst[0])
+            dH = dX + np.outer(ds[0], W @ a_src[0]) + np.outer(dd[0], W @ a_dst[0])
         else:
-            dHp = np.empty((n, heads * out), self.dtype)      # dL/dH'
-        dZ_mean = None if self.concat else dout / self.dtype.type(heads)
-
-        for h, hc in enumerate(cache["heads"]):
-            cols = slice(h * out, (h + 1) * out)
-            dZh = np.ascontiguousarray(dout[:, cols]) if self.concat else dZ_mean
-            # agg_first: Z = P W with P = Ψ ⊕ H: dW = Pᵀ dZ, dP = dZ Wᵀ, then back through ⊕
-            dS, dX, dWh = project_aggregate_backward(ex, hc["pa"], dZh)
-            if agg_first:
-                dW += dWh
-            if hc["mask"] is not None:
-                dS = ex.ewise_mult(dS, hc["mask"])            # through the dropout
-            dE = ex.softmax_backward(hc["Psi"], dS)           # Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ)))
-            dC = ex.leaky_relu_backward(hc["C"], dE, slope)
-            del dS, dE
-            ds = ex.col_reduce(dC, "sum")                     # Σ_i dC[i,j]
-            dd = ex.row_reduce(dC, "sum")                     # Σ_j dC[i,j]
-            del dC
-            if agg_first:
-                # s = H W a_src, d = H W a_dst (heads == 1, W_h = W)
-                Hs = ex.gemm(H, ds[:, None], trans_a=True)[:, 0]    # Hᵀ ds
-                Hd = ex.gemm(H, dd[:, None], trans_a=True)[:, 0]    # Hᵀ dd
-                da_src[h] = W.T @ Hs
-                da_dst[h] = W.T @ Hd
-                dW += np.outer(Hs, a_src[h]) + np.outer(Hd, a_dst[h])
-                dH += dX + np.outer(ds, W @ a_src[h]) + np.outer(dd, W @ a_dst[h])
-            else:
-                X = hc["X"]                                    # H'_h
-                da_src[h] = X.T @ ds
-                da_dst[h] = X.T @ dd
-                dHp[:, cols] = dX + np.outer(ds, a_src[h]) + np.outer(dd, a_dst[h])
-
-        if not agg_first:
+            dd, ds, dX = ex.additive_attention_backward(cache["ctx"], dZ)
+            # s_h = H'_h a_src[h], d_h = H'_h a_dst[h]:  dH'_h = dX_h + ds_h a_srcᵀ + dd_h a_dstᵀ
+            X3 = X.reshape(n, heads, out)
+            da_src = np.einsum("hn,nho->ho", ds, X3)
+            da_dst = np.einsum("hn,nho->ho", dd, X3)
+            dHp = (dX.reshape(n, heads, out) + ds.T[:, :, None] * a_src[None]
+                   + dd.T[:, :, None] * a_dst[None]).reshape(n, heads * out)
             dW = ex.gemm(H, dHp, trans_a=True)                 # Hᵀ dH'
             dH = ex.gemm(dHp, W, trans_b=True)                 # dH' Wᵀ
         self.grads["W"] = dW
-        self.grads["att_src"] = da_src
-        self.grads["att_dst"] = da_dst
+        self.grads["att_src"] = da_src.astype(self.dtype, copy=False)
+        self.grads["att_dst"] = da_dst.astype(self.dtype, copy=False)
         return dH
 
     def __repr__(self) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 from .._validate import positive_ints
 from ._attention import (
     AGGREGATIONS,
+    EdgeAggregation,
     OrderMixin,
     check_aggr,
     check_backward_aggr,
@@ -96,7 +97,8 @@ class VAConv(OrderMixin, Module):
         Psi = ex.sddmm(g.A, H, H)                        # A ⊙ (H Hᵀ), masked SDDMM
         if self.softmax:
             Psi = ex.softmax(Psi)
-        Z, pa = project_aggregate(ex, Psi, H, W, self.aggr, self._order, keep=self.training)
+        Z, pa = project_aggregate(ex, EdgeAggregation(ex, Psi, self.aggr), H, W, self._order,
+                                  keep=self.training)
         if self.training:
             self._cache = {"H": H, "Psi": Psi, "pa": pa, "shape": Z.shape}
         else:

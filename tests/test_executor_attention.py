@@ -1,0 +1,138 @@
+"""The cpu executor's fused attention kernels equal the same operations written with the
+executor primitives (the base-class defaults), forward and backward, for every shape the
+layers use: one or several heads, dropout scales, sum / mean, empty rows and columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gblas_gnn as gg
+from gblas_gnn.executors import CPUExecutor
+from gblas_gnn.executors._pattern import CSRPattern, PatternCache
+from gblas_gnn.executors.base import Executor
+
+_FUSED_OPS = ("additive_attention", "additive_attention_backward", "dot_attention",
+              "dot_attention_backward")
+
+
+class PrimitivesExecutor(CPUExecutor):
+    """The cpu executor with the fused operations replaced by their primitive defaults."""
+
+
+for _name in _FUSED_OPS:
+    setattr(PrimitivesExecutor, _name, getattr(Executor, _name))
+
+FUSED, REFERENCE = CPUExecutor(), PrimitivesExecutor()
+
+
+def _graph(seed: int, n: int, m: int, dtype=np.float64) -> gg.Graph:
+    rng = np.random.default_rng(seed)
+    # vertices ≥ n - 2 get no edges at all: empty rows and empty columns
+    src, dst = rng.integers(0, n - 2, m), rng.integers(0, n - 2, m)
+    return gg.Graph.from_edges(src, dst, n, dtype=dtype)
+
+
+def _close(a, b, dtype):
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+cases = st.fixed_dictionaries({
+    "seed": st.integers(0, 2**31 - 1),
+    "n": st.integers(3, 30),
+    "m": st.integers(0, 120),
+    "heads": st.integers(1, 3),
+    "width": st.integers(1, 9),
+    "masked": st.booleans(),
+    "aggr": st.sampled_from(["sum", "mean"]),
+    "slope": st.sampled_from([0.0, 0.2, 1.5]),
+    "dtype": st.sampled_from([np.float32, np.float64]),
+})
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases)
+def test_additive_attention_fused_equals_primitives(c):
+    g = _graph(c["seed"], c["n"], c["m"], c["dtype"])
+    rng = np.random.default_rng(c["seed"] + 1)
+    heads, dt = c["heads"], c["dtype"]
+    X = rng.standard_normal((g.n, heads * c["width"])).astype(dt)
+    d, s = (rng.standard_normal((heads, g.n)).astype(dt) for _ in range(2))
+    mask = None
+    if c["masked"]:
+        mask = np.where(rng.random((heads, g.nnz)) >= 0.4, 1 / 0.6, 0).astype(dt)
+    outs = [ex.additive_attention(g.A, d, s, X, c["slope"], mask, c["aggr"], True)
+            for ex in (FUSED, REFERENCE)]
+    _close(outs[0][0], outs[1][0], dt)
+    dZ = rng.standard_normal(outs[0][0].shape).astype(dt)
+    grads = [ex.additive_attention_backward(ctx, dZ)
+             for ex, (_, ctx) in zip((FUSED, REFERENCE), outs, strict=True)]
+    for a, b in zip(*grads, strict=True):
+        _close(a, b, dt)
+    # inference: the same Z without a context
+    _close(FUSED.additive_attention(g.A, d, s, X, c["slope"], mask, c["aggr"]), outs[1][0], dt)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases)
+def test_dot_attention_fused_equals_primitives(c):
+    g = _graph(c["seed"], c["n"], c["m"], c["dtype"])
+    rng = np.random.default_rng(c["seed"] + 2)
+    dt = c["dtype"]
+    P, Q = (rng.standard_normal((g.n, c["width"])).astype(dt) for _ in range(2))
+    X = rng.standard_normal((g.n, c["heads"] + 2)).astype(dt)
+    beta = c["slope"] - 0.7
+    outs = [ex.dot_attention(g.A, P, Q, beta, X, c["aggr"], True) for ex in (FUSED, REFERENCE)]
+    _close(outs[0][0], outs[1][0], dt)
+    dZ = rng.standard_normal(outs[0][0].shape).astype(dt)
+    grads = [ex.dot_attention_backward(ctx, dZ)
+             for ex, (_, ctx) in zip((FUSED, REFERENCE), outs, strict=True)]
+    for a, b in zip(*grads, strict=True):
+        _close(a, b, dt)
+
+
+def test_softmax_rows_are_stable_for_huge_scores():
+    """exp(e − max) never overflows: scores of 1e4 still give a finite convex combination."""
+    g = _graph(0, 12, 40, np.float32).with_self_loops()
+    X = np.arange(g.n, dtype=np.float32)[:, None]
+    d = np.full((1, g.n), 1e4, np.float32)
+    Z = FUSED.additive_attention(g.A, d, np.zeros_like(d), X, 0.2)
+    assert np.isfinite(Z).all()
+    assert (Z >= 0).all() and (Z <= g.n - 1).all()
+
+
+def test_fused_rejects_features_of_the_wrong_length():
+    g = _graph(0, 10, 30)
+    d = np.zeros((1, g.n))
+    with pytest.raises(ValueError, match="rows"):
+        FUSED.additive_attention(g.A, d, d, np.zeros((g.n + 1, 2)), 0.2)
+
+
+def test_pattern_csc_view_is_the_transpose():
+    g = _graph(3, 25, 90)
+    pattern = CSRPattern(g.A)
+    colptr, perm, rows = pattern.csc()
+    coo = g.to_scipy().tocoo()
+    order = np.lexsort((coo.col, coo.row))                 # CSR order
+    r, c = coo.row[order], coo.col[order]
+    for j in range(g.n):
+        slots = slice(colptr[j], colptr[j + 1])
+        assert (c[perm[slots]] == j).all()
+        assert (r[perm[slots]] == rows[slots]).all()
+        assert (np.diff(rows[slots]) > 0).all()           # rows ascending within a column
+
+
+def test_pattern_cache_follows_the_matrix():
+    cache = PatternCache()
+    g = _graph(4, 20, 60)
+    first = cache.get(g.A)
+    assert cache.get(g.A) is first                         # reused while the matrix lives
+    other = _graph(5, 20, 60)
+    assert cache.get(other.A) is not first
+    del other
+    import gc
+    gc.collect()
+    assert len(cache._entries) == 1                        # dropped with its matrix
