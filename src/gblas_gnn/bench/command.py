@@ -1,0 +1,176 @@
+"""Command line of the benchmark harness.
+
+    python -m bench run --case M|L|XL|tiny|tinyXL [--layers gat,agnn,gcn] [--reps 5]
+                        [--warmup 1] [--threads 2] [--blas-threads N] [--out bench/results]
+                        [--tol 1e-4]
+                        [--mem-limit-gib 20] [--self-limit-gib G] [--no-memory]
+                        [--keep-data] [--timeout S] [--omp-wait-policy passive]
+    python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
+                            [--out bench/results]
+
+(also ``python -m gblas_gnn.bench ...``). Exit status: 0 done, 1 case aborted (ours and PyG
+disagree, or our side failed), 2 bad arguments.
+
+``--omp-wait-policy`` (default ``passive``) sets ``OMP_WAIT_POLICY`` for every process of the
+run. Torch and SuiteSparse each bring their own OpenMP runtime; with the default (spinning)
+policy, idle threads of one runtime burn the cores the other needs, and on this 2-core
+machine with another job running a PyG layer on 300 vertices took 200–440 ms per pass
+instead of 2–5 ms (ours 7–30× slower too). OpenMP reads the variable when it loads, so the
+command re-executes itself with it set (``main(..., reexec=True)``, what the ``__main__``
+shims do); called in-process without ``reexec`` only the workers get it, and the JSON
+records both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .agreement import DEFAULT_TOL
+from .cases import CASES
+from .layers import LAYERS
+
+__all__ = ["main", "build_parser"]
+
+DEFAULT_OUT = Path("bench/results")
+POLICIES = ("passive", "active", "default")
+
+
+def _layers(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in names if s not in LAYERS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"layers must be a comma list of {LAYERS}, "
+                                         f"got {text!r}")
+    return names
+
+
+def _positive(kind):
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+    return parse
+
+
+def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
+    """The argument parser (``run`` and ``kernels`` subcommands)."""
+    p = argparse.ArgumentParser(prog=prog, description="Benchmarks against PyTorch Geometric "
+                                "and kernel micro-benchmarks.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a case: ours vs PyG, timing, agreement, memory")
+    r.add_argument("--case", required=True, choices=list(CASES))
+    r.add_argument("--layers", type=_layers, default=list(LAYERS),
+                   help="comma list of gat,agnn,gcn (layer cases)")
+    r.add_argument("--reps", type=_positive(int), default=5,
+                   help="timed repetitions (epochs for XL); ≥ 5 for reportable numbers")
+    r.add_argument("--warmup", type=int, default=1)
+    r.add_argument("--threads", type=_positive(int), default=2,
+                   help="threads of torch, GraphBLAS, numba and BLAS")
+    r.add_argument("--blas-threads", type=_positive(int), default=None,
+                   help="override the BLAS (numpy OpenBLAS) threads only")
+    r.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    r.add_argument("--tol", type=_positive(float), default=DEFAULT_TOL,
+                   help="agreement tolerance, relative to the reference's max |value|")
+    r.add_argument("--mem-limit-gib", type=_positive(float), default=20.0,
+                   help="RSS limit of every worker process")
+    r.add_argument("--self-limit-gib", type=_positive(float), default=None,
+                   help="RSS limit of this process (default: --mem-limit-gib)")
+    r.add_argument("--no-memory", dest="memory", action="store_false",
+                   help="skip the peak-memory subprocesses (layer cases)")
+    r.add_argument("--keep-data", action="store_true",
+                   help="keep the case's data file in OUT/tmp")
+    r.add_argument("--timeout", type=_positive(float), default=None,
+                   help="wall-clock limit per worker process, seconds")
+    r.add_argument("--no-plot", dest="plot", action="store_false")
+    r.add_argument("--quiet", action="store_true")
+    k = sub.add_parser("kernels", help="kernel micro-benchmarks with SuiteSparse kernel names")
+    k.add_argument("--n", type=_positive(int), default=100_000)
+    k.add_argument("--degree", type=_positive(float), default=16)
+    k.add_argument("--k", type=_positive(int), default=32)
+    k.add_argument("--threads", type=_positive(int), default=2)
+    k.add_argument("--reps", "--repeat", type=_positive(int), default=7)
+    k.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    for sp in (r, k):
+        sp.add_argument("--omp-wait-policy", choices=POLICIES, default="passive",
+                        help="OMP_WAIT_POLICY for every process ('default': leave unset)")
+    return p
+
+
+def _run(a) -> int:
+    from .report import markdown, write_outputs
+    from .run import CaseAborted, run_case
+
+    if a.warmup < 0:
+        print("error: --warmup must be ≥ 0", file=sys.stderr)
+        return 2
+    code = 0
+    try:
+        result = run_case(a.case, a.layers, a.reps, a.warmup, a.threads, a.tol,
+                          a.mem_limit_gib, a.memory, a.out / "tmp", a.keep_data, a.timeout,
+                          a.quiet, worker_env=policy_env(a.omp_wait_policy),
+                          self_limit_gib=a.self_limit_gib, blas_threads=a.blas_threads)
+    except CaseAborted as exc:
+        print(f"bench: case {a.case} aborted: {exc}", file=sys.stderr)
+        result, code = exc.result, 1
+    paths = write_outputs(result, a.out, with_plot=a.plot)
+    print(markdown(result))
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return code
+
+
+def _kernels(a) -> int:
+    from .kernels import kernels_table, run_kernels
+
+    result = run_kernels(a.n, a.degree, a.k, a.threads, a.reps, a.out)
+    print(kernels_table(result))
+    print(f"wrote {a.out / 'kernels.json'}, {a.out / 'kernels.md'}")
+    return 0
+
+
+def policy_env(policy: str) -> dict[str, str]:
+    """This process's environment with ``OMP_WAIT_POLICY`` set for ``policy``."""
+    env = dict(os.environ)
+    if policy == "default":
+        env.pop("OMP_WAIT_POLICY", None)
+    else:
+        env["OMP_WAIT_POLICY"] = policy.upper()
+    return env
+
+
+def _reexec_if_needed(policy: str, argv: list[str]) -> None:
+    """Re-execute this command with ``OMP_WAIT_POLICY`` set, unless it already is."""
+    env = policy_env(policy)
+    if env.get("OMP_WAIT_POLICY", "").upper() == os.environ.get("OMP_WAIT_POLICY", "").upper():
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "gblas_gnn.bench", *argv], env)
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m bench",
+         reexec: bool = False) -> int:
+    """Entry point of the harness: ``run`` or ``kernels``; returns the exit status.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments (default ``sys.argv[1:]``).
+    prog : str
+        Program name in the usage text.
+    reexec : bool
+        Re-execute the process when ``--omp-wait-policy`` differs from the environment
+        (needed for this process's own OpenMP runtimes; the workers always get it).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = build_parser(prog)
+    try:
+        a = p.parse_args(argv)
+    except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
+        return int(exc.code or 0)
+    if reexec:
+        _reexec_if_needed(a.omp_wait_policy, argv)
+    return _run(a) if a.command == "run" else _kernels(a)

@@ -1,0 +1,230 @@
+"""Write a case's result: ``<case>.json``, a markdown table ``<case>.md`` and a plot ``<case>.png``.
+
+Layout of the JSON (all times in milliseconds, memory in bytes):
+
+* ``case``, ``status`` (``ok`` / ``aborted``), ``message``, ``threads``, ``reps``, ``warmup``,
+  ``tolerance``, ``mem_limit_bytes``, ``protocol``, ``environment`` (machine, load average
+  at start and end, versions, git commit), ``graph`` (n, nnz, nnz with self loops);
+* ``layers[layer]``: ``agreement`` (per output: max abs difference, reference scale,
+  relative difference), ``times`` (``ours fwd``, ``pyg fwd``, ``ours fwd+bwd``,
+  ``pyg fwd+bwd`` → median, quartiles, min, max, all runs), ``speedup`` (PyG / ours),
+  ``memory[impl]`` (status, ``peak_rss_bytes``, setup and run increment), ``memory_ratio``;
+* ``spmm``: the plain SpMM baselines' times; ``gat_fwd_over_spmm``;
+* ``epochs[impl]`` (epoch cases): status, epoch time stats, losses, peak RSS; ``speedup``;
+* ``targets``: ``{name, value, goal, op, met}``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = ["write_outputs", "markdown", "plot"]
+
+_MIB = 1 << 20
+
+
+def _fmt_time(t: dict | None) -> str:
+    if not t:
+        return "—"
+    return f"{t['median_ms']:.1f} [{t['min_ms']:.1f}–{t['max_ms']:.1f}]"
+
+
+def _fmt_mem(m: dict | None) -> str:
+    if not m:
+        return "not measured"
+    if m.get("status") != "ok":
+        return m.get("message") or m.get("status", "?")
+    return (f"{m['peak_rss_bytes'] / _MIB:.0f} "
+            f"(+{m['run_increment_bytes'] / _MIB:.0f} in the passes)")
+
+
+def _fmt_ratio(x: float | None, unit: str = "×") -> str:
+    return "—" if x is None else f"{x:.2f}{unit}"
+
+
+def _header(r: dict) -> list[str]:
+    c, env = r["case"], r["environment"]
+    g = r.get("graph", {})
+    git = env.get("git", {})
+    commit = (git.get("commit") or "?")[:10] + (" (dirty)" if git.get("dirty") else "")
+    lines = [f"## Case {c['name']}: {c['description']}", ""]
+    if g:
+        lines.append(f"n = {g['n']:,}, edges = {g['nnz']:,} ({g['nnz_with_self_loops']:,} "
+                     "with self loops), ")
+    lines[-1] += (f"threads = {r['threads']}, {r['reps']} timed runs after {r['warmup']} "
+                  f"warm-up; {env['cpu']} ({env['cpu_count']} cores); load average "
+                  f"{env.get('load_average_start')} → {env.get('load_average_end')}; "
+                  f"commit {commit}; {env['date']}.")
+    if r["reps"] < 5:
+        lines.append("")
+        lines.append(f"**Only {r['reps']} timed runs (fewer than 5): provisional.**")
+    if r["status"] != "ok":
+        lines += ["", f"**Case {r['status']}: {r['message']}**"]
+    return lines
+
+
+def _layer_tables(r: dict) -> list[str]:
+    lines = ["", "Times in ms: median [min–max]. Peak RSS in MiB of a fresh process "
+             "(VmHWM).", "",
+             "| layer | impl | fwd | fwd+bwd | peak RSS MiB | agreement max rel. Δ |",
+             "|---|---|---|---|---|---|"]
+    for layer, e in r["layers"].items():
+        t = e.get("times", {})
+        agree = e.get("agreement")
+        worst = (f"{max(v['rel_diff'] for v in agree.values()):.1e}" if agree else
+                 "not checked")
+        for impl, label in (("ours", "ours"), ("pyg", "PyG")):
+            lines.append(f"| {layer} | {label} | {_fmt_time(t.get(f'{impl} fwd'))} | "
+                         f"{_fmt_time(t.get(f'{impl} fwd+bwd'))} | "
+                         f"{_fmt_mem(e.get('memory', {}).get(impl))} | "
+                         f"{worst if impl == 'ours' else ''} |")
+        sp = e.get("speedup", {})
+        lines.append(f"| {layer} | **PyG / ours** | **{_fmt_ratio(sp.get('fwd'))}** | "
+                     f"**{_fmt_ratio(sp.get('fwd+bwd'))}** | "
+                     f"{_fmt_ratio(e.get('memory_ratio'), '')} (ours/PyG) | |"
+                     if "memory_ratio" in e else
+                     f"| {layer} | **PyG / ours** | **{_fmt_ratio(sp.get('fwd'))}** | "
+                     f"**{_fmt_ratio(sp.get('fwd+bwd'))}** | | |")
+    if r.get("spmm"):
+        lines += ["", "Plain SpMM `A @ H` (same A with self loops, same H):", "",
+                  "| SpMM | ms |", "|---|---|"]
+        for k, v in r["spmm"].items():
+            lines.append(f"| {k} | {_fmt_time(v)} |")
+        if r.get("gat_fwd_over_spmm"):
+            g = r["gat_fwd_over_spmm"]
+            lines.append(f"\nOur GAT forward = {_fmt_ratio(g['ratio'])} the fastest SpMM "
+                         f"({g['fastest_spmm']}).")
+    return lines
+
+
+def _epoch_tables(r: dict) -> list[str]:
+    lines = ["", "One training epoch (forward + loss + backward + Adam step), each "
+             "implementation in its own guarded process.", "",
+             "| impl | status | epoch ms median [min–max] | peak RSS GiB | first loss |",
+             "|---|---|---|---|---|"]
+    for impl, label in (("ours", "ours"), ("pyg", "PyG")):
+        e = r["epochs"].get(impl)
+        if e is None:
+            continue
+        status = e["status"] if e["status"] == "ok" else e["message"]
+        peak = (f"{e['peak_rss_bytes'] / (1 << 30):.2f}" if "peak_rss_bytes" in e else
+                f"≥ {e['observed_peak_bytes'] / (1 << 30):.2f} (seen)")
+        loss = f"{e['losses'][0]:.4f}" if e.get("losses") else "—"
+        lines.append(f"| {label} | {status} | {_fmt_time(e.get('epoch'))} | {peak} | {loss} |")
+    sp = r.get("speedup", {}).get("epoch")
+    lines.append(f"\nEpoch speedup PyG / ours: {_fmt_ratio(sp)}.")
+    for key, what in (("precheck", "on Kronecker scale 8, in one process"),
+                      ("agreement", "of the two runs above")):
+        if r.get(key):
+            worst = max(v["rel_diff"] for v in r[key].values())
+            lines.append(f"Agreement {what} (epoch-0 loss, logits sample, gradients): "
+                         f"max relative difference {worst:.1e}.")
+    if r.get("adam_step"):
+        lines.append("Largest parameter difference after the first Adam step: "
+                     f"{max(r['adam_step'].values()):.1e} (informative only).")
+    return lines
+
+
+def markdown(r: dict) -> str:
+    """The markdown report of a case result."""
+    lines = _header(r)
+    lines += _layer_tables(r) if r["case"]["kind"] == "layer" else _epoch_tables(r)
+    if r["targets"]:
+        lines += ["", "| target | value | goal | met |", "|---|---|---|---|"]
+        for t in r["targets"]:
+            op = "≥" if t["op"] == ">=" else "≤"
+            met = {True: "yes", False: "**no**", None: "—"}[t["met"]]
+            val = "—" if t["value"] is None else f"{t['value']:.3g}"
+            lines.append(f"| {t['name']} | {val} | {op} {t['goal']:.3g} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(r: dict, path: Path) -> Path:
+    """Bar charts of the case: times (with min–max whiskers) and peak memory."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colors = {"ours": "#1f77b4", "pyg": "#ff7f0e"}
+    if r["case"]["kind"] == "layer":
+        groups = [(layer, kind) for layer in r["layers"] for kind in ("fwd", "fwd+bwd")]
+        for j, impl in enumerate(("ours", "pyg")):
+            med, lo, hi, xs = [], [], [], []
+            for i, (layer, kind) in enumerate(groups):
+                t = r["layers"][layer].get("times", {}).get(f"{impl} {kind}")
+                if t:
+                    xs.append(i + (j - 0.5) * 0.38)
+                    med.append(t["median_ms"])
+                    lo.append(t["median_ms"] - t["min_ms"])
+                    hi.append(t["max_ms"] - t["median_ms"])
+            ax_t.bar(xs, med, 0.38, yerr=[lo, hi], capsize=3, color=colors[impl],
+                     label="ours" if impl == "ours" else "PyG")
+        ax_t.set_xticks(range(len(groups)), [f"{a}\n{b}" for a, b in groups])
+        ax_t.set_ylabel("ms (median, min–max)")
+        mem_groups = list(r["layers"])
+        mems = {impl: [r["layers"][lay].get("memory", {}).get(impl, {}).get("peak_rss_bytes")
+                       for lay in mem_groups] for impl in ("ours", "pyg")}
+    else:
+        _plot_epoch(r, ax_t, ax_m, colors)
+        mem_groups, mems = None, None
+    if mems is not None:
+        for j, impl in enumerate(("ours", "pyg")):
+            xs = [i + (j - 0.5) * 0.38 for i, v in enumerate(mems[impl]) if v is not None]
+            vals = [v / _MIB for v in mems[impl] if v is not None]
+            ax_m.bar(xs, vals, 0.38, color=colors[impl])
+        ax_m.set_xticks(range(len(mem_groups)), mem_groups)
+    ax_m.set_ylabel("peak RSS, MiB (fresh process)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in colors]
+    ax_t.legend(handles=handles, labels=["ours", "PyG"])
+    ax_m.legend(handles=handles, labels=["ours", "PyG"])
+    c = r["case"]
+    fig.suptitle(f"case {c['name']}: {c['description']} — {r['threads']} threads",
+                 fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _plot_epoch(r: dict, ax_t, ax_m, colors: dict) -> None:
+    """Epoch time and peak RSS per implementation; a killed run shows what was seen."""
+    for j, impl in enumerate(("ours", "pyg")):
+        e = r["epochs"].get(impl, {})
+        if "epoch" in e:
+            t = e["epoch"]
+            ax_t.bar([j], [t["median_ms"] / 1e3], 0.6, color=colors[impl],
+                     yerr=[[(t["median_ms"] - t["min_ms"]) / 1e3],
+                           [(t["max_ms"] - t["median_ms"]) / 1e3]], capsize=3)
+            ax_m.bar([j], [e["peak_rss_bytes"] / _MIB], 0.6, color=colors[impl])
+        elif e:
+            seen = e.get("observed_peak_bytes", 0) / _MIB
+            ax_m.bar([j], [seen], 0.6, color="none", edgecolor=colors[impl], hatch="//")
+            ax_m.text(j, seen, f"{e['status'].replace('_', ' ')}\n(≥ {seen:.0f} MiB seen)",
+                      ha="center", va="bottom", fontsize=8)
+            ax_t.text(j, 0, e["status"].replace("_", " "), ha="center", va="bottom",
+                      fontsize=8)
+    limit = r["mem_limit_bytes"] / _MIB
+    ax_m.axhline(limit, color="red", lw=0.8, ls="--")
+    ax_m.text(-0.55, limit, "guard limit", color="red", fontsize=8, ha="left", va="bottom")
+    ax_m.set_ylim(0, limit * 1.2)
+    for ax in (ax_t, ax_m):
+        ax.set_xticks([0, 1], ["ours", "PyG"])
+        ax.set_xlim(-0.6, 1.6)
+    ax_t.set_ylabel("s per epoch (median, min–max)")
+
+
+def write_outputs(r: dict, out: Path, with_plot: bool = True) -> dict[str, Path]:
+    """Write ``<case>.json``, ``<case>.md`` and (when the case completed) ``<case>.png``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = r["case"]["name"]
+    paths = {"json": out / f"{name}.json", "md": out / f"{name}.md"}
+    paths["json"].write_text(json.dumps(r, indent=2) + "\n")
+    paths["md"].write_text(markdown(r))
+    if with_plot and r["status"] == "ok":
+        paths["png"] = plot(r, out / f"{name}.png")
+    return paths

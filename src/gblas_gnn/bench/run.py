@@ -1,0 +1,336 @@
+"""Run one benchmark case end to end and collect its result dict.
+
+``layer`` cases (tiny, M, L), for every layer:
+
+1. peak memory of ours and of PyG, each in a fresh guarded subprocess (:mod:`.memory`);
+   an implementation that runs out of memory there is not run in this process;
+2. agreement: both run forward+backward once on the same graph, input, weights and upstream
+   gradient; ``Z``, ``dH``, every parameter gradient and the inference ``Z`` are compared
+   (:mod:`.agreement`) — a disagreement aborts the case;
+3. timing: warm-up, then ``reps`` rounds of *ours fwd, PyG fwd, ours fwd+bwd, PyG fwd+bwd*;
+
+then the plain SpMM baselines (scipy, torch.sparse, GraphBLAS) are timed the same way.
+
+``epoch`` cases (XL): the model is first checked against PyG on a small Kronecker graph in
+this process; then each implementation trains in its own guarded subprocess
+(:mod:`.epoch`), ours first — PyG is allowed to run out of memory, which is recorded — and
+the two runs' epoch-0 losses, gradients and logits are compared.
+
+This process itself runs under an :class:`~.guard.RSSWatchdog` with the same limit.
+"""
+
+from __future__ import annotations
+
+import gc
+import shutil
+import time
+from pathlib import Path
+
+from .agreement import DEFAULT_TOL, DisagreementError, compare
+from .baselines import spmm_baselines
+from .cases import Case, build_case_data, case_dict, get_case, save_case_data
+from .environment import environment, load_average
+from .guard import RSSWatchdog
+from .pair import LayerPair
+from .rss import GIB
+from .threads import set_threads
+from .timing import interleaved
+from .worker import launch, omp_policy_note
+
+__all__ = ["run_case", "CaseAborted"]
+
+
+class CaseAborted(RuntimeError):
+    """The case stopped (ours and PyG disagree, or our side failed); ``result`` says why."""
+
+    def __init__(self, message: str, result: dict):
+        super().__init__(message)
+        self.result = result
+
+
+def _log(msg: str, quiet: bool) -> None:
+    if not quiet:
+        print(f"[bench] {msg}", flush=True)
+
+
+def _thread_args(threads: int, blas: int | None) -> list[str]:
+    return ["--threads", str(threads)] + ([] if blas is None else ["--blas-threads", str(blas)])
+
+
+def _memory(data_path: Path, layer: str, impl: str, case: Case, thread_args: list[str],
+            limit: int, timeout: float | None, env: dict | None) -> dict:
+    res, answer = launch("gblas_gnn.bench.memory",
+                         ["--data", str(data_path), "--layer", layer, "--impl", impl,
+                          "--k-in", str(case.k_in), "--k-out", str(case.k_out),
+                          *thread_args],
+                         limit, timeout, env)
+    out = {"status": res.status, "message": res.message,
+           "observed_peak_bytes": res.observed_peak_bytes, "limit_bytes": limit,
+           "wall_seconds": res.seconds}
+    if answer is not None:
+        out.update(answer)
+    else:
+        out["stderr_tail"] = res.stderr[-2000:]
+    return out
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
+def _target(name: str, value: float | None, goal: float, op: str) -> dict:
+    met = None if value is None else (value >= goal if op == ">=" else value <= goal)
+    return {"name": name, "value": value, "goal": goal, "op": op, "met": met}
+
+
+def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
+                thread_args: list[str], tol: float, limit: int, memory: bool, workdir: Path,
+                timeout: float | None, env: dict | None, result: dict, quiet: bool) -> None:
+    t = time.perf_counter()
+    g, data = build_case_data(case)
+    result["graph"] = {"n": data.n, "nnz": data.nnz, "nnz_with_self_loops": data.nnz_looped,
+                       "build_seconds": time.perf_counter() - t}
+    _log(f"graph n={data.n} nnz={data.nnz} (+loops {data.nnz_looped}) built in "
+         f"{result['graph']['build_seconds']:.1f} s", quiet)
+    data_path = save_case_data(data, workdir / f"{case.name}.npz") if memory else None
+    for layer in layers:
+        entry: dict = {"memory": {}}
+        result["layers"][layer] = entry
+        pyg_ok = True
+        if memory:
+            for impl in ("ours", "pyg"):
+                m = _memory(data_path, layer, impl, case, thread_args, limit, timeout, env)
+                entry["memory"][impl] = m
+                _log(f"{layer} {impl}: memory {m['status']}"
+                     + (f", peak {m['peak_rss_bytes'] / 2**20:.0f} MiB"
+                        if "peak_rss_bytes" in m else f" — {m['message']}"), quiet)
+                if m["status"] != "ok" and impl == "ours":
+                    raise CaseAborted(f"{layer}: our layer failed in the memory run: "
+                                      f"{m['message']}", result)
+            pyg_ok = entry["memory"]["pyg"]["status"] == "ok"
+        pair = LayerPair(layer, g, data, case.k_out, with_pyg=pyg_ok)
+        if pyg_ok:
+            try:
+                entry["agreement"] = pair.check(tol)
+            except DisagreementError as exc:
+                entry["agreement"] = exc.report
+                raise CaseAborted(str(exc), result) from exc
+            worst = max(r["rel_diff"] for r in entry["agreement"].values())
+            _log(f"{layer}: ours and PyG agree (max relative difference {worst:.2e})", quiet)
+        else:
+            entry["agreement"] = None
+        fns = {"ours fwd": pair.ours_forward}
+        if pyg_ok:
+            fns["pyg fwd"] = pair.pyg_forward
+        fns["ours fwd+bwd"] = pair.ours_fwd_bwd
+        if pyg_ok:
+            fns["pyg fwd+bwd"] = pair.pyg_fwd_bwd
+        entry["times"] = interleaved(fns, reps, warmup)
+        med = {k: v["median_ms"] for k, v in entry["times"].items()}
+        entry["speedup"] = {"fwd": _ratio(med.get("pyg fwd"), med["ours fwd"]),
+                            "fwd+bwd": _ratio(med.get("pyg fwd+bwd"), med["ours fwd+bwd"])}
+        _log(f"{layer}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()), quiet)
+        del pair, fns
+        gc.collect()
+    spmm = spmm_baselines(g, data.H)
+    result["spmm"] = interleaved(spmm, reps, warmup)
+    _log("SpMM: " + ", ".join(f"{k} {v['median_ms']:.1f} ms"
+                              for k, v in result["spmm"].items()), quiet)
+    _layer_targets(case, result)
+
+
+def _layer_targets(case: Case, result: dict) -> None:
+    goals = case.targets
+    targets = result["targets"]
+    for layer, entry in result["layers"].items():
+        goal = goals.get("speedup_fwd_bwd", {}).get(layer)
+        if goal is not None:
+            targets.append(_target(f"{layer.upper()} fwd+bwd speedup over PyG",
+                                   entry["speedup"]["fwd+bwd"], goal, ">="))
+        if "memory_ratio_max" in goals and entry["memory"]:
+            ours = entry["memory"]["ours"].get("peak_rss_bytes")
+            pyg = entry["memory"]["pyg"].get("peak_rss_bytes")
+            entry["memory_ratio"] = _ratio(ours, pyg)
+            targets.append(_target(f"{layer.upper()} peak RSS ours / PyG",
+                                   entry["memory_ratio"], goals["memory_ratio_max"], "<="))
+    if "gat" in result["layers"] and result["spmm"]:
+        fastest = min(result["spmm"], key=lambda k: result["spmm"][k]["median_ms"])
+        ratio = _ratio(result["layers"]["gat"]["times"]["ours fwd"]["median_ms"],
+                       result["spmm"][fastest]["median_ms"])
+        result["gat_fwd_over_spmm"] = {"ratio": ratio, "fastest_spmm": fastest}
+        if "gat_fwd_over_spmm_max" in goals:
+            targets.append(_target(f"GAT fwd / fastest SpMM ({fastest})", ratio,
+                                   goals["gat_fwd_over_spmm_max"], "<="))
+
+
+def _epoch_check(case: Case, tol: float, quiet: bool) -> dict:
+    """Ours vs PyG, one epoch of the case's model on a small Kronecker graph, in process."""
+    from dataclasses import replace
+
+    from .epoch import check_arrays, train_epochs
+
+    small = replace(case, graph={"kind": "kronecker", "scale": 8, "edge_factor": 16})
+    g, data = build_case_data(small)
+    ours = train_epochs("ours", data, case.num_layers, case.k_out, epochs=1, warmup=0, g=g)
+    pyg = train_epochs("pyg", data, case.num_layers, case.k_out, epochs=1, warmup=0)
+    report = compare(check_arrays(ours)[0], check_arrays(pyg)[0], tol,
+                     what=f"{case.name} model on Kronecker scale 8")
+    _log(f"{case.name}: model agrees with PyG on Kronecker scale 8 (max relative difference "
+         f"{max(r['rel_diff'] for r in report.values()):.2e})", quiet)
+    return report
+
+
+def _epoch_case(case: Case, reps: int, warmup: int, thread_args: list[str], tol: float,
+                limit: int, workdir: Path, timeout: float | None, env: dict | None,
+                result: dict, quiet: bool) -> None:
+    from .epoch import check_arrays
+
+    try:
+        result["precheck"] = _epoch_check(case, tol, quiet)
+    except DisagreementError as exc:
+        result["precheck"] = exc.report
+        raise CaseAborted(str(exc), result) from exc
+    t = time.perf_counter()
+    g, data = build_case_data(case)
+    result["graph"] = {"n": data.n, "nnz": data.nnz, "nnz_with_self_loops": data.nnz_looped,
+                       "build_seconds": time.perf_counter() - t}
+    data_path = save_case_data(data, workdir / f"{case.name}.npz")
+    _log(f"graph n={data.n} nnz={data.nnz} (+loops {data.nnz_looped}) built in "
+         f"{result['graph']['build_seconds']:.1f} s", quiet)
+    del g, data
+    gc.collect()
+    runs = {}
+    for impl in ("ours", "pyg"):
+        res, answer = launch("gblas_gnn.bench.epoch",
+                             ["--data", str(data_path), "--impl", impl,
+                              "--layers", str(case.num_layers), "--k-out", str(case.k_out),
+                              "--epochs", str(reps), "--warmup", str(warmup),
+                              *thread_args],
+                             limit, timeout, env)
+        run = {"status": res.status, "message": res.message,
+               "observed_peak_bytes": res.observed_peak_bytes, "limit_bytes": limit,
+               "wall_seconds": res.seconds}
+        if answer is not None:
+            from .timing import stats
+
+            run.update({k: v for k, v in answer.items() if k != "check"})
+            run["epoch"] = stats(answer["epoch_seconds"])
+            runs[impl] = answer
+        else:
+            run["stderr_tail"] = res.stderr[-2000:]
+        result["epochs"][impl] = run
+        _log(f"{impl}: {res.status}" + (f", epoch {run['epoch']['median_ms']:.0f} ms, peak "
+                                        f"{run['peak_rss_bytes'] / GIB:.2f} GiB"
+                                        if answer else f" — {res.message}"), quiet)
+    if "ours" in runs and "pyg" in runs:
+        (a, a_info), (b, b_info) = check_arrays(runs["ours"]), check_arrays(runs["pyg"])
+        result["adam_step"] = {k: float(abs(a_info[k] - b_info[k]).max()) for k in a_info}
+        try:
+            result["agreement"] = compare(a, b, tol, what=case.name)
+        except DisagreementError as exc:
+            result["agreement"] = exc.report
+            raise CaseAborted(str(exc), result) from exc
+    ours, pyg = result["epochs"]["ours"], result["epochs"]["pyg"]
+    med = {k: r["epoch"]["median_ms"] if "epoch" in r else None for k, r in
+           (("ours", ours), ("pyg", pyg))}
+    result["speedup"] = {"epoch": _ratio(med["pyg"], med["ours"])}
+    if "peak_rss_max_gib" in case.targets:
+        peak = ours.get("peak_rss_bytes")
+        result["targets"].append(_target("our epoch completes: peak RSS in GiB",
+                                         None if peak is None else peak / GIB,
+                                         case.targets["peak_rss_max_gib"], "<="))
+
+
+def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: int = 1,
+             threads: int = 2, tol: float = DEFAULT_TOL, mem_limit_gib: float = 20.0,
+             memory: bool = True, workdir: Path | None = None, keep_data: bool = False,
+             timeout: float | None = None, quiet: bool = False,
+             worker_env: dict[str, str] | None = None,
+             self_limit_gib: float | None = None, blas_threads: int | None = None) -> dict:
+    """Run case ``name`` and return its result dict (see :mod:`.report` for the layout).
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`~.cases.CASES`.
+    layers : list of str, optional
+        Layers of a ``layer`` case (default all: gat, agnn, gcn).
+    reps, warmup : int
+        Timed and untimed repetitions (epochs for an ``epoch`` case).
+    threads : int
+        Threads for torch, GraphBLAS, numba and BLAS, here and in every worker.
+    tol : float
+        Agreement tolerance (relative to the reference's max abs value).
+    mem_limit_gib : float
+        RSS limit of every worker process.
+    memory : bool
+        Measure peak memory in subprocesses (``layer`` cases; ``epoch`` cases always do).
+    workdir : Path, optional
+        Where the case's data file goes (default ``bench/results/tmp``).
+    keep_data : bool
+        Keep the data file afterwards.
+    timeout : float, optional
+        Wall-clock limit per worker, seconds.
+    quiet : bool
+        No progress lines.
+    worker_env : dict, optional
+        Environment of the workers (default ours); the command sets ``OMP_WAIT_POLICY``
+        in it.
+    self_limit_gib : float, optional
+        RSS limit of this process (default ``mem_limit_gib``).
+    blas_threads : int, optional
+        Threads of numpy's BLAS (default ``threads``).
+
+    Raises
+    ------
+    CaseAborted
+        Ours and PyG disagree, or our implementation failed; ``exc.result`` holds what was
+        collected, with ``status`` and ``message`` set.
+    """
+    case = get_case(name)
+    if reps < 1 or warmup < 0:
+        raise ValueError(f"need reps ≥ 1 and warmup ≥ 0, got {reps}, {warmup}")
+    layers = list(layers or ("gat", "agnn", "gcn"))
+    limit = int(mem_limit_gib * GIB)
+    workdir = Path(workdir) if workdir is not None else Path("bench/results/tmp")
+    env = environment()
+    got = set_threads(threads, blas=blas_threads)
+    targs = _thread_args(threads, blas_threads)
+    result: dict = {"case": case_dict(case), "status": "ok", "message": "",
+                    "threads": threads, "threads_set": got, "reps": reps, "warmup": warmup,
+                    "tolerance": tol, "mem_limit_bytes": limit, "environment": env,
+                    "protocol": {
+                        "forward": "inference: ours eval(), PyG eval() + torch.no_grad()",
+                        "fwd+bwd": "training mode; input requires grad on both sides; "
+                                   "fixed random upstream gradient",
+                        "order": "warm-up, then round-robin ours/PyG per repetition",
+                        "gc": "gc.collect() before every timed call (untimed)",
+                        "graph": "PyG gets edge_index of our self-looped pattern and "
+                                 "add_self_loops=False; GCN cached=True on both sides",
+                        "memory": "peak RSS (VmHWM) of a fresh process per "
+                                  "(case, impl, layer)",
+                        "omp_wait_policy": omp_policy_note(worker_env)},
+                    "layers": {}, "spmm": {}, "epochs": {}, "targets": []}
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        self_limit = limit if self_limit_gib is None else int(self_limit_gib * GIB)
+        with RSSWatchdog(self_limit):
+            if case.kind == "layer":
+                _layer_case(case, layers, reps, warmup, targs, tol, limit, memory,
+                            workdir, timeout, worker_env, result, quiet)
+            else:
+                _epoch_case(case, reps, warmup, targs, tol, limit, workdir, timeout,
+                            worker_env, result, quiet)
+    except CaseAborted as exc:
+        result["status"], result["message"] = "aborted", str(exc)
+        raise
+    finally:
+        result["environment"]["load_average_end"] = load_average()
+        if not keep_data:
+            for f in workdir.glob(f"{case.name}.npz"):
+                f.unlink()
+            if workdir.name == "tmp" and not any(workdir.iterdir()):
+                shutil.rmtree(workdir, ignore_errors=True)
+    return result

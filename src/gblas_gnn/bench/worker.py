@@ -1,0 +1,76 @@
+"""Plumbing shared by the fresh-subprocess workers (:mod:`.memory`, :mod:`.epoch`).
+
+A worker prints one line ``BENCH_RESULT {json}`` on stdout; an allocation failure it catches
+ends it with :data:`~gblas_gnn.bench.guard.EXIT_OOM` after one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+
+from .guard import EXIT_OOM, OOM_MARKERS, GuardedResult, run_guarded
+
+__all__ = ["RESULT_PREFIX", "emit", "parse_result", "worker_main", "launch",
+           "omp_policy_note"]
+
+RESULT_PREFIX = "BENCH_RESULT "
+
+
+#: ``OMP_WAIT_POLICY`` when this process started (its OpenMP runtimes read it at load time)
+_STARTUP_POLICY = os.environ.get("OMP_WAIT_POLICY")
+
+
+def omp_policy_note(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``OMP_WAIT_POLICY`` of this process's OpenMP runtimes and of its workers (``env``)."""
+    unset = "unset (runtime default)"
+    workers = (env if env is not None else os.environ).get("OMP_WAIT_POLICY")
+    return {"this_process": _STARTUP_POLICY or unset, "workers": workers or unset}
+
+
+def emit(result: dict) -> None:
+    """Print ``result`` as the worker's answer."""
+    sys.stdout.write(RESULT_PREFIX + json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def parse_result(stdout: str) -> dict | None:
+    """The last ``BENCH_RESULT`` of a worker's stdout, or None."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    return None
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or any(m in str(exc) for m in OOM_MARKERS)
+
+
+def worker_main(fn: Callable[[], dict]) -> int:
+    """Run ``fn``, emit its dict; an allocation failure exits with ``EXIT_OOM``."""
+    try:
+        result = fn()
+    except Exception as exc:  # classify, then re-raise what is not an allocation failure
+        if not _is_oom(exc):
+            raise
+        sys.stderr.write(f"out of memory: {type(exc).__name__}: {exc}\n")
+        return EXIT_OOM
+    emit(result)
+    return 0
+
+
+def launch(module: str, args: list[str], limit_bytes: int, timeout: float | None = None,
+           env: dict[str, str] | None = None) -> tuple[GuardedResult, dict | None]:
+    """Run ``python -m <module> <args>`` under :func:`~.guard.run_guarded` (environment
+    ``env``, default ours).
+
+    Returns the guard's result and the worker's parsed answer (None unless it finished).
+    """
+    res = run_guarded([sys.executable, "-m", module, *args], limit_bytes, timeout=timeout,
+                      env=env)
+    answer = parse_result(res.stdout) if res.status == "ok" else None
+    if res.status == "ok" and answer is None:
+        res.status, res.message = "error", "worker printed no result"
+    return res, answer

@@ -1,0 +1,181 @@
+"""Smoke tests of the benchmark harness (``gblas_gnn.bench``): the tiny cases end to end.
+
+Full runs (M, L, XL) are not part of the suite; these check that the harness measures what it
+claims — agreement with PyG before timing, interleaved timings, peak memory in a fresh
+subprocess, the memory guard, the JSON / markdown / PNG outputs — on a few hundred vertices.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+pytest.importorskip("matplotlib")
+pytest.importorskip("psutil")
+
+from gblas_gnn.bench import main  # noqa: E402
+from gblas_gnn.bench.agreement import DisagreementError, compare  # noqa: E402
+from gblas_gnn.bench.burble import kernels_used, parse_burble  # noqa: E402
+from gblas_gnn.bench.guard import run_guarded  # noqa: E402
+from gblas_gnn.bench.rss import MIB  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(tmp_path, *args: str) -> tuple[int, dict]:
+    code = main(["run", "--threads", "1", "--out", str(tmp_path), "--quiet", *args])
+    case = args[args.index("--case") + 1]
+    return code, json.loads((tmp_path / f"{case}.json").read_text())
+
+
+def test_tiny_case_end_to_end(tmp_path, capsys):
+    code, r = _run(tmp_path, "--case", "tiny", "--layers", "gat", "--reps", "5")
+    assert code == 0 and r["status"] == "ok"
+    assert r["threads"] == 1 and r["threads_set"]["graphblas"] == 1
+    assert r["threads_set"]["torch"] == 1
+    assert r["graph"]["n"] == 300
+    assert r["graph"]["nnz_with_self_loops"] == r["graph"]["nnz"] + 300   # ER has no loops
+    e = r["layers"]["gat"]
+    # agreement checked before timing, on outputs, input gradient and every parameter gradient
+    assert set(e["agreement"]) == {"Z", "Z_eval", "dH", "grad_W", "grad_att_src",
+                                   "grad_att_dst", "grad_bias"}
+    assert all(v["ok"] and v["rel_diff"] <= r["tolerance"] for v in e["agreement"].values())
+    # interleaved timings: ≥ 5 runs each, median within the spread
+    assert set(e["times"]) == {"ours fwd", "pyg fwd", "ours fwd+bwd", "pyg fwd+bwd"}
+    for t in e["times"].values():
+        assert t["runs"] == 5 and len(t["all_ms"]) == 5
+        assert 0 < t["min_ms"] <= t["median_ms"] <= t["max_ms"]
+    assert e["speedup"]["fwd"] > 0 and e["speedup"]["fwd+bwd"] > 0
+    # peak memory of each implementation in its own fresh process
+    for impl in ("ours", "pyg"):
+        m = e["memory"][impl]
+        assert m["status"] == "ok", m
+        assert m["peak_rss_bytes"] >= m["setup_rss_bytes"] >= m["baseline_rss_bytes"] > 10 * MIB
+        assert m["observed_peak_bytes"] > 0
+    # a fresh process: our worker never imports torch, so it is far below PyG's
+    assert e["memory"]["ours"]["peak_rss_bytes"] < e["memory"]["pyg"]["peak_rss_bytes"]
+    assert set(r["spmm"]) == {"scipy csr @ H", "torch.sparse.mm (CSR)", "GraphBLAS plus_times"}
+    assert r["gat_fwd_over_spmm"]["ratio"] > 0
+    versions = r["environment"]["versions"]
+    assert versions["torch"].startswith("2.13.0") and versions["torch_geometric"]
+    assert r["environment"]["load_average_end"] is not None
+    md = (tmp_path / "tiny.md").read_text()
+    assert "| gat | ours |" in md and "| gat | PyG |" in md and "scipy csr @ H" in md
+    assert md in capsys.readouterr().out
+    assert (tmp_path / "tiny.png").read_bytes()[:8] == PNG_MAGIC
+    assert not list(tmp_path.glob("tmp/*.npz"))                    # data file cleaned up
+
+
+def test_tiny_all_layers_agree_without_memory_runs(tmp_path):
+    code, r = _run(tmp_path, "--case", "tiny", "--reps", "5", "--no-memory", "--no-plot")
+    assert code == 0
+    assert list(r["layers"]) == ["gat", "agnn", "gcn"]
+    assert set(r["layers"]["agnn"]["agreement"]) == {"Z", "Z_eval", "dH", "grad_beta"}
+    assert set(r["layers"]["gcn"]["agreement"]) == {"Z", "Z_eval", "dH", "grad_W", "grad_bias"}
+    assert all(e["memory"] == {} for e in r["layers"].values())
+    assert not (tmp_path / "tiny.png").exists()
+
+
+def test_weight_mismatch_aborts_the_case(tmp_path, monkeypatch, capsys):
+    import torch
+
+    from gblas_gnn.bench import layers
+
+    copy = layers.copy_weights
+
+    def off_by_a_bit(name, ours, layer):
+        copy(name, ours, layer)
+        with torch.no_grad():
+            if hasattr(layer, "att_src"):
+                layer.att_src.mul_(1.01)       # a 1 % error in one attention vector
+
+    monkeypatch.setattr(layers, "copy_weights", off_by_a_bit)
+    code, r = _run(tmp_path, "--case", "tiny", "--layers", "gat,gcn", "--no-memory")
+    assert code == 1
+    assert r["status"] == "aborted" and "disagree" in r["message"]
+    e = r["layers"]["gat"]
+    assert not e["agreement"]["Z"]["ok"] and e["agreement"]["Z"]["max_abs_diff"] > 0
+    assert "times" not in e                    # nothing was timed
+    assert "gcn" not in r["layers"]            # the case stopped at the first disagreement
+    assert "aborted" in (tmp_path / "tiny.md").read_text()
+    assert not (tmp_path / "tiny.png").exists()
+    assert "aborted" in capsys.readouterr().err
+
+
+def test_compare_judges_against_the_reference_scale():
+    ref = {"Z": np.array([100.0, -50.0])}
+    assert compare({"Z": np.array([100.001, -50.0])}, ref, tol=1e-4)["Z"]["ok"]
+    with pytest.raises(DisagreementError, match="Z: max"):
+        compare({"Z": np.array([100.1, -50.0])}, ref, tol=1e-4)
+    with pytest.raises(DisagreementError):
+        compare({"Z": np.array([np.nan, -50.0])}, ref)
+
+
+def test_guard_kills_a_process_over_its_memory_limit():
+    grow = ("import time, numpy as np\n"
+            "a = np.ones(600 * 2**20 // 8)\n"
+            "time.sleep(30)\n")
+    res = run_guarded([sys.executable, "-c", grow], limit_bytes=200 * MIB)
+    assert res.status == "out_of_memory"
+    assert "out of memory" in res.message and res.seconds < 25
+    assert res.observed_peak_bytes > 200 * MIB
+    ok = run_guarded([sys.executable, "-c", "print('fine')"], limit_bytes=2000 * MIB)
+    assert ok.status == "ok" and ok.stdout.strip() == "fine"
+
+
+def test_epoch_case_records_pyg_out_of_memory(tmp_path):
+    """The XL recipe on 512 vertices; PyG's worker gets less memory than torch needs."""
+    code, r = _run(tmp_path, "--case", "tinyXL", "--reps", "2", "--mem-limit-gib", "0.3",
+                   "--self-limit-gib", "16")
+    assert code == 0 and r["status"] == "ok"
+    assert max(v["rel_diff"] for v in r["precheck"].values()) <= r["tolerance"]
+    ours, pyg = r["epochs"]["ours"], r["epochs"]["pyg"]
+    assert ours["status"] == "ok" and ours["epoch"]["runs"] == 2
+    assert len(ours["losses"]) == 3                                   # warm-up + 2
+    assert pyg["status"] == "out_of_memory" and "out of memory" in pyg["message"]
+    assert r["speedup"]["epoch"] is None
+    assert "out of memory" in (tmp_path / "tinyXL.md").read_text()
+    assert (tmp_path / "tinyXL.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_kernel_names_come_from_burble():
+    import gblas_gnn as gg
+
+    g = gg.data.erdos_renyi(200, 0.05, seed=0)
+    H = np.ones((200, 4), np.float32)
+    summary, records = kernels_used(lambda: gg.ops.sddmm(g.A, H, H))
+    assert "dot3" in summary and records[0]["op"] == "GrB_mxm"
+    text = " [ GrB_mxm C=A*B, saxpy (saxpy5: F += F*S) (C in place) \n   0.0001 sec ]\n"
+    assert parse_burble(text)[0]["kernels"][:2] == ["saxpy", "saxpy5"]
+
+
+def test_harness_imports_without_torch_and_runs_from_the_repo_root():
+    import subprocess
+    from pathlib import Path
+
+    code = ("import sys, gblas_gnn, gblas_gnn.bench, gblas_gnn.bench.run, "
+            "gblas_gnn.bench.kernels\n"
+            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "bench", "run", "--help"], cwd=root,
+                         capture_output=True, text=True, check=True).stdout
+    assert "--case" in out and "--mem-limit-gib" in out
+
+
+def test_kernels_subcommand_writes_its_table(tmp_path, capsys):
+    assert main(["kernels", "--n", "400", "--degree", "6", "--k", "8", "--reps", "5",
+                 "--threads", "1", "--out", str(tmp_path)]) == 0
+    r = json.loads((tmp_path / "kernels.json").read_text())
+    ops = {row["op"]: row for row in r["results"]}
+    assert {"sddmm", "softmax", "spmm plus_times", "spmm avg", "scipy csr @ H",
+            "torch.sparse.mm (CSR)"} <= set(ops)
+    assert "dot3" in ops["sddmm"]["kernels"] and "saxpy" in ops["spmm plus_times"]["kernels"]
+    assert all(row["runs"] == 5 for row in r["results"])
+    assert "| sddmm |" in (tmp_path / "kernels.md").read_text()
+    assert "| sddmm |" in capsys.readouterr().out
