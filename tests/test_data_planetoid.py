@@ -286,3 +286,32 @@ def test_unpickler_rejects_other_codecs_and_object_arrays(tmp_path):
         safe_load(p)
     p.write_bytes(pickle.dumps({"a": 1.5}, protocol=2))  # plain data needs no global
     assert safe_load(p) == {"a": 1.5}
+
+
+# ------------------------------------------------------- the CLI's dataset spec
+def test_planetoid_spec_row_normalises_features_by_default(tmp_path):
+    from gblas_gnn.datasets import parse_dataset
+
+    feats, *_ = _write_planetoid(tmp_path, "cora", n_allx=520)
+    spec = f"planetoid:{tmp_path / 'cora'}"
+    raw = parse_dataset(spec, normalize_features=False)
+    ds = parse_dataset(spec)
+    assert np.array_equal(raw.x, feats)  # off: the 0/1 bag of words as stored
+    sums = feats.sum(axis=1, keepdims=True)
+    assert (sums == 0).any() and (sums > 1).any()  # both edge cases occur
+    # PyG's NormalizeFeatures: each row divided by max(row sum, 1); zero rows stay zero
+    np.testing.assert_allclose(ds.x, feats / np.maximum(sums, 1), rtol=1e-6)
+    assert ds.x.dtype == np.float32
+    np.testing.assert_array_equal(ds.y, raw.y)
+    assert (ds.adjacency != raw.adjacency).nnz == 0
+
+
+def test_normalize_features_only_for_planetoid():
+    from gblas_gnn.datasets import default_normalize_features, parse_dataset
+
+    assert default_normalize_features("planetoid:/x/cora")
+    assert not default_normalize_features("csbm") and not default_normalize_features("npz:a")
+    with pytest.raises(ValueError, match="planetoid data sets only"):
+        parse_dataset("csbm", normalize_features=True)
+    small = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=16"
+    assert parse_dataset(small, normalize_features=False).num_nodes == 300
