@@ -127,6 +127,65 @@ def test_monitor_val_acc_and_no_restore_without_patience(data):
     assert not hist.restored_best and not hist.stopped_early and len(hist) == 15
 
 
+def gat_paper_rule(val_acc, val_loss, patience):
+    """The early-stopping loop of the GAT paper's reference code, transcribed: returns
+    (epoch whose weights are kept, last epoch run), 1-based."""
+    acc_max, loss_min, saved, bad = 0.0, np.inf, None, 0
+    for i, (acc, loss) in enumerate(zip(val_acc, val_loss, strict=True)):
+        if acc >= acc_max or loss <= loss_min:
+            if acc >= acc_max and loss <= loss_min:
+                saved = i + 1
+            acc_max, loss_min, bad = max(acc, acc_max), min(loss, loss_min), 0
+        else:
+            bad += 1
+            if bad == patience:
+                return saved, i + 1
+    return saved, len(val_acc)
+
+
+def test_monitor_val_loss_acc_is_the_gat_papers_rule(data):
+    model = mlp()
+    snaps = {}
+
+    def cb(epoch, metrics):
+        snaps[epoch] = params(model)
+
+    hist = fit(model, data, SGD(model, lr=0.5, momentum=0.9), epochs=300, patience=8,
+               monitor="val_loss_acc", metrics_callback=cb, progress=False)
+    saved, last = gat_paper_rule(hist.val_acc, hist.val_loss, 8)
+    assert hist.stopped_early and hist.restored_best and hist.monitor == "val_loss_acc"
+    assert (hist.best_epoch, hist.epoch[-1]) == (saved, last)
+    assert hist.best_value == hist.val_loss[saved - 1]
+    assert_same(params(model), snaps[saved])
+    # the run exercises the rule: some epoch improved one metric but not the other
+    acc, loss = np.array(hist.val_acc), np.array(hist.val_loss)
+    acc_up = acc[1:] >= np.maximum.accumulate(acc)[:-1]
+    loss_down = loss[1:] <= np.minimum.accumulate(loss)[:-1]
+    assert (acc_up != loss_down).any()
+
+
+def test_monitor_val_loss_acc_resumes_bit_identically(data, tmp_path):
+    kw = dict(epochs=40, patience=4, monitor="val_loss_acc", progress=False)
+    ref = mlp(seed=2)
+    href = fit(ref, data, SGD(ref, lr=0.5, momentum=0.9), **kw)
+    assert href.stopped_early
+
+    def crash(epoch, metrics):
+        if epoch == href.epoch[-1] - 2:
+            raise KeyboardInterrupt
+
+    path = tmp_path / "ck.npz"
+    model = mlp(seed=2)
+    with pytest.raises(KeyboardInterrupt):
+        fit(model, data, SGD(model, lr=0.5, momentum=0.9), checkpoint=path,
+            metrics_callback=crash, **kw)
+    fresh = mlp(seed=9)
+    hres = fit(fresh, data, SGD(fresh, lr=0.5, momentum=0.9), checkpoint=path, resume=True,
+               **kw)
+    assert hres.epoch == href.epoch and hres.best_epoch == href.best_epoch
+    assert_same(params(fresh), params(ref))
+
+
 def test_callback_can_stop(data):
     model = mlp()
     seen = []

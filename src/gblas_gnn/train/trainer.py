@@ -27,7 +27,7 @@ from .losses import accuracy, cross_entropy
 
 __all__ = ["History", "fit", "predict", "evaluate", "resume_epoch"]
 
-_MONITORS = ("val_loss", "val_acc")
+_MONITORS = ("val_loss", "val_acc", "val_loss_acc")
 _METRICS = ("train_loss", "train_acc", "val_loss", "val_acc", "test_acc", "epoch_time")
 
 
@@ -38,7 +38,8 @@ class History:
     ``train_loss`` is the loss of the training-mode forward (with dropout) that produced the
     gradient; ``train_acc``, ``val_*`` and ``test_acc`` come from the evaluation-mode forward
     after the update (``test_acc`` is NaN without a test mask). ``best_epoch`` / ``best_value``
-    refer to the monitored quantity; ``stopped_early`` tells whether patience ran out.
+    refer to the monitored quantity (the validation loss of the best epoch for
+    ``"val_loss_acc"``); ``stopped_early`` tells whether patience ran out.
     """
 
     epoch: list[int] = field(default_factory=list)
@@ -187,7 +188,12 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         progress: show a tqdm progress bar (loss, accuracies, epoch time).
         metrics_callback: called as ``metrics_callback(epoch, metrics)`` after every epoch;
             a truthy return value stops training (the checkpoint is written first).
-        monitor: ``"val_loss"`` (lower is better) or ``"val_acc"`` (higher is better).
+        monitor: ``"val_loss"`` (lower is better), ``"val_acc"`` (higher is better; the
+            first epoch of the maximum is kept, as PyG's examples do), or ``"val_loss_acc"``,
+            the rule of the GAT paper's reference code (Veličković et al. 2018): an epoch
+            whose validation accuracy is at least the best so far *or* whose validation loss
+            is at most the lowest so far resets the patience counter, and the weights are
+            kept from the last epoch that did *both* (ties count as improvements).
         restore_best: copy the best weights (by ``monitor``) back into the model at the end;
             default: when ``patience`` is given.
         metadata: JSON-able description of the run (e.g. the model configuration) stored in
@@ -241,6 +247,11 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         start = last_saved = ck.epoch
         if stopped:
             start = epochs  # the saved run had already finished (early stop or callback)
+
+    # running extremes of the validation metrics (for "val_loss_acc"); a resumed run
+    # recomputes them from the restored history
+    acc_max = max(hist.val_acc, default=-math.inf)
+    loss_min = min(hist.val_loss, default=math.inf)
 
     def save(epoch: int, stopped: bool) -> None:
         nonlocal last_saved
@@ -302,13 +313,19 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
             for k in _METRICS:
                 getattr(hist, k).append(float(metrics[k]))
 
-            value = metrics[monitor]
-            if _improved(monitor, value, hist.best_value):
+            if monitor == "val_loss_acc":
+                acc_ok = metrics["val_acc"] >= acc_max
+                loss_ok = metrics["val_loss"] <= loss_min
+                value, best, progress = metrics["val_loss"], acc_ok and loss_ok, acc_ok or loss_ok
+            else:
+                value = metrics[monitor]
+                best = progress = _improved(monitor, value, hist.best_value)
+            acc_max = max(acc_max, metrics["val_acc"])
+            loss_min = min(loss_min, metrics["val_loss"])
+            if best:
                 hist.best_value, hist.best_epoch = float(value), epoch
                 best_params = {n: p.copy() for n, p in model.named_parameters()}
-                bad_epochs = 0
-            else:
-                bad_epochs += 1
+            bad_epochs = 0 if progress else bad_epochs + 1
             stop = patience is not None and bad_epochs >= patience
             hist.stopped_early = hist.stopped_early or stop
             if metrics_callback is not None and metrics_callback(epoch, dict(metrics)):
