@@ -5,8 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from gblas_gnn.cli import main
+from gblas_gnn.cli import DEFAULTS, _config, _load_dataset, _parser, _weight_decay, main
 from gblas_gnn.datasets import parse_dataset
+from gblas_gnn.nn import models
+from gblas_gnn.train import Adam
 
 SMALL = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=16"
 
@@ -50,6 +52,8 @@ def test_resume_continues_the_run(tmp_path):
 
 @pytest.mark.parametrize("argv,message", [
     (["train", "--epochs", "0"], "--epochs must be positive"),
+    (["train", "--patience", "-1"], "--patience must be ≥ 0"),
+    (["train", "--normalize-features"], "planetoid data sets only"),
     (["train", "--lr", "-1"], "--lr must be positive"),
     (["train", "--model", "gcn", "--heads", "4"], "--heads does not apply"),
     (["train", "--hidden", "0"], "--hidden must be positive"),
@@ -95,3 +99,65 @@ def test_kronecker_spec_is_a_synthetic_task():
     assert d.x.shape == (256, 32) and d.num_classes == 4
     assert d.train_mask.sum() + d.val_mask.sum() + d.test_mask.sum() == 256
     assert d.adjacency.nnz > 0
+
+
+def config_of(*argv):
+    return _config(_parser().parse_args(["train", *argv]))
+
+
+@pytest.mark.parametrize("model", sorted(DEFAULTS))
+def test_per_model_defaults_fill_the_configuration(model):
+    cfg = config_of("--model", model)
+    assert {k: cfg[k] for k in DEFAULTS[model]} == DEFAULTS[model]
+    assert cfg["normalize_features"] is False  # the default dataset is csbm
+
+
+def test_schedule_arguments_override_the_model_defaults():
+    cfg = config_of("--model", "gat", "--epochs", "7", "--patience", "0", "--monitor",
+                    "val_loss", "--weight-decay-layers", "first", "--lr", "0.1")
+    assert (cfg["epochs"], cfg["patience"], cfg["monitor"]) == (7, 0, "val_loss")
+    assert cfg["weight_decay_layers"] == "first" and cfg["lr"] == 0.1
+    assert cfg["heads"] == DEFAULTS["gat"]["heads"]
+
+
+def test_gcn_decays_only_its_first_layer():
+    # Kipf & Welling (and PyG's gcn.py) put the L2 penalty on the first layer only
+    model = models.build("gcn", 16, 3)
+    cfg = config_of("--model", "gcn")
+    assert cfg["weight_decay_layers"] == "first"
+    wd = _weight_decay(cfg, model)
+    assert wd == {"1.": 5e-4}
+    opt = Adam(model, lr=0.01, weight_decay=wd)
+    decays = {name: opt.decay_of(name) for name, _ in model.named_parameters()}
+    assert decays == {"1.W": 5e-4, "1.bias": 5e-4, "4.W": 0.0, "4.bias": 0.0}
+    assert _weight_decay(config_of("--model", "gcn", "--weight-decay-layers", "all"),
+                         model) == 5e-4
+    # the first parameterised layer of AGNN is its Linear, behind the input dropout
+    agnn = models.build("agnn", 16, 3)
+    assert _weight_decay({"weight_decay": 1e-3, "weight_decay_layers": "first"},
+                         agnn) == {"1.": 1e-3}
+
+
+def test_planetoid_features_are_normalised_and_infer_reuses_the_setting(tmp_path, capsys):
+    from test_data_planetoid import _write_planetoid
+
+    feats, *_ = _write_planetoid(tmp_path, "cora", n_allx=520)
+    spec = f"planetoid:{tmp_path / 'cora'}"
+    ck, metrics = tmp_path / "ck.npz", tmp_path / "m.json"
+    assert main(["train", "--model", "gcn", "--dataset", spec, "--epochs", "3",
+                 "--checkpoint", str(ck), "--metrics-json", str(metrics),
+                 "--no-progress"]) == 0
+    m = json.loads(metrics.read_text())
+    assert m["config"]["normalize_features"] is True
+    capsys.readouterr()
+    assert main(["infer", "--checkpoint", str(ck)]) == 0
+    assert f"test accuracy {m['test_acc'] * 100:.2f}%" in capsys.readouterr().out
+    assert main(["train", "--model", "gcn", "--dataset", spec, "--epochs", "1",
+                 "--no-normalize-features", "--metrics-json", str(metrics),
+                 "--no-progress"]) == 0
+    assert json.loads(metrics.read_text())["config"]["normalize_features"] is False
+    # a configuration from before the option existed was trained on the raw features
+    old = _load_dataset(spec, {"seed": 0, "dtype": "float32"})
+    np.testing.assert_array_equal(old.x, feats)
+    new = _load_dataset(spec, {"seed": 0, "dtype": "float32", "normalize_features": True})
+    np.testing.assert_allclose(new.x.sum(axis=1)[feats.any(axis=1)], 1.0, rtol=1e-6)
