@@ -251,3 +251,29 @@ def test_bad_inputs(cached):
         layer.backward(np.zeros((N + 1, 2), np.float32))
     with pytest.raises(TypeError):
         layer.backward(np.zeros((N, 2), np.float64))
+
+
+def test_backward_builds_the_transpose_once_and_inference_never():
+    """Âᵀ is built on the first backward, reused after, and never in evaluation mode."""
+    from gblas_gnn import Graph
+    from gblas_gnn.executors import CPUExecutor
+
+    class CountingExecutor(CPUExecutor):
+        transposes = 0
+
+        def transpose(self, S):
+            CountingExecutor.transposes += 1
+            return super().transpose(S)
+
+    rng = np.random.default_rng(7)
+    g = Graph.from_edges(rng.integers(0, 30, 90), rng.integers(0, 30, 90), 30)
+    H = rng.standard_normal((30, 4)).astype(np.float32)
+    layer = GCNConv(4, 3, executor=CountingExecutor())
+    layer.eval()
+    layer(g, H)
+    assert CountingExecutor.transposes == 0
+    layer.train()
+    for _ in range(3):
+        out = layer(g, H)
+        layer.backward(np.ones_like(out))
+    assert CountingExecutor.transposes == 1

@@ -125,6 +125,11 @@ class Executor(ABC):
         """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0."""
 
     @abstractmethod
+    def transpose(self, S):
+        """``Sᵀ`` as an edge tensor of its own (for a matrix multiplied by its transpose
+        many times: one explicit transpose, then plain :meth:`spmm` calls)."""
+
+    @abstractmethod
     def spmm_t(self, S, H: np.ndarray, semiring="plus_times") -> np.ndarray:
         """``Z[j] = ⊕_i S[i,j] ⊗ H[i]`` (the product with ``Sᵀ``)."""
 

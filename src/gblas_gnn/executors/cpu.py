@@ -7,6 +7,8 @@ method runs, as read from ``gb.ss.burble``, is named in its comment. Typed opera
 
 from __future__ import annotations
 
+import functools
+
 import graphblas as gb
 import numpy as np
 from graphblas import binary, monoid, semiring, unary
@@ -72,6 +74,12 @@ def spmm_plus_times(S: gb.Matrix, H: np.ndarray, transpose: bool = False) -> np.
     left = S.T if transpose else S
     Z(accum=binary.plus[t]) << left.mxm(dense_to_gb(H), semiring.plus_times[t])
     return _unpack_full(Z).reshape(rows, H.shape[1])
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+    return ThreadpoolController()
 
 
 class CPUExecutor(Executor):
@@ -170,11 +178,22 @@ class CPUExecutor(Executor):
         return E.mxm(d, _COL_SCALE[op][t]).new()
 
     # ------------------------------------------------------------------ products
+    def gemm(self, X, W, trans_a=False, trans_b=False):
+        # One OpenBLAS thread: the products here are tall-skinny (n×k by k×k', 2–6 ms on one
+        # core), and a second OpenBLAS thread spin-waits against the GraphBLAS and numba
+        # OpenMP threads of the sparse steps; measured on M (PERFORMANCE-NOTES, bench/):
+        # GAT forward+backward 404–429 ms with one BLAS thread, 1027–2120 ms with two.
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            return super().gemm(X, W, trans_a, trans_b)
+
     def spmm(self, S, H, semiring="plus_times"):
         if isinstance(semiring, str) and semiring == "plus_times":
             return spmm_plus_times(S, H)
         from ..semirings import get
         return get(semiring).spmm(S, H)
+
+    def transpose(self, S):
+        return S.T.new()
 
     def spmm_t(self, S, H, semiring="plus_times"):
         if isinstance(semiring, str) and semiring == "plus_times":

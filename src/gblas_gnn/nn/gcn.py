@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import dense_matrix, positive_ints
-from ._propagate import project_propagate, project_propagate_backward
+from ._propagate import TransposeCache, project_propagate, project_propagate_backward
 from .init import glorot, zeros
 from .module import Module
 
@@ -68,6 +68,7 @@ class GCNConv(Module):
         self.params["W"] = glorot((self.in_dim, self.out_dim), rng, self.dtype)
         if bias:
             self.params["bias"] = zeros((self.out_dim,), self.dtype)
+        self._transposed = TransposeCache()
         self.zero_grad()
 
     def __repr__(self) -> str:
@@ -100,6 +101,7 @@ class GCNConv(Module):
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
         dout = self._check_dout(dout, (cache["S"].nrows, self.out_dim))
+        cache["ST"] = self._transposed(self.executor, cache["S"])
         # project first: Âᵀ dZ on out_dim columns; else Âᵀ (dZ Wᵀ) on in_dim columns
         self.grads["W"], dH = project_propagate_backward(
             self.executor, cache, dout, self.params["W"], 1, self._project_first)

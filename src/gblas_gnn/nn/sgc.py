@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import dense_matrix, positive_ints
-from ._propagate import project_propagate, project_propagate_backward, propagate
+from ._propagate import TransposeCache, project_propagate, project_propagate_backward, propagate
 from .init import glorot, zeros
 from .module import Module
 
@@ -71,6 +71,7 @@ class SGConv(Module):
         self.params["W"] = glorot((self.in_dim, self.out_dim), rng, self.dtype)
         if bias:
             self.params["bias"] = zeros((self.out_dim,), self.dtype)
+        self._transposed = TransposeCache()
         self.zero_grad()
 
     def __repr__(self) -> str:
@@ -109,6 +110,7 @@ class SGConv(Module):
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
         dout = self._check_dout(dout, (cache["S"].nrows, self.out_dim))
+        cache["ST"] = self._transposed(self.executor, cache["S"])
         # the SpMM chain of dH runs on the narrower of in_dim, out_dim
         self.grads["W"], dH = project_propagate_backward(
             self.executor, cache, dout, self.params["W"], self.K, self._project_first,
