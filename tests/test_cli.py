@@ -161,3 +161,12 @@ def test_planetoid_features_are_normalised_and_infer_reuses_the_setting(tmp_path
     np.testing.assert_array_equal(old.x, feats)
     new = _load_dataset(spec, {"seed": 0, "dtype": "float32", "normalize_features": True})
     np.testing.assert_allclose(new.x.sum(axis=1)[feats.any(axis=1)], 1.0, rtol=1e-6)
+
+
+def test_bench_subcommand_reaches_the_harness(capsys):
+    """``gblas-gnn bench ...`` hands its arguments to the benchmark harness's own parser."""
+    from gblas_gnn.cli import main
+
+    assert main(["bench", "--help"]) == 0
+    assert "gblas-gnn bench" in capsys.readouterr().out
+    assert main(["bench", "no-such-subcommand"]) == 2
