@@ -85,7 +85,11 @@ def test_dot_attention_fused_equals_primitives(c):
     P, Q = (rng.standard_normal((g.n, c["width"])).astype(dt) for _ in range(2))
     X = rng.standard_normal((g.n, c["heads"] + 2)).astype(dt)
     beta = c["slope"] - 0.7
-    outs = [ex.dot_attention(g.A, P, Q, beta, X, c["aggr"], True) for ex in (FUSED, REFERENCE)]
+    scale = None
+    if c["masked"]:                      # messages diag(scale) Q, as AGNN aggregates H
+        X, scale = Q, rng.random(g.n).astype(dt) + 0.5
+    outs = [ex.dot_attention(g.A, P, Q, beta, X, c["aggr"], True, scale)
+            for ex in (FUSED, REFERENCE)]
     _close(outs[0][0], outs[1][0], dt)
     dZ = rng.standard_normal(outs[0][0].shape).astype(dt)
     grads = [ex.dot_attention_backward(ctx, dZ)

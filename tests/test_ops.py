@@ -312,3 +312,11 @@ def test_errors():
         gg.ops.gemm(H, feats(2, 2, np.float32))
     with pytest.raises(ValueError, match="unknown executor"):
         gg.ops.softmax(g.A, executor="tpu")
+
+
+def test_spmm_with_all_zero_weights_returns_a_full_zero_matrix():
+    """Regression: SuiteSparse keeps ``Z << 0`` iso-valued when nothing is added to it."""
+    g = gg.Graph.from_edges(np.array([0]), np.array([1]), 25)
+    S = gg.ops.outer_add(g.A, np.zeros(25, np.float32), np.zeros(25, np.float32))
+    Z = gg.ops.aggregate(S, np.ones((25, 1), np.float32), "sum")
+    assert Z.shape == (25, 1) and not Z.any()

@@ -219,15 +219,19 @@ class Executor(ABC):
         return dd, ds, dX
 
     def dot_attention(self, A, P: np.ndarray, Q: np.ndarray, beta: float, X: np.ndarray,
-                      aggr="sum", keep_context: bool = False):
+                      aggr="sum", keep_context: bool = False, scale: np.ndarray | None = None):
         r"""Dot-product attention and aggregation (AGNN, softmax VA):
 
         .. math::
             E = A \odot (P Q^\top), \qquad \Psi = \mathrm{sm}(\beta E), \qquad
-            Z = \Psi \oplus X .
+            Z = \Psi \oplus M, \quad M = \mathrm{diag}(c)\, X
 
+        (``M = X`` without ``scale`` ``c``). With ``X = Q`` and a scale, scores and messages
+        read the same rows (AGNN aggregates ``H = diag(‖H‖) Ĥ`` with ``P = Q = Ĥ``).
         Returns ``Z`` or ``(Z, ctx)``.
         """
+        if scale is not None:
+            X = X * np.asarray(scale, X.dtype)[:, None]
         E = self.sddmm(A, P, Q)
         Psi = self.softmax(self.apply(E, "scale", beta))
         if not keep_context:
@@ -237,7 +241,8 @@ class Executor(ABC):
                                                  "Q": Q, "beta": beta})
 
     def dot_attention_backward(self, ctx: AttentionContext, dZ: np.ndarray):
-        r"""Gradients ``(dP, dQ, dβ, dX)`` of :meth:`dot_attention`.
+        r"""Gradients ``(dP, dQ, dβ, dM)`` of :meth:`dot_attention` (``dM``: with respect to
+        the messages ``M = diag(c) X``, which is ``dX`` without a scale).
 
         With :math:`dS = \Psi \odot (d\Psi - \mathrm{rep}(\mathrm{sum}(\Psi \odot
         d\Psi)))`: :math:`d\beta = \sum dS \odot E`, :math:`dP = \beta\, dS\, Q`,

@@ -40,7 +40,13 @@ def dense_to_gb(X: np.ndarray) -> gb.Matrix:
 
 
 def _unpack_full(M: gb.Matrix) -> np.ndarray:
-    return M.ss.unpack("fullr")["values"]
+    """The values of a full matrix as an (nrows, ncols) ndarray, without a copy unless
+    SuiteSparse kept it iso-valued (e.g. nothing was added to ``Z << 0``)."""
+    shape = (M.nrows, M.ncols)
+    d = M.ss.unpack("fullr")
+    if d.get("is_iso", False):
+        return np.full(shape, d["values"].reshape(-1)[0], dtype=d["values"].dtype)
+    return d["values"].reshape(shape)
 
 
 def vector_to_dense(v: gb.Vector, dtype) -> np.ndarray:
@@ -299,23 +305,26 @@ class CPUExecutor(Executor):
         ds, dX, _ = self._column_pass(pattern, dC, psi, c["mask"], c["use_mask"], dZ, X)
         return dd, ds, dX
 
-    def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False):
+    def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False, scale=None):
         if not (isinstance(aggr, str) and aggr in self._FUSED):
-            return super().dot_attention(A, P, Q, beta, X, aggr, keep_context)
+            return super().dot_attention(A, P, Q, beta, X, aggr, keep_context, scale)
         X = np.ascontiguousarray(X)
         dt = X.dtype
         pattern, counts = self._fused_setup(A, X, aggr)
         P, Q = (np.ascontiguousarray(v, dtype=dt) for v in (P, Q))
+        use_c = scale is not None
+        c = np.ascontiguousarray(scale, dtype=dt) if use_c else np.empty(1, dt)
         psi = np.empty((1, pattern.nnz), dt)
         Z = np.empty((pattern.nrows, X.shape[1]), dt)
-        _attn.dot_forward(pattern.indptr, pattern.indices, P, Q, dt.type(beta), X, psi, Z)
+        _attn.dot_forward(pattern.indptr, pattern.indices, P, Q, dt.type(beta), X, c, use_c,
+                          psi, Z)
         if counts is not None:
             Z /= counts
         if not keep_context:
             return Z
         return Z, AttentionContext("dot", aggr, {
             "pattern": pattern, "counts": counts, "P": P, "Q": Q, "beta": dt.type(beta),
-            "X": X, "psi": psi})
+            "X": X, "c": c, "use_c": use_c, "psi": psi})
 
     def dot_attention_backward(self, ctx, dZ):
         c = ctx.data
@@ -326,7 +335,7 @@ class CPUExecutor(Executor):
         dE = np.empty_like(psi)
         dP = np.empty_like(P)
         dbeta_rows = _attn.dot_backward_rows(pattern.indptr, pattern.indices, P, Q, c["beta"],
-                                             X, dZ, psi, dE, dP)
+                                             X, c["c"], c["use_c"], dZ, psi, dE, dP)
         _, dX, dQ = self._column_pass(pattern, dE, psi, psi, False, dZ, X, P, c["beta"])
         return dP, dQ, float(dbeta_rows.sum()), dX
 

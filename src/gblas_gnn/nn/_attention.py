@@ -110,14 +110,23 @@ class EdgeAggregation:
 
 class DotAttention:
     r"""``Z = sm(β · A ⊙ (P Qᵀ)) ⊕ X`` as one executor operation (fused on the cpu);
-    backward gives ``((dP, dQ, dβ), dX)``."""
+    backward gives ``((dP, dQ, dβ), dX)``.
 
-    def __init__(self, ex, A, P: np.ndarray, Q: np.ndarray, beta: float, aggr: Any):
+    ``factored = (H, c)`` says that ``H = diag(c) Q``: aggregating ``X = H`` then runs as
+    messages ``c_j Q_j``, so scores and messages read the same rows of ``Q``.
+    """
+
+    def __init__(self, ex, A, P: np.ndarray, Q: np.ndarray, beta: float, aggr: Any,
+                 factored: tuple[np.ndarray, np.ndarray] | None = None):
         self.ex, self.A, self.P, self.Q, self.beta, self.aggr = ex, A, P, Q, beta, aggr
+        self.factored = factored
 
     def forward(self, X: np.ndarray, keep: bool):
+        scale = None
+        if self.factored is not None and X is self.factored[0]:
+            X, scale = self.Q, self.factored[1]
         result = self.ex.dot_attention(self.A, self.P, self.Q, self.beta, X, self.aggr,
-                                       keep_context=keep)
+                                       keep_context=keep, scale=scale)
         return result if keep else (result, None)
 
     def backward(self, ctx, dZ: np.ndarray, need_dPsi: bool = True):

@@ -150,7 +150,8 @@ class AGNNConv(OrderMixin, Module):
         nc = np.maximum(norms, NORM_EPS).astype(self.dtype, copy=False)
         Hn = H / nc[:, None]
         # Ψ = sm(β · A ⊙ (Ĥ Ĥᵀ)) and Z = Ψ ⊕ (H W), one fused executor operation
-        attention = DotAttention(ex, g.A, Hn, Hn, beta, self.aggr)
+        # (H = diag(nc) Ĥ: aggregating H reads the same rows of Ĥ as the scores)
+        attention = DotAttention(ex, g.A, Hn, Hn, beta, self.aggr, factored=(H, nc))
         Z, pa = project_aggregate(ex, attention, H, W, self._order, keep=self.training)
         if self.training:
             self._cache = {"Hn": Hn, "nc": nc, "clamped": norms <= NORM_EPS, "pa": pa,
