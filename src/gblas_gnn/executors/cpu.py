@@ -79,7 +79,7 @@ def spmm_plus_times(S: gb.Matrix, H: np.ndarray, transpose: bool = False) -> np.
     Z << 0
     left = S.T if transpose else S
     Z(accum=binary.plus[t]) << left.mxm(dense_to_gb(H), semiring.plus_times[t])
-    return _unpack_full(Z).reshape(rows, H.shape[1])
+    return _unpack_full(Z)
 
 
 @functools.cache
@@ -156,12 +156,16 @@ class CPUExecutor(Executor):
         return csr_buffers(E)[2]
 
     def edge_from_values(self, A, values):
-        indptr, indices, _ = csr_buffers(A)
-        if values.shape != indices.shape:
-            raise ValueError(f"need {indices.shape[0]} edge values, got {values.shape}")
-        return gb.Matrix.ss.import_csr(nrows=A.nrows, ncols=A.ncols, indptr=indptr,
-                                       col_indices=indices, values=np.array(values),
-                                       sorted_cols=True, take_ownership=True)
+        # the structure comes from the cached pattern (no export of A per call, e.g. per
+        # dropout mask); GraphBLAS takes ownership of fresh int64 copies
+        pattern = self._patterns.get(A)
+        if values.shape != (pattern.nnz,):
+            raise ValueError(f"need {pattern.nnz} edge values, got {values.shape}")
+        return gb.Matrix.ss.import_csr(nrows=A.nrows, ncols=A.ncols,
+                                       indptr=pattern.indptr.copy(),
+                                       col_indices=pattern.indices.astype(np.int64),
+                                       values=np.array(values), sorted_cols=True,
+                                       take_ownership=True)
 
     # ------------------------------------------------------------------ reductions & scaling
     def row_reduce(self, E, op="sum"):
