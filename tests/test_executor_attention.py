@@ -140,3 +140,19 @@ def test_pattern_cache_follows_the_matrix():
     import gc
     gc.collect()
     assert len(cache._entries) == 1                        # dropped with its matrix
+
+
+@pytest.mark.parametrize("aggr", ["sum", "mean"])
+def test_backward_ignores_in_place_changes_to_the_output(aggr):
+    """The fused backward reads the forward's Z (softmax term ⟨dZ_i, Z_i⟩) from its context:
+    a caller adding a bias in place to the returned Z must not change the gradients."""
+    g = _graph(6, 20, 70, np.float32).with_self_loops()
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((g.n, 4)).astype(np.float32)
+    d, s = (rng.standard_normal((1, g.n)).astype(np.float32) for _ in range(2))
+    dZ = rng.standard_normal((g.n, 4)).astype(np.float32)
+    Z, ctx = FUSED.additive_attention(g.A, d, s, X, 0.2, aggr=aggr, keep_context=True)
+    expected = FUSED.additive_attention_backward(ctx, dZ)
+    Z += 100.0
+    for a, b in zip(FUSED.additive_attention_backward(ctx, dZ), expected, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -40,7 +40,7 @@ _FAST = {"reassoc", "contract"}
 @nb.njit(inline="always")
 def _dot(a, b):
     """``Σ_c a[c] b[c]`` over two 1-D views of equal length."""
-    acc = a[0] * 0
+    acc = a.dtype.type(0)
     for c in range(a.shape[0]):
         acc += a[c] * b[c]
     return acc
@@ -54,20 +54,19 @@ def _axpy(y, w, x):
 
 
 @nb.njit(inline="always")
-def _softmax_aggregate_row(start, end, h, i, base, width, psi, indices, X, mask, use_mask, Z,
-                           c, use_c):
+def _softmax_aggregate_row(start, end, h, psi, indices, X, mask, use_mask, zi, c, use_c):
     """Turn the scores ``psi[h, start:end]`` into Ψ in place and add ``Ψ ⊙ M`` times the
-    messages ``c_j X_j`` (``X_j`` without ``use_c``) to Z_i."""
+    messages ``c_j X_j`` (``X_j = X[j, h]`` without ``use_c``) to the row ``zi``."""
     m = psi[h, start]
     for p in range(start + 1, end):
         if psi[h, p] > m:
             m = psi[h, p]
-    total = 0.0
+    total = psi.dtype.type(0)
     for p in range(start, end):
         v = np.exp(psi[h, p] - m)
         psi[h, p] = v
         total += v
-    inv = 1.0 / total
+    inv = 1 / total
     for p in range(start, end):
         psi[h, p] = psi[h, p] * inv
         w = psi[h, p]
@@ -75,155 +74,165 @@ def _softmax_aggregate_row(start, end, h, i, base, width, psi, indices, X, mask,
             w = w * mask[h, p]
         if use_c:
             w = w * c[indices[p]]
-        if w != 0:
-            _axpy(Z[i, base:base + width], w, X[indices[p], base:base + width])
+        _axpy(zi, w, X[indices[p], h])
 
 
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
 def additive_forward(indptr, indices, d, s, slope, X, mask, use_mask, psi, Z):
-    """GAT forward: ``psi[h] = Ψ_h`` and ``Z[:, head h] = (Ψ_h ⊙ M_h) X_h`` (Z zeroed here)."""
+    """GAT forward: ``psi[h] = Ψ_h`` and ``Z[:, h] = (Ψ_h ⊙ M_h) X[:, h]`` (X, Z: (n, heads,
+    width); Z zeroed here)."""
     n = indptr.shape[0] - 1
     heads = d.shape[0]
-    width = X.shape[1] // heads
     for i in nb.prange(n):
         start, end = indptr[i], indptr[i + 1]
-        for c in range(Z.shape[1]):
-            Z[i, c] = 0
-        if start == end:
-            continue
         for h in range(heads):
+            zi = Z[i, h]
+            for c in range(zi.shape[0]):
+                zi[c] = 0
+            if start == end:
+                continue
             di = d[h, i]
             for p in range(start, end):
                 e = di + s[h, indices[p]]
                 psi[h, p] = e if e > 0 else e * slope
-            _softmax_aggregate_row(start, end, h, i, h * width, width, psi, indices, X,
-                                   mask, use_mask, Z, d[h], False)
+            _softmax_aggregate_row(start, end, h, psi, indices, X, mask, use_mask, zi, d[h],
+                                   False)
 
 
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
 def dot_forward(indptr, indices, P, Q, beta, X, c, use_c, psi, Z):
-    """Dot-score forward (one head): ``e_ij = β ⟨P_i, Q_j⟩``, ``Z = Ψ (diag(c) X)``.
+    """Dot-score forward (one head): ``e_ij = β ⟨P_i, Q_j⟩``, ``Z = Ψ (diag(c) X)`` (X, Z:
+    (n, 1, width)).
 
     Passing ``X = Q`` with a scale ``c`` (AGNN: ``H = diag(‖H‖) Ĥ``) makes the scores and the
     messages read the same rows: one gather per edge instead of two."""
     n = indptr.shape[0] - 1
     for i in nb.prange(n):
         start, end = indptr[i], indptr[i + 1]
-        for col in range(Z.shape[1]):
-            Z[i, col] = 0
+        zi = Z[i, 0]
+        for col in range(zi.shape[0]):
+            zi[col] = 0
         if start == end:
             continue
         for p in range(start, end):
             psi[0, p] = beta * _dot(P[i], Q[indices[p]])
-        _softmax_aggregate_row(start, end, 0, i, 0, Z.shape[1], psi, indices, X, psi,
-                               False, Z, c, use_c)
-
-
-@nb.njit(inline="always")
-def _softmax_backward_row(start, end, h, i, base, width, psi, indices, X, dZ, mask,
-                          use_mask, dE):
-    """``dE[h, row] = Ψ ⊙ (dΨ − Σ Ψ ⊙ dΨ)`` with ``dΨ_ij = M_ij ⟨dZ_i, X_j⟩``."""
-    t = 0.0
-    dz = dZ[i, base:base + width]
-    for p in range(start, end):
-        g = _dot(dz, X[indices[p], base:base + width])
-        if use_mask:
-            g = g * mask[h, p]
-        dE[h, p] = g
-        t += psi[h, p] * g
-    for p in range(start, end):
-        dE[h, p] = psi[h, p] * (dE[h, p] - t)
+        _softmax_aggregate_row(start, end, 0, psi, indices, X, psi, False, zi, c, use_c)
 
 
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
-def additive_backward_rows(indptr, indices, d, s, slope, X, dZ, psi, mask, use_mask, dC, dd):
-    """Row pass of the GAT backward: ``dC`` (edge gradient of the pre-activation scores
-    ``C = d_i + s_j``) and ``dd[h, i] = Σ_j dC[h, ij]``."""
-    n = indptr.shape[0] - 1
-    heads = d.shape[0]
-    width = X.shape[1] // heads
-    for i in nb.prange(n):
-        start, end = indptr[i], indptr[i + 1]
+def gather_edges(perm, values, out):
+    """``out[h, q] = values[h, perm[q]]``: edge values from CSR into CSC order."""
+    for h in range(values.shape[0]):
+        v, o = values[h], out[h]
+        for q in nb.prange(perm.shape[0]):
+            o[q] = v[perm[q]]
+
+
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def head_row_dots(A, B, out):
+    """``out[h, i] = ⟨A[i, h], B[i, h]⟩`` (A, B: (n, heads, width))."""
+    for i in nb.prange(A.shape[0]):
+        for h in range(A.shape[1]):
+            out[h, i] = _dot(A[i, h], B[i, h])
+
+
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def row_sums(indptr, E, out):
+    """``out[h, i] = Σ_{p in row i} E[h, p]``."""
+    heads = E.shape[0]
+    for i in nb.prange(indptr.shape[0] - 1):
         for h in range(heads):
-            _softmax_backward_row(start, end, h, i, h * width, width, psi, indices, X, dZ,
-                                  mask, use_mask, dC)
-            di = d[h, i]
-            acc = 0.0
-            for p in range(start, end):
-                if not di + s[h, indices[p]] > 0:      # LeakyReLU'(C) = 1 if C > 0 else α
-                    dC[h, p] = dC[h, p] * slope
-                acc += dC[h, p]
-            dd[h, i] = acc
+            acc = E.dtype.type(0)
+            for p in range(indptr[i], indptr[i + 1]):
+                acc += E[h, p]
+            out[h, i] = acc
 
 
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
-def dot_backward_rows(indptr, indices, P, Q, beta, X, c, use_c, dZ, psi, dE, dP):
-    """Row pass of the dot-score backward (messages ``c_j X_j``): ``dE`` (edge gradient of
-    ``e``) from ``dΨ_ij = c_j ⟨dZ_i, X_j⟩``, ``dP_i = β Σ_j dE_ij Q_j``, and per row
-    ``Σ_j dE_ij ⟨P_i, Q_j⟩`` (returned; its sum is ``dβ``).
+def additive_backward(colptr, perm, rows, d, s, t, slope, X, dZ, psiT, maskT, use_mask,
+                      dC, ds, dX):
+    r"""The whole GAT backward in one pass over the columns (sources ``j``), per head ``h``:
 
-    That row sum is ``a_i − t_i b_i`` with ``a_i = Σ_j Ψ_ij dΨ_ij q_ij``,
-    ``b_i = Σ_j Ψ_ij q_ij``, ``t_i = Σ_j Ψ_ij dΨ_ij`` and ``q_ij = ⟨P_i, Q_j⟩``, so every
-    ``q_ij`` is computed once, in the same pass as ``dΨ_ij`` (float64 accumulators).
-    """
-    n = indptr.shape[0] - 1
-    k = P.shape[1]
-    dbeta_rows = np.zeros(n, dtype=np.float64)
-    for i in nb.prange(n):
-        start, end = indptr[i], indptr[i + 1]
-        for col in range(k):
-            dP[i, col] = 0
-        t = 0.0
-        a = 0.0
-        b = 0.0
-        for p in range(start, end):
-            j = indices[p]
-            g = _dot(dZ[i], X[j])
-            if use_c:
-                g = g * c[j]
-            q = _dot(P[i], Q[j])
-            w = psi[0, p]
-            dE[0, p] = g
-            t += w * g
-            a += w * g * q
-            b += w * q
-        dbeta_rows[i] = a - t * b
-        for p in range(start, end):
-            dE[0, p] = psi[0, p] * (dE[0, p] - t)
-            _axpy(dP[i], beta * dE[0, p], Q[indices[p]])
-    return dbeta_rows
+    .. math::
+        dC_{ij} = \mathrm{LeakyReLU}'(d_i + s_j)\,
+                  (W_{ij} \langle dZ_i, X_j \rangle - \Psi_{ij} t_i), \qquad
+        ds_j = \textstyle\sum_i dC_{ij}, \qquad dX_j = \textstyle\sum_i W_{ij}\, dZ_i
 
-
-@nb.njit(parallel=True, cache=True, fastmath=_FAST)
-def column_pass(colptr, perm, rows, dE, psi, mask, use_mask, dZ, P, beta, colsum, dX, dQ):
-    """Column pass of both backwards, for every source ``j`` and head ``h``:
-
-    ``colsum[h, j] = Σ_i dE[h, ij]`` (GAT's ``ds``), ``dX_j = Σ_i Ψ_ij M_ij dZ_i`` (the
-    product with ``Sᵀ``) and, when ``dQ`` has rows, ``dQ_j = β Σ_i dE_ij P_i`` (dot score).
+    with ``W = Ψ ⊙ M`` and ``t_i = Σ_j Ψ_ij dΨ_ij = ⟨dZ_i, Z_i⟩`` (``Z_i = Σ_j W_ij X_j``,
+    computed beforehand by :func:`head_row_dots`): the softmax backward needs no row pass.
+    X, dZ, dX: (n, heads, width). ``psiT``/``maskT`` are in CSC order (:func:`gather_edges`);
+    ``dC`` is written in CSR order
+    (``perm``) so that :func:`row_sums` gives ``dd``. ``X_j`` stays in registers and each
+    ``dZ_i`` row is read once for both the dot product and the update of ``dX_j``.
     """
     n_src = colptr.shape[0] - 1
-    heads = dE.shape[0]
-    width = dX.shape[1] // heads
-    want_q = dQ.shape[0] > 0
-    k = P.shape[1]
+    heads = d.shape[0]
     for j in nb.prange(n_src):
-        for c in range(dX.shape[1]):
-            dX[j, c] = 0
-        if want_q:
-            for c in range(k):
-                dQ[j, c] = 0
         for h in range(heads):
-            base = h * width
-            acc = 0.0
+            xj = X[j, h]
+            dxj = dX[j, h]
+            for c in range(dxj.shape[0]):
+                dxj[c] = 0
+            sj = s[h, j]
+            acc = dC.dtype.type(0)
             for q in range(colptr[j], colptr[j + 1]):
-                p = perm[q]
                 i = rows[q]
-                acc += dE[h, p]
-                w = psi[h, p]
-                if use_mask:
-                    w = w * mask[h, p]
-                if w != 0:
-                    _axpy(dX[j, base:base + width], w, dZ[i, base:base + width])
-                if want_q:
-                    _axpy(dQ[j], beta * dE[h, p], P[i])
-            colsum[h, j] = acc
+                dzi = dZ[i, h]
+                psi = psiT[h, q]
+                w = psi * maskT[h, q] if use_mask else psi
+                v = w * _dot(dzi, xj) - psi * t[h, i]
+                if not d[h, i] + sj > 0:            # LeakyReLU'(C) = 1 if C > 0 else α
+                    v = v * slope
+                dC[h, perm[q]] = v
+                acc += v
+                _axpy(dxj, w, dzi)
+            ds[h, j] = acc
+
+
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def dot_backward(colptr, perm, rows, P, Q, beta, X, c, use_c, dZ, t, psiT, dE, dQ, dX):
+    r"""The column pass of the dot-score backward (messages ``c_j X_j``), for every source
+    ``j``:
+
+    .. math::
+        dE_{ij} = \Psi_{ij} (c_j \langle dZ_i, X_j \rangle - t_i), \qquad
+        dQ_j = \beta \textstyle\sum_i dE_{ij} P_i, \qquad
+        dX_j = \textstyle\sum_i \Psi_{ij}\, dZ_i
+
+    with ``t_i = ⟨dZ_i, Z_i⟩`` (:func:`head_row_dots`). ``dE`` is written in CSR order for
+    ``dP = β dE Q`` (:func:`weighted_rows`). Returns, per column,
+    ``Σ_i dE_ij ⟨P_i, Q_j⟩`` in float64 (their sum is ``dβ``).
+    """
+    n_src = colptr.shape[0] - 1
+    k = P.shape[1]
+    dbeta_cols = np.zeros(n_src, dtype=np.float64)
+    for j in nb.prange(n_src):
+        xj, qj, dxj, dqj = X[j], Q[j], dX[j], dQ[j]
+        for col in range(dxj.shape[0]):
+            dxj[col] = 0
+        for col in range(k):
+            dqj[col] = 0
+        cj = c[j] if use_c else X.dtype.type(1)
+        acc = 0.0
+        for q in range(colptr[j], colptr[j + 1]):
+            i = rows[q]
+            dzi, pi = dZ[i], P[i]
+            psi = psiT[0, q]
+            e = psi * (cj * _dot(dzi, xj) - t[0, i])
+            dE[0, perm[q]] = e
+            acc += e * _dot(pi, qj)
+            _axpy(dqj, beta * e, pi)
+            _axpy(dxj, psi, dzi)
+        dbeta_cols[j] = acc
+    return dbeta_cols
+
+
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def weighted_rows(indptr, indices, E, scale, X, out):
+    """``out_i = scale · Σ_{p in row i} E[0, p] X_{indices[p]}`` (a CSR SpMM)."""
+    for i in nb.prange(indptr.shape[0] - 1):
+        oi = out[i]
+        for col in range(oi.shape[0]):
+            oi[col] = 0
+        for p in range(indptr[i], indptr[i + 1]):
+            _axpy(oi, scale * E[0, p], X[indices[p]])

@@ -49,6 +49,12 @@ def _unpack_full(M: gb.Matrix) -> np.ndarray:
     return d["values"].reshape(shape)
 
 
+def _by_head(X: np.ndarray, heads: int) -> np.ndarray:
+    """An (n, heads·w) C-contiguous array as an (n, heads, w) view: the kernels index one
+    head's row as ``X[i, h]``, a 1-D view LLVM vectorises (a column slice does not)."""
+    return X.reshape(X.shape[0], heads, X.shape[1] // heads)
+
+
 def vector_to_dense(v: gb.Vector, dtype) -> np.ndarray:
     """A ``graphblas.Vector`` as a dense ndarray, missing entries 0."""
     out = np.zeros(v.size, dtype=dtype)
@@ -260,9 +266,9 @@ class CPUExecutor(Executor):
 
     # ------------------------------------------------------------------ fused attention
     # sum/mean run the fused numba kernels of ``_attention_kernels`` over the cached CSR/CSC
-    # buffers of A (one row pass forward; one row and one column pass backward) instead of
-    # six GraphBLAS passes that each build a matrix; max/min and semirings use the
-    # primitives (the base class).
+    # buffers of A (one row pass forward; one column pass backward, plus light passes over
+    # the edge values) instead of six GraphBLAS passes that each build a matrix; max/min and
+    # semirings use the primitives (the base class).
     _FUSED = ("sum", "mean")
 
     def _fused_setup(self, A, X, aggr):
@@ -273,6 +279,17 @@ class CPUExecutor(Executor):
         if aggr == "mean":
             counts = np.maximum(pattern.row_counts, 1).astype(X.dtype)[:, None]
         return pattern, counts
+
+    @staticmethod
+    def _fused_output(Z, counts, keep_context, context):
+        """The returned output (``Z`` divided by the row counts for ``mean``) and, with
+        ``keep_context``, the context holding ``Z`` itself: the backward's softmax term is
+        ``t_i = ⟨dZ_i, Z_i⟩``, so the context keeps a copy the caller cannot modify."""
+        out = Z if counts is None else Z / counts
+        if not keep_context:
+            return out
+        context.data["Z"] = Z.copy() if out is Z else Z
+        return out, context
 
     def additive_attention(self, A, d, s, X, slope, mask=None, aggr="sum",
                            keep_context=False):
@@ -286,27 +303,31 @@ class CPUExecutor(Executor):
         mask = np.ascontiguousarray(mask, dtype=dt) if use_mask else np.empty((1, 1), dt)
         psi = np.empty((d.shape[0], pattern.nnz), dt)
         Z = np.empty((pattern.nrows, X.shape[1]), dt)
-        _attn.additive_forward(pattern.indptr, pattern.indices, d, s, dt.type(slope), X,
-                               mask, use_mask, psi, Z)
-        if counts is not None:
-            Z /= counts
-        if not keep_context:
-            return Z
-        return Z, AttentionContext("additive", aggr, {
+        _attn.additive_forward(pattern.indptr, pattern.indices, d, s, dt.type(slope),
+                               _by_head(X, d.shape[0]), mask, use_mask, psi,
+                               _by_head(Z, d.shape[0]))
+        return self._fused_output(Z, counts, keep_context, AttentionContext("additive", aggr, {
             "pattern": pattern, "counts": counts, "d": d, "s": s, "X": X, "psi": psi,
-            "mask": mask, "use_mask": use_mask, "slope": dt.type(slope)})
+            "mask": mask, "use_mask": use_mask, "slope": dt.type(slope)}))
 
     def additive_attention_backward(self, ctx, dZ):
         c = ctx.data
         if "pattern" not in c:
             return super().additive_attention_backward(ctx, dZ)
         pattern, X, psi = c["pattern"], c["X"], c["psi"]
-        dZ = self._fused_dZ(dZ, c["counts"], X.dtype)
+        dt, heads = X.dtype, psi.shape[0]
+        dZ, t = self._fused_dZ(dZ, c, heads)
+        colptr, perm, rows = pattern.csc()
+        psiT = self._to_csc(perm, psi)
+        maskT = self._to_csc(perm, c["mask"]) if c["use_mask"] else c["mask"]
         dC = np.empty_like(psi)
-        dd = np.empty((psi.shape[0], pattern.nrows), X.dtype)
-        _attn.additive_backward_rows(pattern.indptr, pattern.indices, c["d"], c["s"],
-                                     c["slope"], X, dZ, psi, c["mask"], c["use_mask"], dC, dd)
-        ds, dX, _ = self._column_pass(pattern, dC, psi, c["mask"], c["use_mask"], dZ, X)
+        ds = np.empty((heads, pattern.ncols), dt)
+        dX = np.empty((pattern.ncols, X.shape[1]), dt)
+        _attn.additive_backward(colptr, perm, rows, c["d"], c["s"], t, c["slope"],
+                                _by_head(X, heads), _by_head(dZ, heads), psiT, maskT,
+                                c["use_mask"], dC, ds, _by_head(dX, heads))
+        dd = np.empty((heads, pattern.nrows), dt)
+        _attn.row_sums(pattern.indptr, dC, dd)
         return dd, ds, dX
 
     def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False, scale=None):
@@ -320,47 +341,43 @@ class CPUExecutor(Executor):
         c = np.ascontiguousarray(scale, dtype=dt) if use_c else np.empty(1, dt)
         psi = np.empty((1, pattern.nnz), dt)
         Z = np.empty((pattern.nrows, X.shape[1]), dt)
-        _attn.dot_forward(pattern.indptr, pattern.indices, P, Q, dt.type(beta), X, c, use_c,
-                          psi, Z)
-        if counts is not None:
-            Z /= counts
-        if not keep_context:
-            return Z
-        return Z, AttentionContext("dot", aggr, {
+        _attn.dot_forward(pattern.indptr, pattern.indices, P, Q, dt.type(beta), _by_head(X, 1),
+                          c, use_c, psi, _by_head(Z, 1))
+        return self._fused_output(Z, counts, keep_context, AttentionContext("dot", aggr, {
             "pattern": pattern, "counts": counts, "P": P, "Q": Q, "beta": dt.type(beta),
-            "X": X, "c": c, "use_c": use_c, "psi": psi})
+            "X": X, "c": c, "use_c": use_c, "psi": psi}))
 
     def dot_attention_backward(self, ctx, dZ):
         c = ctx.data
         if "pattern" not in c:
             return super().dot_attention_backward(ctx, dZ)
-        pattern, X, psi, P, Q = c["pattern"], c["X"], c["psi"], c["P"], c["Q"]
-        dZ = self._fused_dZ(dZ, c["counts"], X.dtype)
-        dE = np.empty_like(psi)
-        dP = np.empty_like(P)
-        dbeta_rows = _attn.dot_backward_rows(pattern.indptr, pattern.indices, P, Q, c["beta"],
-                                             X, c["c"], c["use_c"], dZ, psi, dE, dP)
-        _, dX, dQ = self._column_pass(pattern, dE, psi, psi, False, dZ, X, P, c["beta"])
-        return dP, dQ, float(dbeta_rows.sum()), dX
-
-    @staticmethod
-    def _fused_dZ(dZ, counts, dtype):
-        dZ = np.ascontiguousarray(dZ, dtype=dtype)
-        return dZ if counts is None else dZ / counts
-
-    @staticmethod
-    def _column_pass(pattern, dE, psi, mask, use_mask, dZ, X, P=None, beta=0.0):
-        """The CSC pass: column sums of ``dE``, ``dX = (Ψ ⊙ M)ᵀ dZ`` and, with ``P``,
-        ``dQ = β dEᵀ P``."""
+        pattern, X, psi, P, Q, beta = c["pattern"], c["X"], c["psi"], c["P"], c["Q"], c["beta"]
+        dZ, t = self._fused_dZ(dZ, c, 1)
         colptr, perm, rows = pattern.csc()
-        dt = X.dtype
-        colsum = np.empty((dE.shape[0], pattern.ncols), dt)
-        dX = np.empty((pattern.ncols, dZ.shape[1]), dt)
-        if P is None:
-            P = np.empty((0, 1), dt)
-            dQ = np.empty((0, 1), dt)
-        else:
-            dQ = np.empty((pattern.ncols, P.shape[1]), dt)
-        _attn.column_pass(colptr, perm, rows, dE, psi, mask, use_mask, dZ, P, dt.type(beta),
-                          colsum, dX, dQ)
-        return colsum, dX, (dQ if dQ.shape[0] else None)
+        dE = np.empty_like(psi)
+        dQ = np.empty_like(Q)
+        dX = np.empty((pattern.ncols, X.shape[1]), X.dtype)
+        dbeta_cols = _attn.dot_backward(colptr, perm, rows, P, Q, beta, X, c["c"], c["use_c"],
+                                        dZ, t, self._to_csc(perm, psi), dE, dQ, dX)
+        dP = np.empty_like(P)
+        _attn.weighted_rows(pattern.indptr, pattern.indices, dE, beta, Q, dP)
+        return dP, dQ, float(dbeta_cols.sum()), dX
+
+    @staticmethod
+    def _fused_dZ(dZ, data, heads):
+        """``dZ`` of the kept ``Z`` (divided by the row counts for ``mean``) and the softmax
+        term ``t[h, i] = ⟨dZ_i, Z_i⟩`` of each head."""
+        Z, counts = data["Z"], data["counts"]
+        dZ = np.ascontiguousarray(dZ, dtype=Z.dtype)
+        if counts is not None:
+            dZ = dZ / counts
+        t = np.empty((heads, Z.shape[0]), Z.dtype)
+        _attn.head_row_dots(_by_head(dZ, heads), _by_head(Z, heads), t)
+        return dZ, t
+
+    @staticmethod
+    def _to_csc(perm, values):
+        """Edge values (heads, nnz) from CSR into CSC order."""
+        out = np.empty_like(values)
+        _attn.gather_edges(perm, values, out)
+        return out
