@@ -138,23 +138,28 @@ class GATConv(Module):
             return False
         return linear_one_head and self.in_dim < self.out_dim
 
-    def _scores(self, H: np.ndarray, Hp: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """``(s, d)``, each (heads, n): ``s[h] = H'_h a_src[h]``, ``d[h] = H'_h a_dst[h]``."""
-        W = self.params["W"]
-        a_src, a_dst = self.params["att_src"], self.params["att_dst"]
+    def _att_matrix(self) -> np.ndarray:
+        """``B`` (heads·out, 2·heads) with ``H'_h a_src[h]`` = column h of ``H' B`` and
+        ``H'_h a_dst[h]`` = column heads+h: block-diagonal placement of the attention
+        vectors, so all scores come from one product."""
         heads, out = self.heads, self.out_dim
-        if Hp is None or self.in_dim < out:
-            # s_h = H (W_h a_src[h]): one (n × in)·(in × 2·heads) product, H' not needed
-            W3 = W.reshape(self.in_dim, heads, out)
-            Wa = np.concatenate([np.einsum("iho,ho->ih", W3, a_src),
-                                 np.einsum("iho,ho->ih", W3, a_dst)], axis=1)
-            SD = self.executor.gemm(H, Wa)
+        B = np.zeros((heads * out, 2 * heads), self.dtype)
+        for h in range(heads):
+            B[h * out:(h + 1) * out, h] = self.params["att_src"][h]
+            B[h * out:(h + 1) * out, heads + h] = self.params["att_dst"][h]
+        return B
+
+    def _scores(self, H: np.ndarray, Hp: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``(s, d)``, each (heads, n): ``s[h] = H'_h a_src[h]``, ``d[h] = H'_h a_dst[h]``,
+        i.e. ``[s; d]ᵀ = H' B`` or, without ``H'`` (or when it is wider than ``H``),
+        ``H (W B)``."""
+        B = self._att_matrix()
+        if Hp is None or self.in_dim < self.out_dim:
+            SD = self.executor.gemm(H, self.params["W"] @ B)
         else:
-            Hp3 = Hp.reshape(H.shape[0], heads, out)
-            SD = np.concatenate([np.einsum("nho,ho->nh", Hp3, a_src),
-                                 np.einsum("nho,ho->nh", Hp3, a_dst)], axis=1)
+            SD = self.executor.gemm(Hp, B)
         SD = np.ascontiguousarray(SD.T)
-        return SD[:heads], SD[heads:]
+        return SD[:self.heads], SD[self.heads:]
 
     def _dropout_mask(self, nnz: int) -> np.ndarray:
         """(heads, nnz) edge scales in CSR order: ``1/(1-p)`` for kept edges, 0 for dropped."""
@@ -184,7 +189,7 @@ class GATConv(Module):
         if not self.concat and self.heads > 1:
             Z = Z.reshape(g.n, self.heads, self.out_dim).mean(axis=1, dtype=self.dtype)
         if "bias" in self.params:
-            Z = Z + self.params["bias"]
+            Z += self.params["bias"]        # Z is a fresh array (executor results are ours)
 
         if not self.training:
             self._cache = None
@@ -204,33 +209,37 @@ class GATConv(Module):
         ex = self.executor
         heads, out = self.heads, self.out_dim
         W = self.params["W"]
-        a_src, a_dst = self.params["att_src"], self.params["att_dst"]
 
         if "bias" in self.params:
             self.grads["bias"] = dout.sum(axis=0)
         # mean over heads: every head receives dout / heads
         dZ = dout if self.concat or heads == 1 else \
             np.tile(dout / self.dtype.type(heads), (1, heads))
+        B = self._att_matrix()
         if agg_first:
             # Z = Y W:  dW = Yᵀ dZ (+ the score terms below), dY = dZ Wᵀ
             dW = ex.gemm(cache["Y"], dZ, trans_a=True)
             dd, ds, dX = ex.additive_attention_backward(cache["ctx"],
                                                         ex.gemm(dZ, W, trans_b=True))
-            # s = H (W a_src), d = H (W a_dst) with one head (W_0 = W)
-            Hs = ex.gemm(H, ds.T, trans_a=True)[:, 0]          # Hᵀ ds
-            Hd = ex.gemm(H, dd.T, trans_a=True)[:, 0]          # Hᵀ dd
-            da_src = (W.T @ Hs)[None, :]
-            da_dst = (W.T @ Hd)[None, :]
-            dW += np.outer(Hs, a_src[0]) + np.outer(Hd, a_dst[0])
-            dH = dX + np.outer(ds[0], W @ a_src[0]) + np.outer(dd[0], W @ a_dst[0])
+            # [s d] = H (W B) with one head:  with G = [ds dd] (n, 2),
+            # d(W B) = Hᵀ G, so da = Wᵀ Hᵀ G, dW += Hᵀ G Bᵀ, dH = dX + G (W B)ᵀ
+            G = np.concatenate([ds, dd])                          # Gᵀ, (2, n)
+            HG = ex.gemm(H, G, trans_a=True, trans_b=True)        # Hᵀ G, (in, 2)
+            da = W.T @ HG
+            da_src, da_dst = da[:, :1].T, da[:, 1:].T
+            dW += HG @ B.T
+            dH = dX
+            dH += ex.gemm(G, W @ B, trans_a=True, trans_b=True)
         else:
             dd, ds, dX = ex.additive_attention_backward(cache["ctx"], dZ)
-            # s_h = H'_h a_src[h], d_h = H'_h a_dst[h]:  dH'_h = dX_h + ds_h a_srcᵀ + dd_h a_dstᵀ
-            X3 = X.reshape(n, heads, out)
-            da_src = np.einsum("hn,nho->ho", ds, X3)
-            da_dst = np.einsum("hn,nho->ho", dd, X3)
-            dHp = (dX.reshape(n, heads, out) + ds.T[:, :, None] * a_src[None]
-                   + dd.T[:, :, None] * a_dst[None]).reshape(n, heads * out)
+            # [s d] = H' B:  with G = [ds dd] (n, 2·heads), dB = H'ᵀ G (its diagonal blocks
+            # are da_src, da_dst) and dH' = dX + G Bᵀ
+            G = np.concatenate([ds, dd])                          # Gᵀ, (2·heads, n)
+            dB = ex.gemm(G, X).reshape(2, heads, heads, out)      # (H'ᵀ G)ᵀ by head blocks
+            diag = np.arange(heads)
+            da_src, da_dst = dB[0, diag, diag], dB[1, diag, diag]
+            dHp = dX
+            dHp += ex.gemm(G, B, trans_a=True, trans_b=True)
             dW = ex.gemm(H, dHp, trans_a=True)                 # Hᵀ dH'
             dH = ex.gemm(dHp, W, trans_b=True)                 # dH' Wᵀ
         self.grads["W"] = dW
