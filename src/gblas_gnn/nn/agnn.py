@@ -174,11 +174,16 @@ class AGNNConv(OrderMixin, Module):
             grads["beta"] = np.array([dbeta], dtype=self.dtype)
         if dW is not None:
             grads["W"] = dW
-        dHn = dP + dQ
+        dHn = dP
+        dHn += dQ
         # Ĥ_i = H_i / n_i:  dH_i = (dĤ_i − Ĥ_i ⟨Ĥ_i, dĤ_i⟩) / n_i ; a clamped row
-        # (‖H_i‖ ≤ eps, Ĥ_i = H_i / eps) is linear: dH_i = dĤ_i / eps
+        # (‖H_i‖ ≤ eps, Ĥ_i = H_i / eps) is linear: dH_i = dĤ_i / eps.
+        # In place: the executor's gradients are fresh arrays, and n×k temporaries cost more
+        # than the arithmetic here.
         proj = np.einsum("ij,ij->i", Hn, dHn)
         proj[c["clamped"]] = 0
-        dH = dH + (dHn - Hn * proj[:, None]) / nc[:, None]
+        dHn -= Hn * proj[:, None]
+        dHn /= nc[:, None]
+        dH += dHn
         self.grads = grads
         return dH
