@@ -11,16 +11,25 @@ with the *additive* score :math:`e_{ij} = \mathrm{LeakyReLU}_\alpha(d_i + s_j)` 
 *dot* score :math:`e_{ij} = \beta \langle P_i, Q_j \rangle` (AGNN, softmax VA), and ``M`` an
 optional dropout scale per edge. Done with GraphBLAS this is five or six passes over the
 edges, each building a new matrix; here the forward is one pass per row (scores, max, exp,
-sum, normalise and aggregate while the row is in cache), and the backward is one pass per
-row (``dΨ = dZ_i · X_j``, softmax and score backward, the row-local gradients) plus one pass
-per column over a cached CSC permutation (the column sums and ``dX = Sᵀ dZ``). No kernel
-holds more than one scalar per edge per head (DESIGN.md rule 1); every loop is over rows or
-columns, so ``prange`` needs no atomics and results are bitwise deterministic.
+sum, normalise and aggregate while the row is in cache). The backward needs no row pass:
+the softmax term of row ``i`` is
+
+.. math::
+    t_i = \sum_j \Psi_{ij}\, d\Psi_{ij} = \sum_j \Psi_{ij} M_{ij} \langle dZ_i, X_j \rangle
+        = \langle dZ_i, Z_i \rangle,
+
+a dense row product of the forward's output, so one pass per column over a cached CSC
+permutation computes every edge gradient (``dΨ_ij``, the softmax and score backward), the
+column sums and ``dX = Sᵀ dZ`` while ``X_j`` and ``dX_j`` stay in cache, and reads each
+``dZ_i`` once for both. The edge gradients go back to CSR positions for the row sums. No
+kernel holds more than one scalar per edge per head (DESIGN.md rule 1); every loop is over
+rows or columns, so ``prange`` needs no atomics and results are bitwise deterministic.
 
 Arrays: ``indptr`` (n+1,), ``indices`` (nnz,) sorted within each row; edge arrays are
-``(heads, nnz)`` in that CSR order. The CSC view is ``colptr`` (n_src+1,), ``perm`` (nnz,):
-the CSR position of each CSC slot, and ``rows`` (nnz,): the target row of that slot.
-Features of head ``h`` are the columns ``h*w:(h+1)*w`` of ``X`` (``w = X.shape[1] // heads``).
+``(heads, nnz)`` in CSR order unless named ``...T`` (CSC order). The CSC view is ``colptr``
+(n_src+1,), ``perm`` (nnz,): the CSR position of each CSC slot, and ``rows`` (nnz,): the
+target row of that slot. Features are passed as ``(n, heads, w)`` views, so that one head's
+row ``X[j, h]`` is a contiguous 1-D view.
 """
 
 from __future__ import annotations
@@ -30,10 +39,14 @@ import numpy as np
 
 # Every kernel is compiled with ``_FAST``: reassociation lets LLVM vectorise the k-loops of the
 # dot products (a summation order fixed by the compiled code, so results are still bitwise
-# reproducible from run to run) and ``contract`` allows fused multiply-adds. The helpers take
-# 1-D row views: indexing 2-D arrays with a column offset inside the k-loop kept LLVM from
-# vectorising and made the GAT backward row pass 4× slower (220 → 56 ms at n = 10⁵, 1.7 M
-# edges, k = 32).
+# reproducible from run to run) and ``contract`` allows fused multiply-adds. What else kept
+# the k-loops slow, measured at n = 10⁵, 1.7 M edges, k = 32:
+# - accumulators must have the array's dtype (``a.dtype.type(0)``): ``a[0] * 0`` is float64
+#   in numba, and a float32 dot accumulated in float64 took twice as long;
+# - the helpers take 1-D row views ``X[j, h]``: a column slice ``X[j, b:b + w]`` or 2-D
+#   indexing with an offset inside the k-loop was 20 % to 4× slower;
+# - no data-dependent branch around an update: the backward column pass with ``if w != 0``
+#   around its ``dX`` update was 40 % slower.
 _FAST = {"reassoc", "contract"}
 
 
