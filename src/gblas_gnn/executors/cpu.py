@@ -15,6 +15,7 @@ from graphblas import binary, monoid, semiring, unary
 
 from . import _argext
 from . import _attention_kernels as _attn
+from ._kernel_primitives import aligned_empty
 from ._pattern import PatternCache
 from .base import AggregateContext, AttentionContext, Executor
 
@@ -199,8 +200,12 @@ class CPUExecutor(Executor):
         # core), and a second OpenBLAS thread spin-waits against the GraphBLAS and numba
         # OpenMP threads of the sparse steps; measured on M (PERFORMANCE-NOTES, bench/):
         # GAT forward+backward 404–429 ms with one BLAS thread, 1027–2120 ms with two.
+        # The result is 64-byte aligned: it is usually the X whose rows the attention kernels
+        # gather (a 128-byte row then spans two cache lines, not three).
+        a, b = (X.T if trans_a else X), (W.T if trans_b else W)
+        out = aligned_empty((a.shape[0], b.shape[1]), np.result_type(a, b))
         with _blas_controller().limit(limits=1, user_api="blas"):
-            return super().gemm(X, W, trans_a, trans_b)
+            return np.matmul(a, b, out=out)
 
     def spmm(self, S, H, semiring="plus_times"):
         if isinstance(semiring, str) and semiring == "plus_times":
@@ -302,7 +307,7 @@ class CPUExecutor(Executor):
         use_mask = mask is not None
         mask = np.ascontiguousarray(mask, dtype=dt) if use_mask else np.empty((1, 1), dt)
         psi = np.empty((d.shape[0], pattern.nnz), dt)
-        Z = np.empty((pattern.nrows, X.shape[1]), dt)
+        Z = aligned_empty((pattern.nrows, X.shape[1]), dt)
         _attn.additive_forward(pattern.indptr, pattern.indices, d, s, dt.type(slope),
                                _by_head(X, d.shape[0]), mask, use_mask, psi,
                                _by_head(Z, d.shape[0]))
@@ -322,7 +327,7 @@ class CPUExecutor(Executor):
         maskT = self._to_csc(perm, c["mask"]) if c["use_mask"] else c["mask"]
         dC = np.empty_like(psi)
         ds = np.empty((heads, pattern.ncols), dt)
-        dX = np.empty((pattern.ncols, X.shape[1]), dt)
+        dX = aligned_empty((pattern.ncols, X.shape[1]), dt)
         _attn.additive_backward(colptr, perm, rows, c["d"], c["s"], t, c["slope"],
                                 _by_head(X, heads), _by_head(dZ, heads), psiT, maskT,
                                 c["use_mask"], dC, ds, _by_head(dX, heads))
@@ -340,7 +345,7 @@ class CPUExecutor(Executor):
         use_c = scale is not None
         c = np.ascontiguousarray(scale, dtype=dt) if use_c else np.empty(1, dt)
         psi = np.empty((1, pattern.nnz), dt)
-        Z = np.empty((pattern.nrows, X.shape[1]), dt)
+        Z = aligned_empty((pattern.nrows, X.shape[1]), dt)
         _attn.dot_forward(pattern.indptr, pattern.indices, P, Q, dt.type(beta), _by_head(X, 1),
                           c, use_c, psi, _by_head(Z, 1))
         return self._fused_output(Z, counts, keep_context, AttentionContext("dot", aggr, {
@@ -356,7 +361,7 @@ class CPUExecutor(Executor):
         colptr, perm, rows = pattern.csc()
         dE = np.empty_like(psi)
         dQ = np.empty_like(Q)
-        dX = np.empty((pattern.ncols, X.shape[1]), X.dtype)
+        dX = aligned_empty((pattern.ncols, X.shape[1]), X.dtype)
         dbeta_cols = _attn.dot_backward(colptr, perm, rows, P, Q, beta, X, c["c"], c["use_c"],
                                         dZ, t, self._to_csc(perm, psi), dE, dQ, dX)
         dP = np.empty_like(P)
