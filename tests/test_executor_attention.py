@@ -47,6 +47,7 @@ cases = st.fixed_dictionaries({
     "heads": st.integers(1, 3),
     "width": st.integers(1, 9),
     "masked": st.booleans(),
+    "biased": st.booleans(),
     "aggr": st.sampled_from(["sum", "mean"]),
     "slope": st.sampled_from([0.0, 0.2, 1.5]),
     "dtype": st.sampled_from([np.float32, np.float64]),
@@ -64,7 +65,8 @@ def test_additive_attention_fused_equals_primitives(c):
     mask = None
     if c["masked"]:
         mask = np.where(rng.random((heads, g.nnz)) >= 0.4, 1 / 0.6, 0).astype(dt)
-    outs = [ex.additive_attention(g.A, d, s, X, c["slope"], mask, c["aggr"], True)
+    bias = rng.standard_normal(X.shape[1]).astype(dt) if c["biased"] else None
+    outs = [ex.additive_attention(g.A, d, s, X, c["slope"], mask, c["aggr"], True, bias)
             for ex in (FUSED, REFERENCE)]
     _close(outs[0][0], outs[1][0], dt)
     dZ = rng.standard_normal(outs[0][0].shape).astype(dt)
@@ -72,8 +74,12 @@ def test_additive_attention_fused_equals_primitives(c):
              for ex, (_, ctx) in zip((FUSED, REFERENCE), outs, strict=True)]
     for a, b in zip(*grads, strict=True):
         _close(a, b, dt)
-    # inference: the same Z without a context
-    _close(FUSED.additive_attention(g.A, d, s, X, c["slope"], mask, c["aggr"]), outs[1][0], dt)
+    # inference: the same Z without a context (the sum kernel starts rows from the bias)
+    _close(FUSED.additive_attention(g.A, d, s, X, c["slope"], mask, c["aggr"], bias=bias),
+           outs[1][0], dt)
+    if bias is not None:
+        unbiased = REFERENCE.additive_attention(g.A, d, s, X, c["slope"], mask, c["aggr"])
+        _close(outs[1][0] - bias, unbiased, dt)
 
 
 @settings(max_examples=60, deadline=None)
@@ -156,3 +162,12 @@ def test_backward_ignores_in_place_changes_to_the_output(aggr):
     Z += 100.0
     for a, b in zip(FUSED.additive_attention_backward(ctx, dZ), expected, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("ex", [FUSED, REFERENCE], ids=["fused", "primitives"])
+@pytest.mark.parametrize("bias", [np.zeros(3), np.zeros((1, 4)), np.zeros(5)])
+def test_additive_attention_rejects_a_bias_of_the_wrong_shape(ex, bias):
+    g = _graph(0, 6, 12)
+    d = np.zeros((1, g.n))
+    with pytest.raises(ValueError, match=r"bias must have shape \(4,\)"):
+        ex.additive_attention(g.A, d, d, np.zeros((g.n, 4)), 0.2, bias=bias)

@@ -103,17 +103,18 @@ def _softmax_aggregate_row(start, end, h, psi, indices, X, mask, use_mask, zi, c
 
 
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
-def additive_forward(indptr, indices, d, s, slope, X, mask, use_mask, psi, Z):
-    """GAT forward: ``psi[h] = Ψ_h`` and ``Z[:, h] = (Ψ_h ⊙ M_h) X[:, h]`` (X, Z: (n, heads,
-    width); Z zeroed here)."""
+def additive_forward(indptr, indices, d, s, slope, X, mask, use_mask, psi, Z0, Z):
+    """GAT forward: ``psi[h] = Ψ_h`` and ``Z[:, h] = Z0[h] + (Ψ_h ⊙ M_h) X[:, h]`` (X, Z:
+    (n, heads, width); ``Z0`` (heads, width): the start of every row, zeros or a bias)."""
     n = indptr.shape[0] - 1
     heads = d.shape[0]
     for i in nb.prange(n):
         start, end = indptr[i], indptr[i + 1]
         for h in range(heads):
             zi = Z[i, h]
+            z0 = Z0[h]
             for c in range(zi.shape[0]):
-                zi[c] = 0
+                zi[c] = z0[c]
             if start == end:
                 continue
             di = d[h, i]

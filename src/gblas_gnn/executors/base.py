@@ -44,6 +44,12 @@ class AttentionContext:
     data: dict
 
 
+def check_bias(bias, width: int) -> None:
+    """Refuse a row bias that is not a 1-D array of ``width`` entries (``None`` is no bias)."""
+    if bias is not None and np.shape(bias) != (width,):
+        raise ValueError(f"bias must have shape ({width},), got {np.shape(bias)}")
+
+
 class Executor(ABC):
     """Abstract executor. ``E``, ``F``, ``S``, ``Psi`` are edge tensors; others are dense."""
 
@@ -163,16 +169,20 @@ class Executor(ABC):
     # override them with a fused implementation that gives the same result.
     def additive_attention(self, A, d: np.ndarray, s: np.ndarray, X: np.ndarray,
                            slope: float, mask: np.ndarray | None = None, aggr="sum",
-                           keep_context: bool = False):
+                           keep_context: bool = False, bias: np.ndarray | None = None):
         r"""GAT attention and aggregation for every head ``h`` (columns ``h·w:(h+1)·w`` of X):
 
         .. math::
             \Psi_h = \mathrm{sm}(A \odot \mathrm{LeakyReLU}_\alpha(\mathrm{rep}(d_h)
-            + \mathrm{rep}(s_h)^\top)), \qquad Z_h = (\Psi_h \odot M_h) \oplus X_h .
+            + \mathrm{rep}(s_h)^\top)), \qquad Z_h = (\Psi_h \odot M_h) \oplus X_h
+            \;(+\, b_h) .
 
         ``d``, ``s``: (heads, n); ``mask``: None or (heads, nnz) edge scales in CSR order
-        (dropout: 0 or ``1/(1-p)``). Returns ``Z`` (n, heads·w) or ``(Z, ctx)``.
+        (dropout: 0 or ``1/(1-p)``); ``bias``: None or (heads·w,), added to every row of the
+        result (the backward is unchanged: its gradient is the column sum of ``dZ``).
+        Returns ``Z`` (n, heads·w) or ``(Z, ctx)``.
         """
+        check_bias(bias, X.shape[1])
         heads = d.shape[0]
         width = X.shape[1] // heads
         Z = np.empty((A.nrows, X.shape[1]), X.dtype)
@@ -189,6 +199,8 @@ class Executor(ABC):
                 per_head.append((C, Psi, M, actx))
             else:
                 Z[:, cols] = self.aggregate(S, Xh, aggr)
+        if bias is not None:
+            Z += bias
         if not keep_context:
             return Z
         return Z, AttentionContext("additive", aggr, {"heads": per_head, "slope": slope,

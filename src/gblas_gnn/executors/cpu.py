@@ -17,7 +17,7 @@ from . import _argext
 from . import _attention_kernels as _attn
 from ._kernel_primitives import aligned_empty
 from ._pattern import PatternCache
-from .base import AggregateContext, AttentionContext, Executor
+from .base import AggregateContext, AttentionContext, Executor, check_bias
 
 _REDUCE = {"sum": monoid.plus, "max": monoid.max, "min": monoid.min}
 # colscale / rowscale semirings: the multiply sees (diagonal value, edge value) or
@@ -297,23 +297,35 @@ class CPUExecutor(Executor):
         return out, context
 
     def additive_attention(self, A, d, s, X, slope, mask=None, aggr="sum",
-                           keep_context=False):
+                           keep_context=False, bias=None):
         if not (isinstance(aggr, str) and aggr in self._FUSED):
-            return super().additive_attention(A, d, s, X, slope, mask, aggr, keep_context)
+            return super().additive_attention(A, d, s, X, slope, mask, aggr, keep_context,
+                                              bias)
         X = np.ascontiguousarray(X)
         dt = X.dtype
+        heads = d.shape[0]
+        check_bias(bias, X.shape[1])
         pattern, counts = self._fused_setup(A, X, aggr)
         d, s = (np.ascontiguousarray(v, dtype=dt) for v in (d, s))
         use_mask = mask is not None
         mask = np.ascontiguousarray(mask, dtype=dt) if use_mask else np.empty((1, 1), dt)
-        psi = np.empty((d.shape[0], pattern.nnz), dt)
+        # Inference with sum: the kernel starts every row from the bias, a pass over Z saved.
+        # Otherwise the kept Z (t_i = <dZ_i, Z_i>) and the mean's division need Z without it.
+        bias_in_kernel = bias is not None and counts is None and not keep_context
+        Z0 = (np.ascontiguousarray(bias, dtype=dt) if bias_in_kernel
+              else np.zeros(X.shape[1], dt)).reshape(heads, -1)
+        psi = np.empty((heads, pattern.nnz), dt)
         Z = aligned_empty((pattern.nrows, X.shape[1]), dt)
         _attn.additive_forward(pattern.indptr, pattern.indices, d, s, dt.type(slope),
-                               _by_head(X, d.shape[0]), mask, use_mask, psi,
-                               _by_head(Z, d.shape[0]))
-        return self._fused_output(Z, counts, keep_context, AttentionContext("additive", aggr, {
-            "pattern": pattern, "counts": counts, "d": d, "s": s, "X": X, "psi": psi,
-            "mask": mask, "use_mask": use_mask, "slope": dt.type(slope)}))
+                               _by_head(X, heads), mask, use_mask, psi, Z0, _by_head(Z, heads))
+        result = self._fused_output(Z, counts, keep_context, AttentionContext(
+            "additive", aggr, {"pattern": pattern, "counts": counts, "d": d, "s": s, "X": X,
+                               "psi": psi, "mask": mask, "use_mask": use_mask,
+                               "slope": dt.type(slope)}))
+        if bias is not None and not bias_in_kernel:
+            out = result[0] if keep_context else result
+            out += bias                 # the context holds its own Z
+        return result
 
     def additive_attention_backward(self, ctx, dZ):
         c = ctx.data

@@ -182,14 +182,19 @@ class GATConv(Module):
         X = H if agg_first else ex.gemm(H, W)
         s, d = self._scores(H, None if agg_first else X)
         # Ψ_h = sm(A ⊙ LeakyReLU(rep(d_h) + rep(s_h)ᵀ)),  Y_h = (Ψ_h ⊙ M_h) ⊕ X_h
+        bias = self.params.get("bias")
+        # the executor adds the bias when its output is Z itself (it may fuse it)
+        bias_by_executor = bias is not None and not agg_first and \
+            (self.concat or self.heads == 1)
         result = ex.additive_attention(g.A, d, s, X, self.negative_slope, mask, self.aggr,
-                                       keep_context=keep)
+                                       keep_context=keep,
+                                       bias=bias if bias_by_executor else None)
         Y, ctx = result if keep else (result, None)
         Z = ex.gemm(Y, W) if agg_first else Y
         if not self.concat and self.heads > 1:
             Z = Z.reshape(g.n, self.heads, self.out_dim).mean(axis=1, dtype=self.dtype)
-        if "bias" in self.params:
-            Z += self.params["bias"]        # Z is a fresh array (executor results are ours)
+        if bias is not None and not bias_by_executor:
+            Z += bias        # Z is a fresh array (executor results are ours)
 
         if not self.training:
             self._cache = None
