@@ -126,7 +126,7 @@ def exp_nonpositive(x):
     r"""``exp(x)`` for ``x ≤ 0`` (the shifted scores :math:`e_{ij} - \max_j e_{ij}` of a
     softmax), usable inside numba kernels.
 
-    float32: :math:`e^x = 2^n e^r` with :math:`n = \lfloor x/\ln 2 + 1/2 \rceil`,
+    float32: :math:`e^x = 2^n e^r` with :math:`n = \lfloor x/\ln 2 + 1/2 \rfloor`,
     :math:`r = x - n \ln 2` (Cody–Waite: ``ln 2`` split in two so that ``n ln2_hi`` is
     exact) and the degree-7 Taylor polynomial of :math:`e^r`; :math:`2^n` is built from its
     exponent bits. Branch-free, so the loop around it vectorises (libm's ``expf`` is a call

@@ -199,7 +199,8 @@ class CPUExecutor(Executor):
         # One OpenBLAS thread: the products here are tall-skinny (n×k by k×k', 2–6 ms on one
         # core), and a second OpenBLAS thread spin-waits against the GraphBLAS and numba
         # OpenMP threads of the sparse steps; measured on M (PERFORMANCE-NOTES, bench/):
-        # GAT forward+backward 404–429 ms with one BLAS thread, 1027–2120 ms with two.
+        # GAT forward+backward 404–429 ms with one BLAS thread, 1027–2120 ms with two (with
+        # today's fused kernels: 117 against 157–183 ms).
         # The result is 64-byte aligned: it is usually the X whose rows the attention kernels
         # gather (a 128-byte row then spans two cache lines, not three).
         a, b = (X.T if trans_a else X), (W.T if trans_b else W)
