@@ -87,16 +87,17 @@ def ref_of(layer, src, dst, H, mask=None):
 
 
 # ---------------------------------------------------------------------- forward
+@pytest.mark.parametrize("training", [True, False])   # inference: the bias starts the rows
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("self_loops", [True, False])
 @pytest.mark.parametrize("concat", [True, False])
 @pytest.mark.parametrize("heads", [1, 3])
 @pytest.mark.parametrize("aggr", AGGRS)
-def test_forward_matches_reference(aggr, heads, concat, self_loops, dtype):
+def test_forward_matches_reference(aggr, heads, concat, self_loops, dtype, training):
     src, dst = random_edges()
     H = features(N, 3, dtype)
     layer = make_layer(heads=heads, concat=concat, aggr=aggr, add_self_loops=self_loops,
-                       dtype=dtype)
+                       dtype=dtype).train(training)
     out = layer(graph(src, dst, dtype=dtype), H)
     assert out.dtype == dtype
     assert out.shape == (N, layer.out_width)
