@@ -13,6 +13,7 @@ import graphblas as gb
 import numpy as np
 from graphblas import binary, monoid, semiring, unary
 
+from ..semirings import _gbio
 from . import _argext
 from . import _attention_kernels as _attn
 from ._kernel_primitives import aligned_empty
@@ -37,17 +38,7 @@ def dense_to_gb(X: np.ndarray) -> gb.Matrix:
     X = np.ascontiguousarray(X)
     if X.ndim == 1:
         X = X.reshape(-1, 1)
-    return gb.Matrix.ss.import_fullr(X, take_ownership=False)
-
-
-def _unpack_full(M: gb.Matrix) -> np.ndarray:
-    """The values of a full matrix as an (nrows, ncols) ndarray, without a copy unless
-    SuiteSparse kept it iso-valued (e.g. nothing was added to ``Z << 0``)."""
-    shape = (M.nrows, M.ncols)
-    d = M.ss.unpack("fullr")
-    if d.get("is_iso", False):
-        return np.full(shape, d["values"].reshape(-1)[0], dtype=d["values"].dtype)
-    return d["values"].reshape(shape)
+    return _gbio.dense_in(X)
 
 
 def _by_head(X: np.ndarray, heads: int) -> np.ndarray:
@@ -81,12 +72,8 @@ def spmm_plus_times(S: gb.Matrix, H: np.ndarray, transpose: bool = False) -> np.
     times faster than ``S.mxm(H).new()`` (PERFORMANCE-NOTES).
     """
     t = _tname(H.dtype)
-    rows = S.ncols if transpose else S.nrows
-    Z = gb.Matrix(t, rows, H.shape[1])
-    Z << 0
-    left = S.T if transpose else S
-    Z(accum=binary.plus[t]) << left.mxm(dense_to_gb(H), semiring.plus_times[t])
-    return _unpack_full(Z)
+    return _gbio.inplace_mxm(S, np.ascontiguousarray(H), semiring.plus_times[t],
+                             binary.plus[t], 0, transpose=transpose)
 
 
 @functools.cache
