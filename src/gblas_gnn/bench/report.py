@@ -64,11 +64,15 @@ def _header(r: dict) -> list[str]:
     return lines
 
 
+def _table_head(intro: str, *columns: str) -> list[str]:
+    """A blank line, ``intro``, and the header and rule of a markdown table."""
+    return ["", intro, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
 def _layer_tables(r: dict) -> list[str]:
-    lines = ["", "Times in ms: median [min–max]. Peak RSS in MiB of a fresh process "
-             "(VmHWM).", "",
-             "| layer | impl | fwd | fwd+bwd | peak RSS MiB | agreement max rel. Δ |",
-             "|---|---|---|---|---|---|"]
+    lines = _table_head("Times in ms: median [min–max]. Peak RSS in MiB of a fresh process "
+                        "(VmHWM).", "layer", "impl", "fwd", "fwd+bwd", "peak RSS MiB",
+                        "agreement max rel. Δ")
     for layer, e in r["layers"].items():
         t = e.get("times", {})
         agree = e.get("agreement")
@@ -80,12 +84,10 @@ def _layer_tables(r: dict) -> list[str]:
                          f"{_fmt_mem(e.get('memory', {}).get(impl))} | "
                          f"{worst if impl == 'ours' else ''} |")
         sp = e.get("speedup", {})
+        mem = (f" {_fmt_ratio(e['memory_ratio'], '')} (ours/PyG) " if "memory_ratio" in e
+               else " ")
         lines.append(f"| {layer} | **PyG / ours** | **{_fmt_ratio(sp.get('fwd'))}** | "
-                     f"**{_fmt_ratio(sp.get('fwd+bwd'))}** | "
-                     f"{_fmt_ratio(e.get('memory_ratio'), '')} (ours/PyG) | |"
-                     if "memory_ratio" in e else
-                     f"| {layer} | **PyG / ours** | **{_fmt_ratio(sp.get('fwd'))}** | "
-                     f"**{_fmt_ratio(sp.get('fwd+bwd'))}** | | |")
+                     f"**{_fmt_ratio(sp.get('fwd+bwd'))}** |{mem}| |")
     if r.get("spmm"):
         lines += ["", "Plain SpMM `A @ H` (same A with self loops, same H):", "",
                   "| SpMM | ms |", "|---|---|"]
@@ -99,10 +101,9 @@ def _layer_tables(r: dict) -> list[str]:
 
 
 def _epoch_tables(r: dict) -> list[str]:
-    lines = ["", "One training epoch (forward + loss + backward + Adam step), each "
-             "implementation in its own guarded process.", "",
-             "| impl | status | epoch ms median [min–max] | peak RSS GiB | first loss |",
-             "|---|---|---|---|---|"]
+    lines = _table_head("One training epoch (forward + loss + backward + Adam step), each "
+                        "implementation in its own guarded process.", "impl", "status",
+                        "epoch ms median [min–max]", "peak RSS GiB", "first loss")
     for impl, label in (("ours", "ours"), ("pyg", "PyG")):
         e = r["epochs"].get(impl)
         if e is None:
