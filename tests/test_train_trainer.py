@@ -99,16 +99,22 @@ def test_learns_and_is_deterministic(data, make):
     assert any(not np.array_equal(v, params(other)[k]) for k, v in runs[0][0].items())
 
 
-def test_early_stopping_restores_best_weights(data):
+def fit_with_snapshots(data, **kw):
+    """Fit a fresh MLP with SGD at a large learning rate (it overfits / oscillates quickly)
+    and keep a copy of the weights after every epoch: ``(model, history, snapshots)``."""
     model = mlp()
     snaps = {}
 
     def cb(epoch, metrics):
         snaps[epoch] = params(model)
 
-    # a large learning rate with SGD overfits / oscillates quickly
-    hist = fit(model, data, SGD(model, lr=0.5, momentum=0.9), epochs=300, patience=5,
-               metrics_callback=cb, progress=False)
+    hist = fit(model, data, SGD(model, lr=0.5, momentum=0.9), epochs=300,
+               metrics_callback=cb, progress=False, **kw)
+    return model, hist, snaps
+
+
+def test_early_stopping_restores_best_weights(data):
+    model, hist, snaps = fit_with_snapshots(data, patience=5)
     assert hist.stopped_early and hist.restored_best
     last = hist.epoch[-1]
     assert last < 300
@@ -144,14 +150,7 @@ def gat_paper_rule(val_acc, val_loss, patience):
 
 
 def test_monitor_val_loss_acc_is_the_gat_papers_rule(data):
-    model = mlp()
-    snaps = {}
-
-    def cb(epoch, metrics):
-        snaps[epoch] = params(model)
-
-    hist = fit(model, data, SGD(model, lr=0.5, momentum=0.9), epochs=300, patience=8,
-               monitor="val_loss_acc", metrics_callback=cb, progress=False)
+    model, hist, snaps = fit_with_snapshots(data, patience=8, monitor="val_loss_acc")
     saved, last = gat_paper_rule(hist.val_acc, hist.val_loss, 8)
     assert hist.stopped_early and hist.restored_best and hist.monitor == "val_loss_acc"
     assert (hist.best_epoch, hist.epoch[-1]) == (saved, last)
