@@ -18,15 +18,20 @@ def float_dtype(dtype) -> np.dtype:
     return dt
 
 
+def _array_type_name(xp) -> str:
+    return "numpy.ndarray" if xp is np else f"{xp.__name__}.ndarray"
+
+
 def dense_matrix(x, name: str, *, rows: int | None = None, cols: int | None = None,
-                 dtype=None) -> np.ndarray:
-    """Check that ``x`` is a finite 2-D float ndarray (optionally of a given shape / dtype).
+                 dtype=None, xp=np):
+    """Check that ``x`` is a finite 2-D float array of the array module ``xp`` (optionally of
+    a given shape / dtype).
 
     Returns a C-contiguous array; it is only converted when its dtype is already the
     requested one (never silently cast between float32 and float64).
     """
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if not isinstance(x, xp.ndarray):
+        raise TypeError(f"{name} must be a {_array_type_name(xp)}, got {type(x).__name__}")
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
     if x.dtype not in FLOAT_DTYPES:
@@ -37,9 +42,9 @@ def dense_matrix(x, name: str, *, rows: int | None = None, cols: int | None = No
         raise ValueError(f"{name} must have {rows} rows, got shape {x.shape}")
     if cols is not None and x.shape[1] != cols:
         raise ValueError(f"{name} must have {cols} columns, got shape {x.shape}")
-    if not np.isfinite(x).all():
+    if not bool(xp.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or Inf")
-    return np.ascontiguousarray(x)
+    return xp.ascontiguousarray(x)
 
 
 def dense_vector(x, name: str, *, size: int | None = None, dtype=None) -> np.ndarray:

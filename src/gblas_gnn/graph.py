@@ -23,11 +23,10 @@ import graphblas as gb
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
-from graphblas import binary, monoid
+from graphblas import binary
 
 from ._io import atomic_write, read_npz
 from ._validate import float_dtype
-from .executors.cpu import vector_to_dense
 
 __all__ = ["Graph", "as_graph"]
 
@@ -213,21 +212,27 @@ class Graph:
         """The transpose ``Aᵀ`` (cached)."""
         return self._cached("AT", lambda: self.A.T.new())
 
-    def _pattern_counts(self, reduce) -> np.ndarray:
-        ones = self.A.apply(gb.unary.one["INT64"]).new()
-        return vector_to_dense(reduce(ones)(monoid.plus).new(), np.int64)
+    def _pattern_counts(self, axis: str) -> np.ndarray:
+        ex = _cpu()
+        ones = ex.pattern(self.A, 1.0, np.float64)
+        counts = ex.row_reduce(ones) if axis == "row" else ex.col_reduce(ones)
+        return counts.astype(np.int64)
 
     @property
     def in_degree(self) -> np.ndarray:
         """Number of in-edges per vertex (stored entries per row of ``A``), int64."""
-        return self._cached("in_degree", lambda: self._pattern_counts(
-            lambda M: M.reduce_rowwise))
+        return self._cached("in_degree", lambda: self._pattern_counts("row"))
 
     @property
     def out_degree(self) -> np.ndarray:
         """Number of out-edges per vertex (stored entries per column of ``A``), int64."""
-        return self._cached("out_degree", lambda: self._pattern_counts(
-            lambda M: M.reduce_columnwise))
+        return self._cached("out_degree", lambda: self._pattern_counts("col"))
+
+    @property
+    def n_local(self) -> int:
+        """Rows of a dense tensor over this graph in this process: all ``n`` of them (a
+        :class:`gblas_gnn.dist.DistGraph` holds a share)."""
+        return self.n
 
     @property
     def has_self_loops(self) -> bool:
@@ -269,25 +274,21 @@ class Graph:
         of degree 0 gets 0. With ``add_self_loops=False`` the ``I`` is omitted. Cached.
         """
         def build():
+            ex = _cpu()
             M = self.with_self_loops().A if add_self_loops else self.A
-            deg = vector_to_dense(M.reduce_rowwise(monoid.plus).new(), self.dtype)
+            deg = ex.row_reduce(M, "sum")
             with np.errstate(divide="ignore"):
                 dinv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1)), 0)
             dinv = dinv.astype(self.dtype)
-            # Â[i,j] = dinv[i] M[i,j] dinv[j] on one exported copy of M's CSR buffers: a pair
-            # of diagonal products would hold M, D M and D M D at once (measured at
-            # n = 2^20, 17.6 M edges: 220 MB more peak memory for the GCN layer)
-            csr = M.ss.export("csr", give_ownership=False, sort=True)
-            indptr, indices, values = csr["indptr"], csr["col_indices"], csr["values"]
-            if csr["is_iso"]:
-                values = np.full(indices.shape[0], values[0], dtype=values.dtype)
-            values = values.astype(self.dtype, copy=False)
-            values *= np.repeat(dinv, np.diff(indptr).astype(np.int64))
-            values *= dinv[indices]
-            return gb.Matrix.ss.import_csr(nrows=M.nrows, ncols=M.ncols, indptr=indptr,
-                                           col_indices=indices, values=values,
-                                           sorted_cols=True, take_ownership=True)
+            return ex.scale_edges(M, dinv, dinv)     # Â[i,j] = dinv[i] M[i,j] dinv[j]
         return self._cached(("gcn_norm", add_self_loops), build)
+
+
+def _cpu():
+    """The cpu executor, which answers the graph's questions (degrees, normalisation)."""
+    from .executors import get_executor
+
+    return get_executor("cpu")
 
 
 @functools.singledispatch

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from ._validate import FLOAT_DTYPES, dense_matrix, dense_vector
 from .executors import get_executor
+from .executors.base import check_aggregation
 from .virtual import UnaryNode, Virtual, factor, masked, rep
 
 __all__ = [
@@ -24,8 +25,6 @@ __all__ = [
     "row_sum", "row_max", "row_min", "col_sum", "row_scale", "col_scale", "spmm", "spmm_t",
     "gemm", "exp", "relu", "leaky_relu", "rep", "factor", "masked",
 ]
-
-AGGREGATIONS = ("sum", "max", "min", "mean")
 
 
 def as_sparse(S, name: str = "S") -> gb.Matrix:
@@ -101,11 +100,7 @@ def aggregate(S, H, aggr="sum", executor=None) -> np.ndarray:
     """
     S = as_sparse(S)
     H = _features(S, H)
-    if isinstance(aggr, str) and aggr not in AGGREGATIONS:
-        from . import semirings
-        if aggr not in semirings.names():
-            raise ValueError(f"unknown aggregation {aggr!r}; use one of {AGGREGATIONS} "
-                             f"or a semiring from {sorted(semirings.names())}")
+    check_aggregation(aggr)
     return get_executor(executor).aggregate(S, H, aggr)
 
 

@@ -245,14 +245,7 @@ class BinaryNode(Virtual):
             return _scale(ex, l._eval(A, ex), r, op)
         if isinstance(l, Rep) and op in ("*", "+"):
             return _scale(ex, r._eval(A, ex), l, op)
-        E, F = l._eval(A, ex), r._eval(A, ex)
-        if op == "+":
-            return ex.ewise_add(E, F)
-        if op == "-":
-            return ex.ewise_add(E, F, 1.0, -1.0)
-        if op == "*":
-            return ex.ewise_mult(E, F)
-        return E.ewise_mult(F, gb.binary.truediv[E.dtype.name]).new()
+        return ex.ewise(l._eval(A, ex), r._eval(A, ex), _SCALE_OP[op])
 
 
 _SCALE_OP = {"*": "times", "/": "div", "+": "plus", "-": "minus"}
@@ -260,23 +253,19 @@ _SCALE_OP = {"*": "times", "/": "div", "+": "plus", "-": "minus"}
 
 def _scale(ex, E, rep: Rep, op: str):
     fn = ex.col_scale if rep.transposed else ex.row_scale
-    return fn(E, rep.x.astype(E.dtype.np_type, copy=False), _SCALE_OP[op])
+    return fn(E, rep.x, _SCALE_OP[op])
 
 
 def _scalar_op(ex, E, op: str, value: float, scalar_right: bool):
+    """``E op value`` (``value op E`` unless ``scalar_right``) entry by entry."""
     if op == "*":
         return ex.apply(E, "scale", value)
     if op == "+":
-        return ex.row_scale(E, np.full(E.nrows, value, E.dtype.np_type), "plus")
+        return ex.apply(E, "add", value)
     if op == "-":
-        if scalar_right:
-            return ex.row_scale(E, np.full(E.nrows, value, E.dtype.np_type), "minus")
-        return ex.row_scale(ex.apply(E, "neg"), np.full(E.nrows, value, E.dtype.np_type),
-                            "plus")
-    if scalar_right:
-        return ex.apply(E, "scale", 1.0 / value)
-    t = E.dtype.name
-    return E.apply(gb.binary.truediv[t], left=np.dtype(E.dtype.np_type).type(value)).new()
+        return ex.apply(E, "add", -value) if scalar_right else \
+            ex.apply(ex.apply(E, "neg"), "add", value)
+    return ex.apply(E, "scale", 1.0 / value) if scalar_right else ex.apply(E, "rdiv", value)
 
 
 def _wrap(x):
@@ -307,7 +296,7 @@ def factor(X: np.ndarray) -> Factor:
 def masked(A, expr: Virtual, executor=None) -> gb.Matrix:
     """``A ⊙ expr`` evaluated only on A's stored entries (also spelled ``A * expr``).
 
-    ``A``'s values multiply the result unless A is an iso-valued matrix of ones.
+    ``A``'s values multiply the result (a 0/1 pattern leaves it unchanged).
     """
     from .ops import as_sparse
 
@@ -319,14 +308,7 @@ def masked(A, expr: Virtual, executor=None) -> gb.Matrix:
     if expr.dtype is not None and np.dtype(expr.dtype) != np.dtype(A.dtype.np_type):
         raise TypeError(f"dtype mismatch: A is {A.dtype.name}, expression is {expr.dtype}")
     ex = get_executor(executor)
-    E = expr._eval(A, ex)
-    if _is_ones(A):
-        return E
-    return ex.ewise_mult(A, E)
-
-
-def _is_ones(A: gb.Matrix) -> bool:
-    return A.ss.is_iso and A.nvals > 0 and A.ss.iso_value.value == 1
+    return ex.ewise(A, expr._eval(A, ex), "times")
 
 
 def _install_matrix_mul() -> None:

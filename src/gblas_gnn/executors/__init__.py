@@ -1,17 +1,114 @@
-"""Executors: one interface (:class:`Executor`), one implementation per machine kind."""
+"""Executors: one interface (:class:`Executor`), one implementation per machine kind, found by
+name in a registry.
 
-from .base import AggregateContext, Executor
+================  =====================================================  ==================
+name              what                                                   where
+================  =====================================================  ==================
+``cpu``           python-graphblas + numba on one process (the default)  eager
+``primitives``    the cpu executor without fused kernels (a reference)   eager
+``cuda``          Numba CUDA kernels on one GPU                           ``gblas_gnn.gpu``
+``dist``          a √p×√p MPI grid over ``COMM_WORLD``                    ``gblas_gnn.dist``
+================  =====================================================  ==================
+
+``get_executor(name)`` builds an executor once per name (``cuda`` and ``dist`` import their
+package on first use); ``register(name, factory)`` adds one. Every layer, model, trainer and
+``gg.ops`` function takes ``executor=`` as a name, an instance or ``None``: the default
+executor, ``cpu`` unless :func:`set_default` (or the :func:`default` context) names another —
+``python -m pytest --executor NAME`` runs the test suite that way.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from .base import AGGREGATIONS, AggregateContext, Executor
 from .cpu import CPUExecutor
+from .primitives import PrimitivesExecutor
 
-__all__ = ["AggregateContext", "Executor", "CPUExecutor", "get_executor"]
+__all__ = ["AGGREGATIONS", "AggregateContext", "Executor", "CPUExecutor", "PrimitivesExecutor",
+           "default", "get_executor", "names", "register", "set_default", "to_numpy"]
 
-_DEFAULT = CPUExecutor()
+_FACTORIES: dict[str, Callable[[], Executor]] = {}
+_INSTANCES: dict[str, Executor] = {}
+_DEFAULT = ["cpu"]
 
 
-def get_executor(executor: "Executor | str | None" = None) -> Executor:
-    """Resolve ``None`` / ``"cpu"`` / an :class:`Executor` instance to an executor."""
-    if executor is None or executor == "cpu":
-        return _DEFAULT
+def register(name: str, factory: Callable[[], Executor]) -> None:
+    """Make ``factory()`` (called once, on first use) the executor named ``name``.
+
+    Raises ``ValueError`` for an empty or already registered name and ``TypeError`` for a
+    factory that is not callable.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"an executor name must be a non-empty string, got {name!r}")
+    if name in _FACTORIES:
+        raise ValueError(f"an executor named {name!r} is already registered")
+    if not callable(factory):
+        raise TypeError(f"factory must be callable, got {type(factory).__name__}")
+    _FACTORIES[name] = factory
+
+
+def _lazy(module: str, attr: str) -> Callable[[], Executor]:
+    def factory() -> Executor:
+        return getattr(importlib.import_module(module), attr)()
+    return factory
+
+
+def names() -> list[str]:
+    """Names of the registered executors."""
+    return list(_FACTORIES)
+
+
+def set_default(executor: Executor | str) -> None:
+    """Make ``executor`` (a registered name or an instance) what ``executor=None`` means."""
+    if not isinstance(executor, Executor):
+        get_executor(executor)              # a clear error for an unknown name, now
+    _DEFAULT[0] = executor
+
+
+@contextmanager
+def default(executor: Executor | str) -> Iterator[Executor]:
+    """``with default("primitives"): ...`` — :func:`set_default` for the block only."""
+    before = _DEFAULT[0]
+    set_default(executor)
+    try:
+        yield get_executor(None)
+    finally:
+        _DEFAULT[0] = before
+
+
+def get_executor(executor: Executor | str | None = None) -> Executor:
+    """Resolve ``None`` (the default, ``"cpu"`` unless :func:`set_default` changed it), a
+    registered name or an :class:`Executor` instance."""
+    if executor is None:
+        executor = _DEFAULT[0]
     if isinstance(executor, Executor):
         return executor
-    raise ValueError(f"unknown executor {executor!r}; available: 'cpu'")
+    name = executor
+    if not isinstance(name, str) or name not in _FACTORIES:
+        raise ValueError(f"unknown executor {executor!r}; available: {', '.join(names())}")
+    if name not in _INSTANCES:
+        _INSTANCES[name] = _FACTORIES[name]()
+    return _INSTANCES[name]
+
+
+def to_numpy(x) -> np.ndarray:
+    """A host ``numpy.ndarray`` from any executor's dense result (a CuPy or Numba device
+    array is copied to the host; a numpy array is returned as it is)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "get") and hasattr(x, "__cuda_array_interface__"):    # CuPy
+        return x.get()
+    if hasattr(x, "copy_to_host"):                                      # Numba device array
+        return x.copy_to_host()
+    return np.asarray(x)
+
+
+register("cpu", CPUExecutor)
+register("primitives", PrimitivesExecutor)
+register("cuda", _lazy("gblas_gnn.gpu", "default_executor"))
+register("dist", _lazy("gblas_gnn.dist", "default_executor"))

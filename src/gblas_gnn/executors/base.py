@@ -1,116 +1,397 @@
-"""The executor interface: the only vocabulary layers use (DESIGN.md rule 3).
+r"""The executor interface: the only vocabulary layers use (rule 3 of ``docs/design.md``).
 
-Layers express forward and backward with these operations and never look at which
+Layers write their forward and backward once with these operations and never look at which
 executor runs them. Two kinds of operand appear:
 
-* **edge tensors** — one scalar per stored edge of a fixed pattern (the adjacency ``A``),
-  held as a ``graphblas.Matrix`` by the ``cpu`` executor. All edge tensors derived from one
-  pattern share that pattern, so elementwise ops between them never change the structure;
-* **dense tensors** — ``numpy.ndarray`` of shape (n,) or (n, k).
+* **dense tensors** are arrays of the executor's array module :attr:`Executor.xp` (numpy for
+  ``cpu`` and ``dist``, CuPy on a GPU) with *vertices on axis 0*: ``(n, k)`` features,
+  ``(n,)`` or ``(n, heads)`` vectors. Parameters and other small matrices are arrays of the
+  same module. On a distributed executor "the n rows" are this process's share of them;
+  every operation below is written so that the layer cannot tell.
+* **edge tensors** hold one scalar per stored edge of a fixed pattern (the adjacency ``A``,
+  or a block of it); their type is the executor's (a ``graphblas.Matrix`` for ``cpu``).
+  Edge values in array form (``edge_values``, dropout scales) are in ``A``'s CSR order:
+  target-major, sources ascending.
 
 No operation materialises an n×n dense matrix or an |E|×k tensor (rule 1).
+
+The interface has two tiers.
+
+**Tier 1, the layer contract** — what layers call, and what a new executor implements:
+dense products and the reductions over vertices (:meth:`gemm`, :meth:`inner`,
+:meth:`vertex_sum`, :meth:`row_dot`), the sparse products (:meth:`sddmm`, :meth:`spmm`,
+:meth:`spmm_t`), aggregation with its backward (:meth:`aggregate`,
+:meth:`aggregate_backward`; max/min through :meth:`extreme_aggregate`), the reductions of
+edge tensors (:meth:`row_reduce`, :meth:`col_reduce`), and the edge primitives the rest is
+built from (:meth:`edge_values`, :meth:`edge_from_values`, :meth:`gather_rows`,
+:meth:`gather_cols`, :meth:`edge_ids`). Softmax, its backward, the two fused attentions with
+their backward and the random masks have defaults written with the primitives, so a new
+executor has them at once and may override them with fused kernels that give the same
+result (the ``cpu`` executor does).
+
+**Tier 2, the edge algebra** of :mod:`gblas_gnn.ops` and :mod:`gblas_gnn.virtual`
+(:meth:`pattern`, :meth:`apply`, :meth:`ewise`, :meth:`row_scale`, :meth:`col_scale`,
+:meth:`scale_edges`, :meth:`outer_add`, :meth:`leaky_relu_backward`) has defaults built from
+tier 1 (edge values, gathers and the array module), so an executor inherits it.
+
+Semirings are meanings (:mod:`gblas_gnn.semirings`); each executor says how it runs one
+(:meth:`semiring_lowering`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from . import _random
+
+__all__ = ["AGGREGATIONS", "Executor", "AggregateContext", "MeanContext",
+           "AdditiveHeadContext", "AdditiveContext", "DotContext", "check_bias",
+           "check_aggregation", "is_named"]
+
+#: the aggregations with a backward; any other ``aggr`` is a semiring (forward only)
+AGGREGATIONS = ("sum", "max", "min", "mean")
+
 Reduce = Literal["sum", "max", "min"]
 ScaleOp = Literal["times", "div", "plus", "minus"]
-Unary = Literal["exp", "relu", "leaky_relu", "scale", "neg"]
+Unary = Literal["exp", "relu", "leaky_relu", "scale", "neg", "add", "rdiv"]
+EwiseOp = Literal["plus", "minus", "times", "div"]
+
+_BINARY = {"plus": lambda xp, a, b: a + b, "minus": lambda xp, a, b: a - b,
+           "times": lambda xp, a, b: a * b, "div": lambda xp, a, b: a / b}
 
 
-@dataclass
-class AggregateContext:
-    """What :meth:`Executor.aggregate_backward` needs from a forward aggregation."""
+def _unary(xp, fn: str, x, alpha):
+    if fn == "exp":
+        return xp.exp(x)
+    if fn == "neg":
+        return -x
+    if fn == "relu":
+        return xp.maximum(x, 0)
+    a = x.dtype.type(alpha)
+    if fn == "scale":
+        return x * a
+    if fn == "add":
+        return x + a
+    if fn == "rdiv":
+        return a / x
+    if fn == "leaky_relu":
+        return xp.where(x > 0, x, x * a)
+    raise ValueError(f"unknown edge-wise function {fn!r}")
 
-    aggr: Any
-    S: Any
-    H: np.ndarray
-    extra: Any = None
+
+def is_named(aggr: Any) -> bool:
+    """True for the aggregations with a backward (:data:`AGGREGATIONS`)."""
+    return isinstance(aggr, str) and aggr in AGGREGATIONS
 
 
-@dataclass
-class AttentionContext:
-    """What :meth:`Executor.additive_attention_backward` / :meth:`dot_attention_backward`
-    need from the forward (an executor-private ``data`` dict)."""
-
-    kind: str
-    aggr: Any
-    data: dict
+def check_aggregation(aggr: Any) -> Any:
+    """``aggr`` if it is a named aggregation or a registered semiring (name or object);
+    ``ValueError`` otherwise (before any work)."""
+    if is_named(aggr):
+        return aggr
+    from .. import semirings
+    try:
+        semirings.get(aggr)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"unknown aggregation {aggr!r}: use one of {AGGREGATIONS} or a "
+                         f"semiring from gblas_gnn.semirings {semirings.names()}") from exc
+    return aggr
 
 
 def check_bias(bias, width: int) -> None:
     """Refuse a row bias that is not a 1-D array of ``width`` entries (``None`` is no bias)."""
-    if bias is not None and np.shape(bias) != (width,):
-        raise ValueError(f"bias must have shape ({width},), got {np.shape(bias)}")
+    if bias is not None and tuple(bias.shape) != (width,):
+        raise ValueError(f"bias must have shape ({width},), got {tuple(bias.shape)}")
+
+
+# ---------------------------------------------------------------------- forward contexts
+@dataclass
+class AggregateContext:
+    """``Z = S ⊕ H`` with ``aggr = "sum"``: backward needs ``S`` and ``H``."""
+
+    S: Any
+    H: Any
+
+    aggr = "sum"
+
+
+@dataclass
+class MeanContext(AggregateContext):
+    """``"mean"``: also the row counts (an empty row counts 1; its output is 0 anyway)."""
+
+    counts: Any = None
+
+    aggr = "mean"
+
+
+@dataclass
+class AdditiveHeadContext:
+    """One head of :meth:`Executor.additive_attention` on the primitive path."""
+
+    C: Any               # the scores before LeakyReLU (edge tensor)
+    Psi: Any             # the attention (edge tensor)
+    mask: Any            # the dropout scales as an edge tensor, or None
+    aggregation: Any     # the aggregation's context
+
+
+@dataclass
+class AdditiveContext:
+    """:meth:`Executor.additive_attention` on the primitive path: one context per head."""
+
+    heads: list[AdditiveHeadContext]
+    slope: float
+    width: int
+
+
+@dataclass
+class DotContext:
+    """:meth:`Executor.dot_attention` on the primitive path."""
+
+    E: Any
+    Psi: Any
+    aggregation: Any
+    P: Any
+    Q: Any
+    beta: float
+
+
+@dataclass
+class _Lowering:
+    """How one executor runs one semiring: ``spmm(S, H)`` and ``spmm_t(S, H)``."""
+
+    spmm: Any
+    spmm_t: Any
+    extra: dict = field(default_factory=dict)
 
 
 class Executor(ABC):
-    """Abstract executor. ``E``, ``F``, ``S``, ``Psi`` are edge tensors; others are dense."""
+    """Abstract executor (see the module docstring for the two tiers)."""
 
     name: str = "abstract"
+    #: the array module of dense tensors
+    xp = np
 
-    # ------------------------------------------------------------------ edge tensors from dense
+    # ================================================================== arrays
+    def asarray(self, x, dtype=None):
+        """``x`` (a host array, or already one of ours) as an array of :attr:`xp`."""
+        return self.xp.asarray(x, dtype=dtype)
+
+    def to_numpy(self, x) -> np.ndarray:
+        """A host ``numpy.ndarray`` with the values of ``x`` (no copy when it is one)."""
+        return np.asarray(x)
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this process prints and writes files (one process per job does)."""
+        return True
+
+    def agree(self, value):
+        """``value`` as every process of the job sees it: the root's (identity here)."""
+        return value
+
+    @contextmanager
+    def validation(self) -> Iterator[None]:
+        """Input checks run inside this block: on a multi-process executor an error in any
+        process is raised in every process (none is left waiting in a collective); here it
+        simply propagates. The block must not communicate itself."""
+        yield
+
+    def on_root(self, fn):
+        """``fn()`` run by the root process only (writing a file), its error raised in every
+        process; returns its result on the root, None elsewhere."""
+        return fn()
+
+    # ================================================================== tier 1: dense
+    def gemm(self, X, W):
+        """Dense ``X W`` of a vertex-indexed ``X`` (or a parameter) by a small matrix ``W``;
+        pass ``W.T`` for ``X Wᵀ``. Never a reduction over vertices."""
+        return X @ W
+
+    def inner(self, X, Y):
+        r"""The reduction over vertices :math:`X^\top Y = \sum_i X_i^\top Y_i` (weight
+        gradients ``Hᵀ dZ``): ``(a, b)`` for ``X`` (n, a) and ``Y`` (n, b)."""
+        return X.T @ Y
+
+    def vertex_sum(self, X):
+        r"""The reduction over vertices :math:`\sum_i X_i` (bias gradients, loss sums):
+        shape ``X.shape[1:]``."""
+        return X.sum(axis=0)
+
+    def row_dot(self, X, Y):
+        r"""Per-vertex products :math:`r_i = \langle X_i, Y_i \rangle` (row norms, the
+        softmax term of a backward), shape (n,)."""
+        return self.xp.einsum("ij,ij->i", X, Y)
+
+    # ================================================================== tier 1: edges
     @abstractmethod
-    def sddmm(self, A, X: np.ndarray, Y: np.ndarray):
-        """Sampled dense-dense product on A's *pattern*: ``E[i,j] = Σ_c X[i,c] Y[j,c]``."""
+    def edge_values(self, E):
+        """E's values as a 1-D array in CSR order."""
 
     @abstractmethod
-    def outer_add(self, A, u: np.ndarray, v: np.ndarray):
-        """Masked outer sum on A's pattern: ``E[i,j] = u[i] + v[j]`` (never n×n)."""
+    def edge_from_values(self, A, values):
+        """An edge tensor with A's pattern holding ``values`` (CSR order, as
+        :meth:`edge_values`)."""
 
     @abstractmethod
-    def pattern(self, A, value: float, dtype):
-        """Edge tensor with A's pattern and every value equal to ``value``."""
-
-    # ------------------------------------------------------------------ edge-wise
-    @abstractmethod
-    def apply(self, E, fn: Unary, alpha: float | None = None):
-        """Edge-wise ``exp``, ``relu``, ``leaky_relu`` (slope ``alpha``), ``scale`` (×alpha)
-        or ``neg``."""
+    def gather_rows(self, E, u):
+        """``u[i]`` for every stored entry ``(i, j)`` of E, in CSR order (``u``: (n,))."""
 
     @abstractmethod
-    def leaky_relu_backward(self, C, dE, alpha: float):
-        """``dC = dE ⊙ (1 if C > 0 else alpha)`` edge-wise."""
+    def gather_cols(self, E, v):
+        """``v[j]`` for every stored entry ``(i, j)`` of E, in CSR order (``v`` is indexed by
+        E's columns, i.e. by source vertices, and laid out like every dense tensor)."""
 
     @abstractmethod
-    def ewise_mult(self, E, F):
-        """``E ⊙ F`` (same pattern)."""
+    def edge_ids(self, A):
+        """``(rows, cols)``: the global vertex ids of A's stored entries, CSR order (random
+        masks hash them, so a mask does not depend on the executor or the partition)."""
 
     @abstractmethod
-    def ewise_add(self, E, F, alpha: float = 1.0, beta: float = 1.0):
-        """``alpha E + beta F`` (same pattern)."""
-
-    @abstractmethod
-    def edge_values(self, E) -> np.ndarray:
-        """A copy of E's values in CSR (row-major, sorted column) order."""
-
-    @abstractmethod
-    def edge_from_values(self, A, values: np.ndarray):
-        """Edge tensor with A's pattern holding ``values`` (CSR order, as :meth:`edge_values`)."""
-
-    # ------------------------------------------------------------------ reductions & scaling
-    @abstractmethod
-    def row_reduce(self, E, op: Reduce = "sum") -> np.ndarray:
+    def row_reduce(self, E, op: Reduce = "sum"):
         """``r[i] = ⊕_j E[i,j]`` over stored entries; an empty row gives 0."""
 
     @abstractmethod
-    def col_reduce(self, E, op: Reduce = "sum") -> np.ndarray:
-        """``r[j] = ⊕_i E[i,j]`` over stored entries; an empty column gives 0."""
+    def col_reduce(self, E, op: Reduce = "sum"):
+        """``r[j] = ⊕_i E[i,j]`` over stored entries (laid out like a dense vector over
+        vertices); an empty column gives 0."""
 
     @abstractmethod
-    def row_scale(self, E, v: np.ndarray, op: ScaleOp = "times"):
-        """``E[i,j] op v[i]`` on E's pattern (``rep(v)`` under a mask)."""
+    def sddmm(self, A, X, Y):
+        """Sampled dense-dense product on A's *pattern*: ``E[i,j] = Σ_c X[i,c] Y[j,c]``."""
+
+    def spmm(self, S, H, semiring="plus_times"):
+        """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0."""
+        return self.semiring_lowering(semiring).spmm(S, H)
+
+    def spmm_t(self, S, H, semiring="plus_times"):
+        """``Z[j] = ⊕_i S[i,j] ⊗ H[i]`` (the product with ``Sᵀ``); an empty column gives 0."""
+        return self.semiring_lowering(semiring).spmm_t(S, H)
+
+    # ------------------------------------------------------------------ semirings
+    #: hand-written lowerings by semiring name, per executor class (``lowers`` fills it)
+    _LOWERINGS: dict = {}
+
+    @classmethod
+    def lowers(cls, *names: str):
+        """Decorator registering ``fn(executor, semiring) -> (spmm, spmm_t)`` as how this
+        executor class runs the semirings ``names``."""
+        def register(fn):
+            table = dict(cls.__dict__.get("_LOWERINGS", {}))
+            for name in names:
+                table[name] = fn
+            cls._LOWERINGS = table
+            return fn
+        return register
+
+    def semiring_lowering(self, semiring) -> _Lowering:
+        """How this executor runs ``semiring`` (a name or a
+        :class:`~gblas_gnn.semirings.Semiring`): a registered lowering for its name, else
+        :meth:`generic_lowering`; built once per executor and semiring."""
+        from .. import semirings
+
+        sr = semirings.get(semiring)
+        cache = self.__dict__.setdefault("_lowering_cache", {})
+        hit = cache.get(id(sr))
+        if hit is None or hit[0] is not sr:
+            build = None
+            for klass in type(self).__mro__:
+                build = klass.__dict__.get("_LOWERINGS", {}).get(sr.name)
+                if build is not None:
+                    break
+            pair = build(self, sr) if build is not None else self.generic_lowering(sr)
+            hit = cache[id(sr)] = (sr, _Lowering(*pair))
+        return hit[1]
+
+    def generic_lowering(self, sr):
+        r"""``(spmm, spmm_t)`` for any semiring from its meaning alone:
+        :math:`Z_i = \mathrm{readout}(\bigoplus_j S_{ij} \otimes H_j)`, row by row over the
+        gathered messages on the host. Correct for every semiring and slow: the reference an
+        executor's registered lowerings are tested against."""
+        def run(S, H, transpose):
+            rows, cols = (self.to_numpy(a) for a in self._local_coords(S))
+            if transpose:
+                rows, cols = cols, rows
+            m = self._ncols(S) if transpose else self._nrows(S)
+            Z = _segment_semiring(sr, self.to_numpy(self.edge_values(S)), rows, cols,
+                                  self.to_numpy(H), m)
+            return self.asarray(Z)
+
+        return (lambda S, H: run(S, H, False)), (lambda S, H: run(S, H, True))
+
+    def _local_coords(self, S):
+        """``(rows, cols)`` local indices of S's stored entries (for :meth:`generic_lowering`;
+        single-process executors: the global ids)."""
+        return self.edge_ids(S)
+
+    def _check_sources(self, A, X) -> None:
+        """The messages ``X`` must have one row per column (source) of ``A``."""
+        if X.shape[0] != self._ncols(A):
+            raise ValueError(f"X has {X.shape[0]} rows, the pattern {self._ncols(A)} columns")
+
+    def _nrows(self, S) -> int:
+        return int(S.nrows)
+
+    def _ncols(self, S) -> int:
+        return int(S.ncols)
+
+    # ------------------------------------------------------------------ aggregation
+    def aggregate(self, S, H, aggr, keep_context: bool = False):
+        """Weighted-message aggregation ``Z = S ⊕ H``.
+
+        ``aggr`` is ``"sum" | "max" | "min" | "mean"`` over messages ``S[i,j]·H[j]`` (empty
+        row → 0) or a semiring. Returns ``Z`` or, with ``keep_context``, ``(Z, ctx)`` for
+        :meth:`aggregate_backward`.
+        """
+        if aggr in ("max", "min"):
+            return self.extreme_aggregate(S, H, aggr == "max", keep_context)
+        if not is_named(aggr):
+            if keep_context:
+                raise ValueError("backward is defined for the named aggregations "
+                                 f"{AGGREGATIONS} only, not for a semiring")
+            return self.spmm(S, H, aggr)
+        Z = self.spmm(S, H)
+        if aggr == "sum":
+            return (Z, AggregateContext(S, H)) if keep_context else Z
+        counts = self.row_counts(S, H.dtype)
+        Z /= counts[:, None]
+        return (Z, MeanContext(S, H, counts)) if keep_context else Z
+
+    def row_counts(self, S, dtype):
+        """Stored entries per row of ``S`` as ``dtype``, an empty row counting 1."""
+        counts = self.row_reduce(self.pattern(S, 1.0, dtype), "sum")
+        return self.xp.maximum(counts, dtype.type(1))
+
+    def aggregate_backward(self, ctx, dZ, need_dS: bool = True):
+        """Gradients ``(dS, dH)`` of a named aggregation; ``dS`` is an edge tensor (or None).
+
+        sum: ``dS = S ⊙ (dZ Hᵀ)`` on S's pattern (:meth:`sddmm`), ``dH = Sᵀ dZ``; mean
+        divides ``dZ`` by the row counts first; max/min route the gradient to the
+        arg-extreme neighbour of each (row, feature), ties to the first stored entry
+        (lowest source id).
+        """
+        if not isinstance(ctx, AggregateContext):
+            return self.extreme_aggregate_backward(ctx, dZ, need_dS)
+        G = dZ / ctx.counts[:, None] if isinstance(ctx, MeanContext) else dZ
+        dS = self.sddmm(ctx.S, G, ctx.H) if need_dS else None
+        return dS, self.spmm_t(ctx.S, G)
 
     @abstractmethod
-    def col_scale(self, E, v: np.ndarray, op: ScaleOp = "times"):
-        """``E[i,j] op v[j]`` on E's pattern (``rep(v)ᵀ`` under a mask)."""
+    def extreme_aggregate(self, S, H, is_max: bool, keep_context: bool):
+        """``Z[i,c] = max_j / min_j S[i,j] H[j,c]`` (empty row → 0), with the arg-extreme of
+        each (row, feature) in the context: ``Z`` or ``(Z, ctx)``."""
 
+    @abstractmethod
+    def extreme_aggregate_backward(self, ctx, dZ, need_dS: bool = True):
+        """``(dS, dH)`` of :meth:`extreme_aggregate`: ``dS[i,j] = Σ_c [j wins (i,c)]
+        dZ[i,c] H[j,c]``, ``dH[j,c] = Σ_i [j wins (i,c)] dZ[i,c] S[i,j]``."""
+
+    # ------------------------------------------------------------------ softmax
     def softmax(self, E):
         """Stable row softmax over stored entries: ``exp(E − rep(max)) ⊘ rs(exp(E − rep(max)))``.
 
@@ -122,54 +403,15 @@ class Executor(ABC):
 
     def softmax_backward(self, Psi, dPsi):
         """``dS = Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ)))``, the backward of :meth:`softmax`."""
-        t = self.row_reduce(self.ewise_mult(Psi, dPsi), "sum")
-        return self.ewise_mult(Psi, self.row_scale(dPsi, t, "minus"))
-
-    # ------------------------------------------------------------------ products
-    @abstractmethod
-    def spmm(self, S, H: np.ndarray, semiring="plus_times") -> np.ndarray:
-        """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0."""
-
-    @abstractmethod
-    def transpose(self, S):
-        """``Sᵀ`` as an edge tensor of its own (for a matrix multiplied by its transpose
-        many times: one explicit transpose, then plain :meth:`spmm` calls)."""
-
-    @abstractmethod
-    def spmm_t(self, S, H: np.ndarray, semiring="plus_times") -> np.ndarray:
-        """``Z[j] = ⊕_i S[i,j] ⊗ H[i]`` (the product with ``Sᵀ``)."""
-
-    def gemm(self, X: np.ndarray, W: np.ndarray, trans_a: bool = False,
-             trans_b: bool = False) -> np.ndarray:
-        """Dense ``op(X) @ op(W)``."""
-        return (X.T if trans_a else X) @ (W.T if trans_b else W)
-
-    # ------------------------------------------------------------------ aggregation (S ⊕ H)
-    @abstractmethod
-    def aggregate(self, S, H: np.ndarray, aggr, keep_context: bool = False):
-        """Weighted-message aggregation ``Z = S ⊕ H``.
-
-        ``aggr`` is ``"sum" | "max" | "min" | "mean"`` over messages ``S[i,j]·H[j]`` (empty
-        row → 0) or a semiring. Returns ``Z`` or, with ``keep_context``, ``(Z, ctx)`` for
-        :meth:`aggregate_backward`.
-        """
-
-    @abstractmethod
-    def aggregate_backward(self, ctx: AggregateContext, dZ: np.ndarray,
-                           need_dS: bool = True):
-        """Gradients ``(dS, dH)`` of a named aggregation; ``dS`` is an edge tensor (or None).
-
-        max/min route the gradient to the arg-extreme neighbour of each (row, feature); ties
-        go to the first stored entry (lowest source id).
-        """
+        t = self.row_reduce(self.ewise(Psi, dPsi, "times"), "sum")
+        return self.ewise(Psi, self.row_scale(dPsi, t, "minus"), "times")
 
     # ------------------------------------------------------------------ fused attention
-    # One semantic operation each, with its gradient rule beside it. The defaults below are
-    # written with the primitives above (so every executor has them); an executor may
-    # override them with a fused implementation that gives the same result.
-    def additive_attention(self, A, d: np.ndarray, s: np.ndarray, X: np.ndarray,
-                           slope: float, mask: np.ndarray | None = None, aggr="sum",
-                           keep_context: bool = False, bias: np.ndarray | None = None):
+    # One semantic operation each, with its gradient rule beside it. The defaults are written
+    # with the primitives (so every executor has them); an executor may override them with a
+    # fused implementation that gives the same result.
+    def additive_attention(self, A, d, s, X, slope: float, mask=None, aggr="sum",
+                           keep_context: bool = False, bias=None):
         r"""GAT attention and aggregation for every head ``h`` (columns ``h·w:(h+1)·w`` of X):
 
         .. math::
@@ -177,61 +419,61 @@ class Executor(ABC):
             + \mathrm{rep}(s_h)^\top)), \qquad Z_h = (\Psi_h \odot M_h) \oplus X_h
             \;(+\, b_h) .
 
-        ``d``, ``s``: (heads, n); ``mask``: None or (heads, nnz) edge scales in CSR order
-        (dropout: 0 or ``1/(1-p)``); ``bias``: None or (heads·w,), added to every row of the
-        result (the backward is unchanged: its gradient is the column sum of ``dZ``).
+        ``d``, ``s``: (n, heads) target and source scores; ``mask``: None or (heads, nnz)
+        edge scales in CSR order (dropout: 0 or ``1/(1-p)``); ``bias``: None or (heads·w,),
+        added to every row (its gradient is the column sum of ``dZ``, left to the layer).
         Returns ``Z`` (n, heads·w) or ``(Z, ctx)``.
         """
         check_bias(bias, X.shape[1])
-        heads = d.shape[0]
+        self._check_sources(A, X)
+        xp = self.xp
+        heads = d.shape[1]
         width = X.shape[1] // heads
-        Z = np.empty((A.nrows, X.shape[1]), X.dtype)
-        per_head = []
+        outs, per_head = [], []
         for h in range(heads):
-            cols = slice(h * width, (h + 1) * width)
-            C = self.outer_add(A, d[h], s[h])
+            C = self.outer_add(A, xp.ascontiguousarray(d[:, h]), xp.ascontiguousarray(s[:, h]))
             Psi = self.softmax(self.apply(C, "leaky_relu", slope))
             M = None if mask is None else self.edge_from_values(A, mask[h])
-            S = Psi if M is None else self.ewise_mult(Psi, M)
-            Xh = np.ascontiguousarray(X[:, cols])
+            S = Psi if M is None else self.ewise(Psi, M, "times")
+            Xh = xp.ascontiguousarray(X[:, h * width:(h + 1) * width])
             if keep_context:
-                Z[:, cols], actx = self.aggregate(S, Xh, aggr, keep_context=True)
-                per_head.append((C, Psi, M, actx))
+                Zh, actx = self.aggregate(S, Xh, aggr, keep_context=True)
+                per_head.append(AdditiveHeadContext(C, Psi, M, actx))
             else:
-                Z[:, cols] = self.aggregate(S, Xh, aggr)
+                Zh = self.aggregate(S, Xh, aggr)
+            outs.append(Zh)
+        Z = xp.concatenate(outs, axis=1)
         if bias is not None:
             Z += bias
         if not keep_context:
             return Z
-        return Z, AttentionContext("additive", aggr, {"heads": per_head, "slope": slope,
-                                                      "width": width, "n_src": X.shape[0]})
+        return Z, AdditiveContext(per_head, slope, width)
 
-    def additive_attention_backward(self, ctx: AttentionContext, dZ: np.ndarray):
-        r"""Gradients ``(dd, ds, dX)`` of :meth:`additive_attention`.
+    def additive_attention_backward(self, ctx: AdditiveContext, dZ):
+        r"""Gradients ``(dd, ds, dX)`` of :meth:`additive_attention` (``dd``, ``ds``:
+        (n, heads)).
 
         With :math:`dC_h = \mathrm{LeakyReLU}'(C_h) \odot \Psi_h \odot (d\Psi_h -
-        \mathrm{rep}(\mathrm{sum}(\Psi_h \odot d\Psi_h)))`: ``dd[h] = rs(dC_h)``,
-        ``ds[h] = cs(dC_h)`` (row / column sums), ``dX_h`` from the aggregation backward.
+        \mathrm{rep}(\mathrm{sum}(\Psi_h \odot d\Psi_h)))`: ``dd[:, h] = rs(dC_h)``,
+        ``ds[:, h] = cs(dC_h)`` (row / column sums), ``dX_h`` from the aggregation backward.
         """
-        data = ctx.data
-        width, slope = data["width"], data["slope"]
-        heads = len(data["heads"])
-        n_src = data["n_src"]
-        dd = np.empty((heads, dZ.shape[0]), dZ.dtype)
-        ds = np.empty((heads, n_src), dZ.dtype)
-        dX = np.empty((n_src, heads * width), dZ.dtype)
-        for h, (C, Psi, M, actx) in enumerate(data["heads"]):
-            cols = slice(h * width, (h + 1) * width)
-            dS, dX[:, cols] = self.aggregate_backward(actx, np.ascontiguousarray(dZ[:, cols]))
-            if M is not None:
-                dS = self.ewise_mult(dS, M)
-            dC = self.leaky_relu_backward(C, self.softmax_backward(Psi, dS), slope)
-            dd[h] = self.row_reduce(dC, "sum")
-            ds[h] = self.col_reduce(dC, "sum")
-        return dd, ds, dX
+        xp = self.xp
+        w = ctx.width
+        dds, dss, dXs = [], [], []
+        for h, head in enumerate(ctx.heads):
+            dS, dXh = self.aggregate_backward(head.aggregation,
+                                              xp.ascontiguousarray(dZ[:, h * w:(h + 1) * w]))
+            if head.mask is not None:
+                dS = self.ewise(dS, head.mask, "times")
+            dC = self.leaky_relu_backward(head.C, self.softmax_backward(head.Psi, dS),
+                                          ctx.slope)
+            dds.append(self.row_reduce(dC, "sum"))
+            dss.append(self.col_reduce(dC, "sum"))
+            dXs.append(dXh)
+        return xp.stack(dds, axis=1), xp.stack(dss, axis=1), xp.concatenate(dXs, axis=1)
 
-    def dot_attention(self, A, P: np.ndarray, Q: np.ndarray, beta: float, X: np.ndarray,
-                      aggr="sum", keep_context: bool = False, scale: np.ndarray | None = None):
+    def dot_attention(self, A, P, Q, beta: float, X, aggr="sum", keep_context: bool = False,
+                      scale=None):
         r"""Dot-product attention and aggregation (AGNN, softmax VA):
 
         .. math::
@@ -242,27 +484,112 @@ class Executor(ABC):
         read the same rows (AGNN aggregates ``H = diag(‖H‖) Ĥ`` with ``P = Q = Ĥ``).
         Returns ``Z`` or ``(Z, ctx)``.
         """
+        self._check_sources(A, X)
         if scale is not None:
-            X = X * np.asarray(scale, X.dtype)[:, None]
+            X = X * scale[:, None]
         E = self.sddmm(A, P, Q)
         Psi = self.softmax(self.apply(E, "scale", beta))
         if not keep_context:
             return self.aggregate(Psi, X, aggr)
         Z, actx = self.aggregate(Psi, X, aggr, keep_context=True)
-        return Z, AttentionContext("dot", aggr, {"E": E, "Psi": Psi, "actx": actx, "P": P,
-                                                 "Q": Q, "beta": beta})
+        return Z, DotContext(E, Psi, actx, P, Q, beta)
 
-    def dot_attention_backward(self, ctx: AttentionContext, dZ: np.ndarray):
+    def dot_attention_backward(self, ctx: DotContext, dZ):
         r"""Gradients ``(dP, dQ, dβ, dM)`` of :meth:`dot_attention` (``dM``: with respect to
-        the messages ``M = diag(c) X``, which is ``dX`` without a scale).
+        the messages ``M = diag(c) X``, which is ``dX`` without a scale; ``dβ`` a 0-d array).
 
         With :math:`dS = \Psi \odot (d\Psi - \mathrm{rep}(\mathrm{sum}(\Psi \odot
         d\Psi)))`: :math:`d\beta = \sum dS \odot E`, :math:`dP = \beta\, dS\, Q`,
         :math:`dQ = \beta\, dS^\top P`.
         """
-        c = ctx.data
-        dPsi, dX = self.aggregate_backward(c["actx"], dZ)
-        dS = self.softmax_backward(c["Psi"], dPsi)
-        dbeta = float(self.row_reduce(self.ewise_mult(dS, c["E"]), "sum").sum())
-        dE = self.apply(dS, "scale", c["beta"])
-        return self.spmm(dE, c["Q"]), self.spmm_t(dE, c["P"]), dbeta, dX
+        dPsi, dX = self.aggregate_backward(ctx.aggregation, dZ)
+        dS = self.softmax_backward(ctx.Psi, dPsi)
+        dbeta = self.vertex_sum(self.row_reduce(self.ewise(dS, ctx.E, "times"), "sum"))
+        dE = self.apply(dS, "scale", ctx.beta)
+        return self.spmm(dE, ctx.Q), self.spmm_t(dE, ctx.P), dbeta, dX
+
+    # ------------------------------------------------------------------ random masks
+    def dropout_edges(self, A, key: int, p: float, heads: int, dtype):
+        r"""Attention-dropout scales, (heads, nnz) in CSR order: ``1/(1-p)`` where
+        :math:`u(\kappa; h, i, j) \ge p` for the edge ``j → i`` of head ``h``, else 0
+        (:mod:`._random`: the same mask on every executor)."""
+        xp = self.xp
+        rows, cols = self.edge_ids(A)
+        u = _random.uniform(xp, key, xp.arange(heads)[:, None], rows[None, :], cols[None, :])
+        dtype = np.dtype(dtype)
+        return xp.where(u >= p, dtype.type(1.0 / (1.0 - p)), dtype.type(0)).astype(dtype)
+
+    def keep_mask(self, key: int, p: float, shape: tuple[int, int], row_ids=None):
+        r"""Feature-dropout mask, boolean ``shape``: entry ``(r, c)`` is kept when
+        :math:`u(\kappa; 0, i_r, c) \ge p` with :math:`i_r` the global id of row ``r``
+        (``row_ids``; ``None``: row ``r`` is vertex ``r``)."""
+        xp = self.xp
+        rows = xp.arange(shape[0]) if row_ids is None else self.asarray(row_ids)
+        u = _random.uniform(xp, key, 0, rows[:, None], xp.arange(shape[1])[None, :])
+        return u >= p
+
+    # ================================================================== tier 2: edge algebra
+    def pattern(self, A, value: float, dtype):
+        """Edge tensor with A's pattern and every value equal to ``value``."""
+        values = self.edge_values(A)
+        dtype = np.dtype(dtype)
+        return self.edge_from_values(A, self.xp.full(values.shape, dtype.type(value), dtype))
+
+    def apply(self, E, fn: Unary, alpha: float | None = None):
+        """Edge-wise ``exp``, ``relu``, ``neg``, ``leaky_relu`` (slope ``alpha``), ``scale``
+        (× alpha), ``add`` (+ alpha) or ``rdiv`` (alpha ÷ x)."""
+        return self.edge_from_values(E, _unary(self.xp, fn, self.edge_values(E), alpha))
+
+    def leaky_relu_backward(self, C, dE, alpha: float):
+        """``dC = dE ⊙ (1 if C > 0 else alpha)`` edge-wise."""
+        c, de = self.edge_values(C), self.edge_values(dE)
+        return self.edge_from_values(C, self.xp.where(c > 0, de, de * de.dtype.type(alpha)))
+
+    def ewise(self, E, F, op: EwiseOp):
+        """``E op F`` entry by entry (same pattern), op in plus, minus, times, div."""
+        return self.edge_from_values(E, _BINARY[op](self.xp, self.edge_values(E),
+                                                    self.edge_values(F)))
+
+    def row_scale(self, E, v, op: ScaleOp = "times"):
+        """``E[i,j] op v[i]`` on E's pattern (``rep(v)`` under a mask)."""
+        return self.edge_from_values(E, _scale_op(op, self.edge_values(E),
+                                                  self.gather_rows(E, v)))
+
+    def col_scale(self, E, v, op: ScaleOp = "times"):
+        """``E[i,j] op v[j]`` on E's pattern (``rep(v)ᵀ`` under a mask)."""
+        return self.edge_from_values(E, _scale_op(op, self.edge_values(E),
+                                                  self.gather_cols(E, v)))
+
+    def scale_edges(self, E, u, v):
+        """``E[i,j] · u[i] · v[j]`` (a two-sided diagonal scaling, e.g. GCN's
+        ``D^-1/2 A D^-1/2``)."""
+        return self.edge_from_values(
+            E, self.edge_values(E) * self.gather_rows(E, u) * self.gather_cols(E, v))
+
+    def outer_add(self, A, u, v):
+        """Masked outer sum on A's pattern: ``E[i,j] = u[i] + v[j]`` (never n×n)."""
+        return self.edge_from_values(A, self.gather_rows(A, u) + self.gather_cols(A, v))
+
+
+def _scale_op(op: str, values, gathered):
+    if op not in ("times", "div", "plus", "minus"):
+        raise ValueError(f"op must be 'times', 'div', 'plus' or 'minus', got {op!r}")
+    return _BINARY[op](None, values, gathered)
+
+
+def _segment_semiring(sr, values, rows, cols, H, m: int) -> np.ndarray:
+    r"""``Z[r] = readout(⊕_{e: rows[e] = r} values[e] ⊗ H[cols[e]])`` on the host with the
+    semiring's vectorised ⊕ and ⊗ (rows without an entry give 0)."""
+    Z = np.zeros((m, H.shape[1]), H.dtype)
+    if rows.size == 0:
+        return Z
+    order = np.argsort(rows, kind="stable")
+    rows, cols, values = rows[order], cols[order], values[order].astype(H.dtype)
+    starts = np.flatnonzero(np.r_[True, np.diff(rows) != 0])
+    for a, b in zip(starts, [*starts[1:], rows.size], strict=True):
+        msgs = sr.mul(values[a:b, None], H[cols[a:b]])
+        acc = msgs[0]
+        for msg in msgs[1:]:
+            acc = sr.add(acc, msg)
+        Z[rows[a]] = sr.readout(acc)
+    return Z

@@ -6,11 +6,11 @@ r"""Semirings for ``S ⊕ H`` aggregation (paper §4.3): objects, registry, fast
     \qquad(\text{a row of } S \text{ storing nothing gives } 0)
 
 Shipped: ``plus_times`` (sum), ``min_plus`` / ``max_plus`` (tropical), ``max_times``,
-``min_times`` and ``avg`` (weighted mean over (value, weight) pairs).  Each
-:class:`Semiring` keeps its general GraphBLAS form (``gb_semiring``,
-``spmm_general``) and a fast lowering (``spmm``) that stays on SuiteSparse factory
-kernels or runs a numba kernel over the same CSR buffers; the test suite proves
-each lowering equal to its general form.
+``min_times`` and ``avg`` (weighted mean over (value, weight) pairs).  A :class:`Semiring`
+is the meaning (⊕, ⊗, identities); each executor registers how it runs one (the ``cpu``
+executor's lowerings and GraphBLAS general forms are in
+:mod:`gblas_gnn.executors.cpu.semirings`, where the tests prove each lowering equal to its
+general form).
 
 >>> import gblas_gnn.semirings as sr
 >>> sr.get("max_plus").spmm(S, H)                           # doctest: +SKIP

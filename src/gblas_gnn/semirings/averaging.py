@@ -32,39 +32,18 @@ rejects negative weights with a ``ValueError``.  ``⊗`` maps scalars to pairs, 
 "⊗ associative" is the scaling-action law above; there is no ⊗ identity element
 (``mul_identity`` is None) and the annihilator is the weight 0.
 
-General form: a python-graphblas **user-defined type** (numpy record dtype
-``[('v', T), ('w', T)]`` for ``T`` = float32 and float64, registered with
-``graphblas.dtypes.register_anonymous``), ``⊕`` a user monoid with identity
-``(0, 0)`` and ``⊗`` a user binary op ``T × T → pair``, combined with
-``graphblas.semiring.register_anonymous``.  python-graphblas 2025.2.0 compiles
-UDFs with numba and stores their *return value*; a numba function cannot return a
-freshly built record safely (records are returned as pointers, cf.
-python-graphblas issue #564), so the two operators are numba ``cfunc``\\s that
-write the output record's fields through GraphBLAS's ``z`` pointer; they are
-created with ``GrB_BinaryOp_new`` and attached to python-graphblas ``BinaryOp``
-objects (``BinaryOp._add(..., is_jit=True)``, the hook python-graphblas uses for
-externally compiled operators).  SuiteSparse runs a generic kernel for it.
-
-Fast lowering: two factory ``plus_times`` products -- ``S @ H`` as saxpy5 in
-place, and ``S @ 1`` as a row sum (``reduce_rowwise(plus)``) -- and a division.
-``tests/test_semirings.py`` proves it equal to the general form.
+How it runs on the ``cpu`` executor (a GraphBLAS user-defined pair type as the general
+form, two factory products and a division as the fast lowering) is in
+:mod:`gblas_gnn.executors.cpu.semirings`.
 """
 
 from __future__ import annotations
 
-import graphblas as gb
-import numba
 import numpy as np
-from graphblas import Matrix
-from numba import types as nt
 
-from . import _gbio
 from .core import Semiring
 
-__all__ = ["AVG", "PAIR32", "PAIR64", "add", "make_avg", "mul", "scale"]
-
-PAIR32 = np.dtype([("v", np.float32), ("w", np.float32)])
-PAIR64 = np.dtype([("v", np.float64), ("w", np.float64)])
+__all__ = ["AVG", "add", "make_avg", "mul", "readout", "scale"]
 
 
 # -- numpy scalar ops on pairs stored as (..., 2) arrays [value, weight] -------------
@@ -104,106 +83,10 @@ def scale(c, p) -> np.ndarray:
     )
 
 
-# -- the general form: UDT + cfunc operators -----------------------------------------
-@numba.njit(inline="always", cache=True)
-def _merge(v1, w1, v2, w2):  # pragma: no cover (numba)
-    if w1 == 0:
-        return v2, w2
-    if w2 == 0:
-        return v1, w1
-    w = w1 + w2
-    if w == 0:
-        return v1 * 0, w
-    return (w1 * v1 + w2 * v2) / w, w
-
-
-def _add_body(z_ptr, x_ptr, y_ptr):  # pragma: no cover (numba)
-    # z may alias x or y: read both inputs before writing
-    z = numba.carray(z_ptr, 1)
-    x = numba.carray(x_ptr, 1)
-    y = numba.carray(y_ptr, 1)
-    v, w = _merge(x[0].v, x[0].w, y[0].v, y[0].w)
-    z[0].v = v
-    z[0].w = w
-
-
-def _mul_body(z_ptr, s_ptr, h_ptr):  # pragma: no cover (numba)
-    z = numba.carray(z_ptr, 1)
-    s = s_ptr[0]
-    h = h_ptr[0]
-    if s == 0:
-        z[0].v = 0
-        z[0].w = 0
-    else:
-        z[0].v = h
-        z[0].w = s
-
-
-def _no_udf(x, y):  # pragma: no cover (only reached for unsupported operand types)
-    raise TypeError("avg operators exist only for (FP32, FP32) and (FP64, FP64) operands")
-
-
-_KEEPALIVE: list = []  # the compiled cfuncs must outlive the GraphBLAS operators using them
-
-
-def _build_gb():
-    """Register the pair UDTs and the cfunc operators; return the GraphBLAS semiring."""
-    from graphblas.core import ffi, lib
-    from graphblas.core.operator.binary import BinaryOp, TypedUserBinaryOp
-    from graphblas.exceptions import check_status_carg
-
-    add_op = BinaryOp.register_anonymous(_no_udf, "avg_merge", is_udt=True)
-    mul_op = BinaryOp.register_anonymous(_no_udf, "avg_lift", is_udt=True)
-    for pair_np, name in ((PAIR32, "avg_pair32"), (PAIR64, "avg_pair64")):
-        P = gb.dtypes.register_anonymous(pair_np, name)
-        T = gb.dtypes.lookup_dtype(pair_np["v"])
-        rec = numba.from_dtype(pair_np)
-        ptr_p = nt.CPointer(rec)
-        ptr_t = nt.CPointer(numba.from_dtype(pair_np["v"]))
-        add_c = numba.cfunc(nt.void(ptr_p, ptr_p, ptr_p), cache=True)(_add_body)
-        mul_c = numba.cfunc(nt.void(ptr_p, ptr_t, ptr_t), cache=True)(_mul_body)
-        for parent, cf, (t1, t2) in ((add_op, add_c, (P, P)), (mul_op, mul_c, (T, T))):
-            handle = ffi.new("GrB_BinaryOp*")
-            check_status_carg(
-                lib.GrB_BinaryOp_new(handle, cf.cffi, P._carg, t1._carg, t2._carg),
-                "BinaryOp",
-                handle[0],
-            )
-            typed = TypedUserBinaryOp(parent, parent.name, t1, P, handle[0], dtype2=t2)
-            _KEEPALIVE.append(cf)
-            parent._add(typed, is_jit=True)
-    monoid = gb.monoid.register_anonymous(add_op, (0.0, 0.0), "avg_merge")
-    return gb.semiring.register_anonymous(monoid, mul_op, "avg")
-
-
-def _typed(H: np.ndarray):
-    return AVG.gb_semiring[_gbio.gb_dtype(H.dtype)]
-
-
-def _general(S: Matrix, H: np.ndarray, *, transpose: bool = False) -> np.ndarray:
-    T = _gbio.gb_dtype(H.dtype)
-    if S.dtype != T:
-        S = S.dup(dtype=T)
-    Z = _gbio.general_mxm(S, H, _typed(H), transpose=transpose)
-    rows, cols, vals = Z.to_coo()
-    out = np.zeros((Z.nrows, Z.ncols), dtype=H.dtype)
-    out[rows, cols] = np.where(vals["w"] > 0, vals["v"], 0)
-    return out
-
-
-def _fast(S: Matrix, H: np.ndarray, *, transpose: bool = False) -> np.ndarray:
-    # Z = (S @ H) / (S @ 1): saxpy5 in place + row sums (both factory kernels)
-    T = _gbio.gb_dtype(H.dtype)
-    num = _gbio.inplace_mxm(
-        S, H, gb.semiring.plus_times[T], gb.binary.plus[T], 0, transpose=transpose
-    )
-    reduce = S.reduce_columnwise if transpose else S.reduce_rowwise
-    den = reduce(gb.monoid.plus[T]).new().to_dense(fill_value=H.dtype.type(0), dtype=H.dtype)
-    pos = den > 0
-    np.divide(num, den[:, None], out=num, where=pos[:, None])
-    if not pos.all():
-        num[~pos] = 0
-    return num
+def readout(acc) -> np.ndarray:
+    """The value component of accumulated pairs ``(..., 2)``; 0 where the weight is 0."""
+    acc = np.asarray(acc)
+    return np.where(acc[..., 1] > 0, acc[..., 0], 0).astype(acc.dtype, copy=False)
 
 
 def make_avg() -> Semiring:
@@ -216,12 +99,7 @@ def make_avg() -> Semiring:
         mul_identity=None,
         annihilator=0.0,
         formula="Z[i,c] = sum_j S[i,j] H[j,c] / sum_j S[i,j]  (weights >= 0)",
-        lowering="two factory plus_times products (saxpy5 S@H, row sum S@1) and a division",
-        build_gb=_build_gb,
-        fast=_fast,
-        fast_t=lambda S, H: _fast(S, H, transpose=True),
-        general=_general,
-        general_t=lambda S, H: _general(S, H, transpose=True),
+        readout=readout,
         nonnegative_weights=True,
     )
 

@@ -1,21 +1,28 @@
-"""The :class:`Semiring` object and the input checks shared by every SpMM.
+"""The :class:`Semiring` — what a semiring *means* — and the input checks of its SpMM.
 
 A semiring ``(⊕, ⊗)`` defines the sparse-dense product (the paper's ``S ⊕ H``)
 
 .. math::
 
-    Z_{i,c} = \\bigoplus_{j:\\,(i,j)\\in S} S_{i,j} \\otimes H_{j,c},
-    \\qquad Z_{i,:} = 0 \\text{ when row } i \\text{ of } S \\text{ stores nothing},
+    Z_{i,c} = \\mathrm{readout}\\Big(\\bigoplus_{j:\\,(i,j)\\in S} S_{i,j} \\otimes
+    H_{j,c}\\Big), \\qquad Z_{i,:} = 0 \\text{ when row } i \\text{ of } S \\text{ stores
+    nothing},
 
-and its transpose form ``Sᵀ ⊕ H``: :math:`Z_{j,c} = \\bigoplus_{i:(i,j)\\in S} S_{i,j} \\otimes
-H_{i,c}`.  Only stored entries take part (an explicit stored 0 is an edge of weight 0).
+and its transpose form ``Sᵀ ⊕ H``: :math:`Z_{j,c} = \\bigoplus_{i:(i,j)\\in S} S_{i,j}
+\\otimes H_{i,c}`.  Only stored entries take part (an explicit stored 0 is an edge of weight
+0); ``readout`` is the identity except for semirings over pairs (``avg``).
+
+This module holds the meaning only. *How* a semiring runs is each executor's business
+(:meth:`gblas_gnn.executors.Executor.semiring_lowering`): the ``cpu`` executor lowers the
+shipped ones onto SuiteSparse factory kernels or numba kernels and any other onto a
+GraphBLAS semiring built from :attr:`Semiring.add_op` / :attr:`Semiring.mul_op`; another
+executor registers its own lowerings without touching this package.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import graphblas as gb
@@ -23,11 +30,7 @@ import numpy as np
 from graphblas import Matrix
 from graphblas.core.matrix import TransposedMatrix
 
-from . import _gbio
-
 __all__ = ["Semiring", "check_operands"]
-
-SpmmFn = Callable[[Matrix, np.ndarray], np.ndarray]
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -37,11 +40,9 @@ def _as_matrix(S: Any) -> Matrix:
         return S
     if isinstance(S, TransposedMatrix):  # ``A.T``: materialise the transpose
         return S.new()
-    try:
-        import scipy.sparse as sp
-    except ImportError:  # pragma: no cover (scipy is a dependency)
-        sp = None
-    if sp is not None and sp.issparse(S):
+    import scipy.sparse as sp
+
+    if sp.issparse(S):
         return gb.io.from_scipy_sparse(S)
     raise TypeError(
         f"S must be a graphblas.Matrix (or a scipy.sparse matrix), not {type(S).__name__}"
@@ -112,22 +113,13 @@ def check_operands(
     return S, np.ascontiguousarray(H)
 
 
-def _empty_result(S: Matrix, H: np.ndarray, transpose: bool) -> np.ndarray | None:
-    m = S.ncols if transpose else S.nrows
-    if S.nvals == 0 or m == 0 or H.shape[1] == 0:
-        return np.zeros((m, H.shape[1]), dtype=H.dtype)
-    return None
-
-
-def _general_dense(sr: Semiring, S: Matrix, H: np.ndarray, transpose: bool) -> np.ndarray:
-    typed = sr.gb_semiring[_gbio.gb_dtype(H.dtype)]
-    Z = _gbio.general_mxm(S, H, typed, transpose=transpose)
-    return Z.to_dense(fill_value=H.dtype.type(0), dtype=H.dtype)
+def _identity(x):
+    return x
 
 
 @dataclass(frozen=True, eq=False)
 class Semiring:
-    """A semiring ``(⊕, ⊗)`` with its GraphBLAS general form and a fast SpMM lowering.
+    """A semiring ``(⊕, ⊗)``: its operations, identities and how to describe it.
 
     .. math::
 
@@ -140,17 +132,24 @@ class Semiring:
     name : str
         Registry name (``gg.semirings.get(name)``).
     add, mul : callable
-        Vectorised numpy scalar ops ``⊕`` and ``⊗`` (for law tests and references).
+        Vectorised numpy ops ``⊕`` and ``⊗`` (law tests, references, generic lowerings).
     add_identity, mul_identity : scalar or None
         Identities of ``⊕`` and ``⊗``; None where none exists.
     annihilator : scalar or None
         ``z`` with ``z ⊗ a = a ⊗ z = z`` (the ``⊕``-identity); None where none exists.
     formula : str
         The aggregation in words/symbols.
-    lowering : str
-        What :meth:`spmm` runs (the fast lowering), for reports and docs.
-    gb_semiring : graphblas Semiring
-        The general form (a GraphBLAS monoid + binary op), built on first use.
+    add_op, mul_op : object
+        ``⊕`` and ``⊗`` as the semiring was described: python-graphblas operators (a
+        monoid for ``⊕``, a binary op for ``⊗``); executors build their lowerings from them.
+    scalar_add, scalar_mul : callable or None
+        ``⊕`` and ``⊗`` as plain Python functions of two floats, when known (a kernel
+        compiler such as numba can compile them).
+    readout : callable
+        Maps the ``⊕``-accumulation of a row to its output (the identity except for
+        semirings over pairs).
+    nonnegative_weights : bool
+        The semiring is only one for nonnegative edge weights; SpMM refuses negative ones.
 
     Notes
     -----
@@ -166,55 +165,39 @@ class Semiring:
     mul_identity: Any = None
     annihilator: Any = None
     formula: str = ""
-    lowering: str = "GraphBLAS general form"
-    build_gb: Callable[[], Any] = field(default=None, repr=False)
-    fast: SpmmFn | None = field(default=None, repr=False)
-    fast_t: SpmmFn | None = field(default=None, repr=False)
-    general: SpmmFn | None = field(default=None, repr=False)
-    general_t: SpmmFn | None = field(default=None, repr=False)
+    add_op: Any = field(default=None, repr=False)
+    mul_op: Any = field(default=None, repr=False)
+    scalar_add: Callable[[float, float], float] | None = field(default=None, repr=False)
+    scalar_mul: Callable[[float, float], float] | None = field(default=None, repr=False)
+    readout: Callable[[Any], Any] = field(default=_identity, repr=False)
     nonnegative_weights: bool = False
 
-    @cached_property
-    def gb_semiring(self) -> Any:
-        """The general form as a python-graphblas semiring object (built lazily)."""
-        return self.build_gb()
-
-    # -- public products -------------------------------------------------------------
-    def spmm(self, S: Matrix, H: np.ndarray) -> np.ndarray:
-        """``Z = S ⊕ H`` by the fast lowering (falls back to the general form).
+    # -- products on an executor (the cpu one unless told otherwise) ----------------
+    def spmm(self, S: Matrix, H: np.ndarray, executor=None) -> np.ndarray:
+        """``Z = S ⊕ H`` (validated first; see :func:`check_operands`).
 
         Parameters
         ----------
         S : graphblas.Matrix (m × n) or scipy.sparse matrix
         H : numpy.ndarray (n × k), float32 or float64
+        executor : executor name or instance, default ``"cpu"``
 
         Returns
         -------
         numpy.ndarray (m × k), ``H.dtype``; rows of ``S`` that store nothing give 0.
         """
-        return self._run(S, H, transpose=False, general=False)
+        return self._run(S, H, transpose=False, executor=executor)
 
-    def spmm_general(self, S: Matrix, H: np.ndarray) -> np.ndarray:
-        """``Z = S ⊕ H`` always through the GraphBLAS general form (reference path)."""
-        return self._run(S, H, transpose=False, general=True)
+    def spmm_t(self, S: Matrix, H: np.ndarray, executor=None) -> np.ndarray:
+        """``Z = Sᵀ ⊕ H`` (``Z[j,c] = ⊕_i S[i,j] ⊗ H[i,c]``), shape ``(S.ncols, k)``."""
+        return self._run(S, H, transpose=True, executor=executor)
 
-    def spmm_t(self, S: Matrix, H: np.ndarray) -> np.ndarray:
-        """``Z = Sᵀ ⊕ H`` (``Z[j,c] = ⊕_i S[i,j] ⊗ H[i,c]``), shape ``(S.ncols, k)``; fast path."""
-        return self._run(S, H, transpose=True, general=False)
+    def _run(self, S: Any, H: Any, *, transpose: bool, executor) -> np.ndarray:
+        from ..executors import get_executor
 
-    def spmm_t_general(self, S: Matrix, H: np.ndarray) -> np.ndarray:
-        """``Z = Sᵀ ⊕ H`` always through the GraphBLAS general form."""
-        return self._run(S, H, transpose=True, general=True)
-
-    # -- dispatch --------------------------------------------------------------------
-    def _run(self, S: Any, H: Any, *, transpose: bool, general: bool) -> np.ndarray:
         S, H = check_operands(S, H, transpose=transpose, nonnegative=self.nonnegative_weights)
-        out = _empty_result(S, H, transpose)
-        if out is not None:
-            return out
-        fn = None if general else (self.fast_t if transpose else self.fast)
-        if fn is None:
-            fn = self.general_t if transpose else self.general
-        if fn is None:
-            return _general_dense(self, S, H, transpose)
-        return fn(S, H)
+        m = S.ncols if transpose else S.nrows
+        if S.nvals == 0 or m == 0 or H.shape[1] == 0:
+            return np.zeros((m, H.shape[1]), dtype=H.dtype)
+        ex = get_executor(executor)
+        return (ex.spmm_t if transpose else ex.spmm)(S, H, self)

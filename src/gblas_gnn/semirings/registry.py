@@ -5,17 +5,16 @@ python-graphblas object (``gb.monoid.max``, ``gb.binary.plus``, a typed op such 
 ``gb.binary.plus["FP32"]``, or the name of one, ``"max"``), or as a plain Python
 function of two scalars, compiled with numba to an FP32/FP64 GraphBLAS UDF
 (:func:`._udf.compile_binary`; a monoid additionally needs ``add_identity``).  The
-monoid and the general form are built with ``graphblas.monoid.register_anonymous``
-and ``graphblas.semiring.register_anonymous``.
+monoid is built with ``graphblas.monoid.register_anonymous``.
 
-``spmm`` of a user semiring runs the in-place GraphBLAS form
-``Z << e; Z(accum=⊕) << S ⊕.⊗ H`` (saxpy5 when the pair is a factory one, a generic
-kernel for UDFs) and zeroes the empty rows; ``spmm_general`` runs
-``S.mxm(H, semiring).new()``.
+Registration asks the ``cpu`` executor, the reference every other executor is tested
+against, to prepare its lowering (a GraphBLAS semiring built from the two operators), so a
+semiring it cannot run is refused at once rather than at first use.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,6 @@ import numpy as np
 from graphblas.core.operator import BinaryOp, Monoid
 from graphblas.core.operator.base import TypedOpBase
 
-from . import _gbio
 from ._udf import compile_binary
 from .averaging import AVG
 from .builtin import BUILTIN
@@ -56,6 +54,12 @@ _NUMPY_OPS: dict[str, Callable] = {
     "oneb": lambda a, b: np.ones(np.broadcast(a, b).shape, np.result_type(a, b)),
     "div": np.divide,
     "rdiv": lambda a, b: np.divide(b, a),
+}
+# plain Python forms of the same operators (kernel compilers take these)
+_PYTHON_OPS: dict[str, Callable] = {
+    "plus": operator.add, "times": operator.mul, "min": min, "max": max,
+    "minus": operator.sub, "rminus": lambda a, b: b - a, "first": lambda a, b: a,
+    "second": lambda a, b: b, "div": operator.truediv, "rdiv": lambda a, b: b / a,
 }
 
 
@@ -102,8 +106,10 @@ def _untyped(op: Any) -> Any:
     return op.parent if isinstance(op, TypedOpBase) else op
 
 
-def _resolve_monoid(name: str, add_monoid: Any, add_identity: Any) -> tuple[Monoid, Callable, Any]:
-    """(gb Monoid, numpy add, identity) from a monoid, binary op, name or function."""
+def _resolve_monoid(name: str, add_monoid: Any, add_identity: Any
+                    ) -> tuple[Monoid, Callable, Any, Callable | None]:
+    """(gb Monoid, numpy add, identity, Python add) from a monoid, binary op, name or
+    function."""
     op = _untyped(add_monoid)
     if isinstance(op, str):
         found = getattr(gb.monoid, op, None)
@@ -129,7 +135,7 @@ def _resolve_monoid(name: str, add_monoid: Any, add_identity: Any) -> tuple[Mono
         func = op
         binop = compile_binary(func, f"{name}_add")
         op = gb.monoid.register_anonymous(binop, add_identity, f"{name}_add")
-        return op, _vectorise(func), add_identity
+        return op, _vectorise(func), add_identity, func
     else:
         raise TypeError(
             "add_monoid must be a graphblas Monoid/BinaryOp, its name, or a Python function; "
@@ -137,26 +143,27 @@ def _resolve_monoid(name: str, add_monoid: Any, add_identity: Any) -> tuple[Mono
         )
     if add_identity is None:
         add_identity = op["FP64"].identity
-    return op, _numpy_of(op.binaryop), add_identity
+    return op, _numpy_of(op.binaryop), add_identity, _python_of(op.binaryop)
 
 
 def _same_value(a: Any, b: Any) -> bool:
     return bool(np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float)))
 
 
-def _resolve_binary(name: str, mul_op: Any) -> tuple[BinaryOp, Callable]:
+def _resolve_binary(name: str, mul_op: Any) -> tuple[BinaryOp, Callable, Callable | None]:
+    """(gb BinaryOp, numpy mul, Python mul) from a binary op, monoid, name or function."""
     op = _untyped(mul_op)
     if isinstance(op, str):
         found = getattr(gb.binary, op, None)
         if found is None:
             raise ValueError(f"mul_op {op!r} is not a graphblas binary op name")
         op = found
-    if isinstance(op, BinaryOp):
-        return op, _numpy_of(op)
     if isinstance(op, Monoid):
-        return op.binaryop, _numpy_of(op.binaryop)
+        op = op.binaryop
+    if isinstance(op, BinaryOp):
+        return op, _numpy_of(op), _python_of(op)
     if callable(op):
-        return compile_binary(op, f"{name}_mul"), _vectorise(op)
+        return compile_binary(op, f"{name}_mul"), _vectorise(op), op
     raise TypeError(
         "mul_op must be a graphblas BinaryOp, its name, or a Python function; "
         f"got {type(mul_op).__name__}"
@@ -170,6 +177,10 @@ def _numpy_of(op: BinaryOp) -> Callable:
     if orig is not None:
         return _vectorise(orig)
     return _gb_elementwise(op)
+
+
+def _python_of(op: BinaryOp) -> Callable | None:
+    return _PYTHON_OPS.get(op.name) or getattr(op, "orig_func", None)
 
 
 def _gb_elementwise(op: BinaryOp) -> Callable:
@@ -229,20 +240,8 @@ def register(
         raise ValueError("name must be a non-empty string")
     if name in _REGISTRY:
         raise ValueError(f"a semiring named {name!r} is already registered")
-    monoid, np_add, add_identity = _resolve_monoid(name, add_monoid, add_identity)
-    binop, np_mul = _resolve_binary(name, mul_op)
-    gb_sr = gb.semiring.register_anonymous(monoid, binop, name)
-    for t in ("FP32", "FP64"):
-        if t not in gb_sr:
-            raise TypeError(f"semiring {name!r} has no {t} form (⊗ must map floats to floats)")
-
-    def fast(S, H, *, transpose=False):
-        T = _gbio.gb_dtype(H.dtype)
-        typed = gb_sr[T]
-        return _gbio.inplace_mxm(
-            S, H, typed, typed.monoid.binaryop, typed.monoid.identity, transpose=transpose
-        )
-
+    monoid, np_add, add_identity, py_add = _resolve_monoid(name, add_monoid, add_identity)
+    binop, np_mul, py_mul = _resolve_binary(name, mul_op)
     sr = Semiring(
         name=name,
         add=np_add,
@@ -251,11 +250,14 @@ def register(
         mul_identity=mul_identity,
         annihilator=annihilator,
         formula=formula or f"Z[i,c] = {monoid.name}_j {binop.name}(S[i,j], H[j,c])",
-        lowering="GraphBLAS in place: Z << identity; Z(accum=add) << S add.mul H",
-        build_gb=lambda: gb_sr,
-        fast=fast,
-        fast_t=lambda S, H: fast(S, H, transpose=True),
+        add_op=monoid,
+        mul_op=binop,
+        scalar_add=py_add,
+        scalar_mul=py_mul,
     )
+    from ..executors import get_executor
+
+    get_executor("cpu").semiring_lowering(sr)   # refuses what the reference cannot run
     _REGISTRY[name] = sr
     return sr
 

@@ -18,6 +18,7 @@ import numpy as np
 from graphblas import Matrix
 
 __all__ = [
+    "csr_arrays",
     "csr_buffers",
     "dense_in",
     "full_out",
@@ -25,12 +26,32 @@ __all__ = [
     "gb_dtype",
     "inplace_mxm",
     "nonempty_rows",
+    "vector_to_dense",
 ]
 
 
 def gb_dtype(np_dtype: np.dtype) -> gb.dtypes.DataType:
     """The GraphBLAS type of a numpy float dtype (``FP32`` / ``FP64``)."""
     return gb.dtypes.lookup_dtype(np.dtype(np_dtype))
+
+
+def vector_to_dense(v: gb.Vector, dtype) -> np.ndarray:
+    """A ``graphblas.Vector`` as a dense ndarray, missing entries 0."""
+    out = np.zeros(v.size, dtype=dtype)
+    idx, vals = v.to_coo()
+    out[idx] = vals
+    return out
+
+
+def csr_arrays(S: Matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, values)``: an exported copy of S's CSR form (int64 indices, sorted
+    within rows, values expanded if S is iso); ``S`` is untouched."""
+    d = S.ss.export("csr", give_ownership=False, sort=True)
+    values = d["values"]
+    if d["is_iso"]:
+        values = np.full(d["col_indices"].shape[0], values.reshape(-1)[0], dtype=values.dtype)
+    return (d["indptr"].astype(np.int64, copy=False),
+            d["col_indices"].astype(np.int64, copy=False), values)
 
 
 def dense_in(H: np.ndarray) -> Matrix:

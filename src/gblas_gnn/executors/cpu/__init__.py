@@ -1,0 +1,479 @@
+"""The ``cpu`` executor: python-graphblas (SuiteSparse:GraphBLAS) and numba on one process.
+
+Every hot step runs a SuiteSparse *factory* kernel or a numba kernel over the same CSR
+buffers (rule 2 of ``docs/design.md``); the kernel each method runs, as read from
+``gb.ss.burble``, is named in its comment. Typed operators (``op["FP32"]``) and numpy scalars
+of the operand dtype keep float32 work in float32. Edge tensors are ``graphblas.Matrix``
+objects sharing A's pattern.
+
+Modules: :mod:`._gbio` (moving arrays in and out of GraphBLAS), :mod:`._pattern` (CSR/CSC
+buffers and transposes cached per matrix), :mod:`.semirings` (how each semiring runs here),
+:mod:`._minmax_kernels`, :mod:`._argext`, :mod:`._attention_kernels`,
+:mod:`._kernel_primitives` and :mod:`._random_kernels` (the numba kernels).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import graphblas as gb
+import numpy as np
+from graphblas import binary, monoid, semiring, unary
+
+from ..base import Executor, check_bias
+from . import _argext, _gbio, _random_kernels
+from . import _attention_kernels as _attn
+from . import semirings as _semirings
+from ._kernel_primitives import aligned_empty
+from ._pattern import CSRPattern, MatrixCache
+
+__all__ = ["CPUExecutor", "ArgExtremeContext", "FusedAdditiveContext", "FusedDotContext"]
+
+_REDUCE = {"sum": monoid.plus, "max": monoid.max, "min": monoid.min}
+# colscale / rowscale semirings: the multiply sees (diagonal value, edge value) or
+# (edge value, diagonal value); ``r*`` ops swap arguments so that ``E op v`` comes out.
+_ROW_SCALE = {"times": semiring.any_times, "div": semiring.any_rtruediv,
+              "plus": semiring.any_plus, "minus": semiring.any_rminus}
+_COL_SCALE = {"times": semiring.any_times, "div": semiring.any_truediv,
+              "plus": semiring.any_plus, "minus": semiring.any_minus}
+_EWISE = {"plus": binary.plus, "minus": binary.minus, "times": binary.times,
+          "div": binary.truediv}
+
+
+def _tname(dtype) -> str:
+    return "FP64" if np.dtype(dtype) == np.float64 else "FP32"
+
+
+def _dense_to_gb(X: np.ndarray) -> gb.Matrix:
+    """An (n, k) or (n,) ndarray as a full row-major ``graphblas.Matrix`` (one copy)."""
+    X = np.ascontiguousarray(X)
+    return _gbio.dense_in(X.reshape(-1, 1) if X.ndim == 1 else X)
+
+
+def _by_head(X: np.ndarray, heads: int) -> np.ndarray:
+    """An (n, heads·w) C-contiguous array as an (n, heads, w) view: the kernels index one
+    head's row as ``X[i, h]``, a 1-D view LLVM vectorises (a column slice does not)."""
+    return X.reshape(X.shape[0], heads, X.shape[1] // heads)
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+    return ThreadpoolController()
+
+
+# ---------------------------------------------------------------------- contexts
+@dataclass
+class ArgExtremeContext:
+    """``max``/``min`` aggregation: the CSR buffers of ``S`` and the winner of each
+    (row, feature) (its CSR position, −1 for an empty row)."""
+
+    aggr: str
+    S: Any
+    H: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    arg: np.ndarray
+
+
+@dataclass
+class _FusedContext:
+    """What the fused backward passes need from the forward: the pattern, the kept output
+    ``Z`` (the softmax term of the backward is ``t_i = ⟨dZ_i, Z_i⟩``) and the row counts of
+    ``mean`` (None for ``sum``), the gathered rows ``X`` and Ψ (heads, nnz) in CSR order."""
+
+    aggr: str
+    pattern: CSRPattern
+    counts: np.ndarray | None
+    X: np.ndarray
+    psi: np.ndarray
+    Z: np.ndarray | None = None
+
+
+@dataclass
+class FusedAdditiveContext(_FusedContext):
+    """The fused GAT forward (:meth:`CPUExecutor.additive_attention`)."""
+
+    d: np.ndarray = None            # (heads, n) target scores
+    s: np.ndarray = None            # (heads, n_src) source scores
+    mask: np.ndarray = None         # (heads, nnz) dropout scales, or a (1, 1) placeholder
+    use_mask: bool = False
+    slope: Any = 0.2
+
+
+@dataclass
+class FusedDotContext(_FusedContext):
+    """The fused dot-score forward (:meth:`CPUExecutor.dot_attention`)."""
+
+    P: np.ndarray = None
+    Q: np.ndarray = None
+    beta: Any = 1.0
+    c: np.ndarray = None            # the message scale, or a (1,) placeholder
+    use_c: bool = False
+
+
+class CPUExecutor(Executor):
+    """python-graphblas and numba implementation of :class:`~gblas_gnn.executors.Executor`.
+
+    Args:
+        threads: GraphBLAS and numba threads of this process (``None``: leave them; see
+            :meth:`set_threads`).
+        blas_threads: OpenBLAS threads of the dense products (default 1, see :meth:`gemm`).
+    """
+
+    name = "cpu"
+    xp = np
+    _LOWERINGS = _semirings.LOWERINGS
+
+    def __init__(self, threads: int | None = None, blas_threads: int = 1):
+        self._patterns = MatrixCache(CSRPattern)
+        self._transposes = MatrixCache(lambda A: A.T.new())
+        self.blas_threads = 1
+        self.set_threads(threads, blas_threads)
+
+    # ------------------------------------------------------------------ threads
+    def set_threads(self, threads: int | None = None, blas_threads: int | None = None) -> dict:
+        """Set the threads of SuiteSparse:GraphBLAS and numba (process-wide; numba is capped
+        at ``NUMBA_NUM_THREADS``, fixed when it starts) and the BLAS threads :meth:`gemm`
+        runs with; ``None`` leaves a setting. Returns what each runtime reports."""
+        for name, value in (("threads", threads), ("blas_threads", blas_threads)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        import numba
+
+        if threads is not None:
+            gb.ss.config["nthreads"] = threads
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        if blas_threads is not None:
+            self.blas_threads = blas_threads
+        return {"graphblas": int(gb.ss.config["nthreads"]), "numba": numba.get_num_threads(),
+                "blas": self.blas_threads}
+
+    # ------------------------------------------------------------------ dense
+    def gemm(self, X, W):
+        # One OpenBLAS thread by default: the products here are tall-skinny (n×k by k×k', 2–6
+        # ms on one core), and a second OpenBLAS thread spin-waits against the GraphBLAS and
+        # numba OpenMP threads of the sparse steps; measured on M (docs/performance.md):
+        # GAT forward+backward 404–429 ms with one BLAS thread, 1027–2120 ms with two (with
+        # today's fused kernels: 117 against 157–183 ms).
+        # The result is 64-byte aligned: it is usually the X whose rows the attention kernels
+        # gather (a 128-byte row then spans two cache lines, not three).
+        out = aligned_empty((X.shape[0], W.shape[1]), np.result_type(X, W))
+        with _blas_controller().limit(limits=self.blas_threads, user_api="blas"):
+            return np.matmul(X, W, out=out)
+
+    def inner(self, X, Y):
+        return self.gemm(X.T, Y)
+
+    # ------------------------------------------------------------------ edge primitives
+    def edge_values(self, E):
+        return _gbio.csr_arrays(E)[2]
+
+    def edge_from_values(self, A, values):
+        # the structure comes from the cached pattern (no export of A per call, e.g. per
+        # dropout mask); GraphBLAS takes ownership of fresh int64 copies
+        pattern = self._patterns.get(A)
+        if values.shape != (pattern.nnz,):
+            raise ValueError(f"need {pattern.nnz} edge values, got {values.shape}")
+        return gb.Matrix.ss.import_csr(nrows=A.nrows, ncols=A.ncols,
+                                       indptr=pattern.indptr.copy(),
+                                       col_indices=pattern.indices.astype(np.int64),
+                                       values=np.array(values), sorted_cols=True,
+                                       take_ownership=True)
+
+    def gather_rows(self, E, u):
+        return np.repeat(np.asarray(u), self._patterns.get(E).row_counts)
+
+    def gather_cols(self, E, v):
+        return np.asarray(v)[self._patterns.get(E).indices]
+
+    def edge_ids(self, A):
+        pattern = self._patterns.get(A)
+        return pattern.rows(), pattern.indices.astype(np.int64)
+
+    def transposed(self, S: gb.Matrix) -> gb.Matrix:
+        """``Sᵀ`` stored as a matrix of its own, built once per matrix (:mod:`._pattern`)."""
+        return self._transposes.get(S)
+
+    # ------------------------------------------------------------------ reductions
+    def row_reduce(self, E, op="sum"):
+        return _gbio.vector_to_dense(E.reduce_rowwise(_REDUCE[op][E.dtype.name]).new(),
+                                     E.dtype.np_type)
+
+    def col_reduce(self, E, op="sum"):
+        return _gbio.vector_to_dense(E.reduce_columnwise(_REDUCE[op][E.dtype.name]).new(),
+                                     E.dtype.np_type)
+
+    # ------------------------------------------------------------------ products
+    def sddmm(self, A, X, Y):
+        # masked dot3, factory plus_times: C<A.S> = X Yᵀ
+        t = _tname(X.dtype)
+        return _dense_to_gb(X).mxm(_dense_to_gb(Y).T, semiring.plus_times[t]).new(mask=A.S)
+
+    def spmm_plus_times(self, S, H):
+        """``S H`` over ``plus_times`` into a preallocated full matrix: SuiteSparse's in-place
+        ``saxpy5`` kernel, several times faster than ``S.mxm(H).new()``."""
+        t = _tname(H.dtype)
+        return _gbio.inplace_mxm(S, np.ascontiguousarray(H), semiring.plus_times[t],
+                                 binary.plus[t], 0)
+
+    def spmm(self, S, H, semiring="plus_times"):
+        if isinstance(semiring, str) and semiring == "plus_times":
+            return self.spmm_plus_times(S, H)
+        return super().spmm(S, H, semiring)
+
+    def spmm_t(self, S, H, semiring="plus_times"):
+        if isinstance(semiring, str) and semiring == "plus_times":
+            return self.spmm_plus_times(self.transposed(S), H)
+        return super().spmm_t(S, H, semiring)
+
+    def generic_lowering(self, sr):
+        return _semirings.inplace_lowering(self, sr)
+
+    # ------------------------------------------------------------------ aggregation
+    def row_counts(self, S, dtype):
+        cnt = S.apply(unary.one[_tname(dtype)]).new().reduce_rowwise(monoid.plus).new()
+        return np.maximum(_gbio.vector_to_dense(cnt, dtype), dtype.type(1))
+
+    def extreme_aggregate(self, S, H, is_max, keep_context):
+        # no factory kernel exists for max_times / min_times: a numba row kernel that also
+        # records the winner of every (row, feature)
+        indptr, indices, values = _gbio.csr_arrays(S)
+        values = values.astype(H.dtype)
+        Z, arg = _argext.argext_forward(indptr, indices, values, H, is_max)
+        if not keep_context:
+            return Z
+        return Z, ArgExtremeContext("max" if is_max else "min", S, H, indptr, indices, values,
+                                    arg)
+
+    def extreme_aggregate_backward(self, ctx: ArgExtremeContext, dZ, need_dS=True):
+        dS = None
+        if need_dS:
+            out = np.empty(ctx.indices.shape[0], dtype=ctx.H.dtype)
+            _argext.argext_backward_edges(ctx.indptr, ctx.indices, ctx.arg, ctx.H, dZ, out)
+            dS = gb.Matrix.ss.import_csr(nrows=ctx.S.nrows, ncols=ctx.S.ncols,
+                                         indptr=ctx.indptr.copy(),
+                                         col_indices=ctx.indices.copy(), values=out,
+                                         sorted_cols=True, take_ownership=True)
+        dH = _argext.argext_backward_features(ctx.indices, ctx.values, ctx.arg, dZ,
+                                              ctx.S.ncols)
+        return dS, dH
+
+    # ------------------------------------------------------------------ random masks
+    def dropout_edges(self, A, key, p, heads, dtype):
+        pattern = self._patterns.get(A)
+        dtype = np.dtype(dtype)
+        out = np.empty((heads, pattern.nnz), dtype)
+        _random_kernels.edge_scales(pattern.indptr, pattern.indices, np.uint64(key), float(p),
+                                    dtype.type(1.0 / (1.0 - p)), out)
+        return out
+
+    def keep_mask(self, key, p, shape, row_ids=None):
+        rows = np.arange(shape[0], dtype=np.int64) if row_ids is None else \
+            np.asarray(row_ids, dtype=np.int64)
+        out = np.empty(shape, np.bool_)
+        _random_kernels.keep_mask(rows, np.uint64(key), float(p), out)
+        return out
+
+    # ------------------------------------------------------------------ edge algebra
+    def pattern(self, A, value, dtype):
+        t = _tname(dtype)
+        return A.apply(binary.second[t], right=np.dtype(dtype).type(value)).new(dtype=t)
+
+    def apply(self, E, fn, alpha=None):
+        t = E.dtype.name
+        s = np.dtype(E.dtype.np_type).type
+        if fn == "exp":
+            return E.apply(unary.exp[t]).new()
+        if fn == "neg":
+            return E.apply(unary.ainv[t]).new()
+        if fn == "relu":
+            return E.apply(binary.max[t], right=s(0)).new()
+        if fn == "scale":
+            return E.apply(binary.times[t], right=s(alpha)).new()
+        if fn == "add":
+            return E.apply(binary.plus[t], right=s(alpha)).new()
+        if fn == "rdiv":
+            return E.apply(binary.truediv[t], left=s(alpha)).new()
+        if fn == "leaky_relu":
+            # max(x, αx) for 0 ≤ α ≤ 1, min(x, αx) for α > 1: factory apply + emult
+            scaled = E.apply(binary.times[t], right=s(alpha)).new()
+            op = binary.max[t] if alpha <= 1 else binary.min[t]
+            return E.ewise_mult(scaled, op).new()
+        raise ValueError(f"unknown edge-wise function {fn!r}")
+
+    def leaky_relu_backward(self, C, dE, alpha):
+        t = C.dtype.name
+        s = np.dtype(C.dtype.np_type).type
+        slope = C.apply(binary.gt[t], right=s(0)).new(dtype=t)       # 1 where C > 0 else 0
+        # factor = α + (1 − α)·[C > 0]
+        factor = slope.apply(binary.times[t], right=s(1 - alpha)).new()
+        factor = factor.apply(binary.plus[t], right=s(alpha)).new()
+        return dE.ewise_mult(factor, binary.times[t]).new()
+
+    def ewise(self, E, F, op):
+        if op not in _EWISE:
+            raise ValueError(f"op must be one of {sorted(_EWISE)}, got {op!r}")
+        return E.ewise_mult(F, _EWISE[op][E.dtype.name]).new()
+
+    def row_scale(self, E, v, op="times"):
+        # colscale kernel: diag(v) ⊗ E with the `any` monoid (one term per entry)
+        t = E.dtype.name
+        d = gb.Vector.from_dense(np.asarray(v, dtype=E.dtype.np_type)).diag()
+        return d.mxm(E, _ROW_SCALE[op][t]).new()
+
+    def col_scale(self, E, v, op="times"):
+        t = E.dtype.name
+        d = gb.Vector.from_dense(np.asarray(v, dtype=E.dtype.np_type)).diag()
+        return E.mxm(d, _COL_SCALE[op][t]).new()
+
+    def scale_edges(self, E, u, v):
+        # E[i,j] u[i] v[j] on one exported copy of E's CSR buffers: a pair of diagonal
+        # products would hold E, D E and D E D at once (measured for GCN's normalisation at
+        # n = 2^20, 17.6 M edges: 220 MB more peak memory)
+        indptr, indices, values = _gbio.csr_arrays(E)
+        dtype = E.dtype.np_type
+        values = values.astype(dtype, copy=False)
+        values *= np.repeat(np.asarray(u, dtype), np.diff(indptr))
+        values *= np.asarray(v, dtype)[indices]
+        return gb.Matrix.ss.import_csr(nrows=E.nrows, ncols=E.ncols, indptr=indptr,
+                                       col_indices=indices, values=values, sorted_cols=True,
+                                       take_ownership=True)
+
+    def outer_add(self, A, u, v):
+        # masked dot3 with n×1 factors over factory min_plus: min over one term = u[i] + v[j];
+        # `u.outer(v)` would not push the mask (docs/performance.md: 26 s at n=1e5).
+        t = _tname(u.dtype)
+        return _dense_to_gb(u).mxm(_dense_to_gb(v).T, semiring.min_plus[t]).new(mask=A.S)
+
+    # ------------------------------------------------------------------ fused attention
+    # sum/mean run the fused numba kernels of ``_attention_kernels`` over the cached CSR/CSC
+    # buffers of A (one row pass forward; one column pass backward, plus light passes over
+    # the edge values) instead of six GraphBLAS passes that each build a matrix; max/min and
+    # semirings use the primitives (the base class).
+    _FUSED = ("sum", "mean")
+
+    def _fused_setup(self, A, X, aggr):
+        pattern = self._patterns.get(A)
+        if X.shape[0] != pattern.ncols:
+            raise ValueError(f"X has {X.shape[0]} rows, the pattern {pattern.ncols} columns")
+        counts = None
+        if aggr == "mean":
+            counts = np.maximum(pattern.row_counts, 1).astype(X.dtype)[:, None]
+        return pattern, counts
+
+    @staticmethod
+    def _fused_output(Z, ctx: _FusedContext, keep_context):
+        """The returned output (``Z`` divided by the row counts for ``mean``) and, with
+        ``keep_context``, the context holding ``Z`` itself: the backward's softmax term is
+        ``t_i = ⟨dZ_i, Z_i⟩``, so the context keeps a copy the caller cannot modify."""
+        out = Z if ctx.counts is None else Z / ctx.counts
+        if not keep_context:
+            return out
+        ctx.Z = Z.copy() if out is Z else Z
+        return out, ctx
+
+    def additive_attention(self, A, d, s, X, slope, mask=None, aggr="sum",
+                           keep_context=False, bias=None):
+        if not (isinstance(aggr, str) and aggr in self._FUSED):
+            return super().additive_attention(A, d, s, X, slope, mask, aggr, keep_context,
+                                              bias)
+        X = np.ascontiguousarray(X)
+        dt = X.dtype
+        heads = d.shape[1]
+        check_bias(bias, X.shape[1])
+        pattern, counts = self._fused_setup(A, X, aggr)
+        # the kernels read one head's scores as a contiguous row: (heads, n)
+        d, s = (np.ascontiguousarray(v.T, dtype=dt) for v in (d, s))
+        use_mask = mask is not None
+        mask = np.ascontiguousarray(mask, dtype=dt) if use_mask else np.empty((1, 1), dt)
+        # Inference with sum: the kernel starts every row from the bias, a pass over Z saved.
+        # Otherwise the kept Z (t_i = <dZ_i, Z_i>) and the mean's division need Z without it.
+        bias_in_kernel = bias is not None and counts is None and not keep_context
+        Z0 = (np.ascontiguousarray(bias, dtype=dt) if bias_in_kernel
+              else np.zeros(X.shape[1], dt)).reshape(heads, -1)
+        psi = np.empty((heads, pattern.nnz), dt)
+        Z = aligned_empty((pattern.nrows, X.shape[1]), dt)
+        _attn.additive_forward(pattern.indptr, pattern.indices, d, s, dt.type(slope),
+                               _by_head(X, heads), mask, use_mask, psi, Z0, _by_head(Z, heads))
+        result = self._fused_output(Z, FusedAdditiveContext(
+            aggr, pattern, counts, X, psi, d=d, s=s, mask=mask, use_mask=use_mask,
+            slope=dt.type(slope)), keep_context)
+        if bias is not None and not bias_in_kernel:
+            out = result[0] if keep_context else result
+            out += bias                 # the context holds its own Z
+        return result
+
+    def additive_attention_backward(self, ctx, dZ):
+        if not isinstance(ctx, FusedAdditiveContext):
+            return super().additive_attention_backward(ctx, dZ)
+        pattern, X, psi = ctx.pattern, ctx.X, ctx.psi
+        dt, heads = X.dtype, psi.shape[0]
+        dZ, t = self._fused_dZ(dZ, ctx, heads)
+        colptr, perm, rows = pattern.csc()
+        psiT = self._to_csc(perm, psi)
+        maskT = self._to_csc(perm, ctx.mask) if ctx.use_mask else ctx.mask
+        dC = np.empty_like(psi)
+        ds = np.empty((heads, pattern.ncols), dt)
+        dX = aligned_empty((pattern.ncols, X.shape[1]), dt)
+        _attn.additive_backward(colptr, perm, rows, ctx.d, ctx.s, t, ctx.slope,
+                                _by_head(X, heads), _by_head(dZ, heads), psiT, maskT,
+                                ctx.use_mask, dC, ds, _by_head(dX, heads))
+        dd = np.empty((heads, pattern.nrows), dt)
+        _attn.row_sums(pattern.indptr, dC, dd)
+        return dd.T, ds.T, dX
+
+    def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False, scale=None):
+        if not (isinstance(aggr, str) and aggr in self._FUSED):
+            return super().dot_attention(A, P, Q, beta, X, aggr, keep_context, scale)
+        X = np.ascontiguousarray(X)
+        dt = X.dtype
+        pattern, counts = self._fused_setup(A, X, aggr)
+        P, Q = (np.ascontiguousarray(v, dtype=dt) for v in (P, Q))
+        use_c = scale is not None
+        c = np.ascontiguousarray(scale, dtype=dt) if use_c else np.empty(1, dt)
+        psi = np.empty((1, pattern.nnz), dt)
+        Z = aligned_empty((pattern.nrows, X.shape[1]), dt)
+        _attn.dot_forward(pattern.indptr, pattern.indices, P, Q, dt.type(beta), _by_head(X, 1),
+                          c, use_c, psi, _by_head(Z, 1))
+        return self._fused_output(Z, FusedDotContext(
+            aggr, pattern, counts, X, psi, P=P, Q=Q, beta=dt.type(beta), c=c, use_c=use_c),
+            keep_context)
+
+    def dot_attention_backward(self, ctx, dZ):
+        if not isinstance(ctx, FusedDotContext):
+            return super().dot_attention_backward(ctx, dZ)
+        pattern, X, psi, P, Q, beta = ctx.pattern, ctx.X, ctx.psi, ctx.P, ctx.Q, ctx.beta
+        dZ, t = self._fused_dZ(dZ, ctx, 1)
+        colptr, perm, rows = pattern.csc()
+        dE = np.empty_like(psi)
+        dQ = np.empty_like(Q)
+        dX = aligned_empty((pattern.ncols, X.shape[1]), X.dtype)
+        dbeta_cols = _attn.dot_backward(colptr, perm, rows, P, Q, beta, X, ctx.c, ctx.use_c,
+                                        dZ, t, self._to_csc(perm, psi), dE, dQ, dX)
+        dP = np.empty_like(P)
+        _attn.weighted_rows(pattern.indptr, pattern.indices, dE, beta, Q, dP)
+        return dP, dQ, np.asarray(dbeta_cols.sum(), dtype=X.dtype), dX
+
+    @staticmethod
+    def _fused_dZ(dZ, ctx: _FusedContext, heads):
+        """``dZ`` of the kept ``Z`` (divided by the row counts for ``mean``) and the softmax
+        term ``t[h, i] = ⟨dZ_i, Z_i⟩`` of each head."""
+        Z = ctx.Z
+        dZ = np.ascontiguousarray(dZ, dtype=Z.dtype)
+        if ctx.counts is not None:
+            dZ = dZ / ctx.counts
+        t = np.empty((heads, Z.shape[0]), Z.dtype)
+        _attn.head_row_dots(_by_head(dZ, heads), _by_head(Z, heads), t)
+        return dZ, t
+
+    @staticmethod
+    def _to_csc(perm, values):
+        """Edge values (heads, nnz) from CSR into CSC order."""
+        out = np.empty_like(values)
+        _attn.gather_edges(perm, values, out)
+        return out

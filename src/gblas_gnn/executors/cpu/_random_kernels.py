@@ -1,0 +1,60 @@
+r"""The counter-based uniform numbers of :mod:`gblas_gnn.executors._random` as numba kernels.
+
+Same arithmetic, modulo :math:`2^{64}` in ``uint64`` (every operand is cast: numba turns a
+mix of signed and unsigned integers into float64), one thread per row, so a mask costs one
+pass instead of the dozen array passes of the numpy form. ``tests/test_random_masks.py``
+holds the two equal bit for bit.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .._random import GOLDEN, MIX1, MIX2
+
+_G, _M1, _M2 = np.uint64(GOLDEN), np.uint64(MIX1), np.uint64(MIX2)
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+_SCALE = 2.0 ** -53
+
+
+@nb.njit(inline="always")
+def _mix(z):
+    z = z ^ (z >> _S30)
+    z = z * _M1
+    z = z ^ (z >> _S27)
+    z = z * _M2
+    return z ^ (z >> _S31)
+
+
+@nb.njit(inline="always")
+def uniform(key, a, b, c):
+    """``u(key; a, b, c)`` for one entry (all uint64)."""
+    z = _mix(a * _G + key)
+    z = _mix(z + b * _G)
+    z = _mix(z + c * _G)
+    return np.float64(z >> _S11) * _SCALE
+
+
+@nb.njit(parallel=True, cache=True)
+def edge_scales(indptr, indices, key, p, scale, out):
+    """``out[h, q] = scale`` where ``u(key; h, i, j) ≥ p`` for the entry ``q`` = (i, j) of
+    the CSR pattern, else 0 (``out``: (heads, nnz); ``key`` a ``numpy.uint64``)."""
+    k = key
+    for i in nb.prange(indptr.shape[0] - 1):
+        ui = np.uint64(i)
+        for q in range(indptr[i], indptr[i + 1]):
+            uj = np.uint64(indices[q])
+            for h in range(out.shape[0]):
+                out[h, q] = scale if uniform(k, np.uint64(h), ui, uj) >= p else 0
+
+
+@nb.njit(parallel=True, cache=True)
+def keep_mask(rows, key, p, out):
+    """``out[r, c] = u(key; 0, rows[r], c) ≥ p`` (``out``: boolean (len(rows), k))."""
+    k = key
+    zero = np.uint64(0)
+    for r in nb.prange(out.shape[0]):
+        ur = np.uint64(rows[r])
+        for c in range(out.shape[1]):
+            out[r, c] = uniform(k, zero, ur, np.uint64(c)) >= p

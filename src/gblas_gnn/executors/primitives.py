@@ -1,0 +1,35 @@
+"""The ``primitives`` executor: the cpu executor's layer contract and nothing fused.
+
+It keeps the ``cpu`` executor's tier-1 operations (GraphBLAS products, reductions, the edge
+primitives and the max/min kernels) and takes everything else from the base class: softmax,
+the two attentions and their backward, the random masks and the whole edge algebra are the
+defaults written with the primitives. Running the layer and training tests on it
+(``python -m pytest --executor primitives``) proves that an executor implementing only tier
+1 runs every layer, and it is the reference the fused kernels are held to.
+"""
+
+from __future__ import annotations
+
+from .base import Executor
+from .cpu import CPUExecutor
+
+__all__ = ["PrimitivesExecutor"]
+
+#: what the base class defines with the primitives (the cpu executor overrides these)
+DEFAULTED = ("softmax", "softmax_backward", "additive_attention",
+             "additive_attention_backward", "dot_attention", "dot_attention_backward",
+             "dropout_edges", "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise",
+             "row_scale", "col_scale", "scale_edges", "outer_add", "row_counts", "inner",
+             "generic_lowering")
+
+
+class PrimitivesExecutor(CPUExecutor):
+    """The ``cpu`` executor with every operation of :data:`DEFAULTED` taken from the base
+    class (see the module docstring)."""
+
+    name = "primitives"
+
+
+for _name in DEFAULTED:
+    setattr(PrimitivesExecutor, _name, getattr(Executor, _name))
+del _name
