@@ -222,7 +222,7 @@ def assert_attention_orders_agree(make_layer, g, H, dout, z_atol=1e-13):
         layer.order = order
         Z = layer(g, H)
         if order == "auto":         # aggregate at the smaller width
-            assert layer._cache["pa"]["agg_first"] == (in_dim < out_dim)
+            assert layer._cache["pa"].agg_first == (in_dim < out_dim)
         dH = layer.backward(dout)
         results.append((Z, dH, layer.grads))
     for Z, dH, grads in results[1:]:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gblas_gnn.executors._kernel_primitives import (
+from gblas_gnn.executors.cpu._kernel_primitives import (
     ALIGNMENT,
     aligned_empty,
     exp_nonpositive,
@@ -20,6 +20,8 @@ from gblas_gnn.executors._kernel_primitives import (
 _REL_ERR = 2e-7          # the documented bound (about 1.2 float32 ulp measured)
 _FLOOR = np.exp(-87.0)   # below x = -87 the float32 result is clamped to exp(-87)
 _FAST = {"reassoc", "contract"}     # the flags of the kernels that inline it
+
+pytestmark = pytest.mark.cpu_only  # the cpu executor's own kernel helpers
 
 
 @nb.njit(fastmath=_FAST)

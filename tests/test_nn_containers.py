@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from gradcheck import numerical_grad
+from random_reference import feature_keep, next_key
 
 import gblas_gnn as gg
 from gblas_gnn.nn.activation import ELU, Identity, ReLU
@@ -106,8 +107,8 @@ def test_dropout_training_is_inverted_and_seeded(dtype):
     kept = out != 0
     np.testing.assert_allclose(out[kept], 1 / 0.7, rtol=1e-6)
     assert abs(kept.mean() - 0.7) < 0.01          # 20000 draws: sd ≈ 0.0032
-    # independent reference of the mask: the same generator stream
-    ref = np.random.default_rng(5).random(x.shape, dtype=dtype) >= dtype(0.3)
+    # independent reference of the mask: the documented counter-based rule
+    ref = feature_keep(next_key(np.random.default_rng(5)), 0.3, *x.shape)
     np.testing.assert_array_equal(kept, ref)
     # the generator advances: the next call draws a new mask ...
     out2 = d(None, x)

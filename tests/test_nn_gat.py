@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from gradcheck import check_module_grads
 from layer_helpers import features, in_neighbours, reduce_messages, unweighted_forms
+from random_reference import next_key, uniform
 
 import gblas_gnn as gg
 from gblas_gnn.nn.gat import GATConv
@@ -313,20 +314,12 @@ def test_aggregate_first_only_where_linear():
 
 # ---------------------------------------------------------------------- dropout
 def csr_mask(src, dst, rng_seed, p, heads, self_loops=True):
-    """The documented mask: one uniform per edge in CSR order, head after head."""
+    """The documented mask: head h keeps the edge j → i when u(κ; h, i, j) ≥ p
+    (``random_reference``), listed per target with the sources ascending."""
     nb = in_neighbours(src, dst, N, self_loops)
-    rng = np.random.default_rng(rng_seed)
-    nnz = sum(len(x) for x in nb)
-    masks = []
-    for _ in range(heads):
-        u = rng.random(nnz)
-        factors = np.where(u >= p, 1.0 / (1.0 - p), 0.0)
-        rows, pos = [], 0
-        for i in range(N):
-            rows.append(factors[pos:pos + len(nb[i])])
-            pos += len(nb[i])
-        masks.append(rows)
-    return masks
+    key = next_key(np.random.default_rng(rng_seed))
+    return [[np.array([1.0 / (1.0 - p) if uniform(key, h, i, j) >= p else 0.0 for j in nb[i]])
+             for i in range(N)] for h in range(heads)]
 
 
 def test_dropout_eval_equals_no_dropout():

@@ -172,8 +172,15 @@ def test_edgewise_functions(dtype):
     dE = gg.ops.exp(g.A)
     np.testing.assert_allclose(to_dense(ex.leaky_relu_backward(g.A, dE, 0.3))[0],
                                pat * np.exp(vals) * np.where(vals > 0, 1, 0.3), **tol(dtype))
-    np.testing.assert_allclose(to_dense(ex.ewise_add(g.A, dE, 2.0, -1.0))[0],
+    np.testing.assert_allclose(to_dense(ex.ewise(ex.apply(g.A, "scale", 2.0), dE, "minus"))[0],
                                pat * (2 * vals - np.exp(vals)), **tol(dtype))
+    for op, fn in (("plus", np.add), ("times", np.multiply), ("div", np.divide)):
+        np.testing.assert_allclose(to_dense(ex.ewise(g.A, dE, op))[0],
+                                   pat * fn(vals, np.exp(vals)), **tol(dtype))
+    np.testing.assert_allclose(to_dense(ex.apply(g.A, "add", 1.5))[0], pat * (vals + 1.5),
+                               **tol(dtype))
+    np.testing.assert_allclose(to_dense(ex.apply(dE, "rdiv", 2.0))[0], pat * 2 / np.exp(vals),
+                               **tol(dtype))
     values = ex.edge_values(dE)
     np.testing.assert_array_equal(to_dense(ex.edge_from_values(g.A, values))[0],
                                   to_dense(dE)[0])

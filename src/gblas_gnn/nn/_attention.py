@@ -15,24 +15,19 @@ Derivations: ``docs/derivation_agnn_va.md`` and ``docs/derivation_gat.md``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..executors.base import AGGREGATIONS, check_aggregation, is_named
+
 __all__ = ["AGGREGATIONS", "ORDERS", "check_aggr", "is_named", "check_order",
-           "EdgeAggregation", "DotAttention", "project_aggregate",
-           "project_aggregate_backward", "check_backward_aggr", "check_weight", "OrderMixin"]
+           "EdgeAggregation", "DotAttention", "ForwardOnly", "ProjectAggregateCache",
+           "project_aggregate", "project_aggregate_backward", "check_backward_aggr",
+           "check_weight", "OrderMixin"]
 
-AGGREGATIONS = ("sum", "max", "min", "mean")
 ORDERS = ("auto", "aggregate_first", "project_first")
-
-
-def _semirings():
-    try:
-        from .. import semirings
-    except ImportError:  # the semiring package is optional for the named aggregations
-        return None
-    return semirings
 
 
 def check_aggr(aggr: Any) -> Any:
@@ -40,30 +35,7 @@ def check_aggr(aggr: Any) -> Any:
 
     Raises ``ValueError`` for anything else (before any work).
     """
-    if isinstance(aggr, str):
-        if aggr in AGGREGATIONS:
-            return aggr
-        sr = _semirings()
-        names = sorted(sr.names()) if sr is not None else []
-        if aggr not in names:
-            raise ValueError(f"unknown aggregation {aggr!r}; use one of {AGGREGATIONS} "
-                             f"or a semiring from {names}")
-        return aggr
-    message = (f"unknown aggregation {aggr!r}: aggr must be one of {AGGREGATIONS} or a "
-               "semiring from gblas_gnn.semirings")
-    sr = _semirings()
-    if sr is None:
-        raise ValueError(message)
-    try:
-        sr.get(aggr)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(message) from exc
-    return aggr
-
-
-def is_named(aggr: Any) -> bool:
-    """True for the aggregations with a backward (``sum``/``max``/``min``/``mean``)."""
-    return isinstance(aggr, str) and aggr in AGGREGATIONS
+    return check_aggregation(aggr)
 
 
 def check_order(order: str) -> str:
@@ -99,12 +71,12 @@ class EdgeAggregation:
     def __init__(self, ex, Psi, aggr: Any):
         self.ex, self.Psi, self.aggr = ex, Psi, aggr
 
-    def forward(self, X: np.ndarray, keep: bool):
+    def forward(self, X, keep: bool):
         if keep:
             return self.ex.aggregate(self.Psi, X, self.aggr, keep_context=True)
         return self.ex.aggregate(self.Psi, X, self.aggr), None
 
-    def backward(self, ctx, dZ: np.ndarray, need_dPsi: bool = True):
+    def backward(self, ctx, dZ, need_dPsi: bool = True):
         return self.ex.aggregate_backward(ctx, dZ, need_dPsi)
 
 
@@ -116,12 +88,11 @@ class DotAttention:
     messages ``c_j Q_j``, so scores and messages read the same rows of ``Q``.
     """
 
-    def __init__(self, ex, A, P: np.ndarray, Q: np.ndarray, beta: float, aggr: Any,
-                 factored: tuple[np.ndarray, np.ndarray] | None = None):
+    def __init__(self, ex, A, P, Q, beta: float, aggr: Any, factored=None):
         self.ex, self.A, self.P, self.Q, self.beta, self.aggr = ex, A, P, Q, beta, aggr
         self.factored = factored
 
-    def forward(self, X: np.ndarray, keep: bool):
+    def forward(self, X, keep: bool):
         scale = None
         if self.factored is not None and X is self.factored[0]:
             X, scale = self.Q, self.factored[1]
@@ -129,14 +100,35 @@ class DotAttention:
                                        keep_context=keep, scale=scale)
         return result if keep else (result, None)
 
-    def backward(self, ctx, dZ: np.ndarray, need_dPsi: bool = True):
+    def backward(self, ctx, dZ, need_dPsi: bool = True):
         dP, dQ, dbeta, dX = self.ex.dot_attention_backward(ctx, dZ)
         return (dP, dQ, dbeta), dX
 
 
-def project_aggregate(ex, agg, H: np.ndarray, W: np.ndarray | None, order: str = "auto",
-                      keep: bool = False) -> tuple[np.ndarray, dict | None]:
-    r"""``Z = Ψ ⊕ (H W)`` (``Ψ ⊕ H`` when ``W`` is None) and, with ``keep``, the cache.
+@dataclass
+class ForwardOnly:
+    """The training-mode cache of a forward through a semiring: it has no backward, and the
+    cache says so (:func:`check_backward_aggr`)."""
+
+    semiring: Any
+
+
+@dataclass
+class ProjectAggregateCache:
+    """What :func:`project_aggregate_backward` needs: the aggregation step and its context,
+    the order, ``W``, and ``Y = Ψ ⊕ H`` (aggregate first) or ``H`` (project first)."""
+
+    agg: Any
+    ctx: Any
+    agg_first: bool
+    W: Any
+    Y: Any = None
+    H: Any = None
+
+
+def project_aggregate(ex, agg, H, W, order: str = "auto", keep: bool = False):
+    r"""``Z = Ψ ⊕ (H W)`` (``Ψ ⊕ H`` when ``W`` is None) and, with ``keep``, the cache
+    (:class:`ProjectAggregateCache`, or :class:`ForwardOnly` for a semiring).
 
     ``agg`` is the aggregation step (:class:`EdgeAggregation` or :class:`DotAttention`).
     For the linear aggregations (``sum``, ``mean``) ``(Ψ ⊕ H) W = Ψ ⊕ (H W)``, so the
@@ -158,20 +150,15 @@ def project_aggregate(ex, agg, H: np.ndarray, W: np.ndarray | None, order: str =
     if not keep:
         return Z, None
     if not named:
-        # a semiring has no backward: remember only that, so backward can say so
-        return Z, {"semiring": aggr}
-    cache = {"agg": agg, "ctx": ctx, "agg_first": agg_first, "W": W}
-    if agg_first:
-        cache["Y"] = Y
-    elif W is not None:
-        cache["H"] = H
-    return Z, cache
+        return Z, ForwardOnly(aggr)
+    return Z, ProjectAggregateCache(agg, ctx, agg_first, W, Y=Y if agg_first else None,
+                                    H=H if not agg_first and W is not None else None)
 
 
-def check_backward_aggr(cache: dict) -> None:
+def check_backward_aggr(cache) -> None:
     """Raise the ``ValueError`` of a training-mode backward through a semiring."""
-    if "semiring" in cache:
-        semiring = cache["semiring"]
+    if isinstance(cache, ForwardOnly):
+        semiring = cache.semiring
         name = semiring if isinstance(semiring, str) else getattr(semiring, "name", semiring)
         raise ValueError(f"the semiring aggregation {name!r} is forward-only: "
                          f"backward is defined for the aggregations {AGGREGATIONS} only; use "
@@ -179,7 +166,7 @@ def check_backward_aggr(cache: dict) -> None:
                          "aggregation")
 
 
-def project_aggregate_backward(ex, cache: dict, dZ: np.ndarray, need_dPsi: bool = True):
+def project_aggregate_backward(ex, cache: ProjectAggregateCache, dZ, need_dPsi: bool = True):
     r"""Backward of :func:`project_aggregate`: ``(dΨ, dH, dW)``.
 
     ``dΨ`` is what the aggregation's backward gives for its attention input (an edge tensor
@@ -189,26 +176,26 @@ def project_aggregate_backward(ex, cache: dict, dZ: np.ndarray, need_dPsi: bool 
     aggregation backward gives ``dX``, then ``dW = Hᵀ dX``, ``dH = dX Wᵀ``.
     """
     check_backward_aggr(cache)
-    W, ctx, agg = cache["W"], cache["ctx"], cache["agg"]
+    W, ctx, agg = cache.W, cache.ctx, cache.agg
     dW = None
-    if cache["agg_first"]:
-        dW = ex.gemm(cache["Y"], dZ, trans_a=True)
-        dPsi, dH = agg.backward(ctx, ex.gemm(dZ, W, trans_b=True), need_dPsi)
+    if cache.agg_first:
+        dW = ex.inner(cache.Y, dZ)
+        dPsi, dH = agg.backward(ctx, ex.gemm(dZ, W.T), need_dPsi)
     else:
         dPsi, dX = agg.backward(ctx, dZ, need_dPsi)
         if W is None:
             dH = dX
         else:
-            dW = ex.gemm(cache["H"], dX, trans_a=True)
-            dH = ex.gemm(dX, W, trans_b=True)
+            dW = ex.inner(cache.H, dX)
+            dH = ex.gemm(dX, W.T)
     return dPsi, dH, dW
 
 
-def check_weight(W: np.ndarray, shape: tuple[int, int], dtype, name: str = "W") -> None:
+def check_weight(W, shape: tuple[int, int], dtype, name: str = "W", xp=np) -> None:
     """A parameter must keep its shape, dtype and finiteness (optimisers write in place)."""
-    if not isinstance(W, np.ndarray) or W.shape != shape or W.dtype != dtype:
-        got = (W.shape, W.dtype) if isinstance(W, np.ndarray) else type(W).__name__
-        raise ValueError(f"parameter {name!r} must be an ndarray of shape {shape} and dtype "
+    if not isinstance(W, xp.ndarray) or W.shape != shape or W.dtype != dtype:
+        got = (W.shape, W.dtype) if isinstance(W, xp.ndarray) else type(W).__name__
+        raise ValueError(f"parameter {name!r} must be an array of shape {shape} and dtype "
                          f"{np.dtype(dtype)}, got {got}")
-    if not np.isfinite(W).all():
+    if not bool(xp.isfinite(W).all()):
         raise ValueError(f"parameter {name!r} contains NaN or Inf")

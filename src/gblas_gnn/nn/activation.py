@@ -3,14 +3,14 @@
 They hold no parameters and ignore the graph argument (accepted so that a
 :class:`~gblas_gnn.nn.Sequential` calls every module alike). By default they accept either
 float dtype and keep it; pass ``dtype=`` to insist on one (a mismatch is a ``TypeError``, never a
-silent cast).
+silent cast). They compute with the array module of their executor (a
+:class:`~gblas_gnn.nn.Sequential` gives them its own).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._validate import dense_matrix
 from .module import Module
 
 __all__ = ["ReLU", "ELU", "Identity"]
@@ -24,12 +24,11 @@ class _Elementwise(Module):
         self._strict_dtype = dtype is not None
 
     def _input(self, H: np.ndarray) -> np.ndarray:
-        return dense_matrix(H, "H", dtype=self.dtype if self._strict_dtype else None)
+        return self._dense(H, "H", dtype=self.dtype if self._strict_dtype else None)
 
-    @staticmethod
-    def _dout(dout: np.ndarray, like: np.ndarray) -> np.ndarray:
-        return dense_matrix(dout, "dout", rows=like.shape[0], cols=like.shape[1],
-                            dtype=like.dtype)
+    def _dout(self, dout: np.ndarray, like: np.ndarray) -> np.ndarray:
+        return self._dense(dout, "dout", rows=like.shape[0], cols=like.shape[1],
+                           dtype=like.dtype)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -49,16 +48,16 @@ class ReLU(_Elementwise):
 
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         H = self._input(H)
-        out = np.maximum(H, 0)
+        out = self.xp.maximum(H, 0)
         self._cache = {"mask": H > 0, "dtype": H.dtype} if self.training else None
         return out
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
         mask = cache["mask"]
-        dout = dense_matrix(dout, "dout", rows=mask.shape[0], cols=mask.shape[1],
-                            dtype=cache["dtype"])
-        return np.where(mask, dout, dout.dtype.type(0))
+        dout = self._dense(dout, "dout", rows=mask.shape[0], cols=mask.shape[1],
+                           dtype=cache["dtype"])
+        return self.xp.where(mask, dout, dout.dtype.type(0))
 
 
 class ELU(_Elementwise):
@@ -89,11 +88,12 @@ class ELU(_Elementwise):
 
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         H = self._input(H)
+        xp = self.xp
         pos = H > 0
         alpha = H.dtype.type(self.alpha)
         # expm1 on min(H, 0) only: no overflow warnings from the positive entries.
-        neg = alpha * np.expm1(np.minimum(H, 0))
-        out = np.where(pos, H, neg)
+        neg = alpha * xp.expm1(xp.minimum(H, 0))
+        out = xp.where(pos, H, neg)
         self._cache = {"pos": pos, "neg": neg} if self.training else None
         return out
 
@@ -101,7 +101,7 @@ class ELU(_Elementwise):
         cache = self._need_cache()
         pos, neg = cache["pos"], cache["neg"]
         dout = self._dout(dout, neg)
-        return np.where(pos, dout, dout * (neg + neg.dtype.type(self.alpha)))
+        return self.xp.where(pos, dout, dout * (neg + neg.dtype.type(self.alpha)))
 
     def __repr__(self) -> str:
         return f"ELU(alpha={self.alpha})"
@@ -122,4 +122,4 @@ class Identity(_Elementwise):
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
         shape, dtype = cache["shape"], cache["dtype"]
-        return dense_matrix(dout, "dout", rows=shape[0], cols=shape[1], dtype=dtype)
+        return self._dense(dout, "dout", rows=shape[0], cols=shape[1], dtype=dtype)

@@ -100,7 +100,7 @@ class AGNNConv(OrderMixin, Module):
         self.add_self_loops = bool(add_self_loops)
         self.aggr = check_aggr(aggr)
         self._order = "auto"
-        beta_arr = np.array([beta], dtype=self.dtype)
+        beta_arr = self._param(np.array([beta], dtype=self.dtype))
         if self.learn_beta:
             self.params["beta"] = beta_arr
             self._beta_buffer = None
@@ -108,7 +108,7 @@ class AGNNConv(OrderMixin, Module):
             self._beta_buffer = beta_arr
         if self.has_weight:
             rng = np.random.default_rng(seed)
-            self.params["W"] = glorot((self.in_dim, self.out_dim), rng, self.dtype)
+            self.params["W"] = self._param(glorot((self.in_dim, self.out_dim), rng, self.dtype))
         self.zero_grad()
 
     # ------------------------------------------------------------------ attributes
@@ -129,14 +129,11 @@ class AGNNConv(OrderMixin, Module):
     # ------------------------------------------------------------------ forward / backward
     def _checked_params(self) -> tuple[float, np.ndarray | None]:
         beta = self.beta
-        if not isinstance(beta, np.ndarray) or beta.shape != (1,) or beta.dtype != self.dtype:
-            raise ValueError(f"beta must be an ndarray of shape (1,) and dtype {self.dtype}")
-        if not np.isfinite(beta).all():
-            raise ValueError("parameter 'beta' contains NaN or Inf")
+        check_weight(beta, (1,), self.dtype, "beta", xp=self.xp)
         W = None
         if self.has_weight:
             W = self.params["W"]
-            check_weight(W, (self.in_dim, self.out_dim), self.dtype)
+            check_weight(W, (self.in_dim, self.out_dim), self.dtype, xp=self.xp)
         return float(beta[0]), W
 
     def forward(self, g, H: np.ndarray) -> np.ndarray:
@@ -144,10 +141,10 @@ class AGNNConv(OrderMixin, Module):
         beta, W = self._checked_params()
         if self.add_self_loops:
             g = g.with_self_loops()
-        ex = self.executor
+        ex, xp = self.executor, self.xp
         # row normalisation (F.normalize): Ĥ = H ⊘ rep(max(‖H_i‖, eps)), dense n×k
-        norms = np.sqrt(np.einsum("ij,ij->i", H, H))
-        nc = np.maximum(norms, NORM_EPS).astype(self.dtype, copy=False)
+        norms = xp.sqrt(ex.row_dot(H, H))
+        nc = xp.maximum(norms, NORM_EPS).astype(self.dtype, copy=False)
         Hn = H / nc[:, None]
         # Ψ = sm(β · A ⊙ (Ĥ Ĥᵀ)) and Z = Ψ ⊕ (H W), one fused executor operation
         # (H = diag(nc) Ĥ: aggregating H reads the same rows of Ĥ as the scores)
@@ -171,7 +168,7 @@ class AGNNConv(OrderMixin, Module):
         (dP, dQ, dbeta), dH, dW = project_aggregate_backward(ex, c["pa"], dout)
         grads = {}
         if self.learn_beta:
-            grads["beta"] = np.array([dbeta], dtype=self.dtype)
+            grads["beta"] = dbeta.reshape(1).astype(self.dtype)
         if dW is not None:
             grads["W"] = dW
         dHn = dP
@@ -180,7 +177,7 @@ class AGNNConv(OrderMixin, Module):
         # (‖H_i‖ ≤ eps, Ĥ_i = H_i / eps) is linear: dH_i = dĤ_i / eps.
         # In place: the executor's gradients are fresh arrays, and n×k temporaries cost more
         # than the arithmetic here.
-        proj = np.einsum("ij,ij->i", Hn, dHn)
+        proj = ex.row_dot(Hn, dHn)
         proj[c["clamped"]] = 0
         dHn -= Hn * proj[:, None]
         dHn /= nc[:, None]

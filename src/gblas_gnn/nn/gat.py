@@ -11,8 +11,10 @@ import numbers
 import numpy as np
 
 from .._validate import positive_ints
+from ..executors._random import draw_key
 from ._attention import (
     AGGREGATIONS,  # noqa: F401  (re-exported: gat.AGGREGATIONS)
+    ForwardOnly,
     check_aggr,
     check_backward_aggr,
     check_order,
@@ -59,11 +61,13 @@ class GATConv(Module):
     :math:`\Psi_h[i,j]\,H'_h[j]` of each target by ``aggr`` (an empty row gives 0).
 
     Attention dropout (training mode only) zeroes each attention coefficient with
-    probability ``dropout`` and scales the kept ones by :math:`1/(1-p)`. The mask is drawn
-    from :attr:`dropout_rng` (a ``numpy.random.Generator`` seeded from ``seed``, independent
-    of the initialisation; assign a new generator to re-seed), one uniform number per stored
-    edge of ``A`` in CSR order (target-major, sources ascending), head after head; an edge is
-    kept when its number is ``>= dropout``. Backward reuses the mask of the forward.
+    probability ``dropout`` and scales the kept ones by :math:`1/(1-p)`. The mask is
+    counter-based (:mod:`gblas_gnn.executors._random`): the coefficient of head ``h`` on the
+    edge ``j → i`` is kept when a hash :math:`u(\kappa; h, i, j)` of a per-call key and of
+    the global ids is ``>= dropout``, so every executor and every MPI grid draws the same
+    mask. The key is drawn from :attr:`dropout_rng` (a ``numpy.random.Generator`` seeded from
+    ``seed``, independent of the initialisation; assign a new generator to re-seed), one
+    draw per training-mode forward. Backward reuses the mask of the forward.
 
     For ``aggr`` in ``"sum"``/``"mean"`` with one head and ``in_dim < out_dim`` the layer
     aggregates before projecting, :math:`Z = (\Psi H) W`, and computes the scores as
@@ -109,12 +113,13 @@ class GATConv(Module):
         self.concat, self.add_self_loops = bool(concat), bool(add_self_loops)
         self.negative_slope, self.dropout, self.aggr = slope, p, aggr
         rng = np.random.default_rng(seed)
-        self.params["W"] = glorot((self.in_dim, self.heads * self.out_dim), rng, self.dtype)
-        self.params["att_src"] = glorot((self.heads, self.out_dim), rng, self.dtype)
-        self.params["att_dst"] = glorot((self.heads, self.out_dim), rng, self.dtype)
+        init = {"W": glorot((self.in_dim, self.heads * self.out_dim), rng, self.dtype),
+                "att_src": glorot((self.heads, self.out_dim), rng, self.dtype),
+                "att_dst": glorot((self.heads, self.out_dim), rng, self.dtype)}
         if bias:
             width = self.heads * self.out_dim if self.concat else self.out_dim
-            self.params["bias"] = zeros((width,), self.dtype)
+            init["bias"] = zeros((width,), self.dtype)
+        self.params.update({k: self._param(v) for k, v in init.items()})
         self.dropout_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
         # "auto" | "project_first" | "aggregate_first" (the last for 1 head, sum/mean only)
         self._order = "auto"
@@ -138,34 +143,27 @@ class GATConv(Module):
             return False
         return linear_one_head and self.in_dim < self.out_dim
 
-    def _att_matrix(self) -> np.ndarray:
+    def _att_matrix(self):
         """``B`` (heads·out, 2·heads) with ``H'_h a_src[h]`` = column h of ``H' B`` and
         ``H'_h a_dst[h]`` = column heads+h: block-diagonal placement of the attention
         vectors, so all scores come from one product."""
         heads, out = self.heads, self.out_dim
-        B = np.zeros((heads * out, 2 * heads), self.dtype)
+        B = self.xp.zeros((heads * out, 2 * heads), self.dtype)
         for h in range(heads):
             B[h * out:(h + 1) * out, h] = self.params["att_src"][h]
             B[h * out:(h + 1) * out, heads + h] = self.params["att_dst"][h]
         return B
 
-    def _scores(self, H: np.ndarray, Hp: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """``(s, d)``, each (heads, n): ``s[h] = H'_h a_src[h]``, ``d[h] = H'_h a_dst[h]``,
-        i.e. ``[s; d]ᵀ = H' B`` or, without ``H'`` (or when it is wider than ``H``),
-        ``H (W B)``."""
-        B = self._att_matrix()
+    def _scores(self, H, Hp):
+        """``(s, d)``, each (n, heads): ``s[:, h] = H'_h a_src[h]``, ``d[:, h] = H'_h
+        a_dst[h]``, i.e. ``[s d] = H' B`` or, without ``H'`` (or when it is wider than
+        ``H``), ``H (W B)``."""
+        ex, B = self.executor, self._att_matrix()
         if Hp is None or self.in_dim < self.out_dim:
-            SD = self.executor.gemm(H, self.params["W"] @ B)
+            SD = ex.gemm(H, ex.gemm(self.params["W"], B))
         else:
-            SD = self.executor.gemm(Hp, B)
-        SD = np.ascontiguousarray(SD.T)
-        return SD[:self.heads], SD[self.heads:]
-
-    def _dropout_mask(self, nnz: int) -> np.ndarray:
-        """(heads, nnz) edge scales in CSR order: ``1/(1-p)`` for kept edges, 0 for dropped."""
-        p = self.dropout
-        keep = self.dropout_rng.random((self.heads, nnz)) >= p
-        return np.where(keep, 1.0 / (1.0 - p), 0.0).astype(self.dtype)
+            SD = ex.gemm(Hp, B)
+        return SD[:, :self.heads], SD[:, self.heads:]
 
     # ------------------------------------------------------------------ forward
     def forward(self, g, H: np.ndarray) -> np.ndarray:
@@ -176,7 +174,10 @@ class GATConv(Module):
         ex = self.executor
         W = self.params["W"]
         keep = self.training and self._named        # a semiring has no backward
-        mask = self._dropout_mask(g.nnz) if self.training and self.dropout > 0 else None
+        mask = None
+        if self.training and self.dropout > 0:      # (heads, nnz) scales, CSR order of A
+            mask = ex.dropout_edges(g.A, draw_key(self.dropout_rng), self.dropout, self.heads,
+                                    self.dtype)
 
         # X = H (aggregate first, then Z = Y W) or X = H' = H W, (n, heads·out)
         X = H if agg_first else ex.gemm(H, W)
@@ -192,16 +193,16 @@ class GATConv(Module):
         Y, ctx = result if keep else (result, None)
         Z = ex.gemm(Y, W) if agg_first else Y
         if not self.concat and self.heads > 1:
-            Z = Z.reshape(g.n, self.heads, self.out_dim).mean(axis=1, dtype=self.dtype)
+            Z = Z.reshape(Z.shape[0], self.heads, self.out_dim).mean(axis=1, dtype=self.dtype)
         if bias is not None and not bias_by_executor:
             Z += bias        # Z is a fresh array (executor results are ours)
 
         if not self.training:
             self._cache = None
         elif not self._named:
-            self._cache = {"semiring": self.aggr}       # forward-only: backward says so
+            self._cache = ForwardOnly(self.aggr)      # backward says it is forward-only
         else:
-            self._cache = {"H": H, "X": X, "Y": Y if agg_first else None, "n": g.n,
+            self._cache = {"H": H, "X": X, "Y": Y if agg_first else None, "rows": Z.shape[0],
                            "agg_first": agg_first, "ctx": ctx}
         return Z
 
@@ -209,44 +210,43 @@ class GATConv(Module):
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
         check_backward_aggr(cache)
-        n, H, X, agg_first = cache["n"], cache["H"], cache["X"], cache["agg_first"]
-        dout = self._check_dout(dout, (n, self.out_width))
-        ex = self.executor
+        H, X, agg_first = cache["H"], cache["X"], cache["agg_first"]
+        dout = self._check_dout(dout, (cache["rows"], self.out_width))
+        ex, xp = self.executor, self.xp
         heads, out = self.heads, self.out_dim
         W = self.params["W"]
 
         if "bias" in self.params:
-            self.grads["bias"] = dout.sum(axis=0)
+            self.grads["bias"] = ex.vertex_sum(dout)
         # mean over heads: every head receives dout / heads
         dZ = dout if self.concat or heads == 1 else \
-            np.tile(dout / self.dtype.type(heads), (1, heads))
+            xp.tile(dout / self.dtype.type(heads), (1, heads))
         B = self._att_matrix()
         if agg_first:
             # Z = Y W:  dW = Yᵀ dZ (+ the score terms below), dY = dZ Wᵀ
-            dW = ex.gemm(cache["Y"], dZ, trans_a=True)
-            dd, ds, dX = ex.additive_attention_backward(cache["ctx"],
-                                                        ex.gemm(dZ, W, trans_b=True))
+            dW = ex.inner(cache["Y"], dZ)
+            dd, ds, dX = ex.additive_attention_backward(cache["ctx"], ex.gemm(dZ, W.T))
             # [s d] = H (W B) with one head:  with G = [ds dd] (n, 2),
             # d(W B) = Hᵀ G, so da = Wᵀ Hᵀ G, dW += Hᵀ G Bᵀ, dH = dX + G (W B)ᵀ
-            G = np.concatenate([ds, dd])                          # Gᵀ, (2, n)
-            HG = ex.gemm(H, G, trans_a=True, trans_b=True)        # Hᵀ G, (in, 2)
-            da = W.T @ HG
+            G = xp.concatenate([ds, dd], axis=1)
+            HG = ex.inner(H, G)                                   # Hᵀ G, (in, 2)
+            da = ex.gemm(W.T, HG)                                 # (out, 2)
             da_src, da_dst = da[:, :1].T, da[:, 1:].T
-            dW += HG @ B.T
+            dW += ex.gemm(HG, B.T)
             dH = dX
-            dH += ex.gemm(G, W @ B, trans_a=True, trans_b=True)
+            dH += ex.gemm(G, ex.gemm(W, B).T)
         else:
             dd, ds, dX = ex.additive_attention_backward(cache["ctx"], dZ)
             # [s d] = H' B:  with G = [ds dd] (n, 2·heads), dB = H'ᵀ G (its diagonal blocks
             # are da_src, da_dst) and dH' = dX + G Bᵀ
-            G = np.concatenate([ds, dd])                          # Gᵀ, (2·heads, n)
-            dB = ex.gemm(G, X).reshape(2, heads, heads, out)      # (H'ᵀ G)ᵀ by head blocks
-            diag = np.arange(heads)
-            da_src, da_dst = dB[0, diag, diag], dB[1, diag, diag]
+            G = xp.concatenate([ds, dd], axis=1)
+            dB = ex.inner(X, G).reshape(heads, out, 2, heads)     # H'ᵀ G by head blocks
+            diag = xp.arange(heads)
+            da_src, da_dst = dB[diag, :, 0, diag], dB[diag, :, 1, diag]
             dHp = dX
-            dHp += ex.gemm(G, B, trans_a=True, trans_b=True)
-            dW = ex.gemm(H, dHp, trans_a=True)                 # Hᵀ dH'
-            dH = ex.gemm(dHp, W, trans_b=True)                 # dH' Wᵀ
+            dHp += ex.gemm(G, B.T)
+            dW = ex.inner(H, dHp)                                 # Hᵀ dH'
+            dH = ex.gemm(dHp, W.T)                                # dH' Wᵀ
         self.grads["W"] = dW
         self.grads["att_src"] = da_src.astype(self.dtype, copy=False)
         self.grads["att_dst"] = da_dst.astype(self.dtype, copy=False)

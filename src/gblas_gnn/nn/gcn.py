@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import dense_matrix, positive_ints
-from ._propagate import TransposeCache, project_propagate, project_propagate_backward
+from .._validate import positive_ints
+from ._propagate import project_propagate, project_propagate_backward
 from .init import glorot, zeros
 from .module import Module
 
@@ -65,10 +65,9 @@ class GCNConv(Module):
         self._project_first = self.out_dim <= self.in_dim
         self._adj_cache: tuple | None = None
         rng = np.random.default_rng(seed)
-        self.params["W"] = glorot((self.in_dim, self.out_dim), rng, self.dtype)
+        self.params["W"] = self._param(glorot((self.in_dim, self.out_dim), rng, self.dtype))
         if bias:
-            self.params["bias"] = zeros((self.out_dim,), self.dtype)
-        self._transposed = TransposeCache()
+            self.params["bias"] = self._param(zeros((self.out_dim,), self.dtype))
         self.zero_grad()
 
     def __repr__(self) -> str:
@@ -78,16 +77,12 @@ class GCNConv(Module):
     def _adjacency(self, g, H: np.ndarray):
         """``(S, H)``: the propagation matrix of graph ``g`` and the validated features."""
         if self.cached and self._adj_cache is not None and self._adj_cache[0] is g:
-            S = self._adj_cache[1]
-            H = dense_matrix(H, "H", cols=self.in_dim, dtype=self.dtype)
-            if H.shape[0] != S.nrows:
-                raise ValueError(f"H has {H.shape[0]} rows but the graph has {S.nrows} "
-                                 "vertices")
-            return S, H
+            _, S, rows = self._adj_cache
+            return S, self._dense(H, "H", rows=rows, cols=self.in_dim, dtype=self.dtype)
         graph, H = self._prepare(g, H, self.in_dim)
         S = graph.gcn_norm(self.add_self_loops) if self.normalize else graph.A
         if self.cached:
-            self._adj_cache = (g, S)
+            self._adj_cache = (g, S, graph.n_local)
         return S, H
 
     def forward(self, g, H: np.ndarray) -> np.ndarray:
@@ -99,12 +94,11 @@ class GCNConv(Module):
         return Z
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        cache = self._need_cache()
-        dout = self._check_dout(dout, (cache["S"].nrows, self.out_dim))
-        cache["ST"] = self._transposed(self.executor, cache["S"])
+        saved = self._need_cache()
+        dout = self._check_dout(dout, (saved.rows, self.out_dim))
         # project first: Âᵀ dZ on out_dim columns; else Âᵀ (dZ Wᵀ) on in_dim columns
         self.grads["W"], dH = project_propagate_backward(
-            self.executor, cache, dout, self.params["W"], 1, self._project_first)
+            self.executor, saved, dout, self.params["W"], 1, self._project_first)
         if "bias" in self.params:
-            self.grads["bias"] = dout.sum(axis=0)
+            self.grads["bias"] = self.executor.vertex_sum(dout)
         return dH

@@ -85,7 +85,7 @@ class GINConv(Module):
             for k, v in lin.params.items():
                 self.params[f"lin{i}.{k}"] = v
         if self.train_eps:
-            self.params["eps"] = np.array([eps], dtype=self.dtype)
+            self.params["eps"] = self._param(np.array([eps], dtype=self.dtype))
         # Φ∘⊕ order for the first linear layer: project first when it narrows the SpMM
         self._project_first = dims[1] < dims[0]
         self.zero_grad()
@@ -95,7 +95,7 @@ class GINConv(Module):
 
     @property
     def eps(self) -> float:
-        """The current :math:`\\varepsilon`."""
+        """The current :math:`\\varepsilon` (a host float: reading it copies one scalar)."""
         return float(self.params["eps"][0]) if self.train_eps else self._eps
 
     def train(self, mode: bool = True) -> GINConv:
@@ -114,10 +114,12 @@ class GINConv(Module):
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         graph, H = self._prepare(g, H, self.in_dim)
         self._sync()
-        ex, A = self.executor, graph.A
-        one_eps = self.dtype.type(1) + self.dtype.type(self.eps)
+        ex, xp, A = self.executor, self.xp, graph.A
+        # 1 + ε as an array of the executor (a learnt ε stays where it lives)
+        one_eps = (self.params["eps"] if self.train_eps else
+                   xp.asarray([self._eps], dtype=self.dtype)) + self.dtype.type(1)
         W0, b0 = self.params["lin0.W"], self.params["lin0.bias"]
-        saved: dict = {"A": A, "one_eps": one_eps}
+        saved: dict = {"A": A, "one_eps": one_eps, "rows": H.shape[0]}
         if self._project_first or self.train_eps:
             saved["H"] = H
         if self._project_first:
@@ -131,7 +133,7 @@ class GINConv(Module):
         X += b0
         acts = []
         for lin in self._lins[1:]:
-            X = np.maximum(X, 0)
+            X = xp.maximum(X, 0)
             acts.append(X)
             lin.training = self.training
             X = lin(None, X)
@@ -142,7 +144,7 @@ class GINConv(Module):
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
         A, one_eps = cache["A"], cache["one_eps"]
-        dout = self._check_dout(dout, (A.nrows, self.out_dim))
+        dout = self._check_dout(dout, (cache["rows"], self.out_dim))
         self._sync()
         ex, W0 = self.executor, self.params["lin0.W"]
         d = dout
@@ -152,19 +154,19 @@ class GINConv(Module):
             for k, v in lin.grads.items():
                 self.grads[f"lin{i}.{k}"] = v
             d = d * (cache["acts"][i - 1] > 0)                  # ReLU'
-        self.grads["lin0.bias"] = d.sum(axis=0)
+        self.grads["lin0.bias"] = ex.vertex_sum(d)
         if self._project_first:
             G = one_eps * d + ex.spmm_t(A, d)                   # ∂(H W0), hidden columns
-            self.grads["lin0.W"] = ex.gemm(cache["H"], G, trans_a=True)
-            dH = ex.gemm(G, W0, trans_b=True)
-            if self.train_eps:
-                deps = np.sum(d * cache["Y"])
+            self.grads["lin0.W"] = ex.inner(cache["H"], G)
+            dH = ex.gemm(G, W0.T)
+            if self.train_eps:                                  # Σ G0 ⊙ (H W0)
+                deps = ex.vertex_sum(ex.row_dot(d, cache["Y"]))
         else:
-            self.grads["lin0.W"] = ex.gemm(cache["X0"], d, trans_a=True)
-            dX0 = ex.gemm(d, W0, trans_b=True)
+            self.grads["lin0.W"] = ex.inner(cache["X0"], d)
+            dX0 = ex.gemm(d, W0.T)
             dH = one_eps * dX0 + ex.spmm_t(A, dX0)
-            if self.train_eps:
-                deps = np.sum(dX0 * cache["H"])
+            if self.train_eps:                                  # Σ ∂X0 ⊙ H
+                deps = ex.vertex_sum(ex.row_dot(dX0, cache["H"]))
         if self.train_eps:
-            self.grads["eps"] = np.array([deps], dtype=self.dtype)
+            self.grads["eps"] = deps.reshape(1).astype(self.dtype)
         return dH

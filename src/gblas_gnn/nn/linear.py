@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import dense_matrix, positive_ints
+from .._validate import positive_ints
 from .init import glorot, zeros
 from .module import Module
 
@@ -31,13 +31,13 @@ class Linear(Module):
         positive_ints(in_dim=in_dim, out_dim=out_dim)
         self.in_dim, self.out_dim = in_dim, out_dim
         rng = np.random.default_rng(seed)
-        self.params["W"] = glorot((in_dim, out_dim), rng, self.dtype)
+        self.params["W"] = self._param(glorot((in_dim, out_dim), rng, self.dtype))
         if bias:
-            self.params["bias"] = zeros((out_dim,), self.dtype)
+            self.params["bias"] = self._param(zeros((out_dim,), self.dtype))
         self.zero_grad()
 
     def forward(self, g, H: np.ndarray) -> np.ndarray:
-        H = dense_matrix(H, "H", cols=self.in_dim, dtype=self.dtype)
+        H = self._dense(H, "H", cols=self.in_dim, dtype=self.dtype)
         Z = self.executor.gemm(H, self.params["W"])
         if "bias" in self.params:
             Z += self.params["bias"]
@@ -47,8 +47,9 @@ class Linear(Module):
     def backward(self, dout: np.ndarray) -> np.ndarray:
         H = self._need_cache()["H"]
         dout = self._check_dout(dout, (H.shape[0], self.out_dim))
-        self.grads["W"] = self.executor.gemm(H, dout, trans_a=True)
+        ex = self.executor
+        self.grads["W"] = ex.inner(H, dout)                     # Hᵀ dZ
         if "bias" in self.params:
-            self.grads["bias"] = dout.sum(axis=0)
-        return self.executor.gemm(dout, self.params["W"], trans_b=True)
+            self.grads["bias"] = ex.vertex_sum(dout)            # dZᵀ 1
+        return ex.gemm(dout, self.params["W"].T)
 

@@ -72,10 +72,10 @@ def gat(in_dim: int, num_classes: int, hidden: int = 8, heads: int = 8, dropout:
     s = derive_seeds(seed, 4)
     kw = {"dtype": dtype, "executor": executor, "aggr": aggr}
     return Sequential(
-        Dropout(dropout, seed=s[0], dtype=dtype),
+        Dropout(dropout, seed=s[0], dtype=dtype, executor=executor),
         GATConv(in_dim, hidden, heads=heads, dropout=dropout, seed=s[1], **kw),
         ELU(dtype=dtype),
-        Dropout(dropout, seed=s[2], dtype=dtype),
+        Dropout(dropout, seed=s[2], dtype=dtype, executor=executor),
         GATConv(hidden * heads, num_classes, heads=1, concat=False, dropout=dropout,
                 seed=s[3], **kw),
     )
@@ -94,10 +94,10 @@ def gcn(in_dim: int, num_classes: int, hidden: int = 16, dropout: float = 0.5, s
     s = derive_seeds(seed, 4)
     kw = {"dtype": dtype, "executor": executor}
     return Sequential(
-        Dropout(dropout, seed=s[0], dtype=dtype),
+        Dropout(dropout, seed=s[0], dtype=dtype, executor=executor),
         GCNConv(in_dim, hidden, cached=True, seed=s[1], **kw),
         ReLU(dtype=dtype),
-        Dropout(dropout, seed=s[2], dtype=dtype),
+        Dropout(dropout, seed=s[2], dtype=dtype, executor=executor),
         GCNConv(hidden, num_classes, cached=True, seed=s[3], **kw),
     )
 
@@ -117,11 +117,11 @@ def agnn(in_dim: int, num_classes: int, hidden: int = 16, dropout: float = 0.5,
     kw = {"dtype": dtype, "executor": executor}
     props = [AGNNConv(hidden, learn_beta=(i > 0), aggr=aggr, **kw) for i in range(layers)]
     return Sequential(
-        Dropout(dropout, seed=s[0], dtype=dtype),
+        Dropout(dropout, seed=s[0], dtype=dtype, executor=executor),
         Linear(in_dim, hidden, seed=s[1], **kw),
         ReLU(dtype=dtype),
         *props,
-        Dropout(dropout, seed=s[2], dtype=dtype),
+        Dropout(dropout, seed=s[2], dtype=dtype, executor=executor),
         Linear(hidden, num_classes, seed=s[3], **kw),
     )
 
@@ -137,10 +137,10 @@ def va(in_dim: int, num_classes: int, hidden: int = 16, dropout: float = 0.5,
     s = derive_seeds(seed, 4)
     kw = {"dtype": dtype, "executor": executor, "aggr": aggr}
     return Sequential(
-        Dropout(dropout, seed=s[0], dtype=dtype),
+        Dropout(dropout, seed=s[0], dtype=dtype, executor=executor),
         VAConv(in_dim, hidden, softmax=softmax, seed=s[1], **kw),
         ReLU(dtype=dtype),
-        Dropout(dropout, seed=s[2], dtype=dtype),
+        Dropout(dropout, seed=s[2], dtype=dtype, executor=executor),
         VAConv(hidden, num_classes, softmax=softmax, seed=s[3], **kw),
     )
 
@@ -155,7 +155,7 @@ def sgc(in_dim: int, num_classes: int, K: int = 2, dropout: float = 0.0, seed: i
     s = derive_seeds(seed, 2)
     layers = [SGConv(in_dim, num_classes, K=K, seed=s[1], dtype=dtype, executor=executor)]
     if dropout > 0:
-        layers.insert(0, Dropout(dropout, seed=s[0], dtype=dtype))
+        layers.insert(0, Dropout(dropout, seed=s[0], dtype=dtype, executor=executor))
     return Sequential(*layers)
 
 
@@ -179,7 +179,7 @@ def gin(in_dim: int, num_classes: int, hidden: int = 64, layers: int = 2, dropou
                  ReLU(dtype=dtype)]
         d = hidden
     mods += [Linear(hidden, hidden, seed=s[layers], **kw), ReLU(dtype=dtype),
-             Dropout(dropout, seed=s[layers + 1], dtype=dtype),
+             Dropout(dropout, seed=s[layers + 1], dtype=dtype, executor=executor),
              Linear(hidden, num_classes, seed=s[layers + 2], **kw)]
     return Sequential(*mods)
 

@@ -4,6 +4,11 @@ A module is called as ``out = module(g, H)``. In training mode the forward keeps
 what :meth:`Module.backward` needs; in evaluation mode (``module.eval()``) it keeps nothing.
 ``backward(dout)`` returns ``dL/dH`` and fills ``module.grads`` (same keys and shapes as
 ``module.params``).
+
+Every dense tensor a module touches is an array of its executor's array module
+(``module.executor.xp``: numpy for ``cpu`` and ``dist``, CuPy on a GPU), parameters and
+gradients included; a module computes with :attr:`Module.executor` only, so it runs
+unchanged on any executor.
 """
 
 from __future__ import annotations
@@ -27,7 +32,16 @@ class Module(ABC):
         self.params: dict[str, np.ndarray] = {}
         self.grads: dict[str, np.ndarray] = {}
         self.training = True
-        self._cache: dict | None = None
+        self._cache = None
+
+    @property
+    def xp(self):
+        """The array module of this module's executor."""
+        return self.executor.xp
+
+    def _param(self, value: np.ndarray):
+        """A parameter array (built on the host by an initialiser) on the executor."""
+        return self.executor.asarray(value)
 
     # ------------------------------------------------------------------ mode
     def train(self, mode: bool = True) -> Module:
@@ -64,7 +78,7 @@ class Module(ABC):
 
     def zero_grad(self) -> None:
         """Set every gradient to zeros."""
-        self.grads = {k: np.zeros_like(v) for k, v in self.params.items()}
+        self.grads = {k: self.xp.zeros_like(v) for k, v in self.params.items()}
         for child in self.children():
             child.zero_grad()
 
@@ -81,12 +95,24 @@ class Module(ABC):
         """Gradient w.r.t. the input features; fills ``self.grads``."""
 
     # ------------------------------------------------------------------ helpers for layers
+    def _dense(self, x, name: str, **checks):
+        """``x`` validated as a finite 2-D array of the executor (a host array is moved to it
+        first); an error in any process is raised in every process."""
+        ex = self.executor
+        with ex.validation():
+            if isinstance(x, np.ndarray) and self.xp is not np:
+                x = ex.asarray(x)
+            x = dense_matrix(x, name, xp=self.xp, **checks)
+        return x
+
     def _prepare(self, g, H: np.ndarray, in_dim: int | None) -> tuple[Graph, np.ndarray]:
         """Validate ``H`` (dtype = module dtype, ``in_dim`` columns) and resolve the graph."""
-        H = dense_matrix(H, "H", cols=in_dim, dtype=self.dtype)
-        g = as_graph(g, dtype=self.dtype).astype(self.dtype)
-        if H.shape[0] != g.n:
-            raise ValueError(f"H has {H.shape[0]} rows but the graph has {g.n} vertices")
+        H = self._dense(H, "H", cols=in_dim, dtype=self.dtype)
+        with self.executor.validation():
+            g = as_graph(g, dtype=self.dtype).astype(self.dtype)
+            if H.shape[0] != g.n_local:
+                raise ValueError(f"H has {H.shape[0]} rows but the graph has {g.n_local} "
+                                 "vertices" + ("" if g.n_local == g.n else " in this process"))
         return g, H
 
     def _need_cache(self) -> dict:
@@ -96,4 +122,4 @@ class Module(ABC):
         return self._cache
 
     def _check_dout(self, dout: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        return dense_matrix(dout, "dout", rows=shape[0], cols=shape[1], dtype=self.dtype)
+        return self._dense(dout, "dout", rows=shape[0], cols=shape[1], dtype=self.dtype)

@@ -44,6 +44,9 @@ class Sequential(Module):
         typed = next((m for m in modules if any(True for _ in m.named_parameters())),
                      modules[0])
         super().__init__(typed.dtype, typed.executor)
+        for m in modules:           # activations and dropout compute on the model's executor
+            if not m.children() and not any(True for _ in m.named_parameters()):
+                m.executor = typed.executor
         self._modules = list(modules)
         self.training = all(m.training for m in modules)
 

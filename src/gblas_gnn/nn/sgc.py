@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import dense_matrix, positive_ints
-from ._propagate import TransposeCache, project_propagate, project_propagate_backward, propagate
+from .._validate import positive_ints
+from ._propagate import project_propagate, project_propagate_backward, propagate
 from .init import glorot, zeros
 from .module import Module
 
@@ -68,10 +68,9 @@ class SGConv(Module):
         self._project_first = not self.cached and self.out_dim < self.in_dim
         self._prop_cache: tuple | None = None
         rng = np.random.default_rng(seed)
-        self.params["W"] = glorot((self.in_dim, self.out_dim), rng, self.dtype)
+        self.params["W"] = self._param(glorot((self.in_dim, self.out_dim), rng, self.dtype))
         if bias:
-            self.params["bias"] = zeros((self.out_dim,), self.dtype)
-        self._transposed = TransposeCache()
+            self.params["bias"] = self._param(zeros((self.out_dim,), self.dtype))
         self.zero_grad()
 
     def __repr__(self) -> str:
@@ -83,8 +82,8 @@ class SGConv(Module):
         c = self._prop_cache
         if not self.cached or c is None or c[0] is not g:
             return None
-        H = dense_matrix(H, "H", cols=self.in_dim, dtype=self.dtype)
-        if H.shape != c[1].shape or not np.array_equal(H, c[1]):
+        H = self._dense(H, "H", cols=self.in_dim, dtype=self.dtype)
+        if H.shape != c[1].shape or not bool(self.xp.array_equal(H, c[1])):
             return None
         return c[2], c[3]
 
@@ -108,13 +107,12 @@ class SGConv(Module):
         return Z
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        cache = self._need_cache()
-        dout = self._check_dout(dout, (cache["S"].nrows, self.out_dim))
-        cache["ST"] = self._transposed(self.executor, cache["S"])
+        saved = self._need_cache()
+        dout = self._check_dout(dout, (saved.rows, self.out_dim))
         # the SpMM chain of dH runs on the narrower of in_dim, out_dim
         self.grads["W"], dH = project_propagate_backward(
-            self.executor, cache, dout, self.params["W"], self.K, self._project_first,
+            self.executor, saved, dout, self.params["W"], self.K, self._project_first,
             propagate_dout_first=self.out_dim <= self.in_dim)
         if "bias" in self.params:
-            self.grads["bias"] = dout.sum(axis=0)
+            self.grads["bias"] = self.executor.vertex_sum(dout)
         return dH

@@ -80,7 +80,7 @@ class VAConv(OrderMixin, Module):
         self.aggr = check_aggr(aggr)
         self._order = "auto"
         rng = np.random.default_rng(seed)
-        self.params["W"] = glorot((self.in_dim, self.out_dim), rng, self.dtype)
+        self.params["W"] = self._param(glorot((self.in_dim, self.out_dim), rng, self.dtype))
         self.zero_grad()
 
     def __repr__(self) -> str:
@@ -90,7 +90,7 @@ class VAConv(OrderMixin, Module):
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         g, H = self._prepare(g, H, self.in_dim)
         W = self.params["W"]
-        check_weight(W, (self.in_dim, self.out_dim), self.dtype)
+        check_weight(W, (self.in_dim, self.out_dim), self.dtype, xp=self.xp)
         if self.add_self_loops:
             g = g.with_self_loops()
         ex = self.executor

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write, read_npz
+from ..executors import to_numpy
 from ..nn.module import Module
 
 __all__ = ["CheckpointError", "Checkpoint", "named_modules", "named_rngs", "rng_states",
@@ -131,11 +132,11 @@ def save_checkpoint(path, model: Module, optimizer=None, *, epoch: int = 0,
     arrays: dict[str, np.ndarray] = {}
     names = []
     for name, p in model.named_parameters():
-        arrays[f"param/{name}"] = p
+        arrays[f"param/{name}"] = to_numpy(p)
         names.append(name)
     if best_params is not None:
         for name, p in best_params.items():
-            arrays[f"best/{name}"] = np.asarray(p)
+            arrays[f"best/{name}"] = to_numpy(p)
     if optimizer is not None:
         for key, arr in optimizer.state_dict().items():
             arrays[f"optim/{key}"] = arr
@@ -256,7 +257,7 @@ def load_checkpoint(path, model: Module, optimizer=None, *, restore_rng: bool = 
         except ValueError as exc:
             raise CheckpointError(f"checkpoint {str(path)!r}: {exc}") from exc
     for name, p in model_params.items():
-        p[...] = ck.params[name]
+        p[...] = model.executor.asarray(ck.params[name])
     if restore_rng:
         set_rng_states(model, ck.rng)
     return ck

@@ -1,40 +1,55 @@
-"""Masked softmax cross-entropy and accuracy for full-batch node classification."""
+"""Masked softmax cross-entropy and accuracy for full-batch node classification.
+
+Both are written with the executor's array module and its reduction over vertices
+(:meth:`~gblas_gnn.executors.Executor.vertex_sum`), so that logits, labels and masks stay
+where the executor keeps them and a distributed executor sums over every process's rows.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..executors import get_executor
+
 __all__ = ["cross_entropy", "accuracy"]
 
 
-def _check(logits, y, mask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if not isinstance(logits, np.ndarray) or logits.ndim != 2:
-        raise ValueError("logits must be a 2-D numpy array (n, num_classes), got "
+def _check(logits, y, mask, ex) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Validated ``(logits, masked labels, mask, global count of masked nodes)``."""
+    xp = ex.xp
+    with ex.validation():
+        _check_local(logits, y, mask, xp)
+    y, mask = xp.asarray(y), xp.asarray(mask)
+    count = int(ex.vertex_sum(mask.astype(np.int64)))
+    if count == 0:
+        raise ValueError("mask selects no node")
+    ym = y[mask]
+    return logits, ym.astype(np.int64, copy=False), mask, count
+
+
+def _check_local(logits, y, mask, xp) -> None:
+    if not isinstance(logits, xp.ndarray) or logits.ndim != 2:
+        raise ValueError("logits must be a 2-D array (n, num_classes), got "
                          f"{getattr(logits, 'shape', type(logits).__name__)}")
     if logits.dtype.kind != "f":
         raise TypeError(f"logits must be float32 or float64, got {logits.dtype}")
     n, c = logits.shape
     if c < 1:
         raise ValueError("logits need at least one class column")
-    y = np.asarray(y)
-    if y.shape != (n,):
-        raise ValueError(f"labels y must have shape ({n},), got {y.shape}")
+    if tuple(y.shape) != (n,):
+        raise ValueError(f"labels y must have shape ({n},), got {tuple(y.shape)}")
     if y.size and not np.issubdtype(y.dtype, np.integer):
         raise TypeError(f"labels y must be integers, got dtype {y.dtype}")
-    mask = np.asarray(mask)
-    if mask.shape != (n,) or mask.dtype != np.bool_:
+    if tuple(mask.shape) != (n,) or mask.dtype != np.bool_:
         raise ValueError(f"mask must be a boolean array of shape ({n},), got "
-                         f"{mask.dtype} {mask.shape}")
-    if not mask.any():
-        raise ValueError("mask selects no node")
-    ym = y[mask]
-    if ym.min() < 0 or ym.max() >= c:
+                         f"{mask.dtype} {tuple(mask.shape)}")
+    ym = y[xp.asarray(mask)]
+    if ym.size and (int(ym.min()) < 0 or int(ym.max()) >= c):
         raise ValueError(f"labels of the masked nodes must lie in [0, {c}), got "
-                         f"[{ym.min()}, {ym.max()}]")
-    return logits, ym.astype(np.int64, copy=False), mask
+                         f"[{int(ym.min())}, {int(ym.max())}]")
 
 
-def cross_entropy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray
+def cross_entropy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray, executor=None
                   ) -> tuple[float, np.ndarray]:
     r"""Mean softmax cross-entropy over the nodes selected by ``mask``, and its gradient.
 
@@ -50,9 +65,10 @@ def cross_entropy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray
     (numerically stable for any finite logits).
 
     Args:
-        logits: (n, C) float32/float64 scores.
+        logits: (n, C) float32/float64 scores (an array of the executor).
         y: (n,) integer labels (only the masked ones are read; they must lie in [0, C)).
-        mask: (n,) bool, at least one ``True``.
+        mask: (n,) bool, at least one ``True`` (over all processes of a distributed run).
+        executor: whose array module and reduction over vertices to use (default cpu).
 
     Returns:
         ``(loss, dlogits)``: the loss as a Python float (accumulated in float64) and
@@ -61,29 +77,31 @@ def cross_entropy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray
     Raises:
         FloatingPointError: the masked logits contain NaN or Inf.
     """
-    logits, ym, mask = _check(logits, y, mask)
+    ex = get_executor(executor)
+    xp = ex.xp
+    logits, ym, mask, count = _check(logits, y, mask, ex)
     z = logits[mask]
-    if not np.isfinite(z).all():
+    if not bool(ex.vertex_sum(xp.isfinite(z).all(axis=1).astype(np.int64)) == count):
         raise FloatingPointError("logits contain NaN or Inf (has the model diverged?)")
     m = z.max(axis=1, keepdims=True)
     shifted = z - m
-    e = np.exp(shifted)
+    e = xp.exp(shifted)
     s = e.sum(axis=1, keepdims=True)
-    rows = np.arange(z.shape[0])
+    rows = xp.arange(z.shape[0])
     # loss per node: log Σ exp(z - m) - (z_y - m), accumulated in float64
-    per_node = np.log(s[:, 0].astype(np.float64)) - shifted[rows, ym].astype(np.float64)
-    count = z.shape[0]
-    loss = float(per_node.sum() / count)
+    per_node = xp.log(s[:, 0].astype(np.float64)) - shifted[rows, ym].astype(np.float64)
+    loss = float(ex.vertex_sum(per_node)) / count
     p = e / s
     p[rows, ym] -= 1
     p *= logits.dtype.type(1.0 / count)
-    dlogits = np.zeros_like(logits)
+    dlogits = xp.zeros_like(logits)
     dlogits[mask] = p
     return loss, dlogits
 
 
-def accuracy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray) -> float:
+def accuracy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray, executor=None) -> float:
     """Fraction of the masked nodes whose arg-max logit is the label (ties → lowest class)."""
-    logits, ym, mask = _check(logits, y, mask)
-    pred = logits[mask].argmax(axis=1)
-    return float(np.mean(pred == ym))
+    ex = get_executor(executor)
+    logits, ym, mask, count = _check(logits, y, mask, ex)
+    correct = logits[mask].argmax(axis=1) == ym
+    return float(ex.vertex_sum(correct.astype(np.int64))) / count

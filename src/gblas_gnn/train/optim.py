@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..executors import to_numpy
 from ..nn.module import Module
 
 __all__ = ["Optimizer", "SGD", "Adam"]
@@ -115,7 +116,7 @@ class Optimizer(ABC):
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Flat ``{key: ndarray}``: ``"type"``, ``"hyper"`` (JSON text), ``"step"`` and
-        ``"<buffer>/<param name>"`` for every state buffer (copies)."""
+        ``"<buffer>/<param name>"`` for every state buffer (host copies)."""
         out: dict[str, np.ndarray] = {
             "type": np.array(type(self).__name__),
             "hyper": np.array(json.dumps(self.hyperparameters())),
@@ -123,7 +124,7 @@ class Optimizer(ABC):
         }
         for name, bufs in self.state.items():
             for b, arr in bufs.items():
-                out[f"{b}/{name}"] = arr.copy()
+                out[f"{b}/{name}"] = np.array(to_numpy(arr))      # a host copy
         return out
 
     def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
@@ -152,7 +153,7 @@ class Optimizer(ABC):
             if arr.shape != shape or arr.dtype != dtype:
                 raise ValueError(f"optimiser state {key!r} is {arr.dtype}{arr.shape}, the "
                                  f"parameter is {dtype}{shape}")
-            new[name][buf] = arr.copy()
+            new[name][buf] = self.model.executor.asarray(arr.copy())
         self._check_loaded(new, step)
         snapshot = dict(self.__dict__)
         try:
@@ -255,8 +256,9 @@ class Adam(Optimizer):
         super().__init__(model, lr, weight_decay)
         self.betas = self._betas(betas)
         self.eps = _real(eps, "eps")
+        xp = model.xp
         for name, p in model.named_parameters():
-            self.state[name] = {"exp_avg": np.zeros_like(p), "exp_avg_sq": np.zeros_like(p)}
+            self.state[name] = {"exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
 
     @staticmethod
     def _betas(betas) -> tuple[float, float]:
@@ -278,7 +280,7 @@ class Adam(Optimizer):
         v += t(1 - b2) * (g * g)
         bc1 = 1 - b1 ** self.step_count
         bc2 = 1 - b2 ** self.step_count
-        denom = np.sqrt(v) / t(math.sqrt(bc2))
+        denom = self.model.xp.sqrt(v) / t(math.sqrt(bc2))
         denom += t(self.eps)
         p -= t(self.lr / bc1) * (m / denom)
 

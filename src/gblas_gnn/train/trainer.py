@@ -67,36 +67,54 @@ class History:
 
 
 # ---------------------------------------------------------------------------- helpers
-def _dataset_parts(dataset, dtype):
+def _dataset_parts(dataset, dtype, ex):
+    """``(graph, x, y, masks)`` of ``dataset`` validated and moved to the executor ``ex``
+    (``n`` is this process's number of rows, ``g.n_local``)."""
+    with ex.validation():
+        g, x, y, masks = _local_parts(dataset, dtype, ex.xp)
+    xp = ex.xp
+    counts = {name: int(ex.vertex_sum(m.astype(np.int64))) for name, m in masks.items()}
+    for name in ("train_mask", "val_mask"):
+        if counts[name] == 0:
+            raise ValueError(f"dataset.{name} selects no node")
+    masks = {name: xp.asarray(m) if counts[name] else None for name, m in masks.items()}
+    return g, ex.asarray(x), xp.asarray(y), masks
+
+
+def _array(value, xp):
+    """``value`` itself if it is an array of ``xp`` or numpy, else ``numpy.asarray(value)``."""
+    return value if isinstance(value, (np.ndarray, xp.ndarray)) else np.asarray(value)
+
+
+def _local_parts(dataset, dtype, xp):
     for attr in ("graph", "x", "y", "train_mask", "val_mask"):
         if not hasattr(dataset, attr):
             raise TypeError(f"dataset must have attributes graph, x, y, train_mask, val_mask "
                             f"(missing {attr!r})")
     g = as_graph(dataset.graph, dtype=dtype)
+    n = g.n_local
     x = dataset.x
-    if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[0] != g.n:
-        raise ValueError(f"dataset.x must be an (n={g.n}, f) array, got "
+    if not hasattr(x, "ndim") or x.ndim != 2 or x.shape[0] != n:
+        raise ValueError(f"dataset.x must be an (n={n}, f) array, got "
                          f"{getattr(x, 'shape', type(x).__name__)}")
     if x.dtype != dtype:
         raise TypeError(f"dataset.x is {x.dtype} but the model computes in {np.dtype(dtype)}; "
                         f"build the model with dtype=np.{x.dtype} or convert the features")
-    if not np.isfinite(x).all():
+    if not bool((xp if isinstance(x, xp.ndarray) else np).isfinite(x).all()):
         raise ValueError("dataset.x contains NaN or Inf")
-    y = np.asarray(dataset.y)
-    if y.shape != (g.n,) or not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"dataset.y must be (n={g.n},) integers, got {y.dtype}{y.shape}")
+    y = _array(dataset.y, xp)
+    if tuple(y.shape) != (n,) or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"dataset.y must be (n={n},) integers, got {y.dtype}{tuple(y.shape)}")
     masks = {}
     for name in ("train_mask", "val_mask", "test_mask"):
         m = getattr(dataset, name, None)
         if m is None and name == "test_mask":
             continue
-        m = np.asarray(m)
-        if m.shape != (g.n,) or m.dtype != np.bool_:
-            raise ValueError(f"dataset.{name} must be a boolean array of shape ({g.n},), got "
-                             f"{m.dtype}{m.shape}")
-        if name != "test_mask" and not m.any():
-            raise ValueError(f"dataset.{name} selects no node")
-        masks[name] = m if m.any() else None
+        m = None if m is None else _array(m, xp)
+        if m is None or tuple(m.shape) != (n,) or m.dtype != np.bool_:
+            raise ValueError(f"dataset.{name} must be a boolean array of shape ({n},), got "
+                             f"{getattr(m, 'dtype', None)}{getattr(m, 'shape', None)}")
+        masks[name] = m
     return g, x, y, masks
 
 
@@ -107,8 +125,9 @@ def _check_int(value, name: str, lo: int) -> int:
 
 
 def _params_finite(model: Module) -> str | None:
+    xp = model.xp
     for name, p in model.named_parameters():
-        if not np.isfinite(p).all():
+        if not bool(xp.isfinite(p).all()):
             return name
     return None
 
@@ -145,16 +164,17 @@ def predict(model: Module, graph, x: np.ndarray) -> np.ndarray:
 def evaluate(model: Module, dataset, masks=("train_mask", "val_mask", "test_mask")) -> dict:
     """Evaluation-mode loss and accuracy on each named mask of ``dataset`` that exists and is
     non-empty: ``{"train_loss", "train_acc", "val_loss", ...}``."""
-    g, x, y, _ = _dataset_parts(dataset, model.dtype)
+    ex = model.executor
+    g, x, y, found = _dataset_parts(dataset, model.dtype, ex)
     logits = predict(model, g, x)
     out = {}
     for name in masks:
-        m = getattr(dataset, name, None)
-        if m is None or not np.asarray(m).any():
+        m = found.get(name)
+        if m is None:
             continue
         key = name.removesuffix("_mask")
-        out[f"{key}_loss"], _ = cross_entropy(logits, y, np.asarray(m))
-        out[f"{key}_acc"] = accuracy(logits, y, np.asarray(m))
+        out[f"{key}_loss"], _ = cross_entropy(logits, y, m, ex)
+        out[f"{key}_acc"] = accuracy(logits, y, m, ex)
     return out
 
 
@@ -221,7 +241,8 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         raise ValueError("resume=True needs a checkpoint path")
     if checkpoint is not None and not Path(checkpoint).resolve().parent.is_dir():
         raise FileNotFoundError(f"the directory of checkpoint {str(checkpoint)!r} does not exist")
-    g, x, y, masks = _dataset_parts(dataset, model.dtype)
+    ex = model.executor
+    g, x, y, masks = _dataset_parts(dataset, model.dtype, ex)
     if not isinstance(g, Graph):  # pragma: no cover - as_graph always returns a Graph
         raise TypeError("dataset.graph could not be turned into a Graph")
 
@@ -242,7 +263,7 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
                              f"(missing trainer state: {exc!r})") from exc
         if hist.monitor != monitor:
             raise ValueError(f"checkpoint monitored {hist.monitor!r}, this run {monitor!r}")
-        best_params = ({k: v.copy() for k, v in ck.best_params.items()}
+        best_params = ({k: ex.asarray(v.copy()) for k, v in ck.best_params.items()}
                        if ck.best_params is not None else None)
         start = last_saved = ck.epoch
         if stopped:
@@ -257,9 +278,10 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         nonlocal last_saved
         if checkpoint is None:
             return
-        save_checkpoint(checkpoint, model, optimizer, epoch=epoch, best_params=best_params,
-                        trainer={"history": hist.to_dict(), "bad_epochs": bad_epochs,
-                                 "stopped": stopped, "metadata": dict(metadata or {})})
+        trainer = {"history": hist.to_dict(), "bad_epochs": bad_epochs, "stopped": stopped,
+                   "metadata": dict(metadata or {})}
+        ex.on_root(lambda: save_checkpoint(checkpoint, model, optimizer, epoch=epoch,
+                                           best_params=best_params, trainer=trainer))
         last_saved = epoch
 
     def diverged(what: str, epoch: int) -> FloatingPointError:
@@ -270,7 +292,7 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
                                   "Try a smaller learning rate.")
 
     bar = None
-    if progress and start < epochs:
+    if progress and start < epochs and ex.is_root:
         from tqdm.auto import tqdm
         bar = tqdm(total=epochs, initial=start, desc="train", unit="epoch", leave=True)
     try:
@@ -279,7 +301,7 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
             model.train()
             try:
                 logits = _guarded(model, g, x)
-                loss, dlogits = cross_entropy(logits, y, masks["train_mask"])
+                loss, dlogits = cross_entropy(logits, y, masks["train_mask"], ex)
             except FloatingPointError as exc:
                 raise diverged(f"non-finite training loss ({exc})", epoch) from exc
             if not math.isfinite(loss):
@@ -296,15 +318,15 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
             model.eval()
             try:
                 out = _guarded(model, g, x)
-                val_loss, _ = cross_entropy(out, y, masks["val_mask"])
+                val_loss, _ = cross_entropy(out, y, masks["val_mask"], ex)
             except FloatingPointError as exc:
                 raise diverged(f"non-finite validation logits ({exc})", epoch) from exc
             metrics = {
                 "train_loss": loss,
-                "train_acc": accuracy(out, y, masks["train_mask"]),
+                "train_acc": accuracy(out, y, masks["train_mask"], ex),
                 "val_loss": val_loss,
-                "val_acc": accuracy(out, y, masks["val_mask"]),
-                "test_acc": (accuracy(out, y, masks["test_mask"])
+                "val_acc": accuracy(out, y, masks["val_mask"], ex),
+                "test_acc": (accuracy(out, y, masks["test_mask"], ex)
                              if masks.get("test_mask") is not None else float("nan")),
                 "epoch_time": time.perf_counter() - t0,
             }
@@ -328,7 +350,8 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
             bad_epochs = 0 if progress else bad_epochs + 1
             stop = patience is not None and bad_epochs >= patience
             hist.stopped_early = hist.stopped_early or stop
-            if metrics_callback is not None and metrics_callback(epoch, dict(metrics)):
+            if metrics_callback is not None and ex.agree(bool(metrics_callback(epoch,
+                                                                          dict(metrics)))):
                 stop = True
 
             if bar is not None:

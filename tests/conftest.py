@@ -1,0 +1,67 @@
+"""Test-suite configuration: run the suite on any registered executor.
+
+``python -m pytest --executor NAME`` makes ``NAME`` the default executor for every test
+(``gblas_gnn.executors.default``), so each layer, model, trainer and ``gg.ops`` call that does
+not name an executor runs on it; tests that hold an executor to the cpu one name both. The
+``executor`` fixture is the executor under test. Tests marked ``cpu_only`` check the cpu
+executor's own kernels or lowerings and run only when it is the one under test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# the benchmark harness (``bench/``, top level) is importable from the tests
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+settings.register_profile("default", suppress_health_check=[HealthCheck.too_slow])
+# every process of an MPI job must draw the same examples in the same order
+settings.register_profile("collective", derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("collective" if os.environ.get("GBLAS_GNN_TEST_COLLECTIVE")
+                      else "default")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--executor", default="cpu",
+                     help="the executor the suite runs on (default cpu; see "
+                          "gblas_gnn.executors.names())")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cpu_only: checks the cpu executor's own kernels")
+
+
+def pytest_collection_modifyitems(config, items):
+    name = config.getoption("--executor")
+    if name == "cpu":
+        return
+    skip = pytest.mark.skip(reason=f"checks the cpu executor itself, not {name!r}")
+    for item in items:
+        if "cpu_only" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def executor_name(request) -> str:
+    return request.config.getoption("--executor")
+
+
+@pytest.fixture(autouse=True)
+def _default_executor(executor_name):
+    """Every test runs with the executor under test as the default."""
+    from gblas_gnn import executors
+
+    with executors.default(executor_name) as ex:
+        yield ex
+
+
+@pytest.fixture
+def executor(_default_executor):
+    """The executor under test (an instance)."""
+    return _default_executor
