@@ -24,6 +24,7 @@ def _mix(z: int) -> int:
 
 
 def uniform(key: int, a: int, b: int, c: int) -> float:
+    key, a, b, c = int(key), int(a), int(b), int(c)       # Python integers: no wrap-around
     z = _mix((key + a * GAMMA) & MASK64)
     z = _mix((z + b * GAMMA) & MASK64)
     z = _mix((z + c * GAMMA) & MASK64)

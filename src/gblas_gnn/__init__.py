@@ -1,8 +1,9 @@
 """gblas_gnn: attentional graph neural networks as global GraphBLAS tensor algebra.
 
-``import gblas_gnn as gg`` gives :class:`Graph` and the building blocks ``gg.ops``; the
-subpackages ``gg.semirings``, ``gg.nn``, ``gg.train``, ``gg.data`` and ``gg.executors`` load
-on first use (so importing the package does not compile numba kernels).
+``import gblas_gnn as gg`` gives :class:`Graph`, the building blocks ``gg.ops`` and
+``gg.to_numpy``; the subpackages ``gg.semirings``, ``gg.nn``, ``gg.train``, ``gg.data``,
+``gg.executors``, ``gg.dist`` (MPI) and ``gg.gpu`` (CUDA) load on first use (so importing
+the package does not compile numba kernels or start MPI).
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import importlib
 
 from . import ops
+from .executors import to_numpy
 from .graph import Graph, as_graph
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "as_graph", "ops", "semirings", "nn", "train", "data", "executors"]
+__all__ = ["Graph", "as_graph", "ops", "to_numpy", "semirings", "nn", "train", "data",
+           "executors", "dist", "gpu"]
 
-_LAZY = {"semirings", "nn", "train", "data", "executors"}
+_LAZY = {"semirings", "nn", "train", "data", "executors", "dist", "gpu"}
 
 
 def __getattr__(name: str):

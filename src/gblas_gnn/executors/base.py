@@ -547,6 +547,8 @@ class Executor(ABC):
 
     def ewise(self, E, F, op: EwiseOp):
         """``E op F`` entry by entry (same pattern), op in plus, minus, times, div."""
+        if op not in _BINARY:
+            raise ValueError(f"op must be one of {sorted(_BINARY)}, got {op!r}")
         return self.edge_from_values(E, _BINARY[op](self.xp, self.edge_values(E),
                                                     self.edge_values(F)))
 
