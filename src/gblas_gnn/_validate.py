@@ -1,4 +1,4 @@
-"""Input checks shared by every public entry point (DESIGN.md rule 5: fail early and clearly)."""
+"""Input checks shared by every public entry point (rule 5 of docs/design.md: fail early and clearly)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Virtual n×m tensors: lazy expressions that are only ever evaluated under a sparse mask.
 
 The paper's building blocks ``rep(x) = x 1ᵀ``, ``rep(x)ᵀ = 1 xᵀ`` and ``X Yᵀ`` are dense
-n×n in the mathematics but must never be built (DESIGN.md rule 1). Here they are leaves of
+n×n in the mathematics but must never be built (rule 1 of docs/design.md). Here they are leaves of
 an expression tree; ``+ − × ÷``, scalars and unary functions (``exp``, ``relu``,
 ``leaky_relu``) build larger trees, and ``A * expr`` evaluates the tree *only on A's stored
 entries*, lowered to masked GraphBLAS ops:

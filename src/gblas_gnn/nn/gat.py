@@ -1,6 +1,6 @@
 """Graph attention layer (GAT, Veličković et al. 2018) in the global tensor formulation.
 
-Forward and backward are written once against the executor interface (DESIGN.md rule 3);
+Forward and backward are written once against the executor interface (rule 3 of docs/design.md);
 the backward is derived step by step in ``docs/derivation_gat.md``.
 """
 

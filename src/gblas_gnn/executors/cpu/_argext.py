@@ -1,6 +1,6 @@
 """Numba kernels for max/min aggregation of weighted messages, with arg-extremes for backward.
 
-``max_times`` / ``min_times`` have no SuiteSparse factory kernel (DESIGN.md rule 2), so the
+``max_times`` / ``min_times`` have no SuiteSparse factory kernel (rule 2 of docs/design.md), so the
 forward runs here over the CSR buffers of ``S``; it also records, per (row, feature), the CSR
 position of the winning edge so the backward can route gradients without any |E|×k tensor.
 Ties go to the first stored entry of the row (lowest source id, CSR order is sorted).

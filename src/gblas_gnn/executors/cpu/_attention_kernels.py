@@ -22,7 +22,7 @@ a dense row product of the forward's output, so one pass per column over a cache
 permutation computes every edge gradient (``dΨ_ij``, the softmax and score backward), the
 column sums and ``dX = Sᵀ dZ`` while ``X_j`` and ``dX_j`` stay in cache, and reads each
 ``dZ_i`` once for both. The edge gradients go back to CSR positions for the row sums. No
-kernel holds more than one scalar per edge per head (DESIGN.md rule 1); every loop is over
+kernel holds more than one scalar per edge per head (rule 1 of docs/design.md); every loop is over
 rows or columns, so ``prange`` needs no atomics and results are bitwise deterministic.
 
 Arrays: ``indptr`` (n+1,), ``indices`` (nnz,) sorted within each row; edge arrays are
