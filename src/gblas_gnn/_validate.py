@@ -1,4 +1,5 @@
-"""Input checks shared by every public entry point (rule 5 of docs/design.md: fail early and clearly)."""
+"""Input checks shared by every public entry point (rule 5 of docs/design.md: fail early,
+clearly)."""
 
 from __future__ import annotations
 

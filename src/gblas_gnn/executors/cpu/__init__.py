@@ -264,11 +264,16 @@ class CPUExecutor(Executor):
         return dS, dH
 
     # ------------------------------------------------------------------ random masks
-    def dropout_edges(self, A, key, p, heads, dtype):
+    def dropout_edges(self, A, key, p, heads, dtype, row_ids=None, col_ids=None):
+        """As :meth:`Executor.dropout_edges`; ``row_ids`` / ``col_ids`` give the global ids of
+        A's rows and columns when A is a block of a larger graph (default: their indices)."""
         pattern = self._patterns.get(A)
         dtype = np.dtype(dtype)
+        rows = np.arange(pattern.nrows) if row_ids is None else row_ids
+        cols = np.arange(pattern.ncols) if col_ids is None else col_ids
         out = np.empty((heads, pattern.nnz), dtype)
-        _random_kernels.edge_scales(pattern.indptr, pattern.indices, np.uint64(key), float(p),
+        _random_kernels.edge_scales(pattern.indptr, pattern.indices, rows.astype(np.int64),
+                                    cols.astype(np.int64), np.uint64(key), float(p),
                                     dtype.type(1.0 / (1.0 - p)), out)
         return out
 

@@ -270,3 +270,80 @@ def weighted_rows(indptr, indices, E, scale, X, out):
             oi[col] = 0
         for p in range(indptr[i], indptr[i + 1]):
             _axpy(oi, scale * E[0, p], X[indices[p]])
+
+
+# ---------------------------------------------------------------------- split forward passes
+# The distributed executor needs the row max and the row sum of a row that is spread over the
+# q blocks of a grid row before it can go on, so there the forward runs as three passes with
+# a collective between them (scores + local max, exp + local sum, normalise + aggregate).
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def additive_scores(indptr, indices, d, s, slope, psi, rowmax):
+    """``psi[h, p] = LeakyReLU(d[h, i] + s[h, j])`` and ``rowmax[h, i]`` its maximum over the
+    row (−∞ for an empty row)."""
+    heads = d.shape[0]
+    for i in nb.prange(indptr.shape[0] - 1):
+        for h in range(heads):
+            di = d[h, i]
+            m = -np.inf
+            for p in range(indptr[i], indptr[i + 1]):
+                e = di + s[h, indices[p]]
+                e = e if e > 0 else e * slope
+                psi[h, p] = e
+                m = max(m, e)
+            rowmax[h, i] = m
+
+
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def dot_scores(indptr, indices, P, Q, beta, psi, rowmax):
+    """``psi[0, p] = β ⟨P_i, Q_j⟩`` and ``rowmax[0, i]`` its maximum over the row."""
+    last = indices.shape[0] - 1
+    for i in nb.prange(indptr.shape[0] - 1):
+        m = -np.inf
+        for p in range(indptr[i], indptr[i + 1]):
+            prefetch_row(Q[indices[min(p + _PREFETCH_AHEAD, last)]])
+            e = beta * _dot(P[i], Q[indices[p]])
+            psi[0, p] = e
+            m = max(m, e)
+        rowmax[0, i] = m
+
+
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def exp_rows(indptr, psi, rowmax, rowsum):
+    """``psi[h, p] = exp(psi[h, p] − rowmax[h, i])`` (``rowmax`` the maximum over the whole
+    row, so the argument is ≤ 0) and ``rowsum[h, i]`` its sum over this block's part of the
+    row."""
+    for i in nb.prange(indptr.shape[0] - 1):
+        for h in range(psi.shape[0]):
+            m = rowmax[h, i]
+            total = psi.dtype.type(0)
+            for p in range(indptr[i], indptr[i + 1]):
+                v = exp_nonpositive(psi[h, p] - m)
+                psi[h, p] = v
+                total += v
+            rowsum[h, i] = total
+
+
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def normalize_aggregate(indptr, indices, psi, rowsum, X, mask, use_mask, c, use_c, Z):
+    """``psi[h, p] /= rowsum[h, i]`` (Ψ) and ``Z[i, h] = Σ_p Ψ_hp M_hp c_j X[j, h]`` (X, Z:
+    (n, heads, width); ``M`` the dropout scales when ``use_mask``, ``c`` the message scales
+    when ``use_c``)."""
+    last = indices.shape[0] - 1
+    for i in nb.prange(indptr.shape[0] - 1):
+        start, end = indptr[i], indptr[i + 1]
+        for h in range(psi.shape[0]):
+            zi = Z[i, h]
+            for col in range(zi.shape[0]):
+                zi[col] = 0
+            if start == end:
+                continue
+            inv = 1 / rowsum[h, i]
+            for p in range(start, end):
+                prefetch_row(X[indices[min(p + _PREFETCH_AHEAD, last)], h])
+                w = psi[h, p] * inv
+                psi[h, p] = w
+                if use_mask:
+                    w = w * mask[h, p]
+                if use_c:
+                    w = w * c[indices[p]]
+                _axpy(zi, w, X[indices[p], h])

@@ -37,14 +37,15 @@ def uniform(key, a, b, c):
 
 
 @nb.njit(parallel=True, cache=True)
-def edge_scales(indptr, indices, key, p, scale, out):
-    """``out[h, q] = scale`` where ``u(key; h, i, j) ≥ p`` for the entry ``q`` = (i, j) of
-    the CSR pattern, else 0 (``out``: (heads, nnz); ``key`` a ``numpy.uint64``)."""
+def edge_scales(indptr, indices, row_ids, col_ids, key, p, scale, out):
+    """``out[h, q] = scale`` where ``u(key; h, i, j) ≥ p`` for the entry ``q`` of the CSR
+    pattern, with ``i = row_ids[row]`` and ``j = col_ids[column]`` its global vertex ids, else
+    0 (``out``: (heads, nnz); ``key`` a ``numpy.uint64``)."""
     k = key
-    for i in nb.prange(indptr.shape[0] - 1):
-        ui = np.uint64(i)
-        for q in range(indptr[i], indptr[i + 1]):
-            uj = np.uint64(indices[q])
+    for r in nb.prange(indptr.shape[0] - 1):
+        ui = np.uint64(row_ids[r])
+        for q in range(indptr[r], indptr[r + 1]):
+            uj = np.uint64(col_ids[indices[q]])
             for h in range(out.shape[0]):
                 out[h, q] = scale if uniform(k, np.uint64(h), ui, uj) >= p else 0
 
