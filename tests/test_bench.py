@@ -1,4 +1,4 @@
-"""Smoke tests of the benchmark harness (``gblas_gnn.bench``): the tiny cases end to end.
+"""Smoke tests of the benchmark harness (``bench/``, top level): the tiny cases end to end.
 
 Full runs (M, L, XL) are not part of the suite; these check that the harness measures what it
 claims — agreement with PyG before timing, interleaved timings, peak memory in a fresh
@@ -18,11 +18,11 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("matplotlib")
 pytest.importorskip("psutil")
 
-from gblas_gnn.bench import main  # noqa: E402
-from gblas_gnn.bench.agreement import DisagreementError, compare  # noqa: E402
-from gblas_gnn.bench.burble import kernels_used, parse_burble  # noqa: E402
-from gblas_gnn.bench.guard import run_guarded  # noqa: E402
-from gblas_gnn.bench.rss import MIB  # noqa: E402
+from bench import main  # noqa: E402
+from bench.agreement import DisagreementError, compare  # noqa: E402
+from bench.burble import kernels_used, parse_burble  # noqa: E402
+from bench.guard import run_guarded  # noqa: E402
+from bench.rss import MIB  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -84,7 +84,7 @@ def test_tiny_all_layers_agree_without_memory_runs(tmp_path):
 def test_weight_mismatch_aborts_the_case(tmp_path, monkeypatch, capsys):
     import torch
 
-    from gblas_gnn.bench import layers
+    from bench import layers
 
     copy = layers.copy_weights
 
@@ -158,11 +158,11 @@ def test_harness_imports_without_torch_and_runs_from_the_repo_root():
     import subprocess
     from pathlib import Path
 
-    code = ("import sys, gblas_gnn, gblas_gnn.bench, gblas_gnn.bench.run, "
-            "gblas_gnn.bench.kernels\n"
-            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules\n")
-    subprocess.run([sys.executable, "-c", code], check=True)
     root = Path(__file__).resolve().parents[1]
+    code = ("import sys, importlib.util, gblas_gnn, bench, bench.run, bench.kernels\n"
+            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules\n"
+            "assert importlib.util.find_spec('gblas_gnn.bench') is None\n")
+    subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
     out = subprocess.run([sys.executable, "-m", "bench", "run", "--help"], cwd=root,
                          capture_output=True, text=True, check=True).stdout
     assert "--case" in out and "--mem-limit-gib" in out

@@ -59,7 +59,7 @@ def _thread_args(threads: int, blas: int | None) -> list[str]:
 
 def _memory(data_path: Path, layer: str, impl: str, case: Case, thread_args: list[str],
             limit: int, timeout: float | None, env: dict | None) -> dict:
-    res, answer = launch("gblas_gnn.bench.memory",
+    res, answer = launch("bench.memory",
                          ["--data", str(data_path), "--layer", layer, "--impl", impl,
                           "--k-in", str(case.k_in), "--k-out", str(case.k_out),
                           *thread_args],
@@ -203,7 +203,7 @@ def _epoch_case(case: Case, reps: int, warmup: int, thread_args: list[str], tol:
     gc.collect()
     runs = {}
     for impl in ("ours", "pyg"):
-        res, answer = launch("gblas_gnn.bench.epoch",
+        res, answer = launch("bench.epoch",
                              ["--data", str(data_path), "--impl", impl,
                               "--layers", str(case.num_layers), "--k-out", str(case.k_out),
                               "--epochs", str(reps), "--warmup", str(warmup),

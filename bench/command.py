@@ -8,16 +8,16 @@
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
                             [--out bench/results]
 
-(also ``python -m gblas_gnn.bench ...``). Exit status: 0 done, 1 case aborted (ours and PyG
-disagree, or our side failed), 2 bad arguments.
+Run from a checkout: the repository root as working directory or on ``PYTHONPATH``. Exit
+status: 0 done, 1 case aborted (ours and PyG disagree, or our side failed), 2 bad arguments.
 
 ``--omp-wait-policy`` (default ``passive``) sets ``OMP_WAIT_POLICY`` for every process of the
 run. Torch and SuiteSparse each bring their own OpenMP runtime; with the default (spinning)
 policy, idle threads of one runtime burn the cores the other needs, and on this 2-core
 machine with another job running a PyG layer on 300 vertices took 200–440 ms per pass
 instead of 2–5 ms (ours 7–30× slower too). OpenMP reads the variable when it loads, so the
-command re-executes itself with it set (``main(..., reexec=True)``, what the ``__main__``
-shims do); called in-process without ``reexec`` only the workers get it, and the JSON
+command re-executes itself with it set (``main(..., reexec=True)``, what ``python -m
+bench`` does); called in-process without ``reexec`` only the workers get it, and the JSON
 records both.
 """
 
@@ -31,6 +31,7 @@ from pathlib import Path
 from .agreement import DEFAULT_TOL
 from .cases import CASES
 from .layers import LAYERS
+from .worker import with_root_on_path
 
 __all__ = ["main", "build_parser"]
 
@@ -148,7 +149,7 @@ def _reexec_if_needed(policy: str, argv: list[str]) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "gblas_gnn.bench", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", "bench", *argv], with_root_on_path(env))
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m bench",

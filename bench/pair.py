@@ -83,7 +83,7 @@ class LayerPair:
     # ------------------------------------------------------------------ agreement
     def check(self, tol: float = DEFAULT_TOL) -> dict[str, dict]:
         """Run both sides once (training mode) and compare ``Z``, ``dH`` and every
-        parameter gradient; raises :class:`~gblas_gnn.bench.agreement.DisagreementError`."""
+        parameter gradient; raises :class:`~bench.agreement.DisagreementError`."""
         Z, dH = self.ours_fwd_bwd()
         Zp, dHp = self.pyg_fwd_bwd()
         ours = {"Z": Z, "dH": dH, **{f"grad_{k}": v for k, v in self.ours.grads.items()}}

@@ -1,6 +1,6 @@
 """Full training epochs (forward + loss + backward + Adam step) of a multi-layer GAT.
 
-    python -m gblas_gnn.bench.epoch --data CASE.npz --impl ours|pyg --layers 3
+    python -m bench.epoch --data CASE.npz --impl ours|pyg --layers 3
                                     --k-out 16 [--epochs 5] [--warmup 1]
                                     [--threads 2] [--blas-threads N]
 
@@ -36,8 +36,8 @@ LR = 0.005
 
 def ours_model(num_layers: int, k_in: int, k_out: int, seed: int = 0):
     """Our ``num_layers``-layer GAT (``Sequential``; GATConv at even indices)."""
-    from ..nn import ELU, GATConv, Sequential
-    from ..nn.models import derive_seeds
+    from gblas_gnn.nn import ELU, GATConv, Sequential
+    from gblas_gnn.nn.models import derive_seeds
 
     if num_layers < 1:
         raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
@@ -108,8 +108,8 @@ def train_epochs(impl: str, data: CaseData, num_layers: int, k_out: int, epochs:
     rows = np.sort(np.random.default_rng(seed).choice(n, min(sample_rows, n), replace=False))
     times, losses, check = [], [], {}
     if impl == "ours":
-        from ..train.losses import cross_entropy
-        from ..train.optim import Adam
+        from gblas_gnn.train.losses import cross_entropy
+        from gblas_gnn.train.optim import Adam
 
         if g is None:
             g = graph_from_csr(n, data.indptr, data.indices)
@@ -183,7 +183,7 @@ def run_worker(data_path: str, impl: str, num_layers: int, k_out: int, epochs: i
     if impl == "pyg":
         import torch_geometric.nn  # noqa: F401  (import cost in the baseline, not the setup)
     else:
-        from .. import nn, train  # noqa: F401
+        from gblas_gnn import nn, train  # noqa: F401
     baseline = rss_bytes()
     parts = ("indptr", "indices", "H", "y") if impl == "ours" else ("edge_index", "H", "y")
     data = load_case_data(data_path, parts)
@@ -196,7 +196,7 @@ def run_worker(data_path: str, impl: str, num_layers: int, k_out: int, epochs: i
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry of the worker."""
-    p = argparse.ArgumentParser(prog="python -m gblas_gnn.bench.epoch",
+    p = argparse.ArgumentParser(prog="python -m bench.epoch",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True)
     p.add_argument("--impl", required=True, choices=("ours", "pyg"))

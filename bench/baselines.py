@@ -35,7 +35,7 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True
     """
     import scipy.sparse as sp
 
-    from .. import ops
+    from gblas_gnn import ops
 
     A = g.with_self_loops().A
     d = A.ss.export("csr", give_ownership=False, sort=True)

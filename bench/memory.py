@@ -1,6 +1,6 @@
 """Peak memory of one layer's forward+backward, in a fresh process.
 
-    python -m gblas_gnn.bench.memory --data CASE.npz --layer gat --impl ours|pyg
+    python -m bench.memory --data CASE.npz --layer gat --impl ours|pyg
                                      --k-in 32 --k-out 32 [--threads 2] [--blas-threads N]
                                      [--iters 2]
 
@@ -104,7 +104,7 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry of the worker."""
-    p = argparse.ArgumentParser(prog="python -m gblas_gnn.bench.memory",
+    p = argparse.ArgumentParser(prog="python -m bench.memory",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True)
     p.add_argument("--layer", required=True, choices=LAYERS)

@@ -37,7 +37,7 @@ def make_ours(name: str, k_in: int, k_out: int, seed: int = 0):
     ``agnn`` has no projection (PyG's ``AGNNConv`` has none), so it needs ``k_in == k_out``.
     """
     _check(name)
-    from .. import nn
+    from gblas_gnn import nn
 
     if name == "gat":
         return nn.GATConv(k_in, k_out, heads=1, seed=seed)
