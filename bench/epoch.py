@@ -200,10 +200,9 @@ def run_worker(data_path: str, impl: str, num_layers: int, k_out: int, epochs: i
     data = load_case_data(data_path, parts)
     setup = rss_bytes()
     res = train_epochs(impl, data, num_layers, k_out, epochs, warmup, executor=executor)
-    res.update({"threads": threads, "peak_rss_bytes": peak_rss_bytes(),
-                "baseline_rss_bytes": baseline, "setup_rss_bytes": setup})
-    if impl == "ours":
-        res["executor"] = executor
+    res.update({"threads": threads, "executor": executor if impl == "ours" else None,
+                "peak_rss_bytes": peak_rss_bytes(), "baseline_rss_bytes": baseline,
+                "setup_rss_bytes": setup})
     return res
 
 

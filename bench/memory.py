@@ -99,14 +99,12 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
         times.append(time.perf_counter() - t)
     run_peak = peak_rss_bytes()
     peak = max(before, run_peak) if has_hwm else run_peak
-    out = {"impl": impl, "layer": layer, "threads": threads, "iters": iters,
-           "peak_rss_bytes": peak, "baseline_rss_bytes": baseline,
-           "setup_rss_bytes": setup, "run_peak_bytes": run_peak,
-           "run_increment_bytes": run_peak - setup, "hwm_reset": has_hwm,
-           "iter_seconds": times}
-    if impl == "ours":
-        out["executor"] = executor
-    return out
+    return {"impl": impl, "layer": layer, "threads": threads, "iters": iters,
+            "executor": executor if impl == "ours" else None,
+            "peak_rss_bytes": peak, "baseline_rss_bytes": baseline,
+            "setup_rss_bytes": setup, "run_peak_bytes": run_peak,
+            "run_increment_bytes": run_peak - setup, "hwm_reset": has_hwm,
+            "iter_seconds": times}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,6 +91,7 @@ def test_tiny_case_on_the_primitives_executor(tmp_path):
     assert all(v["ok"] for v in e["agreement"].values()) and e["times"]["ours fwd"]["runs"] == 2
     assert e["memory"]["ours"]["status"] == "ok" and e["memory"]["pyg"]["status"] == "ok"
     assert e["memory"]["ours"]["executor"] == "primitives"
+    assert e["memory"]["pyg"]["executor"] is None         # PyG's worker runs none of ours
     assert r["threads_set"]["graphblas"] == 1 and r["threads_set"]["gemm_blas"] == 1
     assert "executor = primitives, threads = 1" in (tmp_path / "tiny.md").read_text()
 
