@@ -1,5 +1,5 @@
-"""``python -m bench ...`` from the repository root: the harness in :mod:`gblas_gnn.bench`."""
+"""``python -m bench ...`` from the repository root."""
 
-from gblas_gnn.bench import main
+from . import main
 
 raise SystemExit(main(reexec=True))

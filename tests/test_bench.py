@@ -1,4 +1,4 @@
-"""Smoke tests of the benchmark harness (``gblas_gnn.bench``): the tiny cases end to end.
+"""Smoke tests of the benchmark harness (``bench/``, top level): the tiny cases end to end.
 
 Full runs (M, L, XL) are not part of the suite; these check that the harness measures what it
 claims — agreement with PyG before timing, interleaved timings, peak memory in a fresh
@@ -18,11 +18,11 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("matplotlib")
 pytest.importorskip("psutil")
 
-from gblas_gnn.bench import main  # noqa: E402
-from gblas_gnn.bench.agreement import DisagreementError, compare  # noqa: E402
-from gblas_gnn.bench.burble import kernels_used, parse_burble  # noqa: E402
-from gblas_gnn.bench.guard import run_guarded  # noqa: E402
-from gblas_gnn.bench.rss import MIB  # noqa: E402
+from bench import main  # noqa: E402
+from bench.agreement import DisagreementError, compare  # noqa: E402
+from bench.burble import kernels_used, parse_burble  # noqa: E402
+from bench.guard import run_guarded  # noqa: E402
+from bench.rss import MIB  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -81,10 +81,51 @@ def test_tiny_all_layers_agree_without_memory_runs(tmp_path):
     assert not (tmp_path / "tiny.png").exists()
 
 
+def test_tiny_case_on_the_primitives_executor(tmp_path):
+    """``--executor primitives`` (the cpu executor without fused kernels) reaches our layers
+    here and in the memory workers, and is recorded in the JSON and the markdown header."""
+    code, r = _run(tmp_path, "--case", "tiny", "--layers", "gat", "--reps", "2",
+                   "--executor", "primitives", "--no-plot")
+    assert code == 0 and r["status"] == "ok" and r["executor"] == "primitives"
+    e = r["layers"]["gat"]
+    assert all(v["ok"] for v in e["agreement"].values()) and e["times"]["ours fwd"]["runs"] == 2
+    assert e["memory"]["ours"]["status"] == "ok" and e["memory"]["pyg"]["status"] == "ok"
+    assert e["memory"]["ours"]["executor"] == "primitives"
+    assert e["memory"]["pyg"]["executor"] is None         # PyG's worker runs none of ours
+    assert r["threads_set"]["graphblas"] == 1 and r["threads_set"]["gemm_blas"] == 1
+    assert "executor = primitives, threads = 1" in (tmp_path / "tiny.md").read_text()
+
+
+@pytest.mark.parametrize("command", ["run", "kernels"])
+def test_dist_executor_is_refused(tmp_path, capsys, command):
+    args = ["--case", "tiny"] if command == "run" else []
+    assert main([command, "--executor", "dist", "--out", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert "argument --executor: 'dist' is not benchmarked here" in err
+    assert "the distributed study is a separate command" in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_recorded_results_regenerate_byte_for_byte():
+    """The markdown of every recorded result comes back unchanged from its JSON (results
+    recorded before ``--executor`` existed lack the field and ran on cpu)."""
+    from pathlib import Path
+
+    from bench.kernels import kernels_table
+    from bench.report import markdown
+
+    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    for name in ("M", "L", "XL", "L-gcn"):
+        r = json.loads((results / f"{name}.json").read_text())
+        assert markdown(r) == (results / f"{name}.md").read_text(), name
+    r = json.loads((results / "kernels.json").read_text())
+    assert kernels_table(r) + "\n" == (results / "kernels.md").read_text()
+
+
 def test_weight_mismatch_aborts_the_case(tmp_path, monkeypatch, capsys):
     import torch
 
-    from gblas_gnn.bench import layers
+    from bench import layers
 
     copy = layers.copy_weights
 
@@ -158,11 +199,11 @@ def test_harness_imports_without_torch_and_runs_from_the_repo_root():
     import subprocess
     from pathlib import Path
 
-    code = ("import sys, gblas_gnn, gblas_gnn.bench, gblas_gnn.bench.run, "
-            "gblas_gnn.bench.kernels\n"
-            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules\n")
-    subprocess.run([sys.executable, "-c", code], check=True)
     root = Path(__file__).resolve().parents[1]
+    code = ("import sys, importlib.util, gblas_gnn, bench, bench.run, bench.kernels\n"
+            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules\n"
+            "assert importlib.util.find_spec('gblas_gnn.bench') is None\n")
+    subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
     out = subprocess.run([sys.executable, "-m", "bench", "run", "--help"], cwd=root,
                          capture_output=True, text=True, check=True).stdout
     assert "--case" in out and "--mem-limit-gib" in out
@@ -177,5 +218,7 @@ def test_kernels_subcommand_writes_its_table(tmp_path, capsys):
             "torch.sparse.mm (CSR)"} <= set(ops)
     assert "dot3" in ops["sddmm"]["kernels"] and "saxpy" in ops["spmm plus_times"]["kernels"]
     assert all(row["runs"] == 5 for row in r["results"])
+    assert r["meta"]["executor"] == "cpu"
+    assert "executor=cpu, threads=1" in (tmp_path / "kernels.md").read_text()
     assert "| sddmm |" in (tmp_path / "kernels.md").read_text()
     assert "| sddmm |" in capsys.readouterr().out

@@ -82,9 +82,6 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true")
     t.add_argument("--metrics-json", type=Path)
     t.add_argument("--no-progress", action="store_true")
-    sub.add_parser("bench", add_help=False,
-                   help="benchmark against PyTorch Geometric: gblas-gnn bench {run,kernels} "
-                        "(see gblas-gnn bench --help; needs the bench extra)")
     i = sub.add_parser("infer", help="predict every node with a trained checkpoint")
     i.add_argument("--checkpoint", type=Path, required=True)
     i.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
@@ -214,10 +211,6 @@ def _infer(args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gblas-gnn`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:
-        # the harness has its own parser (gblas_gnn.bench.command); torch loads only there
-        from .bench import main as bench_main
-        return bench_main(argv[1:], prog="gblas-gnn bench", reexec=True)
     args = _parser().parse_args(argv)
     from threadpoolctl import threadpool_limits
 

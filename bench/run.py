@@ -53,16 +53,18 @@ def _log(msg: str, quiet: bool) -> None:
         print(f"[bench] {msg}", flush=True)
 
 
-def _thread_args(threads: int, blas: int | None) -> list[str]:
-    return ["--threads", str(threads)] + ([] if blas is None else ["--blas-threads", str(blas)])
+def _worker_args(threads: int, blas: int | None, executor: str) -> list[str]:
+    """The thread and executor options every worker gets."""
+    return (["--threads", str(threads), "--executor", executor]
+            + ([] if blas is None else ["--blas-threads", str(blas)]))
 
 
-def _memory(data_path: Path, layer: str, impl: str, case: Case, thread_args: list[str],
+def _memory(data_path: Path, layer: str, impl: str, case: Case, worker_args: list[str],
             limit: int, timeout: float | None, env: dict | None) -> dict:
-    res, answer = launch("gblas_gnn.bench.memory",
+    res, answer = launch("bench.memory",
                          ["--data", str(data_path), "--layer", layer, "--impl", impl,
                           "--k-in", str(case.k_in), "--k-out", str(case.k_out),
-                          *thread_args],
+                          *worker_args],
                          limit, timeout, env)
     out = {"status": res.status, "message": res.message,
            "observed_peak_bytes": res.observed_peak_bytes, "limit_bytes": limit,
@@ -86,8 +88,9 @@ def _target(name: str, value: float | None, goal: float, op: str) -> dict:
 
 
 def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
-                thread_args: list[str], tol: float, limit: int, memory: bool, workdir: Path,
+                worker_args: list[str], tol: float, limit: int, memory: bool, workdir: Path,
                 timeout: float | None, env: dict | None, result: dict, quiet: bool) -> None:
+    executor = result["executor"]
     t = time.perf_counter()
     g, data = build_case_data(case)
     result["graph"] = {"n": data.n, "nnz": data.nnz, "nnz_with_self_loops": data.nnz_looped,
@@ -101,7 +104,7 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
         pyg_ok = True
         if memory:
             for impl in ("ours", "pyg"):
-                m = _memory(data_path, layer, impl, case, thread_args, limit, timeout, env)
+                m = _memory(data_path, layer, impl, case, worker_args, limit, timeout, env)
                 entry["memory"][impl] = m
                 _log(f"{layer} {impl}: memory {m['status']}"
                      + (f", peak {m['peak_rss_bytes'] / 2**20:.0f} MiB"
@@ -110,7 +113,7 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
                     raise CaseAborted(f"{layer}: our layer failed in the memory run: "
                                       f"{m['message']}", result)
             pyg_ok = entry["memory"]["pyg"]["status"] == "ok"
-        pair = LayerPair(layer, g, data, case.k_out, with_pyg=pyg_ok)
+        pair = LayerPair(layer, g, data, case.k_out, with_pyg=pyg_ok, executor=executor)
         if pyg_ok:
             try:
                 entry["agreement"] = pair.check(tol)
@@ -134,7 +137,7 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
         _log(f"{layer}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()), quiet)
         del pair, fns
         gc.collect()
-    spmm = spmm_baselines(g, data.H)
+    spmm = spmm_baselines(g, data.H, executor=executor)
     result["spmm"] = interleaved(spmm, reps, warmup)
     _log("SpMM: " + ", ".join(f"{k} {v['median_ms']:.1f} ms"
                               for k, v in result["spmm"].items()), quiet)
@@ -165,7 +168,7 @@ def _layer_targets(case: Case, result: dict) -> None:
                                    goals["gat_fwd_over_spmm_max"], "<="))
 
 
-def _epoch_check(case: Case, tol: float, quiet: bool) -> dict:
+def _epoch_check(case: Case, tol: float, quiet: bool, executor: str) -> dict:
     """Ours vs PyG, one epoch of the case's model on a small Kronecker graph, in process."""
     from dataclasses import replace
 
@@ -173,7 +176,8 @@ def _epoch_check(case: Case, tol: float, quiet: bool) -> dict:
 
     small = replace(case, graph={"kind": "kronecker", "scale": 8, "edge_factor": 16})
     g, data = build_case_data(small)
-    ours = train_epochs("ours", data, case.num_layers, case.k_out, epochs=1, warmup=0, g=g)
+    ours = train_epochs("ours", data, case.num_layers, case.k_out, epochs=1, warmup=0, g=g,
+                        executor=executor)
     pyg = train_epochs("pyg", data, case.num_layers, case.k_out, epochs=1, warmup=0)
     report = compare(check_arrays(ours)[0], check_arrays(pyg)[0], tol,
                      what=f"{case.name} model on Kronecker scale 8")
@@ -182,13 +186,13 @@ def _epoch_check(case: Case, tol: float, quiet: bool) -> dict:
     return report
 
 
-def _epoch_case(case: Case, reps: int, warmup: int, thread_args: list[str], tol: float,
+def _epoch_case(case: Case, reps: int, warmup: int, worker_args: list[str], tol: float,
                 limit: int, workdir: Path, timeout: float | None, env: dict | None,
                 result: dict, quiet: bool) -> None:
     from .epoch import check_arrays
 
     try:
-        result["precheck"] = _epoch_check(case, tol, quiet)
+        result["precheck"] = _epoch_check(case, tol, quiet, result["executor"])
     except DisagreementError as exc:
         result["precheck"] = exc.report
         raise CaseAborted(str(exc), result) from exc
@@ -203,11 +207,11 @@ def _epoch_case(case: Case, reps: int, warmup: int, thread_args: list[str], tol:
     gc.collect()
     runs = {}
     for impl in ("ours", "pyg"):
-        res, answer = launch("gblas_gnn.bench.epoch",
+        res, answer = launch("bench.epoch",
                              ["--data", str(data_path), "--impl", impl,
                               "--layers", str(case.num_layers), "--k-out", str(case.k_out),
                               "--epochs", str(reps), "--warmup", str(warmup),
-                              *thread_args],
+                              *worker_args],
                              limit, timeout, env)
         run = {"status": res.status, "message": res.message,
                "observed_peak_bytes": res.observed_peak_bytes, "limit_bytes": limit,
@@ -248,7 +252,8 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
              memory: bool = True, workdir: Path | None = None, keep_data: bool = False,
              timeout: float | None = None, quiet: bool = False,
              worker_env: dict[str, str] | None = None,
-             self_limit_gib: float | None = None, blas_threads: int | None = None) -> dict:
+             self_limit_gib: float | None = None, blas_threads: int | None = None,
+             executor: str = "cpu") -> dict:
     """Run case ``name`` and return its result dict (see :mod:`.report` for the layout).
 
     Parameters
@@ -282,6 +287,8 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         RSS limit of this process (default ``mem_limit_gib``).
     blas_threads : int, optional
         Threads of numpy's BLAS (default ``threads``).
+    executor : str
+        The executor our layers and ops run on, here and in every worker.
 
     Raises
     ------
@@ -296,11 +303,12 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
     limit = int(mem_limit_gib * GIB)
     workdir = Path(workdir) if workdir is not None else Path("bench/results/tmp")
     env = environment()
-    got = set_threads(threads, blas=blas_threads)
-    targs = _thread_args(threads, blas_threads)
+    got = set_threads(threads, blas=blas_threads, executor=executor)
+    wargs = _worker_args(threads, blas_threads, executor)
     result: dict = {"case": case_dict(case), "status": "ok", "message": "",
-                    "threads": threads, "threads_set": got, "reps": reps, "warmup": warmup,
-                    "tolerance": tol, "mem_limit_bytes": limit, "environment": env,
+                    "executor": executor, "threads": threads, "threads_set": got,
+                    "reps": reps, "warmup": warmup, "tolerance": tol,
+                    "mem_limit_bytes": limit, "environment": env,
                     "protocol": {
                         "forward": "inference: ours eval(), PyG eval() + torch.no_grad()",
                         "fwd+bwd": "training mode; input requires grad on both sides; "
@@ -318,10 +326,10 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         self_limit = limit if self_limit_gib is None else int(self_limit_gib * GIB)
         with RSSWatchdog(self_limit):
             if case.kind == "layer":
-                _layer_case(case, layers, reps, warmup, targs, tol, limit, memory,
+                _layer_case(case, layers, reps, warmup, wargs, tol, limit, memory,
                             workdir, timeout, worker_env, result, quiet)
             else:
-                _epoch_case(case, reps, warmup, targs, tol, limit, workdir, timeout,
+                _epoch_case(case, reps, warmup, wargs, tol, limit, workdir, timeout,
                             worker_env, result, quiet)
     except CaseAborted as exc:
         result["status"], result["message"] = "aborted", str(exc)

@@ -1,7 +1,7 @@
 """Plumbing shared by the fresh-subprocess workers (:mod:`.memory`, :mod:`.epoch`).
 
 A worker prints one line ``BENCH_RESULT {json}`` on stdout; an allocation failure it catches
-ends it with :data:`~gblas_gnn.bench.guard.EXIT_OOM` after one line on stderr.
+ends it with :data:`~bench.guard.EXIT_OOM` after one line on stderr.
 """
 
 from __future__ import annotations
@@ -10,13 +10,17 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from .guard import EXIT_OOM, OOM_MARKERS, GuardedResult, run_guarded
 
-__all__ = ["RESULT_PREFIX", "emit", "parse_result", "worker_main", "launch",
-           "omp_policy_note"]
+__all__ = ["RESULT_PREFIX", "ROOT", "emit", "parse_result", "worker_main", "launch",
+           "omp_policy_note", "with_root_on_path"]
 
 RESULT_PREFIX = "BENCH_RESULT "
+
+#: the directory that holds the ``bench`` package (the repository root)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 #: ``OMP_WAIT_POLICY`` when this process started (its OpenMP runtimes read it at load time)
@@ -28,6 +32,16 @@ def omp_policy_note(env: dict[str, str] | None = None) -> dict[str, str]:
     unset = "unset (runtime default)"
     workers = (env if env is not None else os.environ).get("OMP_WAIT_POLICY")
     return {"this_process": _STARTUP_POLICY or unset, "workers": workers or unset}
+
+
+def with_root_on_path(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default this process's environment) with :data:`ROOT` first on
+    ``PYTHONPATH``, so that a child ``python -m bench...`` finds this harness whatever its
+    working directory (the rest of ``PYTHONPATH``, e.g. the library's sources, is kept)."""
+    env = dict(os.environ if env is None else env)
+    parts = [str(ROOT), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    return env
 
 
 def emit(result: dict) -> None:
@@ -64,12 +78,13 @@ def worker_main(fn: Callable[[], dict]) -> int:
 def launch(module: str, args: list[str], limit_bytes: int, timeout: float | None = None,
            env: dict[str, str] | None = None) -> tuple[GuardedResult, dict | None]:
     """Run ``python -m <module> <args>`` under :func:`~.guard.run_guarded` (environment
-    ``env``, default ours).
+    ``env``, default ours, with the repository root on ``PYTHONPATH``: ``module`` is
+    ``bench.memory`` or ``bench.epoch``).
 
     Returns the guard's result and the worker's parsed answer (None unless it finished).
     """
     res = run_guarded([sys.executable, "-m", module, *args], limit_bytes, timeout=timeout,
-                      env=env)
+                      env=with_root_on_path(env))
     answer = parse_result(res.stdout) if res.status == "ok" else None
     if res.status == "ok" and answer is None:
         res.status, res.message = "error", "worker printed no result"

@@ -2,9 +2,11 @@
 
 Layout of the JSON (all times in milliseconds, memory in bytes):
 
-* ``case``, ``status`` (``ok`` / ``aborted``), ``message``, ``threads``, ``reps``, ``warmup``,
-  ``tolerance``, ``mem_limit_bytes``, ``protocol``, ``environment`` (machine, load average
-  at start and end, versions, git commit), ``graph`` (n, nnz, nnz with self loops);
+* ``case``, ``status`` (``ok`` / ``aborted``), ``message``, ``executor`` (what ours ran on;
+  results recorded before it was an option lack it and ran on ``cpu``), ``threads``,
+  ``threads_set``, ``reps``, ``warmup``, ``tolerance``, ``mem_limit_bytes``, ``protocol``,
+  ``environment`` (machine, load average at start and end, versions, git commit), ``graph``
+  (n, nnz, nnz with self loops);
 * ``layers[layer]``: ``agreement`` (per output: max abs difference, reference scale,
   relative difference), ``times`` (``ours fwd``, ``pyg fwd``, ``ours fwd+bwd``,
   ``pyg fwd+bwd`` → median, quartiles, min, max, all runs), ``speedup`` (PyG / ours),
@@ -52,6 +54,8 @@ def _header(r: dict) -> list[str]:
     if g:
         lines.append(f"n = {g['n']:,}, edges = {g['nnz']:,} ({g['nnz_with_self_loops']:,} "
                      "with self loops), ")
+    if "executor" in r:       # results recorded before the option keep their header
+        lines[-1] += f"executor = {r['executor']}, "
     lines[-1] += (f"threads = {r['threads']}, {r['reps']} timed runs after {r['warmup']} "
                   f"warm-up; {env['cpu']} ({env['cpu_count']} cores); load average "
                   f"{env.get('load_average_start')} → {env.get('load_average_end')}; "
@@ -182,8 +186,8 @@ def plot(r: dict, path: Path) -> Path:
     ax_t.legend(handles=handles, labels=["ours", "PyG"])
     ax_m.legend(handles=handles, labels=["ours", "PyG"])
     c = r["case"]
-    fig.suptitle(f"case {c['name']}: {c['description']} — {r['threads']} threads",
-                 fontsize=9)
+    fig.suptitle(f"case {c['name']}: {c['description']} — executor "
+                 f"{r.get('executor', 'cpu')}, {r['threads']} threads", fontsize=9)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)

@@ -2,22 +2,27 @@
 
     python -m bench run --case M|L|XL|tiny|tinyXL [--layers gat,agnn,gcn] [--reps 5]
                         [--warmup 1] [--threads 2] [--blas-threads N] [--out bench/results]
-                        [--tol 1e-4]
+                        [--tol 1e-4] [--executor cpu]
                         [--mem-limit-gib 20] [--self-limit-gib G] [--no-memory]
                         [--keep-data] [--timeout S] [--omp-wait-policy passive]
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
-                            [--out bench/results]
+                            [--executor cpu] [--out bench/results]
 
-(also ``python -m gblas_gnn.bench ...``). Exit status: 0 done, 1 case aborted (ours and PyG
-disagree, or our side failed), 2 bad arguments.
+Run from a checkout: the repository root as working directory or on ``PYTHONPATH``. Exit
+status: 0 done, 1 case aborted (ours and PyG disagree, or our side failed), 2 bad arguments.
+
+``--executor NAME`` (default ``cpu``; see :func:`gblas_gnn.executors.names`) is what our
+layers and ops run on; the JSON and the markdown header record it. ``primitives`` is the cpu
+executor without its fused kernels. ``dist`` is refused: the distributed study is a separate
+command (an MPI job), not this single-process comparison.
 
 ``--omp-wait-policy`` (default ``passive``) sets ``OMP_WAIT_POLICY`` for every process of the
 run. Torch and SuiteSparse each bring their own OpenMP runtime; with the default (spinning)
 policy, idle threads of one runtime burn the cores the other needs, and on this 2-core
 machine with another job running a PyG layer on 300 vertices took 200–440 ms per pass
 instead of 2–5 ms (ours 7–30× slower too). OpenMP reads the variable when it loads, so the
-command re-executes itself with it set (``main(..., reexec=True)``, what the ``__main__``
-shims do); called in-process without ``reexec`` only the workers get it, and the JSON
+command re-executes itself with it set (``main(..., reexec=True)``, what ``python -m
+bench`` does); called in-process without ``reexec`` only the workers get it, and the JSON
 records both.
 """
 
@@ -31,11 +36,15 @@ from pathlib import Path
 from .agreement import DEFAULT_TOL
 from .cases import CASES
 from .layers import LAYERS
+from .worker import with_root_on_path
 
 __all__ = ["main", "build_parser"]
 
 DEFAULT_OUT = Path("bench/results")
 POLICIES = ("passive", "active", "default")
+#: executors this command refuses, and why
+REFUSED_EXECUTORS = {"dist": "the distributed study is a separate command (an MPI job); "
+                             "python -m bench compares one process with PyTorch Geometric"}
 
 
 def _layers(text: str) -> list[str]:
@@ -45,6 +54,23 @@ def _layers(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"layers must be a comma list of {LAYERS}, "
                                          f"got {text!r}")
     return names
+
+
+def _executor_names() -> list[str]:
+    """The registered executors this command runs on."""
+    from gblas_gnn.executors import names
+
+    return [n for n in names() if n not in REFUSED_EXECUTORS]
+
+
+def _executor(text: str) -> str:
+    if text in REFUSED_EXECUTORS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not benchmarked here: "
+                                         f"{REFUSED_EXECUTORS[text]}")
+    if text not in _executor_names():
+        raise argparse.ArgumentTypeError(f"unknown executor {text!r}; choose from "
+                                         f"{', '.join(_executor_names())}")
+    return text
 
 
 def _positive(kind):
@@ -95,6 +121,10 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     k.add_argument("--reps", "--repeat", type=_positive(int), default=7)
     k.add_argument("--out", type=Path, default=DEFAULT_OUT)
     for sp in (r, k):
+        sp.add_argument("--executor", type=_executor, default="cpu",
+                        metavar="{" + ",".join(_executor_names()) + "}",
+                        help="the executor our layers and ops run on (default cpu; dist is "
+                             "refused: the distributed study is a separate command)")
         sp.add_argument("--omp-wait-policy", choices=POLICIES, default="passive",
                         help="OMP_WAIT_POLICY for every process ('default': leave unset)")
     return p
@@ -112,7 +142,8 @@ def _run(a) -> int:
         result = run_case(a.case, a.layers, a.reps, a.warmup, a.threads, a.tol,
                           a.mem_limit_gib, a.memory, a.out / "tmp", a.keep_data, a.timeout,
                           a.quiet, worker_env=policy_env(a.omp_wait_policy),
-                          self_limit_gib=a.self_limit_gib, blas_threads=a.blas_threads)
+                          self_limit_gib=a.self_limit_gib, blas_threads=a.blas_threads,
+                          executor=a.executor)
     except CaseAborted as exc:
         print(f"bench: case {a.case} aborted: {exc}", file=sys.stderr)
         result, code = exc.result, 1
@@ -125,7 +156,7 @@ def _run(a) -> int:
 def _kernels(a) -> int:
     from .kernels import kernels_table, run_kernels
 
-    result = run_kernels(a.n, a.degree, a.k, a.threads, a.reps, a.out)
+    result = run_kernels(a.n, a.degree, a.k, a.threads, a.reps, a.out, executor=a.executor)
     print(kernels_table(result))
     print(f"wrote {a.out / 'kernels.json'}, {a.out / 'kernels.md'}")
     return 0
@@ -148,7 +179,7 @@ def _reexec_if_needed(policy: str, argv: list[str]) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "gblas_gnn.bench", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", "bench", *argv], with_root_on_path(env))
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m bench",

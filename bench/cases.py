@@ -145,7 +145,7 @@ def graph_from_csr(n: int, indptr: np.ndarray, indices: np.ndarray):
     """
     import graphblas as gb
 
-    from ..graph import Graph
+    from gblas_gnn.graph import Graph
 
     A = gb.Matrix.ss.import_csr(nrows=n, ncols=n, indptr=indptr, col_indices=indices,
                                 values=np.ones(1, np.float32), is_iso=True, sorted_cols=True,
@@ -154,7 +154,7 @@ def graph_from_csr(n: int, indptr: np.ndarray, indices: np.ndarray):
 
 
 def _generate(spec: dict):
-    from .. import data
+    from gblas_gnn import data
 
     if spec["kind"] == "erdos_renyi":
         return data.erdos_renyi(spec["n"], spec["degree"] / spec["n"], seed=0)

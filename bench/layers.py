@@ -31,22 +31,23 @@ def _check(name: str) -> None:
         raise ValueError(f"unknown layer {name!r}; choose from {LAYERS}")
 
 
-def make_ours(name: str, k_in: int, k_out: int, seed: int = 0):
-    """Our layer ``name`` (float32, default executor), seeded initialisation.
+def make_ours(name: str, k_in: int, k_out: int, seed: int = 0, executor: str = "cpu"):
+    """Our layer ``name`` (float32) on ``executor``, seeded initialisation (the same weights
+    on every executor).
 
     ``agnn`` has no projection (PyG's ``AGNNConv`` has none), so it needs ``k_in == k_out``.
     """
     _check(name)
-    from .. import nn
+    from gblas_gnn import nn
 
     if name == "gat":
-        return nn.GATConv(k_in, k_out, heads=1, seed=seed)
+        return nn.GATConv(k_in, k_out, heads=1, seed=seed, executor=executor)
     if name == "agnn":
         if k_in != k_out:
             raise ValueError(f"agnn keeps the feature size: k_in ({k_in}) must equal "
                              f"k_out ({k_out})")
-        return nn.AGNNConv(k_in, seed=seed)
-    return nn.GCNConv(k_in, k_out, seed=seed)
+        return nn.AGNNConv(k_in, seed=seed, executor=executor)
+    return nn.GCNConv(k_in, k_out, seed=seed, executor=executor)
 
 
 def make_pyg(name: str, ours) -> Any:
@@ -86,13 +87,15 @@ def copy_weights(name: str, ours, layer) -> None:
     """Copy every parameter of ``ours`` into the PyG ``layer`` (float32, exact)."""
     import torch
 
+    from gblas_gnn.executors import to_numpy
+
     tensors = _pyg_tensors(name, layer)
     if set(tensors) != set(ours.params):
         raise ValueError(f"parameter sets differ: ours {sorted(ours.params)}, "
                          f"PyG {sorted(tensors)}")
     with torch.no_grad():
         for key, (t, to_pyg) in tensors.items():
-            value = torch.from_numpy(np.ascontiguousarray(to_pyg(ours.params[key])))
+            value = torch.from_numpy(np.ascontiguousarray(to_pyg(to_numpy(ours.params[key]))))
             if tuple(value.shape) != tuple(t.shape):
                 raise ValueError(f"{key}: our shape {tuple(value.shape)} does not map onto "
                                  f"PyG's {tuple(t.shape)}")

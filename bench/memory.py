@@ -1,8 +1,8 @@
 """Peak memory of one layer's forward+backward, in a fresh process.
 
-    python -m gblas_gnn.bench.memory --data CASE.npz --layer gat --impl ours|pyg
-                                     --k-in 32 --k-out 32 [--threads 2] [--blas-threads N]
-                                     [--iters 2]
+    python -m bench.memory --data CASE.npz --layer gat --impl ours|pyg
+                           --k-in 32 --k-out 32 [--threads 2] [--blas-threads N]
+                           [--iters 2] [--executor cpu]
 
 Order of work: imports and thread settings, a warm-up of the layer on a 64-vertex graph (JIT
 compilation and lazy initialisation land in the baseline, not in the layer's increment),
@@ -46,12 +46,14 @@ def _tiny_data(k_in: int, k_out: int) -> CaseData:
                     rng.standard_normal((n, k_out), dtype=np.float32), np.zeros(n, np.int64))
 
 
-def _runner(impl: str, layer: str, data: CaseData, k_out: int):
-    """A zero-argument forward+backward of ``impl``'s layer on ``data``."""
-    ours = make_ours(layer, data.H.shape[1], k_out)
+def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str):
+    """A zero-argument forward+backward of ``impl``'s layer on ``data`` (ours on
+    ``executor``; PyG copies the weights of ours, the same on every executor)."""
+    ours = make_ours(layer, data.H.shape[1], k_out, executor=executor)
     H, dZ = data.H, np.ascontiguousarray(data.dZ[:, :k_out])
     if impl == "ours":
         g = graph_from_csr(data.n, data.indptr, data.indices)
+        H, dZ = ours.executor.asarray(H), ours.executor.asarray(dZ)
         ours.train()
 
         def step():
@@ -74,16 +76,18 @@ def _runner(impl: str, layer: str, data: CaseData, k_out: int):
 
 
 def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
-                  threads: int, iters: int = 2, blas_threads: int | None = None) -> dict:
+                  threads: int, iters: int = 2, blas_threads: int | None = None,
+                  executor: str = "cpu") -> dict:
     """Peak memory of ``iters`` forward+backward passes; see the module docstring."""
     if impl not in ("ours", "pyg"):
         raise ValueError(f"impl must be 'ours' or 'pyg', got {impl!r}")
-    set_threads(threads, torch=impl == "pyg", blas=blas_threads)
-    _runner(impl, layer, _tiny_data(k_in, k_out), k_out)()      # warm-up
+    executor = executor if impl == "ours" else "cpu"    # PyG's process loads no other one
+    set_threads(threads, torch=impl == "pyg", blas=blas_threads, executor=executor)
+    _runner(impl, layer, _tiny_data(k_in, k_out), k_out, executor)()      # warm-up
     baseline = rss_bytes()
     parts = ("indptr", "indices", "H", "dZ") if impl == "ours" else ("edge_index", "H", "dZ")
     data = load_case_data(data_path, parts)
-    step = _runner(impl, layer, data, k_out)
+    step = _runner(impl, layer, data, k_out, executor)
     del data
     setup = rss_bytes()
     before = peak_rss_bytes()
@@ -96,6 +100,7 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
     run_peak = peak_rss_bytes()
     peak = max(before, run_peak) if has_hwm else run_peak
     return {"impl": impl, "layer": layer, "threads": threads, "iters": iters,
+            "executor": executor if impl == "ours" else None,
             "peak_rss_bytes": peak, "baseline_rss_bytes": baseline,
             "setup_rss_bytes": setup, "run_peak_bytes": run_peak,
             "run_increment_bytes": run_peak - setup, "hwm_reset": has_hwm,
@@ -104,7 +109,7 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry of the worker."""
-    p = argparse.ArgumentParser(prog="python -m gblas_gnn.bench.memory",
+    p = argparse.ArgumentParser(prog="python -m bench.memory",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True)
     p.add_argument("--layer", required=True, choices=LAYERS)
@@ -114,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--blas-threads", type=int, default=None)
     p.add_argument("--iters", type=int, default=2)
+    p.add_argument("--executor", default="cpu")
     a = p.parse_args(argv)
     return worker_main(lambda: measure_layer(a.data, a.layer, a.impl, a.k_in, a.k_out,
-                                             a.threads, a.iters, a.blas_threads))
+                                             a.threads, a.iters, a.blas_threads,
+                                             a.executor))
 
 
 if __name__ == "__main__":

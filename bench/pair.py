@@ -28,6 +28,8 @@ class LayerPair:
         Build the PyG side (imports torch).
     seed : int
         Initialisation seed of our layer (PyG gets the same weights).
+    executor : str
+        The executor our layer runs on; ``H`` and ``dZ`` are moved to it once, here.
 
     Notes
     -----
@@ -37,10 +39,12 @@ class LayerPair:
     """
 
     def __init__(self, name: str, g, data: CaseData, k_out: int, with_pyg: bool = True,
-                 seed: int = 0):
+                 seed: int = 0, executor: str = "cpu"):
         self.name = name
         self.g, self.H, self.dZ = g, data.H, data.dZ[:, :k_out]
-        self.ours = make_ours(name, data.H.shape[1], k_out, seed=seed)
+        self.ours = make_ours(name, data.H.shape[1], k_out, seed=seed, executor=executor)
+        ex = self.ours.executor
+        self.Hx, self.dZx = ex.asarray(self.H), ex.asarray(self.dZ)   # no copy on the cpu
         self.pyg = None
         if with_pyg:
             import torch
@@ -54,15 +58,15 @@ class LayerPair:
 
     # ------------------------------------------------------------------ ours
     def ours_forward(self) -> np.ndarray:
-        """Inference forward of our layer."""
+        """Inference forward of our layer (an array of its executor)."""
         self.ours.eval()
-        return self.ours(self.g, self.H)
+        return self.ours(self.g, self.Hx)
 
     def ours_fwd_bwd(self) -> tuple[np.ndarray, np.ndarray]:
         """Training forward and backward of our layer: ``(Z, dH)``; fills its grads."""
         self.ours.train()
-        Z = self.ours(self.g, self.H)
-        return Z, self.ours.backward(self.dZ)
+        Z = self.ours(self.g, self.Hx)
+        return Z, self.ours.backward(self.dZx)
 
     # ------------------------------------------------------------------ PyG
     def pyg_forward(self):
@@ -83,13 +87,15 @@ class LayerPair:
     # ------------------------------------------------------------------ agreement
     def check(self, tol: float = DEFAULT_TOL) -> dict[str, dict]:
         """Run both sides once (training mode) and compare ``Z``, ``dH`` and every
-        parameter gradient; raises :class:`~gblas_gnn.bench.agreement.DisagreementError`."""
+        parameter gradient; raises :class:`~bench.agreement.DisagreementError`."""
+        from gblas_gnn.executors import to_numpy
+
         Z, dH = self.ours_fwd_bwd()
         Zp, dHp = self.pyg_fwd_bwd()
         ours = {"Z": Z, "dH": dH, **{f"grad_{k}": v for k, v in self.ours.grads.items()}}
         ref = {"Z": Zp.detach().numpy(), "dH": dHp.numpy(),
                **{f"grad_{k}": v for k, v in pyg_grads(self.name, self.pyg).items()}}
-        Zi = self.ours_forward()
-        ours["Z_eval"] = Zi
+        ours["Z_eval"] = self.ours_forward()
+        ours = {k: to_numpy(v) for k, v in ours.items()}
         ref["Z_eval"] = self.pyg_forward().numpy()
         return compare(ours, ref, tol, what=self.name)

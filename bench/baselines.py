@@ -2,7 +2,8 @@
 
 The yardstick for "our GAT forward costs at most 3× the fastest plain SpMM of the same ``A``
 and ``H``": scipy's CSR product, ``torch.sparse.mm`` on a CSR tensor and GraphBLAS
-``plus_times`` through :func:`gblas_gnn.ops.spmm`. All read float32 values 1.
+``plus_times`` through :func:`gblas_gnn.ops.spmm` on the executor under test (labelled
+``<name> plus_times`` when that is not a cpu one). All read float32 values 1.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 __all__ = ["spmm_baselines"]
 
 
-def spmm_baselines(g, H: np.ndarray, with_torch: bool = True
+def spmm_baselines(g, H: np.ndarray, with_torch: bool = True, executor: str = "cpu"
                    ) -> dict[str, Callable[[], object]]:
     """Zero-argument callables computing ``A H`` for ``A = g.with_self_loops().A``.
 
@@ -27,6 +28,8 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True
         Dense operand.
     with_torch : bool
         Include ``torch.sparse.mm`` (imports torch).
+    executor : str
+        The executor of our SpMM.
 
     Returns
     -------
@@ -35,7 +38,8 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True
     """
     import scipy.sparse as sp
 
-    from .. import ops
+    from gblas_gnn import ops
+    from gblas_gnn.executors import CPUExecutor, get_executor
 
     A = g.with_self_loops().A
     d = A.ss.export("csr", give_ownership=False, sort=True)
@@ -52,5 +56,8 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True
                                          torch.from_numpy(ones), size=(g.n, g.n))
         Ht = torch.from_numpy(H)
         fns["torch.sparse.mm (CSR)"] = lambda: torch.sparse.mm(At, Ht)
-    fns["GraphBLAS plus_times"] = lambda: ops.spmm(A, H)
+    ex = get_executor(executor)
+    Hx = ex.asarray(H)
+    label = "GraphBLAS" if isinstance(ex, CPUExecutor) else ex.name
+    fns[f"{label} plus_times"] = lambda: ops.spmm(A, Hx, executor=ex)
     return fns

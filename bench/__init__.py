@@ -1,9 +1,11 @@
 """Benchmark harness: our layers against PyTorch Geometric, and kernel micro-benchmarks.
 
-``main(argv)`` is the command line (``python -m bench`` from the repository root,
-``python -m gblas_gnn.bench`` anywhere); see :mod:`gblas_gnn.bench.command`. Torch and PyG
-are imported only inside the functions that need them, so importing this package (or
-``gblas_gnn``) does not load them.
+``main(argv)`` is the command line, ``python -m bench {run,kernels} ...`` from a checkout
+(the repository root as working directory or on ``PYTHONPATH``); see :mod:`bench.command`.
+It is not part of the installed ``gblas_gnn`` package: it needs torch, PyG, matplotlib and
+psutil (the ``bench`` extra) and uses the library only through its public modules. Torch and
+PyG are imported only inside the functions that need them, so importing this package does
+not load them.
 
 Modules, one job each: :mod:`.cases` (cases and their data), :mod:`.layers` (our layers and
 PyG's with weights copied), :mod:`.pair` (the callables timed), :mod:`.agreement`,

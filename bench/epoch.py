@@ -1,8 +1,8 @@
 """Full training epochs (forward + loss + backward + Adam step) of a multi-layer GAT.
 
-    python -m gblas_gnn.bench.epoch --data CASE.npz --impl ours|pyg --layers 3
-                                    --k-out 16 [--epochs 5] [--warmup 1]
-                                    [--threads 2] [--blas-threads N]
+    python -m bench.epoch --data CASE.npz --impl ours|pyg --layers 3
+                          --k-out 16 [--epochs 5] [--warmup 1]
+                          [--threads 2] [--blas-threads N] [--executor cpu]
 
 Model (both sides, same weights): ``GATConv(k_in, k_in) → ELU → … → GATConv(k_in, k_out)``,
 one head, no dropout (so the two runs can be compared), bias; loss = mean cross-entropy over
@@ -34,10 +34,12 @@ __all__ = ["ours_model", "train_epochs", "main"]
 LR = 0.005
 
 
-def ours_model(num_layers: int, k_in: int, k_out: int, seed: int = 0):
-    """Our ``num_layers``-layer GAT (``Sequential``; GATConv at even indices)."""
-    from ..nn import ELU, GATConv, Sequential
-    from ..nn.models import derive_seeds
+def ours_model(num_layers: int, k_in: int, k_out: int, seed: int = 0,
+               executor: str = "cpu"):
+    """Our ``num_layers``-layer GAT (``Sequential``; GATConv at even indices) on
+    ``executor`` (the same weights on every executor)."""
+    from gblas_gnn.nn import ELU, GATConv, Sequential
+    from gblas_gnn.nn.models import derive_seeds
 
     if num_layers < 1:
         raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
@@ -45,7 +47,8 @@ def ours_model(num_layers: int, k_in: int, k_out: int, seed: int = 0):
     for i, s in enumerate(derive_seeds(seed, num_layers)):
         if i:
             mods.append(ELU())
-        mods.append(GATConv(k_in, k_out if i == num_layers - 1 else k_in, heads=1, seed=s))
+        mods.append(GATConv(k_in, k_out if i == num_layers - 1 else k_in, heads=1, seed=s,
+                            executor=executor))
     return Sequential(*mods)
 
 
@@ -74,7 +77,8 @@ def _named(per_layer: list[dict[str, np.ndarray]]) -> dict[str, list]:
 
 
 def train_epochs(impl: str, data: CaseData, num_layers: int, k_out: int, epochs: int,
-                 warmup: int = 1, g=None, sample_rows: int = 4096, seed: int = 0) -> dict:
+                 warmup: int = 1, g=None, sample_rows: int = 4096, seed: int = 0,
+                 executor: str = "cpu") -> dict:
     """Run ``warmup + epochs`` training epochs of ``impl`` (``"ours"`` or ``"pyg"``).
 
     Parameters
@@ -94,6 +98,8 @@ def train_epochs(impl: str, data: CaseData, num_layers: int, k_out: int, epochs:
         Rows of the logits kept for the comparison.
     seed : int
         Seed of the weights (both implementations get the same).
+    executor : str
+        The executor our model runs on (PyG copies the weights of a cpu twin).
 
     Returns
     -------
@@ -104,32 +110,35 @@ def train_epochs(impl: str, data: CaseData, num_layers: int, k_out: int, epochs:
     if impl not in ("ours", "pyg"):
         raise ValueError(f"impl must be 'ours' or 'pyg', got {impl!r}")
     n, k_in = data.H.shape
-    ours = ours_model(num_layers, k_in, k_out, seed)
+    ours = ours_model(num_layers, k_in, k_out, seed, executor if impl == "ours" else "cpu")
     rows = np.sort(np.random.default_rng(seed).choice(n, min(sample_rows, n), replace=False))
     times, losses, check = [], [], {}
     if impl == "ours":
-        from ..train.losses import cross_entropy
-        from ..train.optim import Adam
+        from gblas_gnn.executors import to_numpy
+        from gblas_gnn.train.losses import cross_entropy
+        from gblas_gnn.train.optim import Adam
 
         if g is None:
             g = graph_from_csr(n, data.indptr, data.indices)
-        H, y, mask = data.H, data.y, np.ones(n, dtype=bool)
+        ex = ours.executor
+        H, y, mask = ex.asarray(data.H), ex.asarray(data.y), ex.asarray(np.ones(n, dtype=bool))
         opt = Adam(ours, lr=LR)
         ours.train()
         for e in range(warmup + epochs):
             t = time.perf_counter()
             logits = ours(g, H)
-            loss, dlogits = cross_entropy(logits, y, mask)
+            loss, dlogits = cross_entropy(logits, y, mask, executor=ex)
             ours.backward(dlogits)
             if e == 0:
                 check = {"loss": float(loss),
-                         "grads": {k: v.tolist() for k, v in ours.named_grads()},
-                         "logits_sample": logits[rows].tolist()}
+                         "grads": {k: to_numpy(v).tolist() for k, v in ours.named_grads()},
+                         "logits_sample": to_numpy(logits)[rows].tolist()}
             opt.step()
             times.append(time.perf_counter() - t)
             losses.append(float(loss))
             if e == 0:
-                check["params_after"] = {k: v.tolist() for k, v in ours.named_parameters()}
+                check["params_after"] = {k: to_numpy(v).tolist()
+                                         for k, v in ours.named_parameters()}
             del logits, dlogits
     else:
         import torch
@@ -177,26 +186,29 @@ def check_arrays(result: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndar
 
 
 def run_worker(data_path: str, impl: str, num_layers: int, k_out: int, epochs: int,
-               warmup: int, threads: int, blas_threads: int | None = None) -> dict:
-    """The worker: load the data, train, add memory readings."""
-    set_threads(threads, torch=impl == "pyg", blas=blas_threads)
+               warmup: int, threads: int, blas_threads: int | None = None,
+               executor: str = "cpu") -> dict:
+    """The worker: load the data, train (ours on ``executor``), add memory readings."""
+    executor = executor if impl == "ours" else "cpu"    # PyG's process loads no other one
+    set_threads(threads, torch=impl == "pyg", blas=blas_threads, executor=executor)
     if impl == "pyg":
         import torch_geometric.nn  # noqa: F401  (import cost in the baseline, not the setup)
     else:
-        from .. import nn, train  # noqa: F401
+        from gblas_gnn import nn, train  # noqa: F401
     baseline = rss_bytes()
     parts = ("indptr", "indices", "H", "y") if impl == "ours" else ("edge_index", "H", "y")
     data = load_case_data(data_path, parts)
     setup = rss_bytes()
-    res = train_epochs(impl, data, num_layers, k_out, epochs, warmup)
-    res.update({"threads": threads, "peak_rss_bytes": peak_rss_bytes(),
-                "baseline_rss_bytes": baseline, "setup_rss_bytes": setup})
+    res = train_epochs(impl, data, num_layers, k_out, epochs, warmup, executor=executor)
+    res.update({"threads": threads, "executor": executor if impl == "ours" else None,
+                "peak_rss_bytes": peak_rss_bytes(), "baseline_rss_bytes": baseline,
+                "setup_rss_bytes": setup})
     return res
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry of the worker."""
-    p = argparse.ArgumentParser(prog="python -m gblas_gnn.bench.epoch",
+    p = argparse.ArgumentParser(prog="python -m bench.epoch",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True)
     p.add_argument("--impl", required=True, choices=("ours", "pyg"))
@@ -206,9 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--blas-threads", type=int, default=None)
+    p.add_argument("--executor", default="cpu")
     a = p.parse_args(argv)
     return worker_main(lambda: run_worker(a.data, a.impl, a.layers, a.k_out, a.epochs,
-                                          a.warmup, a.threads, a.blas_threads))
+                                          a.warmup, a.threads, a.blas_threads, a.executor))
 
 
 if __name__ == "__main__":
