@@ -4,7 +4,9 @@
 (``gblas_gnn.executors.default``), so each layer, model, trainer and ``gg.ops`` call that does
 not name an executor runs on it; tests that hold an executor to the cpu one name both. The
 ``executor`` fixture is the executor under test. Tests marked ``cpu_only`` check the cpu
-executor's own kernels or lowerings and run only when it is the one under test.
+executor's own kernels or lowerings and run only when it is the one under test. On the
+``dist`` executor (``mpiexec -n P python -m mpi4py -m pytest --executor dist``) the suite
+written for grids, ``tests/dist``, runs; the rest passes whole-graph inputs and is skipped.
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "cpu_only: checks the cpu executor's own kernels")
+    if os.environ.get("GBLAS_GNN_TEST_COLLECTIVE") and config.option.basetemp is None:
+        # every rank of an MPI job is its own pytest process: give each its own base
+        # directory, or they delete each other's temporary directories
+        import tempfile
+
+        config.option.basetemp = str(Path(tempfile.gettempdir()) /
+                                     f"gblas-gnn-pytest-{os.getpid()}")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -42,9 +51,14 @@ def pytest_collection_modifyitems(config, items):
     if name == "cpu":
         return
     skip = pytest.mark.skip(reason=f"checks the cpu executor itself, not {name!r}")
+    # on a grid, layers take a DistGraph and row shares: tests/dist is the suite written so
+    grid_only = pytest.mark.skip(reason="passes whole-graph inputs; the grid suite is "
+                                        "tests/dist")
     for item in items:
         if "cpu_only" in item.keywords:
             item.add_marker(skip)
+        elif name == "dist" and item.path.parent.name != "dist":
+            item.add_marker(grid_only)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..graph import Graph, as_graph
+from ..graph import as_graph
 from ..nn.module import Module
 from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from .losses import accuracy, cross_entropy
@@ -243,8 +243,6 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         raise FileNotFoundError(f"the directory of checkpoint {str(checkpoint)!r} does not exist")
     ex = model.executor
     g, x, y, masks = _dataset_parts(dataset, model.dtype, ex)
-    if not isinstance(g, Graph):  # pragma: no cover - as_graph always returns a Graph
-        raise TypeError("dataset.graph could not be turned into a Graph")
 
     hist = History(monitor=monitor)
     best_params: dict[str, np.ndarray] | None = None
