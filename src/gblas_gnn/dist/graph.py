@@ -1,0 +1,252 @@
+r"""A graph distributed over a :class:`~gblas_gnn.dist.Grid`: each rank keeps one block.
+
+The vertices are split into q parts ``R_0 … R_{q-1}`` (the same split for rows and columns);
+rank (x, y) keeps the block ``A[R_x, C_y]`` with ``C_y = R_y`` and nothing else of the
+adjacency, which never moves. A dense tensor over the vertices is held by row block: rank
+(x, y) holds the rows ``R_x`` (replicated along the grid row) — :meth:`DistGraph.scatter`
+cuts them out of a global array, :meth:`DistGraph.gather` puts the global array back
+together on every rank.
+
+Parts are contiguous ranges of vertex ids by default. With ``relabel=True`` a seeded random
+permutation decides which part a vertex goes to (a skewed Kronecker graph otherwise puts
+most edges in a few blocks; :meth:`DistGraph.imbalance` measures it); inside a part the
+vertices keep their id order, so a block's CSR order is the single-process order restricted
+to the block (ties of max/min aggregation and the random masks then match one process).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import graphblas as gb
+import numpy as np
+import scipy.sparse as sp
+
+from .._validate import float_dtype
+from ..graph import as_graph
+from .grid import Grid
+
+__all__ = ["Block", "DistDataset", "DistGraph", "partition"]
+
+
+def partition(n: int, q: int, relabel: bool = False, seed: int = 0) -> list[np.ndarray]:
+    """The q vertex parts (sorted int64 id arrays): contiguous ranges of sizes differing by
+    at most one, or — with ``relabel`` — the same sizes over a seeded random permutation."""
+    starts = [(i * n) // q for i in range(q + 1)]
+    if not relabel:
+        return [np.arange(starts[i], starts[i + 1], dtype=np.int64) for i in range(q)]
+    order = np.random.default_rng(seed).permutation(n)
+    return [np.sort(order[starts[i]:starts[i + 1]]).astype(np.int64) for i in range(q)]
+
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    """This rank's block of a sparse matrix: ``M`` (a ``graphblas.Matrix`` with local row and
+    column indices) and the global vertex ids of its rows and columns."""
+
+    M: gb.Matrix
+    row_ids: np.ndarray
+    col_ids: np.ndarray
+
+    @property
+    def nrows(self) -> int:
+        return self.M.nrows
+
+    @property
+    def ncols(self) -> int:
+        return self.M.ncols
+
+    @property
+    def nvals(self) -> int:
+        return self.M.nvals
+
+    @property
+    def dtype(self):
+        return self.M.dtype
+
+    def with_matrix(self, M: gb.Matrix) -> Block:
+        return Block(M, self.row_ids, self.col_ids)
+
+
+class DistGraph:
+    """This rank's share of a graph on a :class:`Grid` (see the module docstring).
+
+    Build it with :meth:`from_graph` (every rank passes the same :class:`~gblas_gnn.Graph`),
+    or from the blocks directly (:meth:`from_blocks`, used by the generators and loaders).
+
+    Attributes:
+        grid: the process grid.
+        n: vertices of the whole graph. n_local: rows of this rank's share (``|R_x|``).
+        nnz: stored entries of the whole graph.
+        A: this rank's :class:`Block` of the adjacency.
+        vertex_ids: the global ids of this rank's rows (``R_x``).
+    """
+
+    def __init__(self, grid: Grid, n: int, parts: list[np.ndarray], block: Block,
+                 nnz: int | None = None):
+        self.grid, self.n, self.parts = grid, int(n), parts
+        self.A = block
+        self.vertex_ids = block.row_ids
+        self.n_local = int(block.row_ids.shape[0])
+        self.nnz = int(nnz) if nnz is not None else int(
+            grid.allreduce(np.array([block.nvals], np.int64), "sum", "world", "graph.nnz")[0])
+        self._cache: dict = {}
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_graph(cls, g, grid: Grid, relabel: bool = False, seed: int = 0) -> DistGraph:
+        """This rank's block of ``g`` (a :class:`~gblas_gnn.Graph`, scipy.sparse or
+        graphblas matrix that every rank passes identically).
+
+        Raises ``ValueError`` on every rank when the ranks passed different graphs (vertex
+        count, edge count, dtype or edges differ).
+        """
+        g = as_graph(g)
+        coo = g.to_scipy().tocoo()
+        digest = (g.n, g.nnz, str(g.dtype),
+                  int(np.bitwise_xor.reduce((coo.row.astype(np.int64) * 1_000_003
+                                             + coo.col) if coo.nnz else np.zeros(1, int))))
+        seen = grid.allgather(digest, "graph.check")
+        if any(d != seen[0] for d in seen):
+            raise ValueError("the ranks passed different graphs to DistGraph.from_graph "
+                             f"(n, nnz, dtype, edge digest per rank: {seen}); every rank "
+                             "must pass the same graph")
+        parts = partition(g.n, grid.q, relabel, seed)
+        rows, cols = parts[grid.x], parts[grid.y]
+        csr = g.to_scipy()
+        local = csr[rows][:, cols].tocsr()
+        local.sort_indices()
+        M = gb.io.from_scipy_sparse(local.astype(g.dtype))
+        return cls(grid, g.n, parts, Block(M, rows, cols), nnz=g.nnz)
+
+    @classmethod
+    def from_blocks(cls, grid: Grid, n: int, parts: list[np.ndarray], block: sp.spmatrix,
+                    dtype=np.float32) -> DistGraph:
+        """The graph whose block on this rank is ``block`` (``|R_x| × |C_y|``, local ids)."""
+        dt = float_dtype(dtype)
+        local = sp.csr_matrix(block, dtype=dt)
+        local.sort_indices()
+        rows, cols = parts[grid.x], parts[grid.y]
+        if local.shape != (rows.size, cols.size):
+            raise ValueError(f"block shape {local.shape} does not match the parts "
+                             f"({rows.size}, {cols.size})")
+        return cls(grid, n, parts, Block(gb.io.from_scipy_sparse(local), rows, cols))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.A.M.dtype.np_type)
+
+    def __repr__(self) -> str:
+        return (f"DistGraph(n={self.n}, nnz={self.nnz}, grid={self.grid.q}x{self.grid.q}, "
+                f"block={self.A.nrows}x{self.A.ncols} with {self.A.nvals} entries)")
+
+    def _cached(self, key, build):
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+
+    # ------------------------------------------------------------------ derived graphs
+    def astype(self, dtype) -> DistGraph:
+        """The same graph with values in ``dtype`` (float64 → float32 refused, as
+        :meth:`gblas_gnn.Graph.astype`)."""
+        dt = float_dtype(dtype)
+        if dt == self.dtype:
+            return self
+        if dt == np.float32:
+            raise TypeError("refusing to cast a float64 graph to float32 implicitly; "
+                            "build it with dtype=np.float32")
+        return self._cached(("astype", dt), lambda: DistGraph(
+            self.grid, self.n, self.parts, self.A.with_matrix(self.A.M.dup(dtype=dt)),
+            nnz=self.nnz))
+
+    def with_self_loops(self) -> DistGraph:
+        """A plus a self loop (value 1) at every vertex that lacks one (cached); only the
+        diagonal blocks (x = y) change."""
+        def build():
+            M = self.A.M
+            if self.grid.x == self.grid.y:
+                eye = gb.Vector.from_scalar(self.dtype.type(1), M.nrows, dtype=M.dtype).diag()
+                M = M.ewise_add(eye, gb.binary.first).new()
+            g = DistGraph(self.grid, self.n, self.parts, self.A.with_matrix(M))
+            g._cache["self_looped"] = g
+            return g
+        return self._cached("self_looped", build)
+
+    def gcn_norm(self, add_self_loops: bool = True) -> Block:
+        """This rank's block of ``Â = D^-1/2 (A + I) D^-1/2`` with ``D`` the weighted
+        in-degrees (row sums over the whole row: an allreduce along the grid row), as
+        :meth:`gblas_gnn.Graph.gcn_norm`. Cached."""
+        def build():
+            from ..executors import get_executor
+
+            cpu = get_executor("cpu")
+            block = self.with_self_loops().A if add_self_loops else self.A
+            deg = self.grid.allreduce(cpu.row_reduce(block.M, "sum").astype(np.float64),
+                                      "sum", "row", "gcn_norm.degree")
+            with np.errstate(divide="ignore"):
+                dinv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1)), 0)
+            dinv = dinv.astype(self.dtype)
+            dinv_cols = self.grid.exchange(dinv, "gcn_norm.degree_columns",
+                                           rows=block.ncols)
+            return block.with_matrix(cpu.scale_edges(block.M, dinv, dinv_cols))
+        return self._cached(("gcn_norm", add_self_loops), build)
+
+    # ------------------------------------------------------------------ dense tensors
+    def scatter(self, X) -> np.ndarray:
+        """This rank's rows (``R_x``) of a global ``(n, …)`` array that every rank holds."""
+        X = np.asarray(X)
+        if X.shape[:1] != (self.n,):
+            raise ValueError(f"scatter needs a global array with {self.n} rows, got shape "
+                             f"{X.shape}")
+        return np.ascontiguousarray(X[self.vertex_ids])
+
+    def gather(self, X_local) -> np.ndarray:
+        """The global ``(n, …)`` array on every rank from every rank's rows."""
+        X_local = np.ascontiguousarray(X_local)
+        if X_local.shape[:1] != (self.n_local,):
+            raise ValueError(f"gather needs this rank's {self.n_local} rows, got shape "
+                             f"{X_local.shape}")
+        counts = [int(p.size) for p in self.parts]
+        stacked = self.grid.allgather_rows(X_local, counts, "gather")
+        out = np.empty((self.n, *X_local.shape[1:]), X_local.dtype)
+        out[np.concatenate(self.parts)] = stacked
+        return out
+
+    def scatter_dataset(self, dataset) -> DistDataset:
+        """A node-classification data set (``graph, x, y``, masks) with this graph and this
+        rank's rows of every per-vertex array, for :func:`gblas_gnn.train.fit`."""
+        def part(name):
+            value = getattr(dataset, name, None)
+            return None if value is None else self.scatter(value)
+
+        return DistDataset(getattr(dataset, "name", "dataset"), self, part("x"), part("y"),
+                           part("train_mask"), part("val_mask"), part("test_mask"),
+                           int(getattr(dataset, "num_classes", 0) or 0))
+
+    # ------------------------------------------------------------------ diagnostics
+    def imbalance(self) -> float:
+        """``max / mean`` of the block sizes (stored entries) over the ranks (1 = balanced)."""
+        sizes = np.array(self.grid.allgather(int(self.A.nvals), "graph.imbalance"), float)
+        return float(sizes.max() / sizes.mean()) if sizes.sum() else 1.0
+
+
+@dataclass(eq=False)
+class DistDataset:
+    """A node-classification data set on a grid: the :class:`DistGraph` and this rank's
+    rows of the features, labels and masks (what :func:`gblas_gnn.train.fit` reads)."""
+
+    name: str
+    graph: DistGraph
+    x: np.ndarray
+    y: np.ndarray
+    train_mask: np.ndarray
+    val_mask: np.ndarray
+    test_mask: np.ndarray | None
+    num_classes: int
+
+
+@as_graph.register
+def _(obj: DistGraph, dtype=None) -> DistGraph:
+    return obj

@@ -1,0 +1,231 @@
+r"""The √p×√p process grid and the one place where this package communicates.
+
+``Grid()`` arranges the ``p = q²`` processes of an MPI communicator (``COMM_WORLD`` by
+default) as a q×q Cartesian grid: rank (x, y) owns the block ``A[R_x, C_y]`` of the
+adjacency. Its *row communicator* holds the q ranks with the same x (they own the same
+target rows), its *column communicator* the q ranks with the same y (the same source
+columns), and its *partner* is rank (y, x), which holds the row block ``R_y`` — the vertices
+of this rank's column block ``C_y``.
+
+Every message goes through the counted methods below (:meth:`Grid.allreduce`,
+:meth:`Grid.exchange`, :meth:`Grid.allgather_rows`, :meth:`Grid.bcast`, ...), which record
+per rank and per operation label the bytes sent and received, the messages and the seconds
+spent waiting (:meth:`Grid.comm_stats`). The counts are the logical payloads, deterministic
+for a given graph and grid:
+
+* an allreduce of ``b`` bytes on a communicator of more than one rank sends and receives
+  ``b`` bytes, one message (what MPI moves inside is its business);
+* an exchange with the partner sends and receives the two buffers, one message each way;
+  the diagonal ranks (x = y) are their own partner and move nothing;
+* a collective on a communicator of one rank (q = 1) moves nothing and counts nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+
+import numpy as np
+
+__all__ = ["Grid", "GridError"]
+
+
+class GridError(ValueError):
+    """The processes cannot form a square grid."""
+
+
+def _mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:             # pragma: no cover (the dist extra installs it)
+        raise ImportError("the distributed executor needs mpi4py and an MPI library: "
+                          'pip install "gblas_gnn[dist]"') from exc
+    return MPI
+
+
+class _Stats:
+    """Per-label counters of this rank."""
+
+    def __init__(self):
+        self.by_op: dict[str, dict[str, float]] = defaultdict(
+            lambda: {"bytes_sent": 0, "bytes_received": 0, "messages": 0, "seconds": 0.0})
+
+    def add(self, label: str, sent: int, received: int, messages: int, seconds: float):
+        entry = self.by_op[label]
+        entry["bytes_sent"] += int(sent)
+        entry["bytes_received"] += int(received)
+        entry["messages"] += int(messages)
+        entry["seconds"] += seconds
+
+    def summary(self) -> dict:
+        total = {k: sum(e[k] for e in self.by_op.values())
+                 for k in ("bytes_sent", "bytes_received", "messages", "seconds")}
+        return {**total, "by_op": {k: dict(v) for k, v in self.by_op.items()}}
+
+
+class Grid:
+    """A q×q Cartesian grid over ``comm`` (default ``MPI.COMM_WORLD``).
+
+    Attributes:
+        comm: the Cartesian communicator (mpi4py); ``comm.rank`` is this rank.
+        q: the side of the grid (``comm.size == q * q``).
+        x, y: this rank's coordinates (row and column block).
+        row, col: the row communicator (same x, ranked by y) and the column communicator
+            (same y, ranked by x).
+        partner: the rank (in ``comm``) at coordinates (y, x).
+
+    Raises:
+        GridError: on every rank, before any communication, when the number of processes is
+            not a perfect square.
+    """
+
+    def __init__(self, comm=None):
+        MPI = _mpi()
+        base = MPI.COMM_WORLD if comm is None else comm
+        p = base.Get_size()
+        q = math.isqrt(p)
+        if q * q != p:
+            raise GridError(f"the distributed executor needs a square number of processes "
+                            f"(1, 4, 9, 16, ...) for its √p×√p grid, got {p}; "
+                            f"run mpiexec -n {q * q} or -n {(q + 1) ** 2}")
+        self.q = q
+        self.comm = base.Create_cart((q, q), periods=(False, False), reorder=False)
+        self.rank = self.comm.Get_rank()
+        self.x, self.y = self.comm.Get_coords(self.rank)
+        self.row = self.comm.Sub([False, True])
+        self.col = self.comm.Sub([True, False])
+        self.partner = self.comm.Get_cart_rank((self.y, self.x))
+        self._stats = _Stats()
+
+    def __repr__(self) -> str:
+        return f"Grid(q={self.q}, rank={self.rank}, coords=({self.x}, {self.y}))"
+
+    @property
+    def size(self) -> int:
+        return self.q * self.q
+
+    # ------------------------------------------------------------------ accounting
+    def comm_stats(self) -> dict:
+        """This rank's ``{"bytes_sent", "bytes_received", "messages", "seconds", "by_op":
+        {label: {...}}}`` since the last :meth:`reset_comm_stats` (``seconds``: time spent in
+        the calls, waiting for other ranks included)."""
+        return self._stats.summary()
+
+    def reset_comm_stats(self) -> None:
+        """Start counting afresh."""
+        self._stats = _Stats()
+
+    @contextmanager
+    def _timed(self, label: str, sent: int, received: int, messages: int):
+        t0 = time.perf_counter()
+        yield
+        self._stats.add(label, sent, received, messages, time.perf_counter() - t0)
+
+    # ------------------------------------------------------------------ collectives
+    def _comm(self, which: str):
+        return {"row": self.row, "col": self.col, "world": self.comm}[which]
+
+    def allreduce(self, array: np.ndarray, op: str, which: str, label: str) -> np.ndarray:
+        """Element-wise ``op`` ("sum", "max", "min", "land", "maxloc", "minloc") of
+        ``array`` over the ``which`` communicator ("row", "col" or "world"), in place; the
+        result is the same on every member. (max|min)loc take a structured array of
+        (value, index) pairs matching MPI's FLOAT_INT / DOUBLE_INT."""
+        comm = self._comm(which)
+        if comm.Get_size() == 1:
+            return array
+        MPI = _mpi()
+        array = np.ascontiguousarray(array)
+        mpi_op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "land": MPI.LAND,
+                  "maxloc": MPI.MAXLOC, "minloc": MPI.MINLOC}[op]
+        if op in ("maxloc", "minloc"):
+            kind = MPI.FLOAT_INT if array.dtype["v"] == np.float32 else MPI.DOUBLE_INT
+            buf = [array, kind]
+        else:
+            buf = array
+        with self._timed(label, array.nbytes, array.nbytes, 1):
+            comm.Allreduce(MPI.IN_PLACE, buf, op=mpi_op)
+        return array
+
+    def allreduce_custom(self, array: np.ndarray, combine, which: str, label: str):
+        """``combine(a, b)`` (commutative, associative) of ``array`` over ``which``: an MPI
+        user operation for reductions MPI does not have (a user semiring's ⊕)."""
+        comm = self._comm(which)
+        if comm.Get_size() == 1:
+            return array
+        MPI = _mpi()
+        array = np.ascontiguousarray(array)
+
+        def reduce(inbuf, inoutbuf, datatype):
+            a = np.frombuffer(inbuf, array.dtype).reshape(array.shape)
+            b = np.frombuffer(inoutbuf, array.dtype).reshape(array.shape)
+            b[...] = combine(a, b)
+
+        op = MPI.Op.Create(reduce, commute=True)
+        try:
+            with self._timed(label, array.nbytes, array.nbytes, 1):
+                comm.Allreduce(MPI.IN_PLACE, array, op=op)
+        finally:
+            op.Free()
+        return array
+
+    def exchange(self, array: np.ndarray, label: str, rows: int | None = None) -> np.ndarray:
+        """Send ``array`` to the partner (y, x) and receive its counterpart: this rank's row
+        block of a vertex tensor in, its column block out (or back). ``rows``: the number of
+        rows to receive (the partner's row block; default the sent array's). The diagonal
+        ranks return ``array`` itself."""
+        if self.partner == self.rank:
+            return array
+        array = np.ascontiguousarray(array)
+        shape = (array.shape[0] if rows is None else rows, *array.shape[1:])
+        out = np.empty(shape, array.dtype)
+        with self._timed(label, array.nbytes, out.nbytes, 2):
+            self.comm.Sendrecv(array, dest=self.partner, recvbuf=out, source=self.partner)
+        return out
+
+    def allgather_rows(self, array: np.ndarray, counts: list[int], label: str) -> np.ndarray:
+        """The row blocks of every rank of this column communicator (R_0, …, R_{q-1}),
+        concatenated: ``counts[x]`` rows from the rank at x."""
+        if self.q == 1:
+            return array
+        MPI = _mpi()
+        array = np.ascontiguousarray(array)
+        width = int(np.prod(array.shape[1:], dtype=np.int64))
+        out = np.empty((sum(counts), *array.shape[1:]), array.dtype)
+        sizes = [c * width for c in counts]
+        displs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+        kind = MPI._typedict[array.dtype.char]
+        with self._timed(label, array.nbytes, out.nbytes - array.nbytes, 1):
+            self.col.Allgatherv(array, [out, sizes, displs, kind])
+        return out
+
+    def bcast(self, value, label: str, root: int = 0):
+        """A Python object from ``root`` to every rank (small control data; its pickle is
+        what is counted)."""
+        if self.size == 1:
+            return value
+        data = pickle.dumps(value) if self.rank == root else None
+        t0 = time.perf_counter()
+        data = self.comm.bcast(data, root=root)
+        mine = len(data)
+        self._stats.add(label, mine if self.rank == root else 0,
+                        0 if self.rank == root else mine, 1, time.perf_counter() - t0)
+        return pickle.loads(data)
+
+    def allgather(self, value, label: str) -> list:
+        """Every rank's Python object, in rank order (small control data; the pickles are
+        what is counted)."""
+        if self.size == 1:
+            return [value]
+        data = pickle.dumps(value)
+        t0 = time.perf_counter()
+        gathered = self.comm.allgather(data)
+        self._stats.add(label, len(data), sum(len(d) for d in gathered) - len(data), 1,
+                        time.perf_counter() - t0)
+        return [pickle.loads(d) for d in gathered]
+
+    def barrier(self) -> None:
+        if self.size > 1:
+            self.comm.Barrier()

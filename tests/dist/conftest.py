@@ -1,0 +1,39 @@
+"""Fixtures of the grid tests: the distributed executor under test.
+
+Under ``mpiexec -n P python -m mpi4py -m pytest --executor dist tests/dist`` every rank runs
+these tests on the √P×√P grid; in the ordinary run they use a 1×1 grid over this process.
+Every rank runs the same tests in the same order (their collectives must match), and every
+assertion compares arrays that the collectives made equal on all ranks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+dist = pytest.importorskip("gblas_gnn.dist")
+pytest.importorskip("mpi4py")
+
+
+@pytest.fixture
+def dex(executor):
+    """The distributed executor: the one under test, or a 1×1 grid over this process."""
+    if isinstance(executor, dist.DistExecutor):
+        return executor
+    return _single()
+
+
+_SINGLE = []
+
+
+def _single():
+    if not _SINGLE:
+        _SINGLE.append(dist.DistExecutor(dist.Grid()))
+    return _SINGLE[0]
+
+
+@pytest.fixture
+def shared_tmp(tmp_path, dex):
+    """A directory every rank sees (rank 0's temporary directory)."""
+    from pathlib import Path
+
+    return Path(dex.grid.bcast(str(tmp_path), "test.tmp"))
