@@ -73,6 +73,17 @@ def _executor(text: str) -> str:
     return text
 
 
+def _procs(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 or round(v ** 0.5) ** 2 != v for v in values):
+        raise argparse.ArgumentTypeError(f"--procs must be a comma list of square numbers "
+                                         f"(1, 4, 9, 16), got {text!r}")
+    return values
+
+
 def _positive(kind):
     def parse(text: str):
         value = kind(text)
@@ -83,7 +94,7 @@ def _positive(kind):
 
 
 def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
-    """The argument parser (``run`` and ``kernels`` subcommands)."""
+    """The argument parser (``run``, ``kernels`` and ``dist`` subcommands)."""
     p = argparse.ArgumentParser(prog=prog, description="Benchmarks against PyTorch Geometric "
                                 "and kernel micro-benchmarks.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -120,6 +131,16 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     k.add_argument("--threads", type=_positive(int), default=2)
     k.add_argument("--reps", "--repeat", type=_positive(int), default=7)
     k.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    d = sub.add_parser("dist", help="the dist executor on 1..P processes against one process "
+                                    "(MPI jobs)")
+    d.add_argument("--case", required=True, choices=list(CASES))
+    d.add_argument("--procs", type=_procs, default=[1, 4],
+                   help="comma list of square process counts (default 1,4)")
+    d.add_argument("--layers", type=_layers, default=["gat", "agnn"])
+    d.add_argument("--reps", type=_positive(int), default=5)
+    d.add_argument("--warmup", type=int, default=1)
+    d.add_argument("--relabel", action="store_true", help="seeded random vertex relabelling")
+    d.add_argument("--out", type=Path, default=DEFAULT_OUT)
     for sp in (r, k):
         sp.add_argument("--executor", type=_executor, default="cpu",
                         metavar="{" + ",".join(_executor_names()) + "}",
@@ -151,6 +172,15 @@ def _run(a) -> int:
     print(markdown(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return code
+
+
+def _dist(a) -> int:
+    from .dist import dist_markdown, run_dist
+
+    result = run_dist(a.case, a.procs, a.layers, a.reps, a.warmup, a.relabel, a.out)
+    print(dist_markdown(result))
+    print(f"wrote {a.out / f'dist-{a.case}.json'}, {a.out / f'dist-{a.case}.md'}")
+    return 0
 
 
 def _kernels(a) -> int:
@@ -202,6 +232,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
         a = p.parse_args(argv)
     except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
         return int(exc.code or 0)
+    if a.command == "dist":
+        return _dist(a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
     return _run(a) if a.command == "run" else _kernels(a)

@@ -108,20 +108,21 @@ class DistExecutor(Executor):
     # ------------------------------------------------------------------ timers
     @contextmanager
     def _op(self, name: str):
-        """Time an operation; the outermost one records compute (wall minus the seconds its
-        collectives took) under ``name``."""
+        """Time an operation; the outermost one records its compute under ``name``: this
+        process's CPU time minus the CPU time of its collectives (CPU time, so that ranks
+        sharing cores are not charged for waiting on each other)."""
         self._depth += 1
-        t0, c0 = time.perf_counter(), self.grid.comm_stats()["seconds"]
+        t0, c0 = time.process_time(), self.grid.comm_cpu_seconds()
         try:
             yield
         finally:
             self._depth -= 1
             if self._depth == 0:
-                wall = time.perf_counter() - t0
-                self._timers[name] += wall - (self.grid.comm_stats()["seconds"] - c0)
+                cpu = time.process_time() - t0
+                self._timers[name] += cpu - (self.grid.comm_cpu_seconds() - c0)
 
     def timers(self) -> dict[str, float]:
-        """Compute seconds per outermost operation (collective time excluded) since the last
+        """Compute CPU seconds per outermost operation (collectives excluded) since the last
         :meth:`reset_timers`."""
         return dict(self._timers)
 

@@ -51,18 +51,24 @@ class _Stats:
 
     def __init__(self):
         self.by_op: dict[str, dict[str, float]] = defaultdict(
-            lambda: {"bytes_sent": 0, "bytes_received": 0, "messages": 0, "seconds": 0.0})
+            lambda: {"bytes_sent": 0, "bytes_received": 0, "messages": 0, "seconds": 0.0,
+                     "cpu_seconds": 0.0})
+        self.cpu_seconds = 0.0          # the running total (read by every executor op)
 
-    def add(self, label: str, sent: int, received: int, messages: int, seconds: float):
+    def add(self, label: str, sent: int, received: int, messages: int, seconds: float,
+            cpu_seconds: float = 0.0):
         entry = self.by_op[label]
         entry["bytes_sent"] += int(sent)
         entry["bytes_received"] += int(received)
         entry["messages"] += int(messages)
         entry["seconds"] += seconds
+        entry["cpu_seconds"] += cpu_seconds
+        self.cpu_seconds += cpu_seconds
 
     def summary(self) -> dict:
         total = {k: sum(e[k] for e in self.by_op.values())
-                 for k in ("bytes_sent", "bytes_received", "messages", "seconds")}
+                 for k in ("bytes_sent", "bytes_received", "messages", "seconds",
+                           "cpu_seconds")}
         return {**total, "by_op": {k: dict(v) for k, v in self.by_op.items()}}
 
 
@@ -109,10 +115,15 @@ class Grid:
 
     # ------------------------------------------------------------------ accounting
     def comm_stats(self) -> dict:
-        """This rank's ``{"bytes_sent", "bytes_received", "messages", "seconds", "by_op":
-        {label: {...}}}`` since the last :meth:`reset_comm_stats` (``seconds``: time spent in
-        the calls, waiting for other ranks included)."""
+        """This rank's ``{"bytes_sent", "bytes_received", "messages", "seconds",
+        "cpu_seconds", "by_op": {label: {...}}}`` since the last :meth:`reset_comm_stats`
+        (``seconds``: wall time spent in the calls, waiting for other ranks included;
+        ``cpu_seconds``: this process's CPU time in them)."""
         return self._stats.summary()
+
+    def comm_cpu_seconds(self) -> float:
+        """This process's CPU time in collectives since the last reset (cheap to read)."""
+        return self._stats.cpu_seconds
 
     def reset_comm_stats(self) -> None:
         """Start counting afresh."""
@@ -120,9 +131,10 @@ class Grid:
 
     @contextmanager
     def _timed(self, label: str, sent: int, received: int, messages: int):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         yield
-        self._stats.add(label, sent, received, messages, time.perf_counter() - t0)
+        self._stats.add(label, sent, received, messages, time.perf_counter() - t0,
+                        time.process_time() - c0)
 
     # ------------------------------------------------------------------ collectives
     def _comm(self, which: str):
@@ -207,11 +219,11 @@ class Grid:
         if self.size == 1:
             return value
         data = pickle.dumps(value) if self.rank == root else None
-        t0 = time.perf_counter()
-        data = self.comm.bcast(data, root=root)
+        with self._timed(label, 0, 0, 1):
+            data = self.comm.bcast(data, root=root)
         mine = len(data)
         self._stats.add(label, mine if self.rank == root else 0,
-                        0 if self.rank == root else mine, 1, time.perf_counter() - t0)
+                        0 if self.rank == root else mine, 0, 0.0)
         return pickle.loads(data)
 
     def allgather(self, value, label: str) -> list:
@@ -220,10 +232,9 @@ class Grid:
         if self.size == 1:
             return [value]
         data = pickle.dumps(value)
-        t0 = time.perf_counter()
-        gathered = self.comm.allgather(data)
-        self._stats.add(label, len(data), sum(len(d) for d in gathered) - len(data), 1,
-                        time.perf_counter() - t0)
+        with self._timed(label, 0, 0, 1):
+            gathered = self.comm.allgather(data)
+        self._stats.add(label, len(data), sum(len(d) for d in gathered) - len(data), 0, 0.0)
         return [pickle.loads(d) for d in gathered]
 
     def barrier(self) -> None:
