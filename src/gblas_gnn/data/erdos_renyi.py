@@ -7,6 +7,13 @@ are sampled by geometric skipping (Batagelj & Brandes 2005): the gaps between
 consecutive chosen pairs in a fixed linear order are i.i.d. geometric, so only
 :math:`O(m)` numbers are drawn and the output comes out sorted, with no duplicates
 and no self loops by construction.
+
+The position space is cut into *chunks* of whole rows (about :math:`2^{26}` positions
+each), and chunk ``c`` draws from its own generator,
+``SeedSequence(seed, spawn_key=(c,))``; the empty-row fill draws from
+``SeedSequence(seed, spawn_key=(FILL_STREAM,))``. So any process can generate any chunk on
+its own, and :meth:`gblas_gnn.dist.DistGraph.erdos_renyi` builds exactly this graph on any
+grid without a process ever holding the whole edge list.
 """
 
 from __future__ import annotations
@@ -23,10 +30,14 @@ from ._edges import fill_empty_rows as _fill_empty_rows
 if TYPE_CHECKING:
     from gblas_gnn.graph import Graph
 
-__all__ = ["erdos_renyi_edges", "erdos_renyi", "bernoulli_positions"]
+__all__ = ["erdos_renyi_edges", "erdos_renyi", "bernoulli_positions", "chunk_rows",
+           "chunk_keys", "edge_probability", "fill_rng", "FILL_STREAM"]
 
 _BLOCK = 1 << 20
 _MAX_N = 1 << 31  # keeps n*(n-1) and the running gap sums inside int64
+_CHUNK_POSITIONS = 1 << 26
+#: the spawn key of the empty-row fill's generator (past any chunk id)
+FILL_STREAM = 1 << 40
 
 
 def bernoulli_positions(total: int, p: float, rng: np.random.Generator) -> np.ndarray:
@@ -57,6 +68,44 @@ def bernoulli_positions(total: int, p: float, rng: np.random.Generator) -> np.nd
         pos = int(gaps[-1])
         block = _BLOCK
     return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+
+def chunk_rows(n: int) -> tuple[int, int]:
+    """``(rows per chunk, number of chunks)`` of an n-vertex graph (independent of how
+    many processes generate it)."""
+    rows = max(1, _CHUNK_POSITIONS // max(n - 1, 1))
+    return rows, -(-n // rows)
+
+
+def edge_probability(n: int, density: float) -> float:
+    """``p = ρ n / (n − 1)`` (capped at 1): each off-diagonal pair is an edge w.p. ``p``."""
+    return min(1.0, density * n / (n - 1)) if n > 1 else 0.0
+
+
+def chunk_keys(n: int, p: float, seed, chunk: int, symmetric: bool) -> np.ndarray:
+    """Sorted keys ``dst * n + src`` of the edges chunk ``chunk`` draws (its rows' pairs;
+    for ``symmetric`` only the pairs below the diagonal, ``src < dst``)."""
+    rows, _ = chunk_rows(n)
+    r0, r1 = chunk * rows, min(n, (chunk + 1) * rows)
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(chunk,)))
+    pos = bernoulli_positions((r1 - r0) * (n - 1), p, rng)
+    row, c = np.divmod(pos, n - 1)
+    del pos
+    row += r0
+    col = c + (c >= row)
+    del c
+    if symmetric:
+        keep = col < row
+        row, col = row[keep], col[keep]
+    keys = row
+    keys *= n
+    keys += col
+    return keys
+
+
+def fill_rng(seed) -> np.random.Generator:
+    """The generator of the empty-row fill (its own stream, after every chunk)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(FILL_STREAM,)))
 
 
 def _check_density(density: float, n: int) -> float:
@@ -120,31 +169,28 @@ def erdos_renyi_edges(
     ``c = L % (n-1)``, column ``j = c + (c >= i)`` (skipping the diagonal).
     Symmetric: the same positions are drawn and only those with ``j < i`` are kept
     (each unordered pair has exactly one such ordered representative, so the kept
-    pairs are i.i.d. Bernoulli(p)), then mirrored.
+    pairs are i.i.d. Bernoulli(p)), then mirrored. The positions are drawn chunk by
+    chunk (:func:`chunk_keys`, see the module docstring).
     """
     n = check_int("n", n, 0)
     if n > _MAX_N:
         raise ValueError(f"n must be <= {_MAX_N}, got {n}")
     rho = _check_density(density, n)
     idx_dtype = check_index_dtype(dtype_index, n)
-    rng = np.random.default_rng(check_seed(seed))
+    seed = check_seed(seed)
     if n < 2:
         empty = np.empty(0, dtype=idx_dtype)
         return empty, empty.copy(), n
-    p = min(1.0, rho * n / (n - 1))
-    pos = bernoulli_positions(n * (n - 1), p, rng)
-    row, c = np.divmod(pos, n - 1)
-    del pos
-    col = c + (c >= row)
-    del c
+    p = edge_probability(n, rho)
+    _, chunks = chunk_rows(n)
+    keys = np.concatenate([chunk_keys(n, p, seed, c, symmetric) for c in range(chunks)])
     if symmetric:
-        keep = col < row
-        keys = symmetric_keys(col[keep], row[keep], n)
-    else:
-        keys = row * n + col
-    del row, col
+        hi, lo = np.divmod(keys, n)
+        del keys
+        keys = symmetric_keys(lo, hi, n)
+        del lo, hi
     if fill_empty_rows:
-        keys, _ = _fill_empty_rows(keys, n, rng, symmetric)
+        keys, _ = _fill_empty_rows(keys, n, fill_rng(seed), symmetric)
     src, dst = split_keys(keys, n, idx_dtype)
     return src, dst, n
 

@@ -132,6 +132,24 @@ class DistGraph:
                              f"({rows.size}, {cols.size})")
         return cls(grid, n, parts, Block(gb.io.from_scipy_sparse(local), rows, cols))
 
+    @classmethod
+    def kronecker(cls, grid: Grid, scale: int, edge_factor: int = 16, **kw) -> DistGraph:
+        """This rank's block of the Graph500 Kronecker graph of
+        :func:`gblas_gnn.data.kronecker` with the same arguments, generated in place: no rank
+        holds the whole edge list (:mod:`gblas_gnn.dist.generate`); ``relabel=True`` spreads
+        the vertices over the blocks."""
+        from .generate import kronecker
+
+        return kronecker(grid, scale, edge_factor, **kw)
+
+    @classmethod
+    def erdos_renyi(cls, grid: Grid, n: int, density: float, **kw) -> DistGraph:
+        """This rank's block of :func:`gblas_gnn.data.erdos_renyi` with the same arguments,
+        generated in place."""
+        from .generate import erdos_renyi
+
+        return erdos_renyi(grid, n, density, **kw)
+
     # ------------------------------------------------------------------ properties
     @property
     def dtype(self) -> np.dtype:
@@ -224,6 +242,12 @@ class DistGraph:
         return DistDataset(getattr(dataset, "name", "dataset"), self, part("x"), part("y"),
                            part("train_mask"), part("val_mask"), part("test_mask"),
                            int(getattr(dataset, "num_classes", 0) or 0))
+
+    def block_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(dst, src)``: the global ids of this rank's stored entries (edges ``src → dst``),
+        in the block's CSR order."""
+        rows, cols, _ = self.A.M.to_coo()
+        return self.A.row_ids[rows], self.A.col_ids[cols]
 
     # ------------------------------------------------------------------ diagnostics
     def imbalance(self) -> float:

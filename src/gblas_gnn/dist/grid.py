@@ -213,6 +213,30 @@ class Grid:
             self.col.Allgatherv(array, [out, sizes, displs, kind])
         return out
 
+    def alltoallv(self, array: np.ndarray, counts: np.ndarray, label: str) -> np.ndarray:
+        """Send ``counts[r]`` consecutive entries of the 1-D ``array`` to rank ``r`` (in rank
+        order) and receive what every rank sends here, concatenated in rank order."""
+        if self.size == 1:
+            return array
+        MPI = _mpi()
+        array = np.ascontiguousarray(array)
+        counts = np.asarray(counts, np.int64)
+        incoming = np.empty(self.size, np.int64)
+        self.comm.Alltoall(counts, incoming)
+        out = np.empty(int(incoming.sum()), array.dtype)
+        kind = MPI._typedict[array.dtype.char]
+
+        def displs(c):
+            return np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64)
+
+        mine = counts[self.rank]
+        item = array.dtype.itemsize
+        with self._timed(label, (counts.sum() - mine) * item, (incoming.sum() - mine) * item,
+                         2 * (self.size - 1)):
+            self.comm.Alltoallv([array, counts, displs(counts), kind],
+                                [out, incoming, displs(incoming), kind])
+        return out
+
     def bcast(self, value, label: str, root: int = 0):
         """A Python object from ``root`` to every rank (small control data; its pickle is
         what is counted)."""
