@@ -200,14 +200,17 @@ def _infer(args) -> dict:
                          "(it was not written by `gblas-gnn train`)")
     dataset = _load_dataset(args.dataset or cfg["dataset"], cfg)
     model = _build(cfg, dataset)
-    load_checkpoint(args.checkpoint, model, restore_rng=False)
+    # the weights `train` selected and reported on, not the last epoch's (kept for --resume)
+    ck = load_checkpoint(args.checkpoint, model, restore_rng=False, weights="selected")
     logits = predict(model, dataset.graph, dataset.x.astype(cfg["dtype"], copy=False))
     pred = logits.argmax(axis=1)
     if args.output is not None:
         np.save(args.output, pred)
     metrics = evaluate(model, dataset)
-    print(f"{dataset.name}: predicted {pred.size} nodes; test accuracy "
-          f"{metrics['test_acc'] * 100:.2f}%")
+    best = ck.trainer.get("history", {}).get("best_epoch") if ck.best_params else None
+    weights = f"epoch {best} (selected)" if best is not None else f"epoch {ck.epoch}"
+    print(f"{dataset.name}: predicted {pred.size} nodes with the weights of {weights}; "
+          f"test accuracy {metrics['test_acc'] * 100:.2f}%")
     return metrics
 
 
