@@ -24,11 +24,19 @@ def atomic_write(path, write) -> None:
         raise
 
 
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")     # a zip's first local header / an empty zip
+_NPY_MAGIC = b"\x93NUMPY"
+
+
 def read_npz(path, what: str, error: type[Exception] = ValueError) -> dict:
     """All arrays of a ``.npz`` file, loaded without pickles.
 
+    A ``.npz`` is a zip archive of ``.npy`` arrays (what ``numpy.savez`` writes). Object
+    arrays are pickled Python objects, and unpickling runs code chosen by whoever wrote the
+    file: they are refused, and no message ever suggests loading them another way.
+
     Raises ``FileNotFoundError`` for a missing file and ``error`` (naming ``what``) for a file
-    that is not a readable ``.npz`` archive or holds object arrays.
+    that is not a zip archive of ``.npy`` arrays, is corrupt, or holds object arrays.
     """
     import zipfile
 
@@ -37,9 +45,33 @@ def read_npz(path, what: str, error: type[Exception] = ValueError) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such {what}: {path} (the file does not exist)")
+    with open(path, "rb") as f:
+        magic = f.read(len(_NPY_MAGIC))
+    if not magic.startswith(_ZIP_MAGIC):
+        kind = ("a single .npy array" if magic == _NPY_MAGIC
+                else "pickled Python data, which gblas_gnn never loads" if magic[:1] == b"\x80"
+                else "empty" if not magic else "not a zip archive")
+        raise error(f"{path} is not a .npz {what}: the file is {kind} (a .npz is a zip "
+                    "archive of .npy arrays, as numpy.savez writes it)")
+    out = {}
     try:
         with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+            for key in z.files:
+                try:
+                    value = z[key]
+                except ValueError as exc:
+                    if "pickle" not in str(exc):
+                        raise
+                    raise error(f"{path} holds an object array ({key!r}): pickled Python "
+                                "objects, which gblas_gnn refuses to load; a .npz "
+                                f"{what} holds plain numeric, boolean or text arrays only"
+                                ) from None
+                if not isinstance(value, np.ndarray):
+                    raise error(f"{path} is a corrupt .npz {what}: member {key!r} is not a "
+                                ".npy array")
+                out[key] = value
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
-        raise error(f"{path} is not a readable .npz {what} "
-                    f"({type(exc).__name__}: {exc})") from exc
+        if isinstance(exc, error):
+            raise
+        raise error(f"{path} is a corrupt .npz {what} ({type(exc).__name__}: {exc})") from exc
+    return out
