@@ -1,6 +1,7 @@
 """The ``gblas-gnn`` command and its dataset specifications."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -170,3 +171,48 @@ def test_bench_subcommand_reaches_the_harness(capsys):
     assert main(["bench", "--help"]) == 0
     assert "gblas-gnn bench" in capsys.readouterr().out
     assert main(["bench", "no-such-subcommand"]) == 2
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["train", "--metrics-json", "{tmp}/no/m.json"], "--metrics-json {tmp}/no/m.json: the "
+                                                     "folder {tmp}/no does not exist"),
+    (["train", "--checkpoint", "{tmp}/no/ck.npz"], "the folder {tmp}/no does not exist"),
+    (["train", "--checkpoint", "{tmp}"], "--checkpoint {tmp} is a folder"),
+    (["train", "--checkpoint", "{tmp}/a.npz", "--metrics-json", "{tmp}/./a.npz"],
+     "--checkpoint and --metrics-json name the same file"),
+    (["infer", "--checkpoint", "{tmp}/ck.npz", "--output", "{tmp}/no/p.npy"],
+     "--output {tmp}/no/p.npy: the folder {tmp}/no does not exist"),
+    (["infer", "--checkpoint", "{tmp}/ck.npz", "--output", "{tmp}/ck.npz"],
+     "would overwrite the checkpoint"),
+])
+def test_output_paths_are_checked_before_any_work(argv, message, tmp_path, capsys, monkeypatch):
+    (tmp_path / "ck.npz").write_bytes(b"")         # never read: the check comes first
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("data loaded before the output paths were checked")
+
+    monkeypatch.setattr("gblas_gnn.cli._load_dataset", no_work)
+    monkeypatch.setattr("gblas_gnn.train.read_checkpoint", no_work)
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    out, err = capsys.readouterr()
+    assert message.format(tmp=tmp_path) in err and not out
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into read-only folders")
+def test_read_only_output_folder(tmp_path, capsys):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        assert main(["train", "--metrics-json", str(folder / "m.json")]) == 2
+    finally:
+        folder.chmod(0o700)
+    assert "is not writable" in capsys.readouterr().err
+
+
+def test_infer_output_is_written_at_exactly_the_given_path(tmp_path):
+    ck = tmp_path / "ck.npz"
+    assert main(["train", "--model", "sgc", "--dataset", SMALL, "--epochs", "2",
+                 "--checkpoint", str(ck), "--no-progress"]) == 0
+    assert main(["infer", "--checkpoint", str(ck), "--output", str(tmp_path / "preds")]) == 0
+    assert np.load(tmp_path / "preds").shape == (300,)      # np.save would have added .npy

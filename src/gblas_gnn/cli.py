@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -138,6 +139,36 @@ def _config(args) -> dict:
             "dtype": args.dtype, "normalize_features": bool(normalize), **cfg}
 
 
+def _check_outputs(**outputs: Path | None) -> None:
+    """Check every file a command will write before any work (a missing folder must not
+    surface after a long run): its folder exists and is writable, the path is not a folder
+    or a read-only file, and no two outputs share a path. Keys are the flags' names."""
+    seen: dict[Path, str] = {}
+    for key, path in outputs.items():
+        if path is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        folder = path.resolve().parent
+        if path.is_dir():
+            raise UsageError(f"{flag} {path} is a folder; give the path of a file")
+        if not folder.is_dir():
+            raise UsageError(f"{flag} {path}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(f"{flag} {path}: the folder {folder} is not writable")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: the file exists and is not writable")
+        other = seen.setdefault(path.resolve(), flag)
+        if other != flag:
+            raise UsageError(f"{other} and {flag} name the same file ({path})")
+
+
+def _write(path: Path, write) -> None:
+    """Write an output file atomically (an interrupted write leaves no half file)."""
+    from ._io import atomic_write
+
+    atomic_write(path, write)
+
+
 def _build(cfg: dict, dataset):
     from .nn import models
 
@@ -167,6 +198,7 @@ def _train(args) -> dict:
     from .train import Adam, evaluate, fit
 
     cfg = _config(args)
+    _check_outputs(checkpoint=args.checkpoint, metrics_json=args.metrics_json)
     dataset = _load_dataset(args.dataset, cfg)
     if dataset.x.dtype != np.dtype(cfg["dtype"]):
         dataset.x = dataset.x.astype(cfg["dtype"])
@@ -184,8 +216,8 @@ def _train(args) -> dict:
           f"(val {result['val_acc'] * 100:.2f}%, best epoch {hist.best_epoch}, "
           f"{result['median_epoch_ms']:.1f} ms/epoch)")
     if args.metrics_json is not None:
-        args.metrics_json.write_text(json.dumps({**result, "history": hist.to_dict()},
-                                                indent=2))
+        text = json.dumps({**result, "history": hist.to_dict()}, indent=2)
+        _write(args.metrics_json, lambda f: f.write(text.encode()))
     return result
 
 
@@ -194,6 +226,9 @@ def _infer(args) -> dict:
 
     if not args.checkpoint.is_file():
         raise UsageError(f"no checkpoint at {args.checkpoint}")
+    _check_outputs(output=args.output)
+    if args.output is not None and args.output.resolve() == args.checkpoint.resolve():
+        raise UsageError(f"--output {args.output} would overwrite the checkpoint")
     cfg = read_checkpoint(args.checkpoint).trainer.get("metadata")
     if not cfg:
         raise UsageError(f"{args.checkpoint} holds no model configuration "
@@ -205,7 +240,7 @@ def _infer(args) -> dict:
     logits = predict(model, dataset.graph, dataset.x.astype(cfg["dtype"], copy=False))
     pred = logits.argmax(axis=1)
     if args.output is not None:
-        np.save(args.output, pred)
+        _write(args.output, lambda f: np.save(f, pred))     # exactly this path (no .npy added)
     metrics = evaluate(model, dataset)
     best = ck.trainer.get("history", {}).get("best_epoch") if ck.best_params else None
     weights = f"epoch {best} (selected)" if best is not None else f"epoch {ck.epoch}"
