@@ -216,3 +216,37 @@ def test_infer_output_is_written_at_exactly_the_given_path(tmp_path):
                  "--checkpoint", str(ck), "--no-progress"]) == 0
     assert main(["infer", "--checkpoint", str(ck), "--output", str(tmp_path / "preds")]) == 0
     assert np.load(tmp_path / "preds").shape == (300,)      # np.save would have added .npy
+
+
+def test_infer_on_another_dataset(tmp_path, capsys):
+    """A Planetoid checkpoint on a csbm spec: no word about feature normalisation (the user
+    never asked for it); the features and classes must match the trained model's."""
+    from test_data_planetoid import _write_planetoid
+
+    _write_planetoid(tmp_path, "cora", n_allx=520)             # 5 features, 3 classes
+    ck = tmp_path / "ck.npz"
+    assert main(["train", "--model", "gcn", "--dataset", f"planetoid:{tmp_path / 'cora'}",
+                 "--epochs", "2", "--checkpoint", str(ck), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["infer", "--checkpoint", str(ck), "--dataset", SMALL]) == 2
+    err = capsys.readouterr().err
+    assert "normalisation" not in err
+    assert ("trained on Cora (5 features, 3 classes); CSBM has 16 features and 3 classes: "
+            "infer needs a data set with the same features and classes") in err
+    same_shape = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=5"
+    assert main(["infer", "--checkpoint", str(ck), "--dataset", same_shape]) == 0
+    assert "CSBM: predicted 300 nodes" in capsys.readouterr().out
+
+
+def test_infer_a_float64_planetoid_checkpoint(tmp_path, capsys):
+    # the loader returns float32 features; infer converts them like train does
+    from test_data_planetoid import _write_planetoid
+
+    _write_planetoid(tmp_path, "cora", n_allx=520)
+    ck = tmp_path / "ck.npz"
+    assert main(["train", "--model", "gcn", "--dataset", f"planetoid:{tmp_path / 'cora'}",
+                 "--dtype", "float64", "--epochs", "2", "--checkpoint", str(ck),
+                 "--no-progress"]) == 0
+    reported = capsys.readouterr().out.split("test accuracy ")[1][:6]
+    assert main(["infer", "--checkpoint", str(ck)]) == 0
+    assert f"test accuracy {reported}" in capsys.readouterr().out

@@ -181,8 +181,38 @@ def _load_dataset(spec: str, cfg: dict):
     from .datasets import parse_dataset
 
     # a configuration written before the option existed trained on unnormalised features
-    return parse_dataset(spec, seed=cfg["seed"], dtype=np.dtype(cfg["dtype"]),
-                         normalize_features=cfg.get("normalize_features", False))
+    dataset = parse_dataset(spec, seed=cfg["seed"], dtype=np.dtype(cfg["dtype"]),
+                            normalize_features=cfg.get("normalize_features", False))
+    if dataset.x.dtype != np.dtype(cfg["dtype"]):
+        dataset.x = dataset.x.astype(cfg["dtype"])
+    return dataset
+
+
+def _data_shape(dataset) -> dict:
+    """What a trained model's input and output sizes are tied to (kept in the checkpoint)."""
+    return {"name": dataset.name, "num_features": int(dataset.x.shape[1]),
+            "num_classes": int(dataset.num_classes)}
+
+
+def _infer_dataset(spec: str | None, cfg: dict):
+    """The data set ``infer`` predicts on: the training one, or ``spec`` with the training
+    run's seed and dtype. Feature normalisation follows the training run on a planetoid
+    spec and is off on any other kind (it exists for planetoid only); the features and
+    classes must be those the model was trained on."""
+    from .datasets import default_normalize_features
+
+    spec = spec or cfg["dataset"]
+    normalize = cfg.get("normalize_features", False) and default_normalize_features(spec)
+    dataset = _load_dataset(spec, {**cfg, "normalize_features": normalize})
+    trained, here = cfg.get("data"), _data_shape(dataset)
+    if trained and (trained["num_features"], trained["num_classes"]) != \
+            (here["num_features"], here["num_classes"]):
+        raise UsageError(
+            f"the checkpoint's {cfg['model']} model was trained on {trained['name']} "
+            f"({trained['num_features']} features, {trained['num_classes']} classes); "
+            f"{here['name']} has {here['num_features']} features and {here['num_classes']} "
+            "classes: infer needs a data set with the same features and classes")
+    return dataset
 
 
 def _weight_decay(cfg: dict, model):
@@ -200,13 +230,12 @@ def _train(args) -> dict:
     cfg = _config(args)
     _check_outputs(checkpoint=args.checkpoint, metrics_json=args.metrics_json)
     dataset = _load_dataset(args.dataset, cfg)
-    if dataset.x.dtype != np.dtype(cfg["dtype"]):
-        dataset.x = dataset.x.astype(cfg["dtype"])
     model = _build(cfg, dataset)
     opt = Adam(model, lr=cfg["lr"], weight_decay=_weight_decay(cfg, model))
     hist = fit(model, dataset, opt, cfg["epochs"], patience=cfg["patience"] or None,
                checkpoint=args.checkpoint, resume=args.resume,
-               progress=not args.no_progress, metadata=cfg, monitor=cfg["monitor"],
+               progress=not args.no_progress, monitor=cfg["monitor"],
+               metadata={**cfg, "data": _data_shape(dataset)},
                restore_best=True)
     result = {**evaluate(model, dataset), "epochs_run": len(hist),
               "best_epoch": hist.best_epoch,
@@ -233,11 +262,11 @@ def _infer(args) -> dict:
     if not cfg:
         raise UsageError(f"{args.checkpoint} holds no model configuration "
                          "(it was not written by `gblas-gnn train`)")
-    dataset = _load_dataset(args.dataset or cfg["dataset"], cfg)
+    dataset = _infer_dataset(args.dataset, cfg)
     model = _build(cfg, dataset)
     # the weights `train` selected and reported on, not the last epoch's (kept for --resume)
     ck = load_checkpoint(args.checkpoint, model, restore_rng=False, weights="selected")
-    logits = predict(model, dataset.graph, dataset.x.astype(cfg["dtype"], copy=False))
+    logits = predict(model, dataset.graph, dataset.x)
     pred = logits.argmax(axis=1)
     if args.output is not None:
         _write(args.output, lambda f: np.save(f, pred))     # exactly this path (no .npy added)
