@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gblas-gnn: error: {exc}", file=sys.stderr)
         return 2
     except FloatingPointError as exc:
-        print(f"gblas-gnn: training stopped: {exc}", file=sys.stderr)
+        print(f"gblas-gnn: {exc}", file=sys.stderr)
         return 1
     return 0
 

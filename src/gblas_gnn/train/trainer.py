@@ -266,13 +266,17 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         where = (f"the last good checkpoint (epoch {last_saved}) is intact at "
                  f"{str(checkpoint)!r}" if last_saved is not None and checkpoint is not None
                  else "no checkpoint was written")
-        return FloatingPointError(f"{what} at epoch {epoch}: training stopped; {where}. "
-                                  "Try a smaller learning rate.")
+        return FloatingPointError(f"{what} at epoch {epoch} (a floating-point overflow or "
+                                  f"NaN): training stopped; {where}. Try a smaller learning "
+                                  "rate.")
 
     bar = None
     if progress and start < epochs:
         from tqdm.auto import tqdm
         bar = tqdm(total=epochs, initial=start, desc="train", unit="epoch", leave=True)
+    # an overflow inside the model surfaces as the non-finite values that stop the run below,
+    # with the epoch and the checkpoint; numpy's RuntimeWarnings would only repeat it
+    fp_errors = np.seterr(over="ignore", invalid="ignore", divide="ignore")
     try:
         for epoch in range(start + 1, epochs + 1):
             t0 = time.perf_counter()
@@ -341,6 +345,7 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
             if stop:
                 break
     finally:
+        np.seterr(**fp_errors)
         if bar is not None:
             bar.close()
         model.train()
