@@ -1,27 +1,60 @@
-"""Crash-safe file writing."""
+"""Crash-safe file writing, and ``.npz`` reading that never unpickles."""
 
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
-def atomic_write(path, write) -> None:
-    """Write through ``write(fileobj)`` to a temporary file, fsync, then rename over ``path``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
-                               prefix=f".{path.name}.", suffix=".tmp")
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back while the block runs; one that arrived meanwhile is
+    delivered when the block ends (as ``KeyboardInterrupt`` under Python's default handler).
+
+    Only the main thread receives signals, and only there can a handler be installed;
+    elsewhere, or when SIGINT is ignored or has no Python handler, the block runs as is.
+    """
+    previous = signal.getsignal(signal.SIGINT) \
+        if threading.current_thread() is threading.main_thread() else None
+    if not callable(previous):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        previous(signal.SIGINT, None)
+
+
+def atomic_write(path, write) -> None:
+    """Write through ``write(fileobj)`` to a temporary file, fsync, then rename over ``path``.
+
+    A crash, an error or SIGKILL at any point leaves the previous file (or none) and never a
+    partial one. Ctrl-C waits for the write to finish (:func:`interrupts_deferred`), so an
+    interrupted run keeps the file it was writing.
+    """
+    path = Path(path)
+    with interrupts_deferred():
+        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
+                                   prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
 
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")     # a zip's first local header / an empty zip
