@@ -67,6 +67,9 @@ def test_resume_continues_the_run(tmp_path):
     (["train", "--dataset", "planetoid:/no/such/dir/cora"], "/no/such/dir"),
     (["train", "--dataset", "kronecker:edge_factor=4"], "kronecker needs scale"),
     (["train", "--dataset", "csbm:n"], "key=value"),
+    (["train", "--dataset", "erdos_renyi:n=10"], "erdos_renyi needs n=N,degree=D"),
+    (["train", "--dataset", "erdos_renyi:n=10,degree=20"], "degree must lie in [0, n - 1 = 9]"),
+    (["train", "--dataset", "erdos_renyi:n=1.5,degree=1"], "n must be a positive integer"),
     (["infer", "--checkpoint", "/no/such.npz"], "no checkpoint"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(argv, message, capsys):
@@ -93,6 +96,13 @@ def test_npz_dataset_spec(tmp_path):
     np.savez(path, row=coo.row, col=coo.col, shape=np.array(coo.shape))
     with pytest.raises(ValueError, match="lacks"):
         parse_dataset(f"npz:{path}")
+
+
+def test_erdos_renyi_spec_is_a_synthetic_task():
+    d = parse_dataset("erdos_renyi:n=300,degree=6", seed=0)
+    assert d.name == "ErdosRenyi-300-6" and d.x.shape == (300, 32) and d.num_classes == 4
+    assert 4 < d.adjacency.nnz / 300 < 8
+    assert d.train_mask.sum() + d.val_mask.sum() + d.test_mask.sum() == 300
 
 
 def test_kronecker_spec_is_a_synthetic_task():
