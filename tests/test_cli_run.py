@@ -6,10 +6,14 @@ folder goes first on ``PYTHONPATH``), so a worktree is tested against itself.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gblas_gnn
@@ -51,3 +55,41 @@ def test_infer_predicts_with_the_weights_train_reported_on(tmp_path):
     assert infer.returncode == 0, infer.stderr
     assert f"weights of epoch {best} (selected)" in infer.stdout
     assert re.search(r"test accuracy (\d+\.\d\d)%", infer.stdout).group(1) == reported
+
+
+def test_ctrl_c_prints_one_line_exits_130_and_keeps_a_resumable_checkpoint(tmp_path):
+    args = ["train", "--model", "gcn", "--dataset", SMALL, "--epochs", "100000",
+            "--patience", "0", "--checkpoint", "ck.npz", "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-m", "gblas_gnn", *args], cwd=tmp_path,
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (tmp_path / "ck.npz").exists() and read_checkpoint(tmp_path / "ck.npz").epoch >= 3:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert out == "" and "Traceback" not in err and err.count("\n") == 1, err
+    m = re.fullmatch(r"gblas-gnn: interrupted at epoch (\d+); the checkpoint ck\.npz holds "
+                     r"epoch (\d+); resume with: (gblas-gnn train .* --resume)\n", err)
+    assert m, err
+    running, saved = int(m.group(1)), int(m.group(2))
+    assert saved == read_checkpoint(tmp_path / "ck.npz").epoch and running in (saved, saved + 1)
+    command = shlex.split(m.group(3))
+    assert command[1:-1] == args
+    # the printed command resumes the run (here with a smaller budget, to finish quickly)
+    command[command.index("--epochs") + 1] = str(saved + 3)
+    resumed = run_cli(*command[1:], "--metrics-json", "m.json", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    history = json.loads((tmp_path / "m.json").read_text())["history"]
+    assert history["epoch"] == list(range(1, saved + 4))
+    assert f"{saved + 3} epochs" in resumed.stdout and f"{saved} of them before --resume" \
+        in resumed.stdout

@@ -48,6 +48,10 @@ class UsageError(ValueError):
     """A bad command-line value (reported without a traceback)."""
 
 
+class Interrupted(Exception):
+    """Ctrl-C stopped the command; the message is the one line to print (exit status 130)."""
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gblas-gnn", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -225,28 +229,37 @@ def _weight_decay(cfg: dict, model):
 
 
 def _train(args) -> dict:
-    from .train import Adam, evaluate, fit
+    from . import cli_report
+    from .train import Adam, evaluate, fit, resume_epoch
 
     cfg = _config(args)
     _check_outputs(checkpoint=args.checkpoint, metrics_json=args.metrics_json)
-    dataset = _load_dataset(args.dataset, cfg)
-    model = _build(cfg, dataset)
-    opt = Adam(model, lr=cfg["lr"], weight_decay=_weight_decay(cfg, model))
-    hist = fit(model, dataset, opt, cfg["epochs"], patience=cfg["patience"] or None,
-               checkpoint=args.checkpoint, resume=args.resume,
-               progress=not args.no_progress, monitor=cfg["monitor"],
-               metadata={**cfg, "data": _data_shape(dataset)},
-               restore_best=True)
+    running: list[int] = []     # the epoch under way: the last completed one + 1
+    try:
+        dataset = _load_dataset(args.dataset, cfg)
+        model = _build(cfg, dataset)
+        opt = Adam(model, lr=cfg["lr"], weight_decay=_weight_decay(cfg, model))
+        running.append((resume_epoch(args.checkpoint) if args.resume else 0) + 1)
+        hist = fit(model, dataset, opt, cfg["epochs"], patience=cfg["patience"] or None,
+                   checkpoint=args.checkpoint, resume=args.resume,
+                   progress=not args.no_progress, monitor=cfg["monitor"],
+                   metadata={**cfg, "data": _data_shape(dataset)},
+                   metrics_callback=lambda epoch, _: running.append(epoch + 1),
+                   restore_best=True)
+    except KeyboardInterrupt:
+        raise Interrupted(cli_report.interrupted(running[-1] if running else None,
+                                                 args.checkpoint, args.argv)) from None
     result = {**evaluate(model, dataset), "epochs_run": len(hist),
               "best_epoch": hist.best_epoch,
               "median_epoch_ms": float(np.median(hist.epoch_time) * 1e3) if len(hist) else None,
               "config": cfg, "dataset_name": dataset.name}
-    print(f"{dataset.name}: {cfg['model']} test accuracy {result['test_acc'] * 100:.2f}% "
-          f"(val {result['val_acc'] * 100:.2f}%, best epoch {hist.best_epoch}, "
-          f"{result['median_epoch_ms']:.1f} ms/epoch)")
     if args.metrics_json is not None:
         text = json.dumps({**result, "history": hist.to_dict()}, indent=2)
         _write(args.metrics_json, lambda f: f.write(text.encode()))
+    for line in cli_report.summary(result, hist, cfg, dataset_name=dataset.name,
+                                   epochs_here=len(running) - 1,
+                                   checkpoint=args.checkpoint, metrics_json=args.metrics_json):
+        print(line)
     return result
 
 
@@ -286,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         from .bench import main as bench_main
         return bench_main(argv[1:], prog="gblas-gnn bench", reexec=True)
     args = _parser().parse_args(argv)
+    args.argv = argv            # for the resume command printed after Ctrl-C
     from threadpoolctl import threadpool_limits
 
     if args.threads is not None:
@@ -308,6 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     except FloatingPointError as exc:
         print(f"gblas-gnn: {exc}", file=sys.stderr)
         return 1
+    except Interrupted as exc:
+        print(f"gblas-gnn: {exc}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("gblas-gnn: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 
