@@ -1,5 +1,6 @@
 """The ``gblas-gnn`` command and its dataset specifications."""
 
+import argparse
 import json
 import os
 
@@ -61,6 +62,7 @@ def test_resume_continues_the_run(tmp_path):
     (["train", "--dropout", "1.0"], "--dropout must lie in"),
     (["train", "--aggr", "median"], "--aggr must be"),
     (["train", "--model", "gcn", "--aggr", "max"], "attention models only"),
+    (["train", "--model", "sgc", "--aggr", "sum"], "attention models only"),
     (["train", "--resume"], "--resume needs --checkpoint"),
     (["train", "--dataset", "imagenet"], "unknown dataset"),
     (["train", "--dataset", "npz:/no/such/file.npz"], "no such dataset file"),
@@ -260,3 +262,47 @@ def test_infer_a_float64_planetoid_checkpoint(tmp_path, capsys):
     reported = capsys.readouterr().out.split("test accuracy ")[1][:6]
     assert main(["infer", "--checkpoint", str(ck)]) == 0
     assert f"test accuracy {reported}" in capsys.readouterr().out
+
+
+def _subparsers():
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: p for name, p in sub.choices.items() if name != "bench"}
+
+
+@pytest.mark.parametrize("command", ["train", "infer"])
+def test_every_flag_has_help(command):
+    for action in _subparsers()[command]._actions:
+        assert action.help and action.help.strip(), f"{command} {action.option_strings}"
+
+
+def test_train_help_shows_the_per_model_defaults_and_the_data_sets(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    for model, d in DEFAULTS.items():     # one row per model, values from DEFAULTS itself
+        row = next(line.split() for line in text.splitlines()
+                   if line.split()[:1] == [model])
+        assert row[1] == f"{d['lr']:g}" and row[-1] == d["monitor"]
+        assert str(d["epochs"]) in row and f"({d['weight_decay_layers']})" in row
+    words = " ".join(text.split())
+    for phrase in ("8/head", "for gat per head", "row, col int (m,): edge col -> row",
+                   "train_mask, val_mask, test_mask (n,) bool",
+                   "object arrays (pickled data) are refused",
+                   "throughput workloads whose accuracy means nothing",
+                   "val_loss_acc the last epoch reaching both"):
+        assert phrase in words, phrase
+
+
+def test_show_config_prints_the_resolved_configuration_and_loads_nothing(capsys,
+                                                                         monkeypatch):
+    def no_work(*args, **kwargs):
+        raise AssertionError("--show-config loaded data")
+
+    monkeypatch.setattr("gblas_gnn.cli._load_dataset", no_work)
+    argv = ["--model", "gat", "--heads", "4", "--aggr", "mean"]
+    assert main(["train", *argv, "--show-config"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == config_of(*argv)
+    assert shown["heads"] == 4 and shown["aggr"] == "mean" and shown["hidden"] == 8
+    assert main(["train", "--epochs", "0", "--show-config"]) == 2     # still validated

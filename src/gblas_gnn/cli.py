@@ -53,13 +53,25 @@ class Interrupted(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gblas-gnn", description=__doc__.splitlines()[0])
+    from .cli_report import INFER_EPILOG, train_epilog
+
+    raw = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(
+        prog="gblas-gnn", description="Attentional graph neural networks (GAT, AGNN, VA) and "
+        "GCN, SGC, GIN as global GraphBLAS tensor algebra: full-batch training and all-node "
+        "inference. 'gblas-gnn train' alone trains GAT on the embedded CSBM task.")
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train a model full-batch and report test accuracy")
-    t.add_argument("--model", default="gat", choices=sorted(DEFAULTS))
+    t = sub.add_parser("train", help="train a model full-batch and report test accuracy",
+                       description="Train a model full-batch and report the test accuracy of "
+                       "the weights\nselected on the validation set.",
+                       epilog=train_epilog(DEFAULTS, _TAKES), formatter_class=raw)
+    t.add_argument("--model", default="gat", choices=sorted(DEFAULTS),
+                   help="the architecture, with its published setup as defaults (table "
+                        "below; default: gat)")
     t.add_argument("--dataset", default="csbm",
                    help="csbm (default), planetoid:DIR/cora, npz:PATH, "
-                        "kronecker:scale=S,edge_factor=E")
+                        "kronecker:scale=S,edge_factor=E, erdos_renyi:n=N,degree=D "
+                        "(described below)")
     t.add_argument("--epochs", type=int, help="training epochs (default: per model)")
     t.add_argument("--patience", type=int,
                    help="stop after this many epochs without improvement of --monitor "
@@ -67,8 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--monitor", choices=_MONITORS,
                    help="validation metric for early stopping and the weights kept "
                         "(default: per model)")
-    t.add_argument("--lr", type=float)
-    t.add_argument("--weight-decay", type=float)
+    t.add_argument("--lr", type=float, help="Adam's learning rate (default: per model)")
+    t.add_argument("--weight-decay", type=float,
+                   help="L2 penalty added to the gradient, as PyTorch's Adam does "
+                        "(default: per model)")
     t.add_argument("--weight-decay-layers", choices=("all", "first"),
                    help="weight decay on all parameters or on the first layer only "
                         "(default: per model; first for gcn)")
@@ -76,25 +90,49 @@ def _parser() -> argparse.ArgumentParser:
                    help="divide each feature row by its sum (PyG's NormalizeFeatures); "
                         "default: on for planetoid data sets, which is the only kind it "
                         "applies to")
-    t.add_argument("--hidden", type=int)
-    t.add_argument("--heads", type=int)
-    t.add_argument("--dropout", type=float)
-    t.add_argument("--aggr", default="sum", help="sum | max | min | mean (attention models)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    t.add_argument("--hidden", type=int,
+                   help="hidden features; for gat per head, so its first layer outputs "
+                        "hidden x heads (default: per model)")
+    t.add_argument("--heads", type=int, help="attention heads of gat's first layer "
+                                             f"(default {DEFAULTS['gat']['heads']})")
+    t.add_argument("--dropout", type=float,
+                   help="dropout probability of the layers' inputs (gat: and of the "
+                        "attention coefficients; default: per model)")
+    t.add_argument("--aggr", help="sum (default) | max | min | mean: how attention models "
+                                  "(gat, agnn, va) combine the weighted messages")
+    t.add_argument("--seed", type=int, default=0,
+                   help="seed of the weights, the dropout masks and generated data sets "
+                        "(default 0)")
+    t.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                   help="floating-point type of the whole computation (default float32)")
     t.add_argument("--threads", type=int, default=None, help="GraphBLAS / numba threads")
-    t.add_argument("--checkpoint", type=Path)
-    t.add_argument("--resume", action="store_true")
-    t.add_argument("--metrics-json", type=Path)
-    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--checkpoint", type=Path,
+                   help="write a checkpoint (.npz, atomically, every epoch): the selected "
+                        "weights for infer and the state --resume needs")
+    t.add_argument("--resume", action="store_true",
+                   help="continue the run saved in --checkpoint (same arguments); it ends "
+                        "with the same bits as an uninterrupted run")
+    t.add_argument("--metrics-json", type=Path,
+                   help="write the configuration, the results and every epoch's metrics "
+                        "as JSON")
+    t.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (nor the kernel warm-up before it)")
+    t.add_argument("--show-config", action="store_true",
+                   help="print the resolved configuration (defaults and flags) as JSON and "
+                        "exit without training")
     sub.add_parser("bench", add_help=False,
                    help="benchmark against PyTorch Geometric: gblas-gnn bench {run,kernels} "
                         "(see gblas-gnn bench --help; needs the bench extra)")
-    i = sub.add_parser("infer", help="predict every node with a trained checkpoint")
-    i.add_argument("--checkpoint", type=Path, required=True)
+    i = sub.add_parser("infer", help="predict every node with a trained checkpoint",
+                       description="Predict the class of every node with the weights a "
+                       "'gblas-gnn train\n--checkpoint' run selected.", epilog=INFER_EPILOG,
+                       formatter_class=raw)
+    i.add_argument("--checkpoint", type=Path, required=True,
+                   help="a checkpoint written by gblas-gnn train --checkpoint")
     i.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
-    i.add_argument("--output", type=Path, help="write predicted classes (.npy)")
-    i.add_argument("--threads", type=int, default=None)
+    i.add_argument("--output", type=Path,
+                   help="write the predicted class of every node (.npy, int64) to this path")
+    i.add_argument("--threads", type=int, default=None, help="GraphBLAS / numba threads")
     return p
 
 
@@ -122,12 +160,12 @@ def _config(args) -> dict:
             raise UsageError(f"--{key} must be positive, got {cfg[key]}")
     if not 0 <= cfg.get("dropout", 0) < 1:
         raise UsageError(f"--dropout must lie in [0, 1), got {cfg['dropout']}")
-    if args.aggr != "sum":
-        if "aggr" not in _TAKES[args.model]:
-            raise UsageError(f"--aggr applies to attention models only, not {args.model}")
-        if args.aggr not in ("sum", "max", "min", "mean"):
+    if "aggr" in _TAKES[args.model]:
+        cfg["aggr"] = "sum" if args.aggr is None else args.aggr
+        if cfg["aggr"] not in ("sum", "max", "min", "mean"):
             raise UsageError(f"--aggr must be sum, max, min or mean, got {args.aggr!r}")
-        cfg["aggr"] = args.aggr
+    elif args.aggr is not None:
+        raise UsageError(f"--aggr applies to attention models only, not {args.model}")
     if args.resume and args.checkpoint is None:
         raise UsageError("--resume needs --checkpoint PATH")
     if args.resume and not args.checkpoint.is_file():
@@ -233,6 +271,9 @@ def _train(args) -> dict:
     from .train import Adam, evaluate, fit, resume_epoch
 
     cfg = _config(args)
+    if args.show_config:
+        print(json.dumps(cfg, indent=2))
+        return cfg
     _check_outputs(checkpoint=args.checkpoint, metrics_json=args.metrics_json)
     running: list[int] = []     # the epoch under way: the last completed one + 1
     try:

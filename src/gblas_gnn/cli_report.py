@@ -1,4 +1,5 @@
-"""What the ``gblas-gnn`` command prints: the end-of-run summary and the Ctrl-C line.
+"""What the ``gblas-gnn`` command prints: the help epilogs, the end-of-run summary and the
+Ctrl-C line.
 
 Kept apart from :mod:`gblas_gnn.cli` (which parses, validates and runs) so that the wording
 can be read, and tested, in one place. One thing per line.
@@ -7,15 +8,19 @@ can be read, and tested, in one place. One thing per line.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .datasets import synthetic_labels_note
-from .train import History
 
-__all__ = ["summary", "interrupted"]
+if TYPE_CHECKING:
+    from .train import History
+
+__all__ = ["summary", "interrupted", "train_epilog", "INFER_EPILOG"]
 
 #: how each monitor picks the reported epoch, and what "not improving" means for it
 _SELECTION = {
@@ -27,6 +32,61 @@ _SELECTION = {
                      "lowest validation loss",
                      "neither the validation loss nor the validation accuracy had improved"),
 }
+
+
+DATASETS_HELP = """\
+data sets (--dataset):
+  csbm[:key=value,...]   contextual stochastic block model, the embedded default task:
+                         2000 vertices in 5 classes, 64 Gaussian features around a class
+                         mean, intra-class edges 6x likelier; keys n, classes, p_in, p_out,
+                         features, feature_std, train_per_class, val, test (--seed draws it)
+  planetoid:DIR/NAME     Planetoid Cora or CiteSeer from the original ind.NAME.* files in DIR
+                         (never downloaded); features row-normalised unless
+                         --no-normalize-features
+  npz:PATH               your own data: a .npz written by numpy.savez holding
+                           row, col      int (m,): edge col -> row (A[row, col], row = target)
+                           shape         (n, n)
+                           data          optional (m,) edge weights (default 1)
+                           x             (n, f) float features
+                           y             (n,) int labels in [0, C)
+                           train_mask, val_mask, test_mask   (n,) bool
+                           num_classes   optional C (default max(y) + 1)
+                         object arrays (pickled data) are refused
+  kronecker:scale=S[,edge_factor=E]   Graph500 Kronecker graph, 2^S vertices, E*2^S edges
+  erdos_renyi:n=N,degree=D            Erdos-Renyi graph, N vertices, average in-degree D
+                         the two generated graphs carry random features and labels argmax(x R)
+                         unrelated to the graph: throughput workloads whose accuracy means
+                         nothing
+"""
+
+INFER_EPILOG = """\
+infer predicts with the weights train selected and reported on (the best epoch by
+--monitor), so both commands print the same test accuracy. Another --dataset must have the
+features and classes the model was trained on; it is drawn with the training run's --seed
+and --dtype, and feature normalisation follows the training run on planetoid data only.
+"""
+
+
+def train_epilog(defaults: Mapping[str, Mapping], takes: Mapping[str, set]) -> str:
+    """The epilog of ``gblas-gnn train --help``: the per-model defaults (from the CLI's
+    ``DEFAULTS``, so it cannot drift), the --monitor rules and the data set specs."""
+    head = ("model", "lr", "weight decay", "hidden", "heads", "dropout", "epochs", "patience",
+            "monitor")
+    rows = [head]
+    for model, d in sorted(defaults.items()):
+        hidden = "-" if "hidden" not in takes[model] else \
+            f"{d['hidden']}/head" if "heads" in takes[model] else str(d["hidden"])
+        rows.append((model, f"{d['lr']:g}", f"{d['weight_decay']:g} ({d['weight_decay_layers']})",
+                     hidden, str(d.get("heads", "-")), f"{d['dropout']:g}", str(d["epochs"]),
+                     str(d["patience"] or "off"), d["monitor"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    table = "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
+                      .rstrip() for r in rows)
+    monitors = "\n".join(textwrap.fill(picked, 90, initial_indent=f"  {name:<14}",
+                                       subsequent_indent=" " * 16)
+                         for name, (picked, _) in _SELECTION.items())
+    return (f"per-model defaults (flags override them; --show-config prints the result):\n"
+            f"{table}\n\n--monitor keeps the weights of\n{monitors}\n\n{DATASETS_HELP}")
 
 
 def _pct(x: float) -> str:
