@@ -3,7 +3,10 @@
     gblas-gnn train [--model gat] [--dataset csbm] [--epochs ...] [--checkpoint PATH] ...
     gblas-gnn infer --checkpoint PATH [--dataset SPEC] [--output preds.npy]
 
-Every argument is checked before any work; errors print one line and exit with status 2.
+(also ``python -m gblas_gnn``). Every argument and every output path is checked before any
+work; errors print one line and exit with status 2, a diverged run with status 1, Ctrl-C
+with status 130 (the line says how to resume). What the command prints is written in
+:mod:`gblas_gnn.cli_report`.
 """
 
 from __future__ import annotations

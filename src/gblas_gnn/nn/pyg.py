@@ -313,7 +313,7 @@ def layer_from_pyg(cls: type | None, conv, in_dim: int | None = None) -> Module:
     return _FROM[kind](conv)
 
 
-def to_pyg(layer: Module):
+def to_pyg(layer: Module) -> Any:
     """The PyG convolution equal to our ``layer`` (configuration and weights, in the layer's
     dtype), in evaluation mode.
 
