@@ -1,6 +1,8 @@
 """The ``gblas-gnn`` command and its dataset specifications."""
 
+import argparse
 import json
+import os
 
 import numpy as np
 import pytest
@@ -60,12 +62,16 @@ def test_resume_continues_the_run(tmp_path):
     (["train", "--dropout", "1.0"], "--dropout must lie in"),
     (["train", "--aggr", "median"], "--aggr must be"),
     (["train", "--model", "gcn", "--aggr", "max"], "attention models only"),
+    (["train", "--model", "sgc", "--aggr", "sum"], "attention models only"),
     (["train", "--resume"], "--resume needs --checkpoint"),
     (["train", "--dataset", "imagenet"], "unknown dataset"),
     (["train", "--dataset", "npz:/no/such/file.npz"], "no such dataset file"),
     (["train", "--dataset", "planetoid:/no/such/dir/cora"], "/no/such/dir"),
     (["train", "--dataset", "kronecker:edge_factor=4"], "kronecker needs scale"),
     (["train", "--dataset", "csbm:n"], "key=value"),
+    (["train", "--dataset", "erdos_renyi:n=10"], "erdos_renyi needs n=N,degree=D"),
+    (["train", "--dataset", "erdos_renyi:n=10,degree=20"], "degree must lie in [0, n - 1 = 9]"),
+    (["train", "--dataset", "erdos_renyi:n=1.5,degree=1"], "n must be a positive integer"),
     (["infer", "--checkpoint", "/no/such.npz"], "no checkpoint"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(argv, message, capsys):
@@ -92,6 +98,13 @@ def test_npz_dataset_spec(tmp_path):
     np.savez(path, row=coo.row, col=coo.col, shape=np.array(coo.shape))
     with pytest.raises(ValueError, match="lacks"):
         parse_dataset(f"npz:{path}")
+
+
+def test_erdos_renyi_spec_is_a_synthetic_task():
+    d = parse_dataset("erdos_renyi:n=300,degree=6", seed=0)
+    assert d.name == "ErdosRenyi-300-6" and d.x.shape == (300, 32) and d.num_classes == 4
+    assert 4 < d.adjacency.nnz / 300 < 8
+    assert d.train_mask.sum() + d.val_mask.sum() + d.test_mask.sum() == 300
 
 
 def test_kronecker_spec_is_a_synthetic_task():
@@ -170,3 +183,126 @@ def test_bench_is_not_a_subcommand(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["bench", "run", "--case", "tiny"])
     assert exc.value.code == 2 and "invalid choice: 'bench'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["train", "--metrics-json", "{tmp}/no/m.json"], "--metrics-json {tmp}/no/m.json: the "
+                                                     "folder {tmp}/no does not exist"),
+    (["train", "--checkpoint", "{tmp}/no/ck.npz"], "the folder {tmp}/no does not exist"),
+    (["train", "--checkpoint", "{tmp}"], "--checkpoint {tmp} is a folder"),
+    (["train", "--checkpoint", "{tmp}/a.npz", "--metrics-json", "{tmp}/./a.npz"],
+     "--checkpoint and --metrics-json name the same file"),
+    (["infer", "--checkpoint", "{tmp}/ck.npz", "--output", "{tmp}/no/p.npy"],
+     "--output {tmp}/no/p.npy: the folder {tmp}/no does not exist"),
+    (["infer", "--checkpoint", "{tmp}/ck.npz", "--output", "{tmp}/ck.npz"],
+     "would overwrite the checkpoint"),
+])
+def test_output_paths_are_checked_before_any_work(argv, message, tmp_path, capsys, monkeypatch):
+    (tmp_path / "ck.npz").write_bytes(b"")         # never read: the check comes first
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("data loaded before the output paths were checked")
+
+    monkeypatch.setattr("gblas_gnn.cli._load_dataset", no_work)
+    monkeypatch.setattr("gblas_gnn.train.read_checkpoint", no_work)
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    out, err = capsys.readouterr()
+    assert message.format(tmp=tmp_path) in err and not out
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into read-only folders")
+def test_read_only_output_folder(tmp_path, capsys):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        assert main(["train", "--metrics-json", str(folder / "m.json")]) == 2
+    finally:
+        folder.chmod(0o700)
+    assert "is not writable" in capsys.readouterr().err
+
+
+def test_infer_output_is_written_at_exactly_the_given_path(tmp_path):
+    ck = tmp_path / "ck.npz"
+    assert main(["train", "--model", "sgc", "--dataset", SMALL, "--epochs", "2",
+                 "--checkpoint", str(ck), "--no-progress"]) == 0
+    assert main(["infer", "--checkpoint", str(ck), "--output", str(tmp_path / "preds")]) == 0
+    assert np.load(tmp_path / "preds").shape == (300,)      # np.save would have added .npy
+
+
+def test_infer_on_another_dataset(tmp_path, capsys):
+    """A Planetoid checkpoint on a csbm spec: no word about feature normalisation (the user
+    never asked for it); the features and classes must match the trained model's."""
+    from test_data_planetoid import _write_planetoid
+
+    _write_planetoid(tmp_path, "cora", n_allx=520)             # 5 features, 3 classes
+    ck = tmp_path / "ck.npz"
+    assert main(["train", "--model", "gcn", "--dataset", f"planetoid:{tmp_path / 'cora'}",
+                 "--epochs", "2", "--checkpoint", str(ck), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["infer", "--checkpoint", str(ck), "--dataset", SMALL]) == 2
+    err = capsys.readouterr().err
+    assert "normalisation" not in err
+    assert ("trained on Cora (5 features, 3 classes); CSBM has 16 features and 3 classes: "
+            "infer needs a data set with the same features and classes") in err
+    same_shape = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=5"
+    assert main(["infer", "--checkpoint", str(ck), "--dataset", same_shape]) == 0
+    assert "CSBM: predicted 300 nodes" in capsys.readouterr().out
+
+
+def test_infer_a_float64_planetoid_checkpoint(tmp_path, capsys):
+    # the loader returns float32 features; infer converts them like train does
+    from test_data_planetoid import _write_planetoid
+
+    _write_planetoid(tmp_path, "cora", n_allx=520)
+    ck = tmp_path / "ck.npz"
+    assert main(["train", "--model", "gcn", "--dataset", f"planetoid:{tmp_path / 'cora'}",
+                 "--dtype", "float64", "--epochs", "2", "--checkpoint", str(ck),
+                 "--no-progress"]) == 0
+    reported = capsys.readouterr().out.split("test accuracy ")[1][:6]
+    assert main(["infer", "--checkpoint", str(ck)]) == 0
+    assert f"test accuracy {reported}" in capsys.readouterr().out
+
+
+def _subparsers():
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: p for name, p in sub.choices.items() if name != "bench"}
+
+
+@pytest.mark.parametrize("command", ["train", "infer"])
+def test_every_flag_has_help(command):
+    for action in _subparsers()[command]._actions:
+        assert action.help and action.help.strip(), f"{command} {action.option_strings}"
+
+
+def test_train_help_shows_the_per_model_defaults_and_the_data_sets(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    for model, d in DEFAULTS.items():     # one row per model, values from DEFAULTS itself
+        row = next(line.split() for line in text.splitlines()
+                   if line.split()[:1] == [model])
+        assert row[1] == f"{d['lr']:g}" and row[-1] == d["monitor"]
+        assert str(d["epochs"]) in row and f"({d['weight_decay_layers']})" in row
+    words = " ".join(text.split())
+    for phrase in ("8/head", "for gat per head", "row, col int (m,): edge col -> row",
+                   "train_mask, val_mask, test_mask (n,) bool",
+                   "object arrays (pickled data) are refused",
+                   "throughput workloads whose accuracy means nothing",
+                   "val_loss_acc the last epoch reaching both"):
+        assert phrase in words, phrase
+
+
+def test_show_config_prints_the_resolved_configuration_and_loads_nothing(capsys,
+                                                                         monkeypatch):
+    def no_work(*args, **kwargs):
+        raise AssertionError("--show-config loaded data")
+
+    monkeypatch.setattr("gblas_gnn.cli._load_dataset", no_work)
+    argv = ["--model", "gat", "--heads", "4", "--aggr", "mean"]
+    assert main(["train", *argv, "--show-config"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == config_of(*argv)
+    assert shown["heads"] == 4 and shown["aggr"] == "mean" and shown["hidden"] == 8
+    assert main(["train", "--epochs", "0", "--show-config"]) == 2     # still validated

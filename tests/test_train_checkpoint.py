@@ -110,6 +110,27 @@ def test_round_trip(tmp_path, opt_cls):
         np.testing.assert_array_equal(dict(b.named_parameters())[k], v)
 
 
+def test_load_selected_weights(tmp_path):
+    """``weights="selected"`` loads ``best/*`` (what the trainer reported on) when present;
+    without them the last weights are the selected ones."""
+    a = make_model()
+    best = {k: v * 2 for k, v in params(a).items()}
+    save_checkpoint(tmp_path / "best.npz", a, best_params=best)
+    save_checkpoint(tmp_path / "plain.npz", a)
+    for name, expected in (("best.npz", best), ("plain.npz", params(a))):
+        b = make_model(seed=5)
+        ck = load_checkpoint(tmp_path / name, b, weights="selected")
+        for k, v in expected.items():
+            np.testing.assert_array_equal(dict(b.named_parameters())[k], v)
+            np.testing.assert_array_equal(ck.selected_params[k], v)
+    b = make_model(seed=5)
+    load_checkpoint(tmp_path / "best.npz", b)                    # default: the last weights
+    for k, v in params(a).items():
+        np.testing.assert_array_equal(dict(b.named_parameters())[k], v)
+    with pytest.raises(ValueError, match="'last' or 'selected'"):
+        load_checkpoint(tmp_path / "best.npz", b, weights="best")
+
+
 def test_load_keeps_array_identity(tmp_path):
     a = make_model()
     save_checkpoint(tmp_path / "c.npz", a)

@@ -1,34 +1,75 @@
-"""Crash-safe file writing."""
+"""Crash-safe file writing, and ``.npz`` reading that never unpickles."""
 
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
-def atomic_write(path, write) -> None:
-    """Write through ``write(fileobj)`` to a temporary file, fsync, then rename over ``path``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
-                               prefix=f".{path.name}.", suffix=".tmp")
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back while the block runs; one that arrived meanwhile is
+    delivered when the block ends (as ``KeyboardInterrupt`` under Python's default handler).
+
+    Only the main thread receives signals, and only there can a handler be installed;
+    elsewhere, or when SIGINT is ignored or has no Python handler, the block runs as is.
+    """
+    previous = signal.getsignal(signal.SIGINT) \
+        if threading.current_thread() is threading.main_thread() else None
+    if not callable(previous):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        previous(signal.SIGINT, None)
+
+
+def atomic_write(path, write) -> None:
+    """Write through ``write(fileobj)`` to a temporary file, fsync, then rename over ``path``.
+
+    A crash, an error or SIGKILL at any point leaves the previous file (or none) and never a
+    partial one. Ctrl-C waits for the write to finish (:func:`interrupts_deferred`), so an
+    interrupted run keeps the file it was writing.
+    """
+    path = Path(path)
+    with interrupts_deferred():
+        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
+                                   prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")     # a zip's first local header / an empty zip
+_NPY_MAGIC = b"\x93NUMPY"
 
 
 def read_npz(path, what: str, error: type[Exception] = ValueError) -> dict:
     """All arrays of a ``.npz`` file, loaded without pickles.
 
+    A ``.npz`` is a zip archive of ``.npy`` arrays (what ``numpy.savez`` writes). Object
+    arrays are pickled Python objects, and unpickling runs code chosen by whoever wrote the
+    file: they are refused, and no message ever suggests loading them another way.
+
     Raises ``FileNotFoundError`` for a missing file and ``error`` (naming ``what``) for a file
-    that is not a readable ``.npz`` archive or holds object arrays.
+    that is not a zip archive of ``.npy`` arrays, is corrupt, or holds object arrays.
     """
     import zipfile
 
@@ -37,9 +78,33 @@ def read_npz(path, what: str, error: type[Exception] = ValueError) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such {what}: {path} (the file does not exist)")
+    with open(path, "rb") as f:
+        magic = f.read(len(_NPY_MAGIC))
+    if not magic.startswith(_ZIP_MAGIC):
+        kind = ("a single .npy array" if magic == _NPY_MAGIC
+                else "pickled Python data, which gblas_gnn never loads" if magic[:1] == b"\x80"
+                else "empty" if not magic else "not a zip archive")
+        raise error(f"{path} is not a .npz {what}: the file is {kind} (a .npz is a zip "
+                    "archive of .npy arrays, as numpy.savez writes it)")
+    out = {}
     try:
         with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+            for key in z.files:
+                try:
+                    value = z[key]
+                except ValueError as exc:
+                    if "pickle" not in str(exc):
+                        raise
+                    raise error(f"{path} holds an object array ({key!r}): pickled Python "
+                                "objects, which gblas_gnn refuses to load; a .npz "
+                                f"{what} holds plain numeric, boolean or text arrays only"
+                                ) from None
+                if not isinstance(value, np.ndarray):
+                    raise error(f"{path} is a corrupt .npz {what}: member {key!r} is not a "
+                                ".npy array")
+                out[key] = value
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
-        raise error(f"{path} is not a readable .npz {what} "
-                    f"({type(exc).__name__}: {exc})") from exc
+        if isinstance(exc, error):
+            raise
+        raise error(f"{path} is a corrupt .npz {what} ({type(exc).__name__}: {exc})") from exc
+    return out

@@ -3,13 +3,17 @@
     gblas-gnn train [--model gat] [--dataset csbm] [--epochs ...] [--checkpoint PATH] ...
     gblas-gnn infer --checkpoint PATH [--dataset SPEC] [--output preds.npy]
 
-Every argument is checked before any work; errors print one line and exit with status 2.
+(also ``python -m gblas_gnn``). Every argument and every output path is checked before any
+work; errors print one line and exit with status 2, a diverged run with status 1, Ctrl-C
+with status 130 (the line says how to resume). What the command prints is written in
+:mod:`gblas_gnn.cli_report`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -47,14 +51,30 @@ class UsageError(ValueError):
     """A bad command-line value (reported without a traceback)."""
 
 
+class Interrupted(Exception):
+    """Ctrl-C stopped the command; the message is the one line to print (exit status 130)."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gblas-gnn", description=__doc__.splitlines()[0])
+    from .cli_report import INFER_EPILOG, train_epilog
+
+    raw = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(
+        prog="gblas-gnn", description="Attentional graph neural networks (GAT, AGNN, VA) and "
+        "GCN, SGC, GIN as global GraphBLAS tensor algebra: full-batch training and all-node "
+        "inference. 'gblas-gnn train' alone trains GAT on the embedded CSBM task.")
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train a model full-batch and report test accuracy")
-    t.add_argument("--model", default="gat", choices=sorted(DEFAULTS))
+    t = sub.add_parser("train", help="train a model full-batch and report test accuracy",
+                       description="Train a model full-batch and report the test accuracy of "
+                       "the weights\nselected on the validation set.",
+                       epilog=train_epilog(DEFAULTS, _TAKES), formatter_class=raw)
+    t.add_argument("--model", default="gat", choices=sorted(DEFAULTS),
+                   help="the architecture, with its published setup as defaults (table "
+                        "below; default: gat)")
     t.add_argument("--dataset", default="csbm",
                    help="csbm (default), planetoid:DIR/cora, npz:PATH, "
-                        "kronecker:scale=S,edge_factor=E")
+                        "kronecker:scale=S,edge_factor=E, erdos_renyi:n=N,degree=D "
+                        "(described below)")
     t.add_argument("--epochs", type=int, help="training epochs (default: per model)")
     t.add_argument("--patience", type=int,
                    help="stop after this many epochs without improvement of --monitor "
@@ -62,8 +82,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--monitor", choices=_MONITORS,
                    help="validation metric for early stopping and the weights kept "
                         "(default: per model)")
-    t.add_argument("--lr", type=float)
-    t.add_argument("--weight-decay", type=float)
+    t.add_argument("--lr", type=float, help="Adam's learning rate (default: per model)")
+    t.add_argument("--weight-decay", type=float,
+                   help="L2 penalty added to the gradient, as PyTorch's Adam does "
+                        "(default: per model)")
     t.add_argument("--weight-decay-layers", choices=("all", "first"),
                    help="weight decay on all parameters or on the first layer only "
                         "(default: per model; first for gcn)")
@@ -71,22 +93,46 @@ def _parser() -> argparse.ArgumentParser:
                    help="divide each feature row by its sum (PyG's NormalizeFeatures); "
                         "default: on for planetoid data sets, which is the only kind it "
                         "applies to")
-    t.add_argument("--hidden", type=int)
-    t.add_argument("--heads", type=int)
-    t.add_argument("--dropout", type=float)
-    t.add_argument("--aggr", default="sum", help="sum | max | min | mean (attention models)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    t.add_argument("--hidden", type=int,
+                   help="hidden features; for gat per head, so its first layer outputs "
+                        "hidden x heads (default: per model)")
+    t.add_argument("--heads", type=int, help="attention heads of gat's first layer "
+                                             f"(default {DEFAULTS['gat']['heads']})")
+    t.add_argument("--dropout", type=float,
+                   help="dropout probability of the layers' inputs (gat: and of the "
+                        "attention coefficients; default: per model)")
+    t.add_argument("--aggr", help="sum (default) | max | min | mean: how attention models "
+                                  "(gat, agnn, va) combine the weighted messages")
+    t.add_argument("--seed", type=int, default=0,
+                   help="seed of the weights, the dropout masks and generated data sets "
+                        "(default 0)")
+    t.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                   help="floating-point type of the whole computation (default float32)")
     t.add_argument("--threads", type=int, default=None, help="GraphBLAS / numba threads")
-    t.add_argument("--checkpoint", type=Path)
-    t.add_argument("--resume", action="store_true")
-    t.add_argument("--metrics-json", type=Path)
-    t.add_argument("--no-progress", action="store_true")
-    i = sub.add_parser("infer", help="predict every node with a trained checkpoint")
-    i.add_argument("--checkpoint", type=Path, required=True)
+    t.add_argument("--checkpoint", type=Path,
+                   help="write a checkpoint (.npz, atomically, every epoch): the selected "
+                        "weights for infer and the state --resume needs")
+    t.add_argument("--resume", action="store_true",
+                   help="continue the run saved in --checkpoint (same arguments); it ends "
+                        "with the same bits as an uninterrupted run")
+    t.add_argument("--metrics-json", type=Path,
+                   help="write the configuration, the results and every epoch's metrics "
+                        "as JSON")
+    t.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (nor the kernel warm-up before it)")
+    t.add_argument("--show-config", action="store_true",
+                   help="print the resolved configuration (defaults and flags) as JSON and "
+                        "exit without training")
+    i = sub.add_parser("infer", help="predict every node with a trained checkpoint",
+                       description="Predict the class of every node with the weights a "
+                       "'gblas-gnn train\n--checkpoint' run selected.", epilog=INFER_EPILOG,
+                       formatter_class=raw)
+    i.add_argument("--checkpoint", type=Path, required=True,
+                   help="a checkpoint written by gblas-gnn train --checkpoint")
     i.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
-    i.add_argument("--output", type=Path, help="write predicted classes (.npy)")
-    i.add_argument("--threads", type=int, default=None)
+    i.add_argument("--output", type=Path,
+                   help="write the predicted class of every node (.npy, int64) to this path")
+    i.add_argument("--threads", type=int, default=None, help="GraphBLAS / numba threads")
     return p
 
 
@@ -114,12 +160,12 @@ def _config(args) -> dict:
             raise UsageError(f"--{key} must be positive, got {cfg[key]}")
     if not 0 <= cfg.get("dropout", 0) < 1:
         raise UsageError(f"--dropout must lie in [0, 1), got {cfg['dropout']}")
-    if args.aggr != "sum":
-        if "aggr" not in _TAKES[args.model]:
-            raise UsageError(f"--aggr applies to attention models only, not {args.model}")
-        if args.aggr not in ("sum", "max", "min", "mean"):
+    if "aggr" in _TAKES[args.model]:
+        cfg["aggr"] = "sum" if args.aggr is None else args.aggr
+        if cfg["aggr"] not in ("sum", "max", "min", "mean"):
             raise UsageError(f"--aggr must be sum, max, min or mean, got {args.aggr!r}")
-        cfg["aggr"] = args.aggr
+    elif args.aggr is not None:
+        raise UsageError(f"--aggr applies to attention models only, not {args.model}")
     if args.resume and args.checkpoint is None:
         raise UsageError("--resume needs --checkpoint PATH")
     if args.resume and not args.checkpoint.is_file():
@@ -135,6 +181,36 @@ def _config(args) -> dict:
             "dtype": args.dtype, "normalize_features": bool(normalize), **cfg}
 
 
+def _check_outputs(**outputs: Path | None) -> None:
+    """Check every file a command will write before any work (a missing folder must not
+    surface after a long run): its folder exists and is writable, the path is not a folder
+    or a read-only file, and no two outputs share a path. Keys are the flags' names."""
+    seen: dict[Path, str] = {}
+    for key, path in outputs.items():
+        if path is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        folder = path.resolve().parent
+        if path.is_dir():
+            raise UsageError(f"{flag} {path} is a folder; give the path of a file")
+        if not folder.is_dir():
+            raise UsageError(f"{flag} {path}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(f"{flag} {path}: the folder {folder} is not writable")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: the file exists and is not writable")
+        other = seen.setdefault(path.resolve(), flag)
+        if other != flag:
+            raise UsageError(f"{other} and {flag} name the same file ({path})")
+
+
+def _write(path: Path, write) -> None:
+    """Write an output file atomically (an interrupted write leaves no half file)."""
+    from ._io import atomic_write
+
+    atomic_write(path, write)
+
+
 def _build(cfg: dict, dataset):
     from .nn import models
 
@@ -147,8 +223,38 @@ def _load_dataset(spec: str, cfg: dict):
     from .datasets import parse_dataset
 
     # a configuration written before the option existed trained on unnormalised features
-    return parse_dataset(spec, seed=cfg["seed"], dtype=np.dtype(cfg["dtype"]),
-                         normalize_features=cfg.get("normalize_features", False))
+    dataset = parse_dataset(spec, seed=cfg["seed"], dtype=np.dtype(cfg["dtype"]),
+                            normalize_features=cfg.get("normalize_features", False))
+    if dataset.x.dtype != np.dtype(cfg["dtype"]):
+        dataset.x = dataset.x.astype(cfg["dtype"])
+    return dataset
+
+
+def _data_shape(dataset) -> dict:
+    """What a trained model's input and output sizes are tied to (kept in the checkpoint)."""
+    return {"name": dataset.name, "num_features": int(dataset.x.shape[1]),
+            "num_classes": int(dataset.num_classes)}
+
+
+def _infer_dataset(spec: str | None, cfg: dict):
+    """The data set ``infer`` predicts on: the training one, or ``spec`` with the training
+    run's seed and dtype. Feature normalisation follows the training run on a planetoid
+    spec and is off on any other kind (it exists for planetoid only); the features and
+    classes must be those the model was trained on."""
+    from .datasets import default_normalize_features
+
+    spec = spec or cfg["dataset"]
+    normalize = cfg.get("normalize_features", False) and default_normalize_features(spec)
+    dataset = _load_dataset(spec, {**cfg, "normalize_features": normalize})
+    trained, here = cfg.get("data"), _data_shape(dataset)
+    if trained and (trained["num_features"], trained["num_classes"]) != \
+            (here["num_features"], here["num_classes"]):
+        raise UsageError(
+            f"the checkpoint's {cfg['model']} model was trained on {trained['name']} "
+            f"({trained['num_features']} features, {trained['num_classes']} classes); "
+            f"{here['name']} has {here['num_features']} features and {here['num_classes']} "
+            "classes: infer needs a data set with the same features and classes")
+    return dataset
 
 
 def _weight_decay(cfg: dict, model):
@@ -161,28 +267,40 @@ def _weight_decay(cfg: dict, model):
 
 
 def _train(args) -> dict:
-    from .train import Adam, evaluate, fit
+    from . import cli_report
+    from .train import Adam, evaluate, fit, resume_epoch
 
     cfg = _config(args)
-    dataset = _load_dataset(args.dataset, cfg)
-    if dataset.x.dtype != np.dtype(cfg["dtype"]):
-        dataset.x = dataset.x.astype(cfg["dtype"])
-    model = _build(cfg, dataset)
-    opt = Adam(model, lr=cfg["lr"], weight_decay=_weight_decay(cfg, model))
-    hist = fit(model, dataset, opt, cfg["epochs"], patience=cfg["patience"] or None,
-               checkpoint=args.checkpoint, resume=args.resume,
-               progress=not args.no_progress, metadata=cfg, monitor=cfg["monitor"],
-               restore_best=True)
+    if args.show_config:
+        print(json.dumps(cfg, indent=2))
+        return cfg
+    _check_outputs(checkpoint=args.checkpoint, metrics_json=args.metrics_json)
+    running: list[int] = []     # the epoch under way: the last completed one + 1
+    try:
+        dataset = _load_dataset(args.dataset, cfg)
+        model = _build(cfg, dataset)
+        opt = Adam(model, lr=cfg["lr"], weight_decay=_weight_decay(cfg, model))
+        running.append((resume_epoch(args.checkpoint) if args.resume else 0) + 1)
+        hist = fit(model, dataset, opt, cfg["epochs"], patience=cfg["patience"] or None,
+                   checkpoint=args.checkpoint, resume=args.resume,
+                   progress=not args.no_progress, monitor=cfg["monitor"],
+                   metadata={**cfg, "data": _data_shape(dataset)},
+                   metrics_callback=lambda epoch, _: running.append(epoch + 1),
+                   restore_best=True)
+    except KeyboardInterrupt:
+        raise Interrupted(cli_report.interrupted(running[-1] if running else None,
+                                                 args.checkpoint, args.argv)) from None
     result = {**evaluate(model, dataset), "epochs_run": len(hist),
               "best_epoch": hist.best_epoch,
               "median_epoch_ms": float(np.median(hist.epoch_time) * 1e3) if len(hist) else None,
               "config": cfg, "dataset_name": dataset.name}
-    print(f"{dataset.name}: {cfg['model']} test accuracy {result['test_acc'] * 100:.2f}% "
-          f"(val {result['val_acc'] * 100:.2f}%, best epoch {hist.best_epoch}, "
-          f"{result['median_epoch_ms']:.1f} ms/epoch)")
     if args.metrics_json is not None:
-        args.metrics_json.write_text(json.dumps({**result, "history": hist.to_dict()},
-                                                indent=2))
+        text = json.dumps({**result, "history": hist.to_dict()}, indent=2)
+        _write(args.metrics_json, lambda f: f.write(text.encode()))
+    for line in cli_report.summary(result, hist, cfg, dataset_name=dataset.name,
+                                   epochs_here=len(running) - 1,
+                                   checkpoint=args.checkpoint, metrics_json=args.metrics_json):
+        print(line)
     return result
 
 
@@ -191,20 +309,26 @@ def _infer(args) -> dict:
 
     if not args.checkpoint.is_file():
         raise UsageError(f"no checkpoint at {args.checkpoint}")
+    _check_outputs(output=args.output)
+    if args.output is not None and args.output.resolve() == args.checkpoint.resolve():
+        raise UsageError(f"--output {args.output} would overwrite the checkpoint")
     cfg = read_checkpoint(args.checkpoint).trainer.get("metadata")
     if not cfg:
         raise UsageError(f"{args.checkpoint} holds no model configuration "
                          "(it was not written by `gblas-gnn train`)")
-    dataset = _load_dataset(args.dataset or cfg["dataset"], cfg)
+    dataset = _infer_dataset(args.dataset, cfg)
     model = _build(cfg, dataset)
-    load_checkpoint(args.checkpoint, model, restore_rng=False)
-    logits = predict(model, dataset.graph, dataset.x.astype(cfg["dtype"], copy=False))
+    # the weights `train` selected and reported on, not the last epoch's (kept for --resume)
+    ck = load_checkpoint(args.checkpoint, model, restore_rng=False, weights="selected")
+    logits = predict(model, dataset.graph, dataset.x)
     pred = logits.argmax(axis=1)
     if args.output is not None:
-        np.save(args.output, pred)
+        _write(args.output, lambda f: np.save(f, pred))     # exactly this path (no .npy added)
     metrics = evaluate(model, dataset)
-    print(f"{dataset.name}: predicted {pred.size} nodes; test accuracy "
-          f"{metrics['test_acc'] * 100:.2f}%")
+    best = ck.trainer.get("history", {}).get("best_epoch") if ck.best_params else None
+    weights = f"epoch {best} (selected)" if best is not None else f"epoch {ck.epoch}"
+    print(f"{dataset.name}: predicted {pred.size} nodes with the weights of {weights}; "
+          f"test accuracy {metrics['test_acc'] * 100:.2f}%")
     return metrics
 
 
@@ -212,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gblas-gnn`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    args.argv = argv            # for the resume command printed after Ctrl-C
     from threadpoolctl import threadpool_limits
 
     if args.threads is not None:
@@ -232,8 +357,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gblas-gnn: error: {exc}", file=sys.stderr)
         return 2
     except FloatingPointError as exc:
-        print(f"gblas-gnn: training stopped: {exc}", file=sys.stderr)
+        print(f"gblas-gnn: {exc}", file=sys.stderr)
         return 1
+    except Interrupted as exc:
+        print(f"gblas-gnn: {exc}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("gblas-gnn: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

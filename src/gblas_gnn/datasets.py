@@ -10,9 +10,16 @@ spec                                   data set
 ``npz:PATH``                           a ``.npz`` with ``row``, ``col``, ``shape`` (graph) and
                                        ``x``, ``y``, ``train_mask``, ``val_mask``,
                                        ``test_mask`` (node classification data)
-``kronecker:scale=S,edge_factor=E``    Graph500 Kronecker graph with synthetic features and
-                                       labels (a throughput workload: accuracy means nothing)
+``kronecker:scale=S,edge_factor=E``    Graph500 Kronecker graph (2^S vertices, E·2^S edges)
+                                       with synthetic features and labels
+``erdos_renyi:n=N,degree=D``           Erdős–Rényi graph (N vertices, average in-degree D)
+                                       with synthetic features and labels
 =====================================  ===================================================
+
+The two generated graphs are throughput workloads: their features are Gaussian noise and
+their labels ``argmax(x R)`` for a random ``R``, unrelated to the graph, so the accuracy a
+model reaches on them says nothing about learning on graphs (:func:`synthetic_labels_note`
+is what the command prints about it).
 
 Feature normalisation: PyG's Planetoid examples (GCN, GAT, AGNN, SGC) load the data with
 ``T.NormalizeFeatures()``, which divides each bag-of-words row by its sum; the published
@@ -29,17 +36,31 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._io import read_npz
-from .data import Dataset, csbm, kronecker_edges, load_planetoid
+from .data import Dataset, csbm, erdos_renyi_edges, kronecker_edges, load_planetoid
 
-__all__ = ["parse_dataset", "default_normalize_features", "DATASET_KINDS"]
+__all__ = ["parse_dataset", "default_normalize_features", "synthetic_labels_note",
+           "DATASET_KINDS", "SYNTHETIC_LABELS"]
 
-DATASET_KINDS = ("csbm", "planetoid", "npz", "kronecker")
+DATASET_KINDS = ("csbm", "planetoid", "npz", "kronecker", "erdos_renyi")
+#: kinds whose labels are a random function of random features, unrelated to the graph
+SYNTHETIC_LABELS = ("kronecker", "erdos_renyi")
 _NPZ_KEYS = ("row", "col", "shape", "x", "y", "train_mask", "val_mask", "test_mask")
 
 
 def default_normalize_features(spec: str) -> bool:
     """Whether ``spec`` gets row-normalised features unless told otherwise (planetoid only)."""
     return spec.partition(":")[0] == "planetoid"
+
+
+def synthetic_labels_note(spec: str) -> str | None:
+    """What to say about an accuracy measured on ``spec`` when its labels are synthetic
+    (``None`` for real or learnable data)."""
+    kind = spec.partition(":")[0]
+    if kind not in SYNTHETIC_LABELS:
+        return None
+    return (f"note: {kind} labels are argmax(x R) of random features x and a random R, "
+            "unrelated to the graph: this accuracy says nothing about learning on graphs "
+            "(the data set is a throughput workload)")
 
 
 def parse_dataset(spec: str, *, seed: int = 0, features: int = 32, classes: int = 4,
@@ -75,8 +96,22 @@ def parse_dataset(spec: str, *, seed: int = 0, features: int = 32, classes: int 
             raise ValueError(f"kronecker needs scale=S[,edge_factor=E], got {arg!r}")
         return synthetic_dataset(kw["scale"], kw.get("edge_factor", 16), seed=seed,
                                  features=features, classes=classes, dtype=dtype)
+    if kind == "erdos_renyi":
+        kw = _keywords(arg, spec)
+        if set(kw) != {"n", "degree"}:
+            raise ValueError(f"erdos_renyi needs n=N,degree=D, got {arg!r}")
+        n, degree = kw["n"], kw["degree"]
+        if isinstance(n, float) or n < 1:
+            raise ValueError(f"erdos_renyi: n must be a positive integer, got {n!r}")
+        if not 0 <= degree <= n - 1:
+            raise ValueError(f"erdos_renyi: degree must lie in [0, n - 1 = {n - 1}], "
+                             f"got {degree!r}")
+        src, dst, _ = erdos_renyi_edges(n, degree / n, seed=seed)
+        return _synthetic_task(f"ErdosRenyi-{n}-{degree}", src, dst, n, seed=seed,
+                               features=features, classes=classes, dtype=dtype)
     raise ValueError(f"unknown dataset {spec!r}; use one of {', '.join(DATASET_KINDS)} "
-                     "(e.g. csbm, planetoid:DIR/cora, npz:PATH, kronecker:scale=10)")
+                     "(e.g. csbm, planetoid:DIR/cora, npz:PATH, kronecker:scale=10, "
+                     "erdos_renyi:n=1000,degree=8)")
 
 
 def _keywords(arg: str, spec: str) -> dict:
@@ -100,6 +135,14 @@ def synthetic_dataset(scale: int, edge_factor: int = 16, *, seed: int = 0, featu
     """Kronecker graph with Gaussian features, labels ``argmax(x R)`` for a random ``R`` and a
     random 60/20/20 split (for throughput runs)."""
     src, dst, n = kronecker_edges(scale, edge_factor, seed=seed)
+    return _synthetic_task(f"Kronecker-{scale}-{edge_factor}", src, dst, n, seed=seed,
+                           features=features, classes=classes, dtype=dtype)
+
+
+def _synthetic_task(name: str, src: np.ndarray, dst: np.ndarray, n: int, *, seed: int,
+                    features: int, classes: int, dtype) -> Dataset:
+    """The graph ``src → dst`` with Gaussian features, labels ``argmax(x R)`` for a random
+    ``R`` and a random 60/20/20 split."""
     adjacency = sp.csr_matrix((np.ones(src.size, dtype=dtype), (dst, src)), shape=(n, n))
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, features)).astype(dtype)
@@ -109,7 +152,7 @@ def synthetic_dataset(scale: int, edge_factor: int = 16, *, seed: int = 0, featu
     cuts = np.array([0, 0.6 * n, 0.8 * n, n]).astype(int)
     for mask, lo, hi in zip(masks, cuts[:-1], cuts[1:], strict=True):
         mask[part[lo:hi]] = True
-    return Dataset(f"Kronecker-{scale}-{edge_factor}", adjacency, x, y, *masks, classes)
+    return Dataset(name, adjacency, x, y, *masks, classes)
 
 
 def _load_npz_dataset(path: Path) -> Dataset:

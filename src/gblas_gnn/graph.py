@@ -63,8 +63,9 @@ def _check_values(values, m: int) -> np.ndarray:
 class Graph:
     """A directed graph held as its sparse adjacency ``A`` (a ``graphblas.Matrix``).
 
-    Build it with :meth:`from_edges`, :meth:`from_scipy`, :meth:`from_graphblas`,
-    :meth:`from_npz` or :meth:`from_mtx`; every constructor validates its input.
+    Build it with :meth:`from_edges`, :meth:`from_edge_index` (PyTorch Geometric),
+    :meth:`from_scipy`, :meth:`from_graphblas`, :meth:`from_npz` or :meth:`from_mtx`; every
+    constructor validates its input.
 
     Attributes
     ----------
@@ -113,6 +114,32 @@ class Graph:
             A = gb.Matrix.from_coo(dst, src, vals, nrows=n, ncols=n, dtype=dt,
                                    dup_op=binary.plus)
         return cls(A)
+
+    @classmethod
+    def from_edge_index(cls, edge_index, n: int, edge_weight=None,
+                        dtype=np.float32) -> Graph:
+        """Graph from PyTorch Geometric's ``edge_index`` (2, m): row 0 holds the sources, row 1
+        the targets (``flow="source_to_target"``), so edge ``e`` is stored at
+        ``A[edge_index[1, e], edge_index[0, e]]``.
+
+        Parameters
+        ----------
+        edge_index : array_like or torch.Tensor of int, shape (2, m)
+            A tensor is read through ``.detach().cpu().numpy()`` (torch itself is not
+            imported).
+        n : int
+            Number of vertices (PyG's ``num_nodes``).
+        edge_weight : array_like or torch.Tensor, shape (m,), optional
+            PyG's ``edge_weight``. Duplicate edges are merged, weights summed (PyG keeps
+            duplicates as separate messages).
+        dtype : float32 or float64
+        """
+        ei, w = (x.detach().cpu().numpy() if hasattr(x, "detach") else x
+                 for x in (edge_index, edge_weight))
+        ei = np.asarray(ei)
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape (2, m), got {ei.shape}")
+        return cls.from_edges(ei[0], ei[1], n, values=w, dtype=dtype)
 
     @classmethod
     def from_scipy(cls, mat, dtype=np.float32) -> Graph:

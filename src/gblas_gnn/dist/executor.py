@@ -131,6 +131,10 @@ class DistExecutor(Executor):
 
     # ------------------------------------------------------------------ processes
     @property
+    def processes(self) -> int:
+        return self.grid.size
+
+    @property
     def is_root(self) -> bool:
         return self.grid.rank == 0
 

@@ -186,6 +186,9 @@ class Executor(ABC):
         """A host ``numpy.ndarray`` with the values of ``x`` (no copy when it is one)."""
         return np.asarray(x)
 
+    #: processes that run every operation together (a grid's size; 1 here)
+    processes = 1
+
     @property
     def is_root(self) -> bool:
         """Whether this process prints and writes files (one process per job does)."""

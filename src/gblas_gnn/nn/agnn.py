@@ -16,6 +16,7 @@ from ._attention import (
     project_aggregate,
     project_aggregate_backward,
 )
+from ._interop import PyGInterop
 from .init import glorot
 from .module import Module
 
@@ -36,7 +37,7 @@ def _check_beta(beta) -> float:
     return float(beta)
 
 
-class AGNNConv(OrderMixin, Module):
+class AGNNConv(PyGInterop, OrderMixin, Module):
     r"""AGNN layer (Thekumparampil et al. 2018; PyG ``AGNNConv``), global formulation.
 
     .. math::

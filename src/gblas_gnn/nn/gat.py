@@ -20,6 +20,7 @@ from ._attention import (
     check_order,
     is_named,
 )
+from ._interop import PyGInterop
 from .init import glorot, zeros
 from .module import Module
 
@@ -40,7 +41,7 @@ def _real(value, name: str) -> float:
     return float(value)
 
 
-class GATConv(Module):
+class GATConv(PyGInterop, Module):
     r"""Graph attention convolution, exactly PyTorch Geometric's ``GATConv`` (no edge features).
 
     For every head :math:`h` (columns :math:`W_h = W[:, h\,F':(h+1)\,F']`):

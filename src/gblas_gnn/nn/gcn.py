@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import positive_ints
+from ._interop import PyGInterop
 from ._propagate import project_propagate, project_propagate_backward
 from .init import glorot, zeros
 from .module import Module
 
 
-class GCNConv(Module):
+class GCNConv(PyGInterop, Module):
     r"""Graph convolutional layer, PyTorch Geometric's ``GCNConv``.
 
     .. math::

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._validate import positive_ints
+from ._interop import PyGInterop
 from .linear import Linear
 from .module import Module
 
@@ -30,7 +31,7 @@ def _check_eps(eps) -> float:
     return float(eps)
 
 
-class GINConv(Module):
+class GINConv(PyGInterop, Module):
     r"""Graph isomorphism layer, PyTorch Geometric's ``GINConv`` with an ``MLP`` as its network.
 
     .. math::

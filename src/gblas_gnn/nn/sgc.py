@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import positive_ints
+from ._interop import PyGInterop
 from ._propagate import project_propagate, project_propagate_backward, propagate
 from .init import glorot, zeros
 from .module import Module
 
 
-class SGConv(Module):
+class SGConv(PyGInterop, Module):
     r"""Simple graph convolution, PyTorch Geometric's ``SGConv``.
 
     .. math::

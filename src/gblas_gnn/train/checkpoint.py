@@ -5,7 +5,8 @@ Contents of the archive (all plain numpy arrays; text is stored as a 0-d unicode
 
 * ``param/<name>`` — every model parameter, ``<name>`` as in ``model.named_parameters()``;
 * ``optim/<key>`` — the optimiser's :meth:`~gblas_gnn.train.optim.Optimizer.state_dict`;
-* ``best/<name>`` — optional extra parameter set (the trainer's best-so-far weights);
+* ``best/<name>`` — optional extra parameter set: the trainer's best-so-far weights, the
+  ones it selects and reports on (``load_checkpoint(..., weights="selected")``);
 * ``meta`` — JSON text: format tag, epoch, the state of every random generator of the model,
   and a free JSON dict of trainer bookkeeping (history, best validation value, patience
   counter, ...).
@@ -56,6 +57,11 @@ class Checkpoint:
     rng: dict[str, dict]
     trainer: dict = field(default_factory=dict)
     best_params: dict[str, np.ndarray] | None = None
+
+    @property
+    def selected_params(self) -> dict[str, np.ndarray]:
+        """The weights the trainer selected (``best_params``) when saved, else ``params``."""
+        return self.params if self.best_params is None else self.best_params
 
 
 # ---------------------------------------------------------------------------- module walking
@@ -228,11 +234,17 @@ def _match_params(model_params: dict[str, np.ndarray], saved: Mapping[str, np.nd
                 f"{s.dtype}{s.shape} in the checkpoint, {p.dtype}{p.shape} in the model")
 
 
-def load_checkpoint(path, model: Module, optimizer=None, *, restore_rng: bool = True
-                    ) -> Checkpoint:
+def load_checkpoint(path, model: Module, optimizer=None, *, restore_rng: bool = True,
+                    weights: str = "last") -> Checkpoint:
     """Load a checkpoint into ``model`` (in place, same arrays) and, when given, ``optimizer``;
     restore every generator's state (``restore_rng``). Everything is validated before anything
     changes, so a failed load leaves model and optimiser as they were.
+
+    Args:
+        weights: which parameters go into ``model``: ``"last"`` (``param/*``, the state of the
+            last epoch, what resuming needs) or ``"selected"`` (``best/*``, the weights the
+            trainer selected and reported on, when the checkpoint holds them; otherwise the
+            last ones, which are then the selected ones too).
 
     Returns:
         the :class:`Checkpoint` (epoch, trainer bookkeeping, best parameters, ...).
@@ -241,7 +253,10 @@ def load_checkpoint(path, model: Module, optimizer=None, *, restore_rng: bool = 
         FileNotFoundError: no file at ``path``.
         CheckpointError: corrupt file, or parameter names / shapes / dtypes, generators or
             optimiser state that do not match.
+        ValueError: ``weights`` is neither ``"last"`` nor ``"selected"``.
     """
+    if weights not in ("last", "selected"):
+        raise ValueError(f"weights must be 'last' or 'selected', got {weights!r}")
     ck = read_checkpoint(path)
     model_params = dict(model.named_parameters())
     _match_params(model_params, ck.params, "parameters", path)
@@ -256,8 +271,9 @@ def load_checkpoint(path, model: Module, optimizer=None, *, restore_rng: bool = 
             optimizer.load_state_dict(ck.optimizer)
         except ValueError as exc:
             raise CheckpointError(f"checkpoint {str(path)!r}: {exc}") from exc
+    source = ck.selected_params if weights == "selected" else ck.params
     for name, p in model_params.items():
-        p[...] = model.executor.asarray(ck.params[name])
+        p[...] = model.executor.asarray(source[name])
     if restore_rng:
         set_rng_states(model, ck.rng)
     return ck

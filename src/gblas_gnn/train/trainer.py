@@ -24,6 +24,7 @@ from ..graph import as_graph
 from ..nn.module import Module
 from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from .losses import accuracy, cross_entropy
+from .progress import EpochProgress
 
 __all__ = ["History", "fit", "predict", "evaluate", "resume_epoch"]
 
@@ -205,7 +206,10 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         resume: continue from ``checkpoint`` (which must exist): parameters, optimiser state,
             generator states, history and early-stopping bookkeeping are restored, so the run
             ends bit-identical to an uninterrupted one.
-        progress: show a tqdm progress bar (loss, accuracies, epoch time).
+        progress: show a tqdm progress bar (loss, accuracies, epoch time; with ``patience``
+            the best epoch and the patience countdown instead of a percentage), after a
+            warm-up that compiles the kernels without changing the run
+            (:mod:`gblas_gnn.train.progress`).
         metrics_callback: called as ``metrics_callback(epoch, metrics)`` after every epoch;
             a truthy return value stops training (the checkpoint is written first).
         monitor: ``"val_loss"`` (lower is better), ``"val_acc"`` (higher is better; the
@@ -286,13 +290,19 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         where = (f"the last good checkpoint (epoch {last_saved}) is intact at "
                  f"{str(checkpoint)!r}" if last_saved is not None and checkpoint is not None
                  else "no checkpoint was written")
-        return FloatingPointError(f"{what} at epoch {epoch}: training stopped; {where}. "
-                                  "Try a smaller learning rate.")
+        return FloatingPointError(f"{what} at epoch {epoch} (a floating-point overflow or "
+                                  f"NaN): training stopped; {where}. Try a smaller learning "
+                                  "rate.")
 
     bar = None
     if progress and start < epochs and ex.is_root:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=epochs, initial=start, desc="train", unit="epoch", leave=True)
+        bar = EpochProgress(start, epochs, patience)
+        if ex.processes == 1:           # (a warm-up on the root alone would block a grid)
+            bar.warm_up(model, g, x)    # compile the kernels before the bar's clock starts
+        bar.open()
+    # an overflow inside the model surfaces as the non-finite values that stop the run below,
+    # with the epoch and the checkpoint; numpy's RuntimeWarnings would only repeat it
+    fp_errors = np.seterr(over="ignore", invalid="ignore", divide="ignore")
     try:
         for epoch in range(start + 1, epochs + 1):
             t0 = time.perf_counter()
@@ -353,15 +363,13 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
                 stop = True
 
             if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss:.4f}", train=f"{metrics['train_acc']:.3f}",
-                                val=f"{metrics['val_acc']:.3f}",
-                                t=f"{metrics['epoch_time'] * 1e3:.0f}ms", refresh=False)
+                bar.update(metrics, hist.best_epoch, bad_epochs)
             if stop or epoch == epochs or epoch % checkpoint_every == 0:
                 save(epoch, stop)
             if stop:
                 break
     finally:
+        np.seterr(**fp_errors)
         if bar is not None:
             bar.close()
         model.train()

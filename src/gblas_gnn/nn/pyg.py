@@ -1,0 +1,330 @@
+r"""Weights across to and from PyTorch Geometric (``torch_geometric.nn``).
+
+Each of our layers mirrors a PyG convolution, with these parameter layouts:
+
+===========  ======================================  =======================================
+layer        ours                                    PyG
+===========  ======================================  =======================================
+GATConv      ``W`` (in, heads·out)                   ``lin.weight`` (heads·out, in) = Wᵀ
+             ``att_src``, ``att_dst`` (heads, out)   ``att_src``, ``att_dst`` (1, heads, out)
+             ``bias`` (heads·out,) or (out,)         ``bias``
+GCNConv      ``W`` (in, out), ``bias`` (out,)        ``lin.weight`` = Wᵀ, ``bias``
+SGConv       ``W`` (in, out), ``bias`` (out,)        ``lin.weight`` = Wᵀ, ``lin.bias``
+AGNNConv     ``beta`` (1,) (no ``W``)                ``beta`` (parameter or buffer)
+GINConv      ``lin{l}.W``, ``lin{l}.bias``           ``nn.lins[l].weight`` = Wᵀ, ``.bias``
+             ``eps`` (1,) when ``train_eps``         ``eps`` (parameter or buffer)
+===========  ======================================  =======================================
+
+:func:`from_pyg` builds our layer from a PyG module (configuration and weights, in the
+module's floating-point type: float32 or float64), :func:`to_pyg` the PyG module from our
+layer (in our layer's dtype). Both refuse what has no counterpart, naming it: GAT's edge
+features and residual connection, GCN's ``improved``, an AGNN layer with a projection ``W``
+(PyG's ``AGNNConv`` has none: put a ``Linear`` before it), a semiring aggregation, a GIN
+network other than a plain ReLU MLP with biases.
+
+The aggregation names map ``"add"`` ↔ ``"sum"``; ``"mean"``, ``"max"``, ``"min"`` are the same
+in both (attention layers only).
+
+torch and torch-geometric are imported here only, when a function is called: the core
+library does not need them (``pip install "gblas_gnn[pyg]"`` installs them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .agnn import AGNNConv
+from .gat import GATConv
+from .gcn import GCNConv
+from .gin import GINConv
+from .module import Module
+from .sgc import SGConv
+
+__all__ = ["from_pyg", "to_pyg", "layer_from_pyg", "PYG_EXTRA"]
+
+#: how to install what this module needs
+PYG_EXTRA = 'pip install "gblas_gnn[pyg]" (torch and torch-geometric)'
+
+_AGGR_FROM_PYG = {"add": "sum", "sum": "sum", "mean": "mean", "max": "max", "min": "min"}
+_AGGR_TO_PYG = {"sum": "add", "mean": "mean", "max": "max", "min": "min"}
+
+
+def _torch():
+    """``(torch, torch_geometric.nn)``, or one ImportError that names the extra."""
+    try:
+        import torch
+        import torch_geometric.nn as pyg_nn
+    except ImportError as exc:
+        raise ImportError(f"PyTorch Geometric interop needs torch and torch-geometric, which "
+                          f"the core install leaves out: {PYG_EXTRA}") from exc
+    return torch, pyg_nn
+
+
+def _array(tensor) -> np.ndarray:
+    """A tensor's values as a new ndarray (same dtype)."""
+    return tensor.detach().cpu().numpy().copy()
+
+
+def _dtype(tensor) -> np.dtype:
+    dtype = np.dtype(str(tensor.dtype).removeprefix("torch."))
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"the PyG module's parameters are {dtype}; gblas_gnn computes in "
+                        "float32 or float64 (convert the module with .float() or .double())")
+    return dtype
+
+
+def _refuse(condition: bool, what: str) -> None:
+    if condition:
+        raise ValueError(f"no gblas_gnn counterpart: {what}")
+
+
+def _aggr_from(conv, attention: bool) -> str:
+    aggr = _AGGR_FROM_PYG.get(conv.aggr) if isinstance(conv.aggr, str) else None
+    _refuse(aggr is None or (aggr != "sum" and not attention),
+            f"{type(conv).__name__} with aggr={conv.aggr!r}"
+            + ("" if attention else " (only 'add' maps)"))
+    return aggr
+
+
+def _aggr_to(layer) -> str:
+    _refuse(not isinstance(layer.aggr, str) or layer.aggr not in _AGGR_TO_PYG,
+            f"PyG has no aggregation for the semiring {layer.aggr!r}")
+    return _AGGR_TO_PYG[layer.aggr]
+
+
+def _load(layer: Module, values: dict[str, Any]) -> Module:
+    """Copy tensors (or arrays) into ``layer.params`` in place, checking every shape."""
+    for name, value in values.items():
+        array = _array(value) if hasattr(value, "detach") else np.asarray(value)
+        target = layer.params[name]
+        if array.shape != target.shape:
+            raise ValueError(f"{type(layer).__name__}.{name}: PyG holds {array.shape}, ours "
+                             f"is {target.shape}")
+        target[...] = array
+    return layer
+
+
+def _store(torch, module, layer: Module, values: dict[str, np.ndarray]):
+    """Move ``module`` to ``layer``'s dtype and copy ``values`` into its named tensors."""
+    module = module.to(getattr(torch, layer.dtype.name))
+    tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    with torch.no_grad():
+        for name, array in values.items():
+            tensors[name].copy_(torch.from_numpy(np.ascontiguousarray(array)).reshape(
+                tensors[name].shape))
+    return module.eval()
+
+
+# ---------------------------------------------------------------------------- GAT
+def _gat_from(conv) -> GATConv:
+    _refuse(conv.lin is None, "GATConv with separate source / target projections "
+                              "(in_channels given as a pair)")
+    _refuse(conv.edge_dim is not None, "GATConv with edge features (edge_dim)")
+    _refuse(bool(getattr(conv, "residual", False)), "GATConv with residual=True")
+    layer = GATConv(conv.in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat,
+                    negative_slope=conv.negative_slope, dropout=conv.dropout,
+                    bias=conv.bias is not None, add_self_loops=conv.add_self_loops,
+                    aggr=_aggr_from(conv, attention=True), dtype=_dtype(conv.lin.weight))
+    values = {"W": conv.lin.weight.T, "att_src": conv.att_src[0], "att_dst": conv.att_dst[0]}
+    if conv.bias is not None:
+        values["bias"] = conv.bias
+    return _load(layer, values)
+
+
+def _gat_to(layer: GATConv):
+    torch, pyg = _torch()
+    conv = pyg.GATConv(layer.in_dim, layer.out_dim, heads=layer.heads, concat=layer.concat,
+                       negative_slope=layer.negative_slope, dropout=layer.dropout,
+                       add_self_loops=layer.add_self_loops, bias="bias" in layer.params,
+                       aggr=_aggr_to(layer))
+    p = layer.params
+    values = {"lin.weight": p["W"].T, "att_src": p["att_src"], "att_dst": p["att_dst"]}
+    if "bias" in p:
+        values["bias"] = p["bias"]
+    return _store(torch, conv, layer, values)
+
+
+# ---------------------------------------------------------------------------- GCN / SGC
+def _gcn_from(conv) -> GCNConv:
+    _refuse(conv.improved, "GCNConv with improved=True (self loops of weight 2)")
+    _aggr_from(conv, attention=False)
+    layer = GCNConv(conv.in_channels, conv.out_channels, bias=conv.bias is not None,
+                    add_self_loops=conv.add_self_loops, normalize=conv.normalize,
+                    cached=conv.cached, dtype=_dtype(conv.lin.weight))
+    values = {"W": conv.lin.weight.T}
+    if conv.bias is not None:
+        values["bias"] = conv.bias
+    return _load(layer, values)
+
+
+def _gcn_to(layer: GCNConv):
+    torch, pyg = _torch()
+    conv = pyg.GCNConv(layer.in_dim, layer.out_dim, cached=layer.cached,
+                       add_self_loops=layer.add_self_loops, normalize=layer.normalize,
+                       bias="bias" in layer.params)
+    values = {"lin.weight": layer.params["W"].T}
+    if "bias" in layer.params:
+        values["bias"] = layer.params["bias"]
+    return _store(torch, conv, layer, values)
+
+
+def _sgc_from(conv) -> SGConv:
+    _aggr_from(conv, attention=False)
+    bias = conv.lin.bias is not None
+    layer = SGConv(conv.in_channels, conv.out_channels, K=conv.K, bias=bias,
+                   add_self_loops=conv.add_self_loops, cached=conv.cached,
+                   dtype=_dtype(conv.lin.weight))
+    return _load(layer, {"W": conv.lin.weight.T, **({"bias": conv.lin.bias} if bias else {})})
+
+
+def _sgc_to(layer: SGConv):
+    torch, pyg = _torch()
+    conv = pyg.SGConv(layer.in_dim, layer.out_dim, K=layer.K, cached=layer.cached,
+                      add_self_loops=layer.add_self_loops, bias="bias" in layer.params)
+    values = {"lin.weight": layer.params["W"].T}
+    if "bias" in layer.params:
+        values["lin.bias"] = layer.params["bias"]
+    return _store(torch, conv, layer, values)
+
+
+# ---------------------------------------------------------------------------- AGNN
+def _agnn_from(conv, in_dim: int) -> AGNNConv:
+    torch, _ = _torch()
+    learn = isinstance(conv.beta, torch.nn.Parameter)
+    return AGNNConv(in_dim, None, beta=float(conv.beta.item()), learn_beta=learn,
+                    add_self_loops=conv.add_self_loops,
+                    aggr=_aggr_from(conv, attention=True), dtype=_dtype(conv.beta))
+
+
+def _agnn_to(layer: AGNNConv):
+    _refuse(layer.has_weight, "an AGNNConv with a projection W (out_dim given): PyG's "
+                              "AGNNConv has none; only out_dim=None layers map (put a Linear "
+                              "before the layer instead)")
+    torch, pyg = _torch()
+    conv = pyg.AGNNConv(requires_grad=layer.learn_beta, add_self_loops=layer.add_self_loops,
+                        aggr=_aggr_to(layer))
+    return _store(torch, conv, layer, {"beta": layer.beta})
+
+
+# ---------------------------------------------------------------------------- GIN
+def _gin_linears(torch, pyg, net) -> list:
+    """The Linear layers of a GIN network that our ``mlp_dims`` can express: a PyG ``MLP``
+    with ReLU, no norm, no dropout, a plain last layer and biases; or a ``torch.nn.Sequential``
+    alternating Linear and ReLU, starting and ending with a Linear, with biases."""
+    expected = ("torch_geometric.nn.MLP(channels, act='relu', norm=None, dropout=0.0) or "
+                "torch.nn.Sequential(Linear, ReLU, ..., Linear) with biases")
+    if isinstance(net, pyg.MLP):
+        _refuse(not isinstance(net.act, torch.nn.ReLU) and len(net.lins) > 1,
+                f"a GIN MLP with activation {net.act!r}; expected {expected}")
+        _refuse(not all(isinstance(n, torch.nn.Identity) for n in net.norms),
+                f"a GIN MLP with normalisation layers ({net.norms[0]!r}); expected {expected}")
+        _refuse(any(p > 0 for p in net.dropout), f"a GIN MLP with dropout {net.dropout}; "
+                                                  f"expected {expected}")
+        _refuse(not net.plain_last, f"a GIN MLP with plain_last=False; expected {expected}")
+        lins = list(net.lins)
+    elif isinstance(net, torch.nn.Sequential):
+        mods = list(net)
+        shape_ok = len(mods) % 2 == 1 and all(
+            isinstance(m, torch.nn.ReLU) if i % 2 else isinstance(m, (torch.nn.Linear,
+                                                                      pyg.Linear))
+            for i, m in enumerate(mods))
+        _refuse(not shape_ok, f"a GIN network {net!r}; expected {expected}")
+        lins = mods[::2]
+    else:
+        raise ValueError(f"no gblas_gnn counterpart: a GIN network of type "
+                         f"{type(net).__name__}; expected {expected}")
+    _refuse(any(lin.bias is None for lin in lins), f"a GIN network without biases; expected "
+                                                   f"{expected}")
+    return lins
+
+
+def _gin_from(conv) -> GINConv:
+    torch, pyg = _torch()
+    _aggr_from(conv, attention=False)
+    lins = _gin_linears(torch, pyg, conv.nn)
+    dims = [lins[0].weight.shape[1]] + [lin.weight.shape[0] for lin in lins]
+    layer = GINConv(dims, eps=float(conv.eps.item()),
+                    train_eps=isinstance(conv.eps, torch.nn.Parameter),
+                    dtype=_dtype(lins[0].weight))
+    values = {}
+    for i, lin in enumerate(lins):
+        values[f"lin{i}.W"], values[f"lin{i}.bias"] = lin.weight.T, lin.bias
+    return _load(layer, values)
+
+
+def _gin_to(layer: GINConv):
+    torch, pyg = _torch()
+    conv = pyg.GINConv(pyg.MLP(layer.mlp_dims, act="relu", norm=None, dropout=0.0),
+                       eps=layer.eps, train_eps=layer.train_eps)
+    values = {}
+    for i in range(len(layer.mlp_dims) - 1):
+        values[f"nn.lins.{i}.weight"] = layer.params[f"lin{i}.W"].T
+        values[f"nn.lins.{i}.bias"] = layer.params[f"lin{i}.bias"]
+    return _store(torch, conv, layer, {**values, "eps": [layer.eps]})
+
+
+# ---------------------------------------------------------------------------- dispatch
+_FROM = {"GATConv": _gat_from, "GCNConv": _gcn_from, "SGConv": _sgc_from,
+         "GINConv": _gin_from}
+_TO = {GATConv: _gat_to, GCNConv: _gcn_to, SGConv: _sgc_to, AGNNConv: _agnn_to,
+       GINConv: _gin_to}
+
+
+def from_pyg(conv, in_dim: int | None = None) -> Module:
+    """Our layer equal to the PyG convolution ``conv``: same configuration, weights copied
+    (in ``conv``'s dtype, float32 or float64).
+
+    Args:
+        conv: a ``torch_geometric.nn`` ``GATConv``, ``GCNConv``, ``SGConv``, ``AGNNConv`` or
+            ``GINConv``.
+        in_dim: the feature size, for ``AGNNConv`` only (PyG's layer works on any width).
+
+    Raises:
+        ImportError: torch or torch-geometric is not installed (the message names the
+            ``pyg`` extra).
+        TypeError: ``conv`` is not one of the classes above, or its dtype is not float32 /
+            float64.
+        ValueError: ``conv`` uses a feature with no counterpart here (named in the message).
+    """
+    return layer_from_pyg(None, conv, in_dim)
+
+
+def layer_from_pyg(cls: type | None, conv, in_dim: int | None = None) -> Module:
+    """:func:`from_pyg`, insisting that ``conv`` is PyG's layer of the same name as ``cls``
+    (``None``: any of them)."""
+    _, pyg = _torch()
+    kind = next((name for name in (*_FROM, "AGNNConv") if isinstance(conv, getattr(pyg, name))),
+                None)
+    if kind is None or (cls is not None and kind != cls.__name__):
+        wanted = cls.__name__ if cls is not None else \
+            "GATConv, GCNConv, SGConv, AGNNConv or GINConv"
+        raise TypeError(f"from_pyg takes a torch_geometric.nn {wanted}, got "
+                        f"{type(conv).__module__}.{type(conv).__name__}")
+    if kind == "AGNNConv":
+        if in_dim is None:
+            raise ValueError("AGNNConv.from_pyg needs in_dim: PyG's AGNNConv works on any "
+                             "feature size")
+        return _agnn_from(conv, in_dim)
+    if in_dim is not None and in_dim != conv.in_channels:
+        raise ValueError(f"in_dim={in_dim} but the PyG {kind} takes {conv.in_channels} "
+                         "features")
+    return _FROM[kind](conv)
+
+
+def to_pyg(layer: Module) -> Any:
+    """The PyG convolution equal to our ``layer`` (configuration and weights, in the layer's
+    dtype), in evaluation mode.
+
+    Raises:
+        ImportError: torch or torch-geometric is not installed (the message names the
+            ``pyg`` extra).
+        TypeError: ``layer`` is not a GATConv, GCNConv, SGConv, AGNNConv or GINConv.
+        ValueError: ``layer`` uses a feature PyG lacks (named in the message).
+    """
+    convert = _TO.get(type(layer))
+    if convert is None:
+        raise TypeError(f"to_pyg takes a gblas_gnn GATConv, GCNConv, SGConv, AGNNConv or "
+                        f"GINConv, got {type(layer).__name__}")
+    return convert(layer)

@@ -1,0 +1,85 @@
+"""What ``gblas-gnn train`` prints at the end of a run and after Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gblas_gnn.cli import main
+from gblas_gnn.cli_report import interrupted
+
+SMALL = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=16"
+
+
+def train(capsys, *argv):
+    assert main(["train", "--model", "gcn", "--dataset", SMALL, "--no-progress", *argv]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_summary_after_early_stopping(tmp_path, capsys):
+    ck, mj = tmp_path / "ck.npz", tmp_path / "m.json"
+    lines = train(capsys, "--epochs", "500", "--patience", "3", "--monitor", "val_loss",
+                  "--checkpoint", str(ck), "--metrics-json", str(mj))
+    m = json.loads(mj.read_text())
+    best, last = m["best_epoch"], m["history"]["epoch"][-1]
+    assert m["history"]["stopped_early"] and last < 500
+    assert lines == [
+        f"CSBM: gcn test accuracy {m['test_acc'] * 100:.2f}% (validation "
+        f"{m['val_acc'] * 100:.2f}%, training {m['train_acc'] * 100:.2f}%) with the weights "
+        f"of epoch {best}",
+        f"stopped early after epoch {last}: the validation loss had not improved for 3 epochs "
+        "(--patience 3)",
+        f"epoch {best} selected by --monitor val_loss: the epoch of lowest validation loss",
+        f"{last} epochs, {m['median_epoch_ms']:.1f} ms per epoch (median)",
+        f"checkpoint: {ck} (infer uses the weights of epoch {best}; the finished run's state "
+        f"at epoch {last})",
+        f"metrics: {mj} (configuration, results, every epoch's metrics)",
+    ]
+
+
+def test_summary_at_the_epoch_limit_with_nothing_saved(capsys):
+    lines = train(capsys, "--epochs", "3", "--patience", "0")
+    assert lines[1] == "stopped at the epoch limit, epoch 3 (--epochs 3; early stopping off)"
+    assert lines[2].endswith("the first epoch of highest validation accuracy")
+    assert lines[-1] == ("the model was not saved: --checkpoint PATH keeps it for infer and "
+                         "--resume; --metrics-json PATH keeps every epoch's metrics")
+
+
+def test_summary_of_a_resumed_run(tmp_path, capsys):
+    ck = tmp_path / "ck.npz"
+    train(capsys, "--epochs", "3", "--patience", "50", "--checkpoint", str(ck))
+    lines = train(capsys, "--epochs", "5", "--patience", "50", "--checkpoint", str(ck),
+                  "--resume")
+    assert lines[1] == ("stopped at the epoch limit, epoch 5 (--epochs 5; --patience 50 did "
+                        "not run out)")
+    assert lines[3].startswith("5 epochs, ") and lines[3].endswith(", 3 of them before --resume")
+    assert "--resume with a larger --epochs continues after epoch 5" in lines[4]
+
+
+@pytest.mark.parametrize("spec", ["kronecker:scale=7,edge_factor=4",
+                                  "erdos_renyi:n=200,degree=4"])
+def test_synthetic_labels_are_called_meaningless(spec, capsys):
+    assert main(["train", "--model", "sgc", "--dataset", spec, "--epochs", "2",
+                 "--no-progress"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith(f"note: {spec.partition(':')[0]} labels are argmax(x R) of random")
+    assert "says nothing about learning on graphs" in last
+
+
+def test_interrupted_line(tmp_path):
+    argv = ["train", "--checkpoint", str(tmp_path / "ck.npz")]
+    assert interrupted(None, None, ["train"]) == (
+        "interrupted before training started; nothing was saved (--checkpoint PATH makes a "
+        "run resumable)")
+    assert interrupted(1, tmp_path / "ck.npz", argv) == (
+        "interrupted at epoch 1; no checkpoint was written yet")
+    (tmp_path / "ck.npz").write_bytes(b"junk")
+    assert interrupted(4, tmp_path / "ck.npz", argv).startswith(
+        "interrupted at epoch 4; the checkpoint cannot be read (")
+    assert main(["train", "--model", "sgc", "--dataset", SMALL, "--epochs", "2",
+                 "--no-progress", "--checkpoint", str(tmp_path / "ck.npz")]) == 0
+    line = interrupted(3, tmp_path / "ck.npz", [*argv, "--resume", "--lr", "0.1"])
+    assert line == (f"interrupted at epoch 3; the checkpoint {tmp_path / 'ck.npz'} holds epoch "
+                    f"2; resume with: gblas-gnn train --checkpoint {tmp_path / 'ck.npz'} "
+                    "--resume --lr 0.1")
