@@ -108,3 +108,60 @@ def read_npz(path, what: str, error: type[Exception] = ValueError) -> dict:
             raise
         raise error(f"{path} is a corrupt .npz {what} ({type(exc).__name__}: {exc})") from exc
     return out
+
+
+def map_npz(path, what: str, error: type[Exception] = ValueError) -> dict:
+    """The arrays of an *uncompressed* ``.npz`` (what ``numpy.savez`` writes) as read-only
+    memory maps: nothing is read until sliced, so a process reads only the parts it needs.
+
+    A member stored in the zip without compression is a ``.npy`` file at a known offset; its
+    header gives dtype and shape, and the data is mapped in place. Raises ``error`` for a
+    compressed member (``numpy.savez_compressed``; ``gblas-gnn convert`` rewrites it), an
+    object array, a truncated or otherwise corrupt file (:func:`read_npz`'s rules), and
+    ``FileNotFoundError`` for a missing file.
+    """
+    import struct
+    import zipfile
+
+    import numpy as np
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such {what}: {path} (the file does not exist)")
+    size = path.stat().st_size
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as z, open(path, "rb") as f:
+            for info in z.infolist():
+                key = info.filename.removesuffix(".npy")
+                if info.compress_type != zipfile.ZIP_STORED:
+                    raise error(f"{path}: member {key!r} is compressed, so it cannot be read "
+                                "in parts; rewrite the file uncompressed with gblas-gnn "
+                                "convert")
+                f.seek(info.header_offset)
+                local = f.read(30)
+                if len(local) < 30 or local[:4] != b"PK\x03\x04":
+                    raise error(f"{path} is a corrupt .npz {what}: bad header of {key!r}")
+                name_len, extra_len = struct.unpack("<HH", local[26:30])
+                f.seek(info.header_offset + 30 + name_len + extra_len)
+                version = np.lib.format.read_magic(f)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, fortran, dtype = read_header(f)
+                if dtype.hasobject:
+                    raise error(f"{path} holds an object array ({key!r}): pickled Python "
+                                "objects, which gblas_gnn refuses to load")
+                offset = f.tell()
+                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                if offset + nbytes > size or info.file_size < offset - (
+                        info.header_offset + 30 + name_len + extra_len) + nbytes:
+                    raise error(f"{path} is a corrupt .npz {what}: member {key!r} is "
+                                "truncated")
+                out[key] = (np.memmap(path, dtype=dtype, mode="r", offset=offset,
+                                      shape=shape, order="F" if fortran else "C")
+                            if nbytes else np.zeros(shape, dtype))
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, struct.error) as exc:
+        if isinstance(exc, error):
+            raise
+        raise error(f"{path} is a corrupt .npz {what} ({type(exc).__name__}: {exc})") from exc
+    return out

@@ -2,11 +2,14 @@
 
     gblas-gnn train [--model gat] [--dataset csbm] [--epochs ...] [--checkpoint PATH] ...
     gblas-gnn infer --checkpoint PATH [--dataset SPEC] [--output preds.npy]
+    gblas-gnn convert INPUT OUTPUT.npz
+    mpiexec -n 4 python -m mpi4py -m gblas_gnn train --executor dist ...
 
 (also ``python -m gblas_gnn``). Every argument and every output path is checked before any
 work; errors print one line and exit with status 2, a diverged run with status 1, Ctrl-C
 with status 130 (the line says how to resume). What the command prints is written in
-:mod:`gblas_gnn.cli_report`.
+:mod:`gblas_gnn.cli_report`. With ``--executor dist`` every rank runs the command, rank 0
+alone prints and writes files, and a rank that fails unexpectedly aborts the whole job.
 """
 
 from __future__ import annotations
@@ -109,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--dtype", default="float32", choices=["float32", "float64"],
                    help="floating-point type of the whole computation (default float32)")
     t.add_argument("--threads", type=int, default=None, help="GraphBLAS / numba threads")
+    _executor_flags(t)
     t.add_argument("--checkpoint", type=Path,
                    help="write a checkpoint (.npz, atomically, every epoch): the selected "
                         "weights for infer and the state --resume needs")
@@ -133,7 +137,29 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--output", type=Path,
                    help="write the predicted class of every node (.npy, int64) to this path")
     i.add_argument("--threads", type=int, default=None, help="GraphBLAS / numba threads")
+    _executor_flags(i)
+    c = sub.add_parser("convert", help="rewrite a graph or data-set file as an uncompressed, "
+                                       "row-ordered .npz that MPI ranks read in parts",
+                       description="Rewrite a graph (.npz, .mtx) or data-set .npz as an "
+                       "uncompressed .npz in CSR order, the layout\n'--executor dist' reads "
+                       "blockwise (each rank maps the file and reads only its rows).",
+                       formatter_class=raw)
+    c.add_argument("input", type=Path, help="a graph .npz (row, col, shape[, data]), a "
+                                            "data-set .npz (also x, y, masks) or a .mtx")
+    c.add_argument("output", type=Path, help="the .npz to write")
     return p
+
+
+def _executor_flags(parser) -> None:
+    from .executors import names
+
+    parser.add_argument("--executor", default="cpu", choices=names(),
+                        help="where to compute: cpu (default), cuda (one GPU), dist (an MPI "
+                             "grid: run under mpiexec with a square number of processes), "
+                             "primitives (cpu without fused kernels, a reference)")
+    parser.add_argument("--relabel", action="store_true",
+                        help="with --executor dist: spread the vertices over the grid's "
+                             "blocks by a seeded random permutation (load balance)")
 
 
 def _config(args) -> dict:
@@ -211,20 +237,29 @@ def _write(path: Path, write) -> None:
     atomic_write(path, write)
 
 
-def _build(cfg: dict, dataset):
+def _build(cfg: dict, dataset, executor=None):
     from .nn import models
 
     kw = {k: cfg[k] for k in ("hidden", "heads", "dropout", "aggr") if k in cfg}
     return models.build(cfg["model"], dataset.x.shape[1], dataset.num_classes,
-                        seed=cfg["seed"], dtype=np.dtype(cfg["dtype"]), **kw)
+                        seed=cfg["seed"], dtype=np.dtype(cfg["dtype"]), executor=executor,
+                        **kw)
 
 
-def _load_dataset(spec: str, cfg: dict):
+def _load_dataset(spec: str, cfg: dict, executor=None, relabel: bool = False):
+    """The data set of ``spec``; on a grid (``executor.grid``) this rank's block and rows."""
     from .datasets import parse_dataset
 
     # a configuration written before the option existed trained on unnormalised features
-    dataset = parse_dataset(spec, seed=cfg["seed"], dtype=np.dtype(cfg["dtype"]),
-                            normalize_features=cfg.get("normalize_features", False))
+    kw = {"seed": cfg["seed"], "dtype": np.dtype(cfg["dtype"]),
+          "normalize_features": cfg.get("normalize_features", False)}
+    grid = getattr(executor, "grid", None)
+    if grid is not None:
+        from .dist.data import load_dataset
+
+        dataset = load_dataset(spec, grid, relabel=relabel, **kw)
+    else:
+        dataset = parse_dataset(spec, **kw)
     if dataset.x.dtype != np.dtype(cfg["dtype"]):
         dataset.x = dataset.x.astype(cfg["dtype"])
     return dataset
@@ -236,7 +271,7 @@ def _data_shape(dataset) -> dict:
             "num_classes": int(dataset.num_classes)}
 
 
-def _infer_dataset(spec: str | None, cfg: dict):
+def _infer_dataset(spec: str | None, cfg: dict, executor=None, relabel: bool = False):
     """The data set ``infer`` predicts on: the training one, or ``spec`` with the training
     run's seed and dtype. Feature normalisation follows the training run on a planetoid
     spec and is off on any other kind (it exists for planetoid only); the features and
@@ -245,7 +280,7 @@ def _infer_dataset(spec: str | None, cfg: dict):
 
     spec = spec or cfg["dataset"]
     normalize = cfg.get("normalize_features", False) and default_normalize_features(spec)
-    dataset = _load_dataset(spec, {**cfg, "normalize_features": normalize})
+    dataset = _load_dataset(spec, {**cfg, "normalize_features": normalize}, executor, relabel)
     trained, here = cfg.get("data"), _data_shape(dataset)
     if trained and (trained["num_features"], trained["num_classes"]) != \
             (here["num_features"], here["num_classes"]):
@@ -276,9 +311,10 @@ def _train(args) -> dict:
         return cfg
     _check_outputs(checkpoint=args.checkpoint, metrics_json=args.metrics_json)
     running: list[int] = []     # the epoch under way: the last completed one + 1
+    ex = _executor(args)
     try:
-        dataset = _load_dataset(args.dataset, cfg)
-        model = _build(cfg, dataset)
+        dataset = _load_dataset(args.dataset, cfg, ex, args.relabel)
+        model = _build(cfg, dataset, ex)
         opt = Adam(model, lr=cfg["lr"], weight_decay=_weight_decay(cfg, model))
         running.append((resume_epoch(args.checkpoint) if args.resume else 0) + 1)
         hist = fit(model, dataset, opt, cfg["epochs"], patience=cfg["patience"] or None,
@@ -296,7 +332,7 @@ def _train(args) -> dict:
               "config": cfg, "dataset_name": dataset.name}
     if args.metrics_json is not None:
         text = json.dumps({**result, "history": hist.to_dict()}, indent=2)
-        _write(args.metrics_json, lambda f: f.write(text.encode()))
+        ex.on_root(lambda: _write(args.metrics_json, lambda f: f.write(text.encode())))
     for line in cli_report.summary(result, hist, cfg, dataset_name=dataset.name,
                                    epochs_here=len(running) - 1,
                                    checkpoint=args.checkpoint, metrics_json=args.metrics_json):
@@ -305,6 +341,7 @@ def _train(args) -> dict:
 
 
 def _infer(args) -> dict:
+    from .executors import to_numpy
     from .train import evaluate, load_checkpoint, predict, read_checkpoint
 
     if not args.checkpoint.is_file():
@@ -316,20 +353,78 @@ def _infer(args) -> dict:
     if not cfg:
         raise UsageError(f"{args.checkpoint} holds no model configuration "
                          "(it was not written by `gblas-gnn train`)")
-    dataset = _infer_dataset(args.dataset, cfg)
-    model = _build(cfg, dataset)
+    ex = _executor(args)
+    dataset = _infer_dataset(args.dataset, cfg, ex, args.relabel)
+    model = _build(cfg, dataset, ex)
     # the weights `train` selected and reported on, not the last epoch's (kept for --resume)
     ck = load_checkpoint(args.checkpoint, model, restore_rng=False, weights="selected")
     logits = predict(model, dataset.graph, dataset.x)
-    pred = logits.argmax(axis=1)
-    if args.output is not None:
-        _write(args.output, lambda f: np.save(f, pred))     # exactly this path (no .npy added)
+    pred = to_numpy(logits.argmax(axis=1))
+    if getattr(ex, "grid", None) is not None:            # every rank's rows, in vertex order
+        pred = dataset.graph.gather(pred)
+    if args.output is not None:                         # exactly this path (no .npy added)
+        ex.on_root(lambda: _write(args.output, lambda f: np.save(f, pred)))
     metrics = evaluate(model, dataset)
     best = ck.trainer.get("history", {}).get("best_epoch") if ck.best_params else None
     weights = f"epoch {best} (selected)" if best is not None else f"epoch {ck.epoch}"
     print(f"{dataset.name}: predicted {pred.size} nodes with the weights of {weights}; "
           f"test accuracy {metrics['test_acc'] * 100:.2f}%")
     return metrics
+
+
+def _executor(args):
+    """The executor ``--executor`` names (a grid over every process for ``dist``)."""
+    from .executors import get_executor
+
+    return get_executor(args.executor)
+
+
+def _convert(args) -> None:
+    """``gblas-gnn convert``: a graph or data set as an uncompressed ``.npz`` in CSR order."""
+    from ._io import read_npz
+    from .graph import Graph
+
+    _check_outputs(output=args.output)
+    src = args.input
+    if src.suffix == ".mtx":
+        graph, extra = Graph.from_mtx(src), {}
+    else:
+        arrays = read_npz(src, "graph or data-set file")
+        graph = Graph.from_npz(src)
+        extra = {k: v for k, v in arrays.items() if k not in ("row", "col", "data", "shape",
+                                                             "order")}
+    rows, cols, vals = graph.A.to_coo()
+    _write(args.output, lambda f: np.savez(f, row=rows, col=cols, data=vals,
+                                           shape=np.array([graph.n, graph.n]),
+                                           order=np.array("csr"), **extra))
+    print(f"{args.output}: {graph.n} vertices, {graph.nnz} edges in CSR order"
+          + (f", and {', '.join(sorted(extra))}" if extra else ""))
+
+
+def _on_grid(args) -> bool:
+    return getattr(args, "executor", None) == "dist"
+
+
+def _root_only(args) -> bool:
+    """On a grid, make every rank but the first quiet; a rank that raises an error nothing
+    catches aborts the whole job (no rank is left waiting in a collective). Returns whether
+    this process prints."""
+    if not _on_grid(args):
+        return True
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+
+    def abort(kind, value, tb):
+        sys.__excepthook__(kind, value, tb)
+        sys.stderr.flush()
+        world.Abort(1)
+
+    sys.excepthook = abort
+    if world.Get_rank() != 0:
+        sys.stdout = open(os.devnull, "w")      # noqa: SIM115 - for the process's lifetime
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,31 +434,35 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv            # for the resume command printed after Ctrl-C
     from threadpoolctl import threadpool_limits
 
-    if args.threads is not None:
+    if getattr(args, "threads", None) is not None:
         if args.threads <= 0:
             print("gblas-gnn: error: --threads must be positive", file=sys.stderr)
             return 2
-        import graphblas as gb
-        import numba
+        from .executors import get_executor
 
-        gb.ss.config["nthreads"] = args.threads
-        numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+        get_executor("cpu").set_threads(args.threads)
+    speaks = _root_only(args)
+    command = {"train": _train, "infer": _infer, "convert": _convert}[args.command]
     try:
         # OpenBLAS spin-waits would steal cores from the GraphBLAS/numba kernels
-        # (PERFORMANCE-NOTES); the dense products here are small enough for one thread.
+        # (docs/performance.md); the dense products here are small enough for one thread.
         with threadpool_limits(1, user_api="blas"):
-            (_train if args.command == "train" else _infer)(args)
+            command(args)
     except (UsageError, ValueError, TypeError, FileNotFoundError) as exc:
-        print(f"gblas-gnn: error: {exc}", file=sys.stderr)
+        if speaks:
+            print(f"gblas-gnn: error: {exc}", file=sys.stderr)
         return 2
     except FloatingPointError as exc:
-        print(f"gblas-gnn: {exc}", file=sys.stderr)
+        if speaks:
+            print(f"gblas-gnn: {exc}", file=sys.stderr)
         return 1
     except Interrupted as exc:
-        print(f"gblas-gnn: {exc}", file=sys.stderr)
+        if speaks:
+            print(f"gblas-gnn: {exc}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
-        print("gblas-gnn: interrupted", file=sys.stderr)
+        if speaks:
+            print("gblas-gnn: interrupted", file=sys.stderr)
         return 130
     return 0
 

@@ -44,7 +44,7 @@ __all__ = ["parse_dataset", "default_normalize_features", "synthetic_labels_note
 DATASET_KINDS = ("csbm", "planetoid", "npz", "kronecker", "erdos_renyi")
 #: kinds whose labels are a random function of random features, unrelated to the graph
 SYNTHETIC_LABELS = ("kronecker", "erdos_renyi")
-_NPZ_KEYS = ("row", "col", "shape", "x", "y", "train_mask", "val_mask", "test_mask")
+NPZ_KEYS = ("row", "col", "shape", "x", "y", "train_mask", "val_mask", "test_mask")
 
 
 def default_normalize_features(spec: str) -> bool:
@@ -90,28 +90,36 @@ def parse_dataset(spec: str, *, seed: int = 0, features: int = 32, classes: int 
     if kind == "npz":
         return _load_npz_dataset(Path(arg))
     if kind == "kronecker":
-        kw = _keywords(arg, spec)
-        unknown = set(kw) - {"scale", "edge_factor"}
-        if "scale" not in kw or unknown:
-            raise ValueError(f"kronecker needs scale=S[,edge_factor=E], got {arg!r}")
+        name, kw = generated_spec(spec)
         return synthetic_dataset(kw["scale"], kw.get("edge_factor", 16), seed=seed,
                                  features=features, classes=classes, dtype=dtype)
     if kind == "erdos_renyi":
-        kw = _keywords(arg, spec)
-        if set(kw) != {"n", "degree"}:
-            raise ValueError(f"erdos_renyi needs n=N,degree=D, got {arg!r}")
-        n, degree = kw["n"], kw["degree"]
-        if isinstance(n, float) or n < 1:
-            raise ValueError(f"erdos_renyi: n must be a positive integer, got {n!r}")
-        if not 0 <= degree <= n - 1:
-            raise ValueError(f"erdos_renyi: degree must lie in [0, n - 1 = {n - 1}], "
-                             f"got {degree!r}")
-        src, dst, _ = erdos_renyi_edges(n, degree / n, seed=seed)
-        return _synthetic_task(f"ErdosRenyi-{n}-{degree}", src, dst, n, seed=seed,
-                               features=features, classes=classes, dtype=dtype)
+        name, kw = generated_spec(spec)
+        src, dst, _ = erdos_renyi_edges(kw["n"], kw["degree"] / kw["n"], seed=seed)
+        return _synthetic_task(name, src, dst, kw["n"], seed=seed, features=features,
+                               classes=classes, dtype=dtype)
     raise ValueError(f"unknown dataset {spec!r}; use one of {', '.join(DATASET_KINDS)} "
                      "(e.g. csbm, planetoid:DIR/cora, npz:PATH, kronecker:scale=10, "
                      "erdos_renyi:n=1000,degree=8)")
+
+
+def generated_spec(spec: str) -> tuple[str, dict]:
+    """``(name, arguments)`` of a ``kronecker:`` or ``erdos_renyi:`` spec, validated."""
+    kind, _, arg = spec.partition(":")
+    kw = _keywords(arg, spec)
+    if kind == "kronecker":
+        if "scale" not in kw or set(kw) - {"scale", "edge_factor"}:
+            raise ValueError(f"kronecker needs scale=S[,edge_factor=E], got {arg!r}")
+        return f"Kronecker-{kw['scale']}-{kw.get('edge_factor', 16)}", kw
+    if set(kw) != {"n", "degree"}:
+        raise ValueError(f"erdos_renyi needs n=N,degree=D, got {arg!r}")
+    n, degree = kw["n"], kw["degree"]
+    if isinstance(n, float) or n < 1:
+        raise ValueError(f"erdos_renyi: n must be a positive integer, got {n!r}")
+    if not 0 <= degree <= n - 1:
+        raise ValueError(f"erdos_renyi: degree must lie in [0, n - 1 = {n - 1}], "
+                         f"got {degree!r}")
+    return f"ErdosRenyi-{n}-{degree}", kw
 
 
 def _keywords(arg: str, spec: str) -> dict:
@@ -139,27 +147,56 @@ def synthetic_dataset(scale: int, edge_factor: int = 16, *, seed: int = 0, featu
                            features=features, classes=classes, dtype=dtype)
 
 
+#: rows of features drawn from one generator (a process draws the chunks of its rows)
+_FEATURE_ROWS = 1 << 16
+#: spawn keys of the streams of R and of the split, past any chunk id
+_R_STREAM, _SPLIT_STREAM = 1 << 40, (1 << 40) + 1
+
+
+def synthetic_rows(n: int, rows: np.ndarray, *, seed: int, features: int, classes: int,
+                   dtype) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """``(x, y, [train, val, test])`` of the synthetic task at the vertices ``rows``
+    (sorted global ids): Gaussian features, labels ``argmax(x R)`` for a random ``R`` and a
+    random 60/20/20 split of all n vertices.
+
+    Features come in chunks of rows, each from its own generator
+    (``SeedSequence(seed, spawn_key=(chunk,))``), ``R`` and the split from their own
+    streams, so any process computes the rows it holds and all agree with one process.
+    """
+    rows = np.asarray(rows, np.int64)
+    x = np.empty((rows.size, features), dtype)
+    for chunk in np.unique(rows // _FEATURE_ROWS):
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(int(chunk),)))
+        lo = int(chunk) * _FEATURE_ROWS
+        block = rng.standard_normal((min(_FEATURE_ROWS, n - lo), features)).astype(dtype)
+        here = (rows // _FEATURE_ROWS) == chunk
+        x[here] = block[rows[here] - lo]
+    R = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_R_STREAM,)))
+    y = np.argmax(x.astype(np.float64) @ R.standard_normal((features, classes)), axis=1)
+    order = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_SPLIT_STREAM,)))
+    place = np.empty(n, np.int64)
+    place[order.permutation(n)] = np.arange(n)           # where each vertex is in the split
+    cuts = np.array([0, 0.6 * n, 0.8 * n, n]).astype(int)
+    at = place[rows]
+    masks = [(at >= lo) & (at < hi) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
+    return x, y.astype(np.int64), masks
+
+
 def _synthetic_task(name: str, src: np.ndarray, dst: np.ndarray, n: int, *, seed: int,
                     features: int, classes: int, dtype) -> Dataset:
-    """The graph ``src → dst`` with Gaussian features, labels ``argmax(x R)`` for a random
-    ``R`` and a random 60/20/20 split."""
+    """The graph ``src → dst`` with the features, labels and split of
+    :func:`synthetic_rows`."""
     adjacency = sp.csr_matrix((np.ones(src.size, dtype=dtype), (dst, src)), shape=(n, n))
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, features)).astype(dtype)
-    y = np.argmax(x @ rng.standard_normal((features, classes)), axis=1).astype(np.int64)
-    part = rng.permutation(n)
-    masks = [np.zeros(n, dtype=bool) for _ in range(3)]
-    cuts = np.array([0, 0.6 * n, 0.8 * n, n]).astype(int)
-    for mask, lo, hi in zip(masks, cuts[:-1], cuts[1:], strict=True):
-        mask[part[lo:hi]] = True
+    x, y, masks = synthetic_rows(n, np.arange(n), seed=seed, features=features,
+                                 classes=classes, dtype=dtype)
     return Dataset(name, adjacency, x, y, *masks, classes)
 
 
 def _load_npz_dataset(path: Path) -> Dataset:
     arrays = read_npz(path, "dataset file")
-    missing = [k for k in _NPZ_KEYS if k not in arrays]
+    missing = [k for k in NPZ_KEYS if k not in arrays]
     if missing:
-        raise ValueError(f"{path} lacks {missing}; a dataset .npz holds {list(_NPZ_KEYS)}")
+        raise ValueError(f"{path} lacks {missing}; a dataset .npz holds {list(NPZ_KEYS)}")
     n = int(arrays["shape"][0])
     data = arrays.get("data", np.ones(arrays["row"].shape[0], dtype=np.float32))
     adjacency = sp.csr_matrix((data, (arrays["row"], arrays["col"])),

@@ -200,10 +200,13 @@ class Graph:
 
     # ------------------------------------------------------------------ writers
     def save_npz(self, path) -> None:
-        """Write ``A`` as a COO ``.npz`` (``row``, ``col``, ``data``, ``shape``), atomically."""
-        rows, cols, vals = self.A.to_coo()
+        """Write ``A`` as a COO ``.npz`` (``row``, ``col``, ``data``, ``shape``, and
+        ``order = "csr"``: the entries are row-major with sorted columns, which lets a
+        distributed reader take only its rows), uncompressed, atomically."""
+        rows, cols, vals = self.A.to_coo()      # CSR order: row-major, columns sorted
         atomic_write(path, lambda f: np.savez(f, row=rows, col=cols, data=vals,
-                                               shape=np.array([self.n, self.n])))
+                                               shape=np.array([self.n, self.n]),
+                                               order=np.array("csr")))
 
     def save_mtx(self, path) -> None:
         """Write ``A`` as a Matrix Market coordinate file, atomically."""

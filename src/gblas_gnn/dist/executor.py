@@ -33,12 +33,10 @@ Validation errors in one rank are raised in every rank (:meth:`DistExecutor.vali
 
 from __future__ import annotations
 
-import builtins
 import time
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -55,7 +53,7 @@ from ..executors.cpu import _attention_kernels as kern
 from ..executors.cpu._kernel_primitives import aligned_empty
 from ..executors.cpu._pattern import MatrixCache
 from .graph import Block
-from .grid import Grid
+from .grid import Grid, rebuild_error
 
 __all__ = ["DistExecutor"]
 
@@ -141,21 +139,8 @@ class DistExecutor(Executor):
     def agree(self, value):
         return self.grid.bcast(value, "agree")
 
-    @contextmanager
     def validation(self):
-        error = None
-        try:
-            yield
-        except Exception as exc:             # noqa: BLE001 - every error is shared
-            error = exc
-        report = None if error is None else (type(error).__name__, str(error))
-        reports = self.grid.allgather(report, "validation")
-        if error is not None:
-            raise error
-        failed = [(rank, r) for rank, r in enumerate(reports) if r is not None]
-        if failed:
-            rank, (kind, message) = failed[0]
-            raise _rebuild(kind, f"rank {rank}: {message}")
+        return self.grid.agreed()
 
     def on_root(self, fn):
         result, report = None, None
@@ -169,7 +154,7 @@ class DistExecutor(Executor):
         if report is not None:
             if self.is_root:
                 raise error
-            raise _rebuild(report[0], f"rank 0: {report[1]}")
+            raise rebuild_error(report[0], f"rank 0: {report[1]}")
         return result
 
     # ------------------------------------------------------------------ layout helpers
@@ -504,10 +489,3 @@ class DistExecutor(Executor):
     def _ncols(self, S) -> int:
         return _local(S).ncols
 
-
-def _rebuild(kind: str, message: str) -> Exception:
-    """An exception of the builtin class named ``kind`` (else ``RuntimeError``)."""
-    cls: Any = getattr(builtins, kind, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = RuntimeError
-    return cls(message)

@@ -30,11 +30,21 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["Grid", "GridError"]
+__all__ = ["Grid", "GridError", "rebuild_error"]
 
 
 class GridError(ValueError):
     """The processes cannot form a square grid."""
+
+
+def rebuild_error(kind: str, message: str) -> Exception:
+    """An exception of the builtin class named ``kind`` (else ``RuntimeError``)."""
+    import builtins
+
+    cls = getattr(builtins, kind, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = RuntimeError
+    return cls(message)
 
 
 def _mpi():
@@ -260,6 +270,25 @@ class Grid:
             gathered = self.comm.allgather(data)
         self._stats.add(label, len(data), sum(len(d) for d in gathered) - len(data), 0, 0.0)
         return [pickle.loads(d) for d in gathered]
+
+    @contextmanager
+    def agreed(self, label: str = "validation"):
+        """Run the block on every rank; an error in any rank is raised in every rank (the
+        failing rank's own exception, the others a copy naming it), so that no rank is left
+        waiting in a collective. The block must not communicate itself."""
+        error = None
+        try:
+            yield
+        except Exception as exc:             # noqa: BLE001 - every error is shared
+            error = exc
+        report = None if error is None else (type(error).__name__, str(error))
+        reports = self.allgather(report, label)
+        if error is not None:
+            raise error
+        failed = [(rank, r) for rank, r in enumerate(reports) if r is not None]
+        if failed:
+            rank, (kind, message) = failed[0]
+            raise rebuild_error(kind, f"rank {rank}: {message}")
 
     def barrier(self) -> None:
         if self.size > 1:
