@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+import gblas_gnn as gg
 from gblas_gnn.cli import DEFAULTS, _config, _load_dataset, _parser, _weight_decay, main
 from gblas_gnn.datasets import parse_dataset
 from gblas_gnn.nn import models
@@ -306,3 +307,30 @@ def test_show_config_prints_the_resolved_configuration_and_loads_nothing(capsys,
     assert shown == config_of(*argv)
     assert shown["heads"] == 4 and shown["aggr"] == "mean" and shown["hidden"] == 8
     assert main(["train", "--epochs", "0", "--show-config"]) == 2     # still validated
+
+
+def test_convert_writes_an_uncompressed_csr_ordered_npz(tmp_path, capsys):
+    """``gblas-gnn convert`` rewrites a compressed, shuffled data-set .npz (and a .mtx) as the
+    layout ranks map and read in parts; the graph and the data arrays are unchanged."""
+    from gblas_gnn._io import map_npz
+
+    rng = np.random.default_rng(0)
+    n = 40
+    g = gg.Graph.from_edges(rng.integers(0, n, 150), rng.integers(0, n, 150), n)
+    r, c, v = g.A.to_coo()
+    perm = rng.permutation(r.size)
+    src = tmp_path / "in.npz"
+    x = rng.standard_normal((n, 3)).astype(np.float32)
+    np.savez_compressed(src, row=r[perm], col=c[perm], data=v[perm], shape=[n, n], x=x)
+    out = tmp_path / "out.npz"
+    assert main(["convert", str(src), str(out)]) == 0
+    assert f"{n} vertices, {g.nnz} edges in CSR order, and x" in capsys.readouterr().out
+    mapped = map_npz(out, "graph file")                 # uncompressed: maps
+    assert str(mapped["order"]) == "csr"
+    np.testing.assert_array_equal(np.asarray(mapped["x"]), x)
+    again = gg.Graph.from_npz(out)
+    assert (again.to_scipy() != g.to_scipy()).nnz == 0
+    g.save_mtx(tmp_path / "g.mtx")
+    assert main(["convert", str(tmp_path / "g.mtx"), str(tmp_path / "m.npz")]) == 0
+    assert (gg.Graph.from_npz(tmp_path / "m.npz").to_scipy() != g.to_scipy()).nnz == 0
+    assert main(["convert", str(tmp_path / "missing.npz"), str(out)]) == 2
