@@ -141,6 +141,16 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     d.add_argument("--warmup", type=int, default=1)
     d.add_argument("--relabel", action="store_true", help="seeded random vertex relabelling")
     d.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    c = sub.add_parser("comm", help="words per rank per layer: the global scheme on 1..P "
+                                    "processes against its formula, the bound, the local "
+                                    "formulation and CAGNET (MPI jobs)")
+    c.add_argument("--procs", type=_procs, default=[1, 4, 9, 16])
+    c.add_argument("--graphs", type=lambda t: [g for g in t.split(";") if g],
+                   default=None, help="';'-separated er:n=N,density=D / "
+                                      "kron:scale=S,edge_factor=E (default: the study's)")
+    c.add_argument("--models", type=lambda t: t.split(","), default=["gat", "agnn", "gcn"])
+    c.add_argument("--ks", type=lambda t: [int(v) for v in t.split(",")], default=[16, 128])
+    c.add_argument("--out", type=Path, default=DEFAULT_OUT)
     for sp in (r, k):
         sp.add_argument("--executor", type=_executor, default="cpu",
                         metavar="{" + ",".join(_executor_names()) + "}",
@@ -180,6 +190,15 @@ def _dist(a) -> int:
     result = run_dist(a.case, a.procs, a.layers, a.reps, a.warmup, a.relabel, a.out)
     print(dist_markdown(result))
     print(f"wrote {a.out / f'dist-{a.case}.json'}, {a.out / f'dist-{a.case}.md'}")
+    return 0
+
+
+def _comm(a) -> int:
+    from .comm import DEFAULT_GRAPHS, comm_markdown, run_comm
+
+    result = run_comm(a.procs, a.graphs or DEFAULT_GRAPHS, a.models, a.ks, a.out)
+    print(comm_markdown(result))
+    print(f"wrote {a.out / 'comm.json'}, {a.out / 'comm.md'}, {a.out / 'comm.png'}")
     return 0
 
 
@@ -232,8 +251,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
         a = p.parse_args(argv)
     except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
         return int(exc.code or 0)
-    if a.command == "dist":
-        return _dist(a)
+    if a.command in ("dist", "comm"):
+        return (_dist if a.command == "dist" else _comm)(a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
     return _run(a) if a.command == "run" else _kernels(a)
