@@ -1,6 +1,6 @@
 """Test accuracy on Planetoid (standard split) over several seeds, through the real command.
 
-    python bench/accuracy.py --root ../shared/data/planetoid [--datasets cora citeseer]
+    python bench/accuracy.py --root DIR [--datasets cora citeseer]
                              [--models gat agnn va gcn sgc gin] [--seeds 5] [--threads 1]
 
 Runs ``gblas-gnn train --model M --dataset planetoid:ROOT/D --seed S --threads T`` for each
