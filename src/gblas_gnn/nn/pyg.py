@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..executors import to_numpy
 from .agnn import AGNNConv
 from .gat import GATConv
 from .gcn import GCNConv
@@ -102,7 +103,7 @@ def _load(layer: Module, values: dict[str, Any]) -> Module:
         if array.shape != target.shape:
             raise ValueError(f"{type(layer).__name__}.{name}: PyG holds {array.shape}, ours "
                              f"is {target.shape}")
-        target[...] = array
+        target[...] = layer.executor.asarray(array)
     return layer
 
 
@@ -112,7 +113,7 @@ def _store(torch, module, layer: Module, values: dict[str, np.ndarray]):
     tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     with torch.no_grad():
         for name, array in values.items():
-            tensors[name].copy_(torch.from_numpy(np.ascontiguousarray(array)).reshape(
+            tensors[name].copy_(torch.from_numpy(np.ascontiguousarray(to_numpy(array))).reshape(
                 tensors[name].shape))
     return module.eval()
 
