@@ -141,6 +141,16 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     d.add_argument("--warmup", type=int, default=1)
     d.add_argument("--relabel", action="store_true", help="seeded random vertex relabelling")
     d.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    sc = sub.add_parser("scale", help="a 3-layer GAT training epoch on a Kronecker graph "
+                                      "generated in place on P processes (an MPI job)")
+    sc.add_argument("--scale", type=_positive(int), required=True)
+    sc.add_argument("--edge-factor", type=_positive(int), default=16)
+    sc.add_argument("--procs", type=_procs, default=[4])
+    sc.add_argument("--epochs", type=_positive(int), default=2)
+    sc.add_argument("--warmup", type=int, default=1)
+    sc.add_argument("--mem-limit-gib", type=_positive(float), default=22.0,
+                    help="stop the job above this resident memory (all ranks together)")
+    sc.add_argument("--out", type=Path, default=DEFAULT_OUT)
     c = sub.add_parser("comm", help="words per rank per layer: the global scheme on 1..P "
                                     "processes against its formula, the bound, the local "
                                     "formulation and CAGNET (MPI jobs)")
@@ -202,6 +212,18 @@ def _comm(a) -> int:
     return 0
 
 
+def _scale(a) -> int:
+    from .scale import run_scale, scale_markdown
+
+    code = 0
+    for p in a.procs:
+        result = run_scale(a.scale, a.edge_factor, p, a.epochs, a.warmup, a.mem_limit_gib,
+                           a.out)
+        print(scale_markdown(result))
+        code = max(code, 1 if "failed" in result else 0)
+    return code
+
+
 def _kernels(a) -> int:
     from .kernels import kernels_table, run_kernels
 
@@ -251,8 +273,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
         a = p.parse_args(argv)
     except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
         return int(exc.code or 0)
-    if a.command in ("dist", "comm"):
-        return (_dist if a.command == "dist" else _comm)(a)
+    if a.command in ("dist", "comm", "scale"):
+        return {"dist": _dist, "comm": _comm, "scale": _scale}[a.command](a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
     return _run(a) if a.command == "run" else _kernels(a)
