@@ -31,16 +31,13 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from .comm_worker import parse_graph, scheme_words
-from .dist import _env, mpiexec_path
+from .dist import launch
 from .environment import environment
-from .worker import parse_result
 
 __all__ = ["run_comm", "comm_markdown", "local_words", "projection", "NETWORK"]
 
@@ -77,15 +74,8 @@ def local_words(g, p: int, k: int) -> int:
 
 
 def _job(spec: str, p: int, models: list[str], ks: list[int], timeout: float) -> dict:
-    cmd = [mpiexec_path(), "-n", str(p), sys.executable, "-m", "mpi4py", "-m",
-           "bench.comm_worker", "--graph", spec, "--models", ",".join(models),
-           "--ks", ",".join(map(str, ks))]
-    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout)
-    result = parse_result(done.stdout)
-    if done.returncode != 0 or result is None:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}): "
-                           f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return result
+    return launch(p, "bench.comm_worker", ["--graph", spec, "--models", ",".join(models),
+                                           "--ks", ",".join(map(str, ks))], timeout)
 
 
 def run_comm(procs: list[int], graphs: list[str], models: list[str], ks: list[int],

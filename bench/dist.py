@@ -50,10 +50,11 @@ def mpiexec_path() -> str:
     return found
 
 
-def _worker(procs: int | None, args: list[str], timeout: float) -> dict:
-    base = [sys.executable, "-m", "bench.dist_worker", *args]
-    cmd = base if procs is None else [mpiexec_path(), "-n", str(procs), sys.executable,
-                                      "-m", "mpi4py", "-m", "bench.dist_worker", *args]
+def launch(procs: int | None, module: str, args: list[str], timeout: float) -> dict:
+    """``python -m MODULE ARGS`` (``procs`` None) or ``mpiexec -n procs python -m mpi4py -m
+    MODULE ARGS``; the worker's ``BENCH_RESULT``, or ``RuntimeError`` with its output."""
+    cmd = [sys.executable, "-m", module, *args] if procs is None else [
+        mpiexec_path(), "-n", str(procs), sys.executable, "-m", "mpi4py", "-m", module, *args]
     done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout)
     result = parse_result(done.stdout)
     if done.returncode != 0 or result is None:
@@ -76,8 +77,9 @@ def run_dist(case_name: str, procs: list[int], layers: list[str], reps: int, war
         for layer in layers:
             args = ["--data", str(path), "--layer", layer, "--reps", str(reps),
                     "--warmup", str(warmup), *(["--relabel"] if relabel else [])]
-            single = _worker(None, [*args, "--executor", "cpu"], timeout)
-            runs = {p: _worker(p, [*args, "--executor", "dist"], timeout) for p in procs}
+            single = launch(None, "bench.dist_worker", [*args, "--executor", "cpu"], timeout)
+            runs = {p: launch(p, "bench.dist_worker", [*args, "--executor", "dist"], timeout)
+                    for p in procs}
             rows.append({"layer": layer, "cpu": single, "dist": runs})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -23,6 +23,18 @@ def _array_type_name(xp) -> str:
     return "numpy.ndarray" if xp is np else f"{xp.__name__}.ndarray"
 
 
+def widening(current, dtype) -> np.dtype | None:
+    """The float dtype values of dtype ``current`` are to be cast to, or None when they have
+    it already; float64 → float32 is refused (it would change edge values silently)."""
+    dt = float_dtype(dtype)
+    if dt == current:
+        return None
+    if dt == np.float32:
+        raise TypeError("refusing to cast a float64 graph to float32 implicitly; "
+                        "build it with dtype=np.float32")
+    return dt
+
+
 def dense_matrix(x, name: str, *, rows: int | None = None, cols: int | None = None,
                  dtype=None, xp=np):
     """Check that ``x`` is a finite 2-D float array of the array module ``xp`` (optionally of

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from graphblas import binary
 
 from ._io import atomic_write, read_npz
-from ._validate import float_dtype
+from ._validate import float_dtype, widening
 
 __all__ = ["Graph", "as_graph"]
 
@@ -272,12 +272,9 @@ class Graph:
     def astype(self, dtype) -> Graph:
         """The same graph with values in ``dtype`` (cached; float64 → float32 is refused
         because it would change edge values silently)."""
-        dt = float_dtype(dtype)
-        if dt == self.dtype:
+        dt = widening(self.dtype, dtype)
+        if dt is None:
             return self
-        if dt == np.float32:
-            raise TypeError("refusing to cast a float64 graph to float32 implicitly; "
-                            "build it with dtype=np.float32")
         return self._cached(("astype", dt), lambda: Graph(self.A.dup(dtype=dt)))
 
     def with_self_loops(self) -> Graph:

@@ -113,6 +113,14 @@ def _check_initiator(a: float, b: float, c: float) -> tuple[float, float, float]
     return vals[0], vals[1], vals[2]
 
 
+def check_arguments(scale, edge_factor, a, b, c) -> tuple[int, int, tuple[float, ...]]:
+    """``(scale, edge_factor, (a, b, c))`` validated (``ValueError`` / ``TypeError``)."""
+    scale = check_int("scale", scale, 0)
+    if scale > _MAX_SCALE:
+        raise ValueError(f"scale must be <= {_MAX_SCALE}, got {scale}")
+    return scale, check_int("edge_factor", edge_factor, 0), _check_initiator(a, b, c)
+
+
 def kronecker_edges(
     scale: int,
     edge_factor: int = 16,
@@ -180,11 +188,7 @@ def kronecker_edges(
     The Graph500 rng call order is: ``permutation(n)`` first, then the blocks in
     order, then the empty-row draws.
     """
-    scale = check_int("scale", scale, 0)
-    if scale > _MAX_SCALE:
-        raise ValueError(f"scale must be <= {_MAX_SCALE}, got {scale}")
-    edge_factor = check_int("edge_factor", edge_factor, 0)
-    a, b, c = _check_initiator(a, b, c)
+    scale, edge_factor, (a, b, c) = check_arguments(scale, edge_factor, a, b, c)
     n = 1 << scale
     idx_dtype = check_index_dtype(dtype_index, n)
     rng = np.random.default_rng(check_seed(seed))

@@ -34,14 +34,7 @@ from ..data.erdos_renyi import (
     edge_probability,
     fill_rng,
 )
-from ..data.kronecker import (
-    _BLOCK,
-    _MAX_SCALE,
-    _check_initiator,
-    _rmat_indices,
-    _threshold,
-    _uniform_u32,
-)
+from ..data.kronecker import _BLOCK, _rmat_indices, _threshold, _uniform_u32, check_arguments
 from .graph import DistGraph, partition
 from .grid import Grid
 
@@ -114,11 +107,7 @@ def kronecker(grid: Grid, scale: int, edge_factor: int = 16, *, a: float = 0.57,
     """This rank's block of :func:`gblas_gnn.data.kronecker` with the same arguments,
     generated in place (see the module docstring). ``relabel`` spreads the vertices over the
     blocks by a seeded permutation (load balance; the graph is the same)."""
-    scale = check_int("scale", scale, 0)
-    if scale > _MAX_SCALE:
-        raise ValueError(f"scale must be <= {_MAX_SCALE}, got {scale}")
-    edge_factor = check_int("edge_factor", edge_factor, 0)
-    a, b, c = _check_initiator(a, b, c)
+    scale, edge_factor, (a, b, c) = check_arguments(scale, edge_factor, a, b, c)
     n = 1 << scale
     rng = np.random.default_rng(check_seed(seed))
     perm = rng.permutation(n).astype(np.int64)

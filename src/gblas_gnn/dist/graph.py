@@ -22,7 +22,7 @@ import graphblas as gb
 import numpy as np
 import scipy.sparse as sp
 
-from .._validate import float_dtype
+from .._validate import float_dtype, widening
 from ..graph import as_graph
 from .grid import Grid
 
@@ -48,21 +48,11 @@ class Block:
     row_ids: np.ndarray
     col_ids: np.ndarray
 
-    @property
-    def nrows(self) -> int:
-        return self.M.nrows
-
-    @property
-    def ncols(self) -> int:
-        return self.M.ncols
-
-    @property
-    def nvals(self) -> int:
-        return self.M.nvals
-
-    @property
-    def dtype(self):
-        return self.M.dtype
+    def __getattr__(self, name: str):
+        # nrows, ncols, nvals, dtype, ...: those of the local matrix
+        if name == "M":                     # not set yet (while being copied)
+            raise AttributeError(name)
+        return getattr(self.M, name)
 
     def with_matrix(self, M: gb.Matrix) -> Block:
         return Block(M, self.row_ids, self.col_ids)
@@ -164,17 +154,13 @@ class DistGraph:
             self._cache[key] = build()
         return self._cache[key]
 
-
     # ------------------------------------------------------------------ derived graphs
     def astype(self, dtype) -> DistGraph:
         """The same graph with values in ``dtype`` (float64 → float32 refused, as
         :meth:`gblas_gnn.Graph.astype`)."""
-        dt = float_dtype(dtype)
-        if dt == self.dtype:
+        dt = widening(self.dtype, dtype)
+        if dt is None:
             return self
-        if dt == np.float32:
-            raise TypeError("refusing to cast a float64 graph to float32 implicitly; "
-                            "build it with dtype=np.float32")
         return self._cached(("astype", dt), lambda: DistGraph(
             self.grid, self.n, self.parts, self.A.with_matrix(self.A.M.dup(dtype=dt)),
             nnz=self.nnz))

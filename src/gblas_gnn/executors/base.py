@@ -43,7 +43,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -167,7 +167,6 @@ class _Lowering:
 
     spmm: Any
     spmm_t: Any
-    extra: dict = field(default_factory=dict)
 
 
 class Executor(ABC):
