@@ -17,20 +17,24 @@ An entry is kept when :math:`u \ge p`. The key is drawn from the layer's seeded
 ``numpy.random.Generator`` once per call, so runs are reproducible and checkpoints capture
 the stream.
 
-:func:`uniform` is written against an array module ``xp`` (numpy, or CuPy on a GPU); the cpu
-executor runs the same arithmetic in numba kernels, and tests hold them equal bit for bit.
+:func:`uniform` is written against an array module ``xp`` (numpy, or CuPy on a GPU);
+:func:`uniform_entry` is the same arithmetic for one entry, a plain function that the cpu
+executor compiles with numba and the cuda executor with numba-cuda; tests hold them equal bit
+for bit.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GOLDEN", "MIX1", "MIX2", "draw_key", "uniform"]
+__all__ = ["GOLDEN", "MIX1", "MIX2", "draw_key", "uniform", "uniform_entry"]
 
 GOLDEN = 0x9E3779B97F4A7C15
 MIX1 = 0xBF58476D1CE4E5B9
 MIX2 = 0x94D049BB133111EB
 _SCALE = 2.0 ** -53
+_G, _M1, _M2 = np.uint64(GOLDEN), np.uint64(MIX1), np.uint64(MIX2)
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
 
 
 def draw_key(rng: np.random.Generator) -> int:
@@ -55,3 +59,17 @@ def uniform(xp, key: int, a, b, c):
         z = _mix(xp, z + xp.asarray(b).astype(xp.uint64) * g)
         z = _mix(xp, z + xp.asarray(c).astype(xp.uint64) * g)
     return (z >> xp.uint64(11)).astype(xp.float64) * _SCALE
+
+
+def uniform_entry(key, a, b, c):
+    """``u(key; a, b, c)`` for one entry, all four ``numpy.uint64`` (written for numba's cpu
+    and CUDA compilers: no call, uint64 arithmetic only)."""
+    z = key
+    for v in (a, b, c):
+        z = z + v * _G
+        z = z ^ (z >> _S30)
+        z = z * _M1
+        z = z ^ (z >> _S27)
+        z = z * _M2
+        z = z ^ (z >> _S31)
+    return np.float64(z >> _S11) * _SCALE

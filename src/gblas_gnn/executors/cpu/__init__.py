@@ -22,6 +22,7 @@ import graphblas as gb
 import numpy as np
 from graphblas import binary, monoid, semiring, unary
 
+from .._fused import FusedAdditiveContext, FusedContext, FusedDotContext, fused_output
 from ..base import Executor, check_bias
 from . import _argext, _gbio, _random_kernels
 from . import _attention_kernels as _attn
@@ -77,42 +78,6 @@ class ArgExtremeContext:
     indices: np.ndarray
     values: np.ndarray
     arg: np.ndarray
-
-
-@dataclass
-class _FusedContext:
-    """What the fused backward passes need from the forward: the pattern, the kept output
-    ``Z`` (the softmax term of the backward is ``t_i = ⟨dZ_i, Z_i⟩``) and the row counts of
-    ``mean`` (None for ``sum``), the gathered rows ``X`` and Ψ (heads, nnz) in CSR order."""
-
-    aggr: str
-    pattern: CSRPattern
-    counts: np.ndarray | None
-    X: np.ndarray
-    psi: np.ndarray
-    Z: np.ndarray | None = None
-
-
-@dataclass
-class FusedAdditiveContext(_FusedContext):
-    """The fused GAT forward (:meth:`CPUExecutor.additive_attention`)."""
-
-    d: np.ndarray = None            # (heads, n) target scores
-    s: np.ndarray = None            # (heads, n_src) source scores
-    mask: np.ndarray = None         # (heads, nnz) dropout scales, or a (1, 1) placeholder
-    use_mask: bool = False
-    slope: Any = 0.2
-
-
-@dataclass
-class FusedDotContext(_FusedContext):
-    """The fused dot-score forward (:meth:`CPUExecutor.dot_attention`)."""
-
-    P: np.ndarray = None
-    Q: np.ndarray = None
-    beta: Any = 1.0
-    c: np.ndarray = None            # the message scale, or a (1,) placeholder
-    use_c: bool = False
 
 
 class CPUExecutor(Executor):
@@ -371,16 +336,7 @@ class CPUExecutor(Executor):
             counts = np.maximum(pattern.row_counts, 1).astype(X.dtype)[:, None]
         return pattern, counts
 
-    @staticmethod
-    def _fused_output(Z, ctx: _FusedContext, keep_context):
-        """The returned output (``Z`` divided by the row counts for ``mean``) and, with
-        ``keep_context``, the context holding ``Z`` itself: the backward's softmax term is
-        ``t_i = ⟨dZ_i, Z_i⟩``, so the context keeps a copy the caller cannot modify."""
-        out = Z if ctx.counts is None else Z / ctx.counts
-        if not keep_context:
-            return out
-        ctx.Z = Z.copy() if out is Z else Z
-        return out, ctx
+    _fused_output = staticmethod(fused_output)
 
     def additive_attention(self, A, d, s, X, slope, mask=None, aggr="sum",
                            keep_context=False, bias=None):
@@ -465,7 +421,7 @@ class CPUExecutor(Executor):
         return dP, dQ, np.asarray(dbeta_cols.sum(), dtype=X.dtype), dX
 
     @staticmethod
-    def _fused_dZ(dZ, ctx: _FusedContext, heads):
+    def _fused_dZ(dZ, ctx: FusedContext, heads):
         """``dZ`` of the kept ``Z`` (divided by the row counts for ``mean``) and the softmax
         term ``t[h, i] = ⟨dZ_i, Z_i⟩`` of each head."""
         Z = ctx.Z

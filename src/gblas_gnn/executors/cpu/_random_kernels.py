@@ -2,8 +2,9 @@ r"""The counter-based uniform numbers of :mod:`gblas_gnn.executors._random` as n
 
 Same arithmetic, modulo :math:`2^{64}` in ``uint64`` (every operand is cast: numba turns a
 mix of signed and unsigned integers into float64), one thread per row, so a mask costs one
-pass instead of the dozen array passes of the numpy form. ``tests/test_random_masks.py``
-holds the two equal bit for bit.
+pass instead of the dozen array passes of the numpy form.
+``tests/test_executor_conformance.py`` holds the masks to the documented hash on every
+executor.
 """
 
 from __future__ import annotations
@@ -11,29 +12,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .._random import GOLDEN, MIX1, MIX2
+from .._random import uniform_entry
 
-_G, _M1, _M2 = np.uint64(GOLDEN), np.uint64(MIX1), np.uint64(MIX2)
-_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
-_SCALE = 2.0 ** -53
-
-
-@nb.njit(inline="always")
-def _mix(z):
-    z = z ^ (z >> _S30)
-    z = z * _M1
-    z = z ^ (z >> _S27)
-    z = z * _M2
-    return z ^ (z >> _S31)
-
-
-@nb.njit(inline="always")
-def uniform(key, a, b, c):
-    """``u(key; a, b, c)`` for one entry (all uint64)."""
-    z = _mix(a * _G + key)
-    z = _mix(z + b * _G)
-    z = _mix(z + c * _G)
-    return np.float64(z >> _S11) * _SCALE
+#: ``u(key; a, b, c)`` for one entry (all uint64), compiled for the cpu
+uniform = nb.njit(inline="always")(uniform_entry)
 
 
 @nb.njit(parallel=True, cache=True)

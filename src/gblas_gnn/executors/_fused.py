@@ -1,0 +1,62 @@
+"""The contexts of the fused attention paths, shared by the executors that fuse them (``cpu``,
+``dist``, ``cuda``).
+
+A fused forward keeps the pattern it ran on (the executor's own buffers of ``A``), the
+gathered rows ``X``, Ψ in CSR order, the row counts for ``mean`` and the output ``Z`` itself:
+the backward's softmax term is ``t_i = ⟨dZ_i, Z_i⟩``, so it needs no pass over the rows.
+Arrays are those of the executor's array module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FusedContext", "FusedAdditiveContext", "FusedDotContext", "fused_output"]
+
+
+@dataclass
+class FusedContext:
+    """What the fused backward passes need from the forward: the pattern, the kept output
+    ``Z`` and the row counts of ``mean`` (None for ``sum``), the gathered rows ``X`` and Ψ
+    (heads, nnz) in CSR order."""
+
+    aggr: str
+    pattern: Any
+    counts: Any
+    X: Any
+    psi: Any
+    Z: Any = None
+
+
+@dataclass
+class FusedAdditiveContext(FusedContext):
+    """The fused GAT forward (``additive_attention``)."""
+
+    d: Any = None                   # (heads, n) target scores
+    s: Any = None                   # (heads, n_src) source scores
+    mask: Any = None                # (heads, nnz) dropout scales, or a (1, 1) placeholder
+    use_mask: bool = False
+    slope: Any = 0.2
+
+
+@dataclass
+class FusedDotContext(FusedContext):
+    """The fused dot-score forward (``dot_attention``)."""
+
+    P: Any = None
+    Q: Any = None
+    beta: Any = 1.0
+    c: Any = None                   # the message scale, or a (1,) placeholder
+    use_c: bool = False
+
+
+def fused_output(Z, ctx: FusedContext, keep_context: bool):
+    """The returned output (``Z`` divided by the row counts for ``mean``) and, with
+    ``keep_context``, the context holding ``Z`` itself: the backward's softmax term is
+    ``t_i = ⟨dZ_i, Z_i⟩``, so the context keeps a copy the caller cannot modify."""
+    out = Z if ctx.counts is None else Z / ctx.counts
+    if not keep_context:
+        return out
+    ctx.Z = Z.copy() if out is Z else Z
+    return out, ctx
