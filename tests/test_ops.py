@@ -28,9 +28,10 @@ def random_graph(n=9, m=30, seed=0, dtype=np.float32, weighted=True, empty_rows=
     return gg.Graph.from_edges(src, dst, n, values=vals, dtype=dtype)
 
 
-def to_dense(M: gb.Matrix):
-    """(values, pattern) of a sparse matrix as dense arrays."""
-    S = gb.io.to_scipy_sparse(M, format="coo")
+def to_dense(M):
+    """(values, pattern) of a sparse matrix (or an edge tensor of the executor under test) as
+    dense arrays."""
+    S = gb.io.to_scipy_sparse(gg.ops.to_graphblas(M), format="coo")
     vals = np.zeros(S.shape, dtype=S.dtype)
     pat = np.zeros(S.shape, dtype=bool)
     vals[S.row, S.col] = S.data
@@ -72,7 +73,7 @@ def test_sddmm(dtype, k):
     g = random_graph(dtype=dtype)
     X, Y = feats(g.n, k, dtype, 1), feats(g.n, k, dtype, 2)
     E = gg.ops.sddmm(g.A, X, Y)
-    assert E.dtype.np_type == dtype
+    assert gg.ops.to_graphblas(E).dtype.np_type == dtype
     vals, pat = to_dense(E)
     A, Apat = to_dense(g.A)
     np.testing.assert_array_equal(pat, Apat)
@@ -295,7 +296,7 @@ def test_errors():
     H = feats(g.n, 3, np.float32)
     with pytest.raises(ValueError, match="rows"):
         gg.ops.aggregate(g.A, H[:-1])
-    with pytest.raises(TypeError, match="float64 but the sparse operand is FP32"):
+    with pytest.raises(TypeError, match="float64 but the sparse operand is float32"):
         gg.ops.aggregate(g.A, H.astype(np.float64))
     with pytest.raises(ValueError, match="NaN or Inf"):
         gg.ops.aggregate(g.A, np.full_like(H, np.nan))

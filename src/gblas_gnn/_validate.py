@@ -60,10 +60,11 @@ def dense_matrix(x, name: str, *, rows: int | None = None, cols: int | None = No
     return xp.ascontiguousarray(x)
 
 
-def dense_vector(x, name: str, *, size: int | None = None, dtype=None) -> np.ndarray:
-    """Check that ``x`` is a finite 1-D float ndarray (optionally of a given size / dtype)."""
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+def dense_vector(x, name: str, *, size: int | None = None, dtype=None, xp=np):
+    """Check that ``x`` is a finite 1-D float array of the array module ``xp`` (optionally of
+    a given size / dtype)."""
+    if not isinstance(x, xp.ndarray):
+        raise TypeError(f"{name} must be a {_array_type_name(xp)}, got {type(x).__name__}")
     if x.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {x.shape}")
     if x.dtype not in FLOAT_DTYPES:
@@ -72,9 +73,18 @@ def dense_vector(x, name: str, *, size: int | None = None, dtype=None) -> np.nda
         raise TypeError(f"{name} has dtype {x.dtype} but {np.dtype(dtype)} is required")
     if size is not None and x.shape[0] != size:
         raise ValueError(f"{name} must have length {size}, got {x.shape[0]}")
-    if not np.isfinite(x).all():
+    if not bool(xp.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or Inf")
-    return np.ascontiguousarray(x)
+    return xp.ascontiguousarray(x)
+
+
+def array_module_of(x):
+    """The array module of ``x``: CuPy for a CuPy array, numpy for anything else."""
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
 
 
 def positive_ints(**values: int) -> None:

@@ -1,9 +1,11 @@
-"""The paper's building blocks (Table 2) as public functions on the ``cpu`` executor.
+"""The paper's building blocks (Table 2) as public functions, on any executor.
 
-Sparse operands are ``graphblas.Matrix`` (``scipy.sparse`` accepted and converted); dense
-operands are ``numpy.ndarray``. Every function validates its input before any work and keeps
-the operands' dtype (float32 or float64) end to end. None builds an n×n dense matrix or an
-|E|×k tensor.
+Sparse operands are ``graphblas.Matrix`` (``scipy.sparse`` accepted and converted) or an edge
+tensor of the executor (``executor="cuda"`` returns and takes device edge tensors;
+:func:`to_graphblas` gives a host ``graphblas.Matrix`` of any of them); dense operands are
+arrays of the executor's array module (``numpy.ndarray`` on the cpu). Every function validates
+its input before any work and keeps the operands' dtype (float32 or float64) end to end. None
+builds an n×n dense matrix or an |E|×k tensor.
 
 Virtual tensors (:func:`rep`, :func:`factor` and the arithmetic between them) are lazy and
 evaluate only under a sparse mask: ``A * leaky_relu(rep(d) + rep(s).T)``.
@@ -17,18 +19,23 @@ import scipy.sparse as sp
 
 from ._validate import FLOAT_DTYPES, dense_matrix, dense_vector
 from .executors import get_executor
-from .executors.base import check_aggregation
+from .executors.base import EdgeTensorBase, check_aggregation
 from .virtual import UnaryNode, Virtual, factor, masked, rep
 
 __all__ = [
-    "as_sparse", "softmax", "softmax_backward", "aggregate", "sddmm", "outer_add",
+    "as_sparse", "to_graphblas", "softmax", "softmax_backward", "aggregate", "sddmm", "outer_add",
     "row_sum", "row_max", "row_min", "col_sum", "row_scale", "col_scale", "spmm", "spmm_t",
     "gemm", "exp", "relu", "leaky_relu", "rep", "factor", "masked",
 ]
 
 
-def as_sparse(S, name: str = "S") -> gb.Matrix:
-    """``S`` as a float ``graphblas.Matrix`` (a ``scipy.sparse`` matrix is converted)."""
+#: a sparse operand or result: a ``graphblas.Matrix`` or an executor's own edge tensor
+Edges = gb.Matrix | EdgeTensorBase
+
+
+def as_sparse(S, name: str = "S") -> Edges:
+    """``S`` as a float sparse operand: a ``graphblas.Matrix`` (a ``scipy.sparse`` matrix or a
+    :class:`~gblas_gnn.Graph` is converted) or an executor's own edge tensor."""
     from .graph import Graph
 
     if isinstance(S, Graph):
@@ -37,36 +44,42 @@ def as_sparse(S, name: str = "S") -> gb.Matrix:
         if S.dtype not in FLOAT_DTYPES:
             raise TypeError(f"{name} must hold float32 or float64 values, got {S.dtype}")
         S = gb.io.from_scipy_sparse(S.tocsr())
-    if not isinstance(S, gb.Matrix):
-        raise TypeError(f"{name} must be a graphblas.Matrix or scipy.sparse matrix, "
-                        f"got {type(S).__name__}")
-    if np.dtype(S.dtype.np_type) not in FLOAT_DTYPES:
-        raise TypeError(f"{name} must hold FP32 or FP64 values, got {S.dtype.name}")
+    if not isinstance(S, (gb.Matrix, EdgeTensorBase)):
+        raise TypeError(f"{name} must be a graphblas.Matrix or scipy.sparse matrix (or an "
+                        f"executor's edge tensor), got {type(S).__name__}")
+    if _dtype_of(S) not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must hold FP32 or FP64 values, got {_dtype_of(S)}")
     return S
 
 
-def _dtype_of(S: gb.Matrix) -> np.dtype:
-    return np.dtype(S.dtype.np_type)
+def to_graphblas(E, executor=None) -> gb.Matrix:
+    """A host ``graphblas.Matrix`` with the pattern and values of the edge tensor ``E`` of
+    ``executor`` (a ``graphblas.Matrix`` is returned as it is)."""
+    return get_executor(executor).to_graphblas(as_sparse(E, "E"))
 
 
-def _features(S: gb.Matrix, H, name: str = "H", side: str = "ncols") -> np.ndarray:
+def _dtype_of(S) -> np.dtype:
+    return np.dtype(S.dtype.np_type) if isinstance(S, gb.Matrix) else np.dtype(S.dtype)
+
+
+def _features(ex, S, H, name: str = "H", side: str = "ncols"):
     rows = S.ncols if side == "ncols" else S.nrows
-    H = dense_matrix(H, name, rows=rows)
+    H = dense_matrix(H, name, rows=rows, xp=ex.xp)
     if H.dtype != _dtype_of(S):
-        raise TypeError(f"{name} is {H.dtype} but the sparse operand is {S.dtype.name}; "
+        raise TypeError(f"{name} is {H.dtype} but the sparse operand is {_dtype_of(S)}; "
                         "convert one of them explicitly")
     return H
 
 
-def _vector(S: gb.Matrix, v, name: str, size: int) -> np.ndarray:
-    v = dense_vector(v, name, size=size)
+def _vector(ex, S, v, name: str, size: int):
+    v = dense_vector(v, name, size=size, xp=ex.xp)
     if v.dtype != _dtype_of(S):
-        raise TypeError(f"{name} is {v.dtype} but the sparse operand is {S.dtype.name}")
+        raise TypeError(f"{name} is {v.dtype} but the sparse operand is {_dtype_of(S)}")
     return v
 
 
 # ---------------------------------------------------------------------- softmax
-def softmax(S, executor=None) -> gb.Matrix:
+def softmax(S, executor=None) -> Edges:
     r"""Row-wise stable softmax over the stored entries of ``S``.
 
     .. math:: \mathrm{sm}(S) = \exp(S - \mathrm{rep}(\max_j S)) \oslash
@@ -77,7 +90,7 @@ def softmax(S, executor=None) -> gb.Matrix:
     return get_executor(executor).softmax(as_sparse(S))
 
 
-def softmax_backward(Psi, dPsi, executor=None) -> gb.Matrix:
+def softmax_backward(Psi, dPsi, executor=None) -> Edges:
     r"""Backward of :func:`softmax`.
 
     .. math:: dS = \Psi \odot (d\Psi - \mathrm{rep}(\mathrm{sum}(\Psi \odot d\Psi)))
@@ -98,48 +111,52 @@ def aggregate(S, H, aggr="sum", executor=None) -> np.ndarray:
 
     or a semiring (name or object from :mod:`gblas_gnn.semirings`). An empty row gives 0.
     """
+    ex = get_executor(executor)
     S = as_sparse(S)
-    H = _features(S, H)
+    H = _features(ex, S, H)
     check_aggregation(aggr)
-    return get_executor(executor).aggregate(S, H, aggr)
+    return ex.aggregate(S, H, aggr)
 
 
 def spmm(S, H, semiring="plus_times", executor=None) -> np.ndarray:
     """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring (empty row → 0)."""
+    ex = get_executor(executor)
     S = as_sparse(S)
-    return get_executor(executor).spmm(S, _features(S, H), semiring)
+    return ex.spmm(S, _features(ex, S, H), semiring)
 
 
 def spmm_t(S, H, semiring="plus_times", executor=None) -> np.ndarray:
     """``Z[j] = ⊕_i S[i,j] ⊗ H[i]``: the product with ``Sᵀ`` (empty column → 0)."""
+    ex = get_executor(executor)
     S = as_sparse(S)
-    return get_executor(executor).spmm_t(S, _features(S, H, side="nrows"), semiring)
+    return ex.spmm_t(S, _features(ex, S, H, side="nrows"), semiring)
 
 
 def gemm(X, W, executor=None) -> np.ndarray:
     """Dense ``X W`` (the projection ``H W``)."""
-    X = dense_matrix(X, "X")
-    W = dense_matrix(W, "W", rows=X.shape[1], dtype=X.dtype)
-    return get_executor(executor).gemm(X, W)
+    ex = get_executor(executor)
+    X = dense_matrix(X, "X", xp=ex.xp)
+    W = dense_matrix(W, "W", rows=X.shape[1], dtype=X.dtype, xp=ex.xp)
+    return ex.gemm(X, W)
 
 
 # ---------------------------------------------------------------------- edge tensors
-def sddmm(A, X, Y, executor=None) -> gb.Matrix:
+def sddmm(A, X, Y, executor=None) -> Edges:
     r"""``A ⊙ (X Yᵀ)`` on A's pattern (masked dot3 ``plus_times``); never forms ``X Yᵀ``."""
+    ex = get_executor(executor)
     A = as_sparse(A, "A")
-    X = _features(A, X, "X", side="nrows")
-    Y = _features(A, Y, "Y")
+    X = _features(ex, A, X, "X", side="nrows")
+    Y = _features(ex, A, Y, "Y")
     if X.shape[1] != Y.shape[1]:
         raise ValueError(f"X and Y must have the same number of columns, got {X.shape} {Y.shape}")
     return masked(A, factor(X) @ factor(Y).T, executor)
 
 
-def outer_add(A, u, v, executor=None) -> gb.Matrix:
+def outer_add(A, u, v, executor=None) -> Edges:
     """A-pattern matrix with entries ``u[i] + v[j]`` (masked ``min_plus`` dot3, no n×n)."""
+    ex = get_executor(executor)
     A = as_sparse(A, "A")
-    u = _vector(A, u, "u", A.nrows)
-    v = _vector(A, v, "v", A.ncols)
-    return get_executor(executor).outer_add(A, u, v)
+    return ex.outer_add(A, _vector(ex, A, u, "u", A.nrows), _vector(ex, A, v, "v", A.ncols))
 
 
 def _reduce(S, op: str, axis: str, executor) -> np.ndarray:
@@ -168,18 +185,20 @@ def col_sum(S, executor=None) -> np.ndarray:
     return _reduce(S, "sum", "col", executor)
 
 
-def row_scale(S, v, op: str = "times", executor=None) -> gb.Matrix:
+def row_scale(S, v, op: str = "times", executor=None) -> Edges:
     """``S ⊛ rep(v)`` on S's pattern: ``S[i,j] op v[i]`` with op in times, div, plus, minus."""
+    ex = get_executor(executor)
     S = as_sparse(S)
     _check_scale_op(op)
-    return get_executor(executor).row_scale(S, _vector(S, v, "v", S.nrows), op)
+    return ex.row_scale(S, _vector(ex, S, v, "v", S.nrows), op)
 
 
-def col_scale(S, v, op: str = "times", executor=None) -> gb.Matrix:
+def col_scale(S, v, op: str = "times", executor=None) -> Edges:
     """``S ⊛ rep(v)ᵀ`` on S's pattern: ``S[i,j] op v[j]``."""
+    ex = get_executor(executor)
     S = as_sparse(S)
     _check_scale_op(op)
-    return get_executor(executor).col_scale(S, _vector(S, v, "v", S.ncols), op)
+    return ex.col_scale(S, _vector(ex, S, v, "v", S.ncols), op)
 
 
 def _check_scale_op(op: str) -> None:

@@ -29,7 +29,7 @@ from abc import ABC, abstractmethod
 import graphblas as gb
 import numpy as np
 
-from ._validate import dense_matrix, dense_vector
+from ._validate import array_module_of, dense_matrix, dense_vector
 from .executors import get_executor
 
 MATERIALIZE_LIMIT = 1 << 20
@@ -282,7 +282,7 @@ def rep(x: np.ndarray, n: int | None = None) -> Rep:
 
     ``rep(x).T`` is ``1 xᵀ``. ``np.asarray(rep(x, n))`` materialises it for small sizes only.
     """
-    x = dense_vector(x, "x")
+    x = dense_vector(x, "x", xp=array_module_of(x))
     if n is not None and (not isinstance(n, (int, np.integer)) or n < 0):
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
     return Rep(x, n)
@@ -290,23 +290,24 @@ def rep(x: np.ndarray, n: int | None = None) -> Rep:
 
 def factor(X: np.ndarray) -> Factor:
     """Wrap a dense n×k matrix so that ``factor(X) @ factor(Y).T`` is the virtual ``X Yᵀ``."""
-    return Factor(dense_matrix(X, "X"))
+    return Factor(dense_matrix(X, "X", xp=array_module_of(X)))
 
 
-def masked(A, expr: Virtual, executor=None) -> gb.Matrix:
-    """``A ⊙ expr`` evaluated only on A's stored entries (also spelled ``A * expr``).
+def masked(A, expr: Virtual, executor=None):
+    """``A ⊙ expr`` evaluated only on A's stored entries (also spelled ``A * expr``), an edge
+    tensor of the executor (a ``graphblas.Matrix`` on the cpu).
 
     ``A``'s values multiply the result (a 0/1 pattern leaves it unchanged).
     """
-    from .ops import as_sparse
+    from .ops import _dtype_of, as_sparse
 
     A = as_sparse(A, "A")
     if not isinstance(expr, Virtual) or isinstance(expr, Scalar):
         raise TypeError(f"expected a virtual tensor expression, got {type(expr).__name__}")
     if expr.shape != (A.nrows, A.ncols):
         raise ValueError(f"shape mismatch: A is {A.nrows}×{A.ncols}, expression {expr.shape}")
-    if expr.dtype is not None and np.dtype(expr.dtype) != np.dtype(A.dtype.np_type):
-        raise TypeError(f"dtype mismatch: A is {A.dtype.name}, expression is {expr.dtype}")
+    if expr.dtype is not None and np.dtype(expr.dtype) != _dtype_of(A):
+        raise TypeError(f"dtype mismatch: A is {_dtype_of(A)}, expression is {expr.dtype}")
     ex = get_executor(executor)
     return ex.ewise(A, expr._eval(A, ex), "times")
 

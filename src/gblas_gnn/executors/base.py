@@ -50,7 +50,7 @@ import numpy as np
 
 from . import _random
 
-__all__ = ["AGGREGATIONS", "Executor", "AggregateContext", "MeanContext",
+__all__ = ["AGGREGATIONS", "Executor", "EdgeTensorBase", "AggregateContext", "MeanContext",
            "AdditiveHeadContext", "AdditiveContext", "DotContext", "check_bias",
            "check_aggregation", "is_named"]
 
@@ -108,6 +108,33 @@ def check_bias(bias, width: int) -> None:
     """Refuse a row bias that is not a 1-D array of ``width`` entries (``None`` is no bias)."""
     if bias is not None and tuple(bias.shape) != (width,):
         raise ValueError(f"bias must have shape ({width},), got {tuple(bias.shape)}")
+
+
+class EdgeTensorBase(ABC):
+    """An edge tensor of an executor that does not store it as a ``graphblas.Matrix`` (the
+    ``cuda`` executor's device edge tensors): one value per stored edge of a pattern, with
+    the matrix's shape and value type. :meth:`Executor.to_graphblas` makes a host
+    ``graphblas.Matrix`` of it."""
+
+    @property
+    @abstractmethod
+    def nrows(self) -> int:
+        """Rows (targets) of the pattern."""
+
+    @property
+    @abstractmethod
+    def ncols(self) -> int:
+        """Columns (sources) of the pattern."""
+
+    @property
+    @abstractmethod
+    def nvals(self) -> int:
+        """Stored edges."""
+
+    @property
+    @abstractmethod
+    def dtype(self) -> np.dtype:
+        """The values' numpy dtype."""
 
 
 # ---------------------------------------------------------------------- forward contexts
@@ -203,6 +230,17 @@ class Executor(ABC):
         process is raised in every process (none is left waiting in a collective); here it
         simply propagates. The block must not communicate itself."""
         yield
+
+    def to_graphblas(self, E):
+        """A host ``graphblas.Matrix`` with the pattern and values of the edge tensor ``E``
+        (``E`` itself when it is one)."""
+        import graphblas as gb
+
+        if isinstance(E, gb.Matrix):
+            return E
+        rows, cols = (self.to_numpy(a) for a in self.edge_ids(E))
+        return gb.Matrix.from_coo(rows, cols, self.to_numpy(self.edge_values(E)),
+                                  nrows=self._nrows(E), ncols=self._ncols(E))
 
     def on_root(self, fn):
         """``fn()`` run by the root process only (writing a file), its error raised in every
