@@ -1,0 +1,96 @@
+"""Sparse structure on the device: patterns moved there once per graph, and edge tensors.
+
+A :class:`DevicePattern` holds the CSR index arrays of one ``graphblas.Matrix`` on the device
+(``indptr``, ``indices`` and the row of every entry, ``rows``) and, on first use, its CSC view
+(``colptr``, ``perm``: the CSR position of each CSC slot, ``crow``: its row), so products
+with the transpose and the backward column passes read the same edge values without a
+transposed copy and without atomics. An :class:`EdgeTensor` is a pattern and one value per
+edge (CSR order). The executor keeps one pattern, and the values, per matrix it has seen
+(weakly keyed, :class:`~gblas_gnn.executors.cpu._pattern.MatrixCache`): a graph's adjacency
+moves to the device on first use and stays there while the matrix lives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..executors.base import EdgeTensorBase
+from ..executors.cpu._pattern import CSRPattern
+
+__all__ = ["DevicePattern", "EdgeTensor", "index_dtype"]
+
+
+def index_dtype(bound: int):
+    """int32 indices when every index fits (half the traffic of int64), else int64."""
+    return np.int32 if bound < np.iinfo(np.int32).max else np.int64
+
+
+class DevicePattern:
+    """CSR (and, lazily, CSC) index arrays of one pattern on the device.
+
+    Args:
+        host: the pattern's host buffers.
+        put: ``put(array, reason)`` copies a host array to the device (and counts it).
+    """
+
+    def __init__(self, host: CSRPattern, put: Callable[[np.ndarray, str], Any]):
+        self.nrows, self.ncols, self.nnz = int(host.nrows), int(host.ncols), int(host.nnz)
+        self.index_dtype = index_dtype(max(self.nnz, self.nrows, self.ncols))
+        itype = self.index_dtype
+        self._put = put
+        self.indptr = put(host.indptr.astype(np.int64), "graph")
+        self.indices = put(host.indices.astype(itype), "graph")
+        self.rows = put(host.rows().astype(itype), "graph")
+        self.row_counts = put(host.row_counts.astype(np.int64), "graph")
+        self._host: CSRPattern | None = host
+        self._csc = None
+
+    def csc(self):
+        """``(colptr, perm, crow)`` on the device, built (on the host, once) at first use."""
+        if self._csc is None:
+            colptr, perm, rows = self._host.csc()
+            itype = self.index_dtype
+            self._csc = (self._put(colptr.astype(np.int64), "graph"),
+                         self._put(perm.astype(itype), "graph"),
+                         self._put(rows.astype(itype), "graph"))
+            self._host = None
+        return self._csc
+
+
+class EdgeTensor(EdgeTensorBase):
+    """One value per stored edge of a :class:`DevicePattern`, in CSR order.
+
+    Attributes:
+        pattern: the pattern.
+        values: a device array of shape ``(nnz,)``.
+    """
+
+    __slots__ = ("pattern", "values")
+
+    def __init__(self, pattern: DevicePattern, values):
+        if tuple(values.shape) != (pattern.nnz,):
+            raise ValueError(f"need {pattern.nnz} edge values, got {tuple(values.shape)}")
+        self.pattern, self.values = pattern, values
+
+    @property
+    def nrows(self) -> int:
+        return self.pattern.nrows
+
+    @property
+    def ncols(self) -> int:
+        return self.pattern.ncols
+
+    @property
+    def nvals(self) -> int:
+        return self.pattern.nnz
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.values.dtype)
+
+    def __repr__(self) -> str:
+        return (f"EdgeTensor({self.nrows}×{self.ncols}, {self.nvals} edges, "
+                f"{self.dtype.name})")

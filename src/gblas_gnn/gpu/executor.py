@@ -1,0 +1,544 @@
+r"""The ``cuda`` executor: the executor interface as numba-cuda kernels on one GPU.
+
+Dense tensors are CuPy arrays (cuBLAS for :meth:`~CUDAExecutor.gemm` and the reductions over
+vertices), edge tensors are :class:`~._pattern.EdgeTensor` objects: a device pattern and one
+value per edge. A ``graphblas.Matrix`` handed in (a graph's adjacency, its GCN normalisation)
+is moved to the device once and kept while the matrix lives; every other operation works on
+device arrays only, and the executor's own copies between host and device are counted in
+:attr:`CUDAExecutor.transfers`. Under ``NUMBA_ENABLE_CUDASIM=1`` the array module is numpy
+and the very same kernels run in Numba's simulator.
+
+=========================  ==========================================================
+operation                  kernel (:mod:`._sparse_kernels`, :mod:`._edge_kernels`,
+                           :mod:`._attention_kernels`)
+=========================  ==========================================================
+``gemm``, ``inner``,       CuPy (cuBLAS, CuPy reductions)
+``vertex_sum``
+``row_dot``                ``head_dots``: a group per row
+``row_reduce``,            ``segment_reduce`` over the CSR / CSC view
+``col_reduce``
+``sddmm``                  ``sddmm``: a group per row, a group sum per edge
+``spmm``, ``spmm_t``       the semiring's kernel (:mod:`._semiring_kernels`) over CSR / CSC
+``aggregate`` max/min      ``argext_forward``; backward ``argext_edges``, ``argext_features``
+``softmax`` (+ backward)   ``softmax_rows``, ``softmax_backward_rows``
+edge algebra               ``edge_unary``, ``edge_binary``, ``edge_gathered``, ``edge_outer``,
+                           ``leaky_relu_backward``
+attention sum/mean         ``additive_forward`` / ``dot_forward`` (one pass per row),
+                           ``additive_backward`` / ``dot_backward`` (one pass per column)
+random masks               ``dropout_edges``, ``keep_mask`` (the counter-based hash)
+=========================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import graphblas as gb
+import numpy as np
+
+from ..executors._fused import (
+    FusedAdditiveContext,
+    FusedContext,
+    FusedDotContext,
+    fused_output,
+)
+from ..executors.base import Executor, check_bias
+from ..executors.cpu._gbio import csr_arrays
+from ..executors.cpu._pattern import CSRPattern, MatrixCache
+from . import _attention_kernels as attn
+from . import _edge_kernels as edge
+from . import _semiring_kernels as srk
+from . import _sparse_kernels as sparse
+from ._device import LANES as _LANES
+from ._device import (
+    SIMULATOR,
+    Transfers,
+    array_module,
+    check_available,
+    element_grid,
+    group_grid,
+)
+from ._pattern import DevicePattern, EdgeTensor
+
+__all__ = ["CUDAExecutor", "ArgExtremeContext"]
+
+_REDUCE = {"sum": sparse.REDUCE_SUM, "max": sparse.REDUCE_MAX, "min": sparse.REDUCE_MIN}
+
+
+@dataclass
+class ArgExtremeContext:
+    """``max``/``min`` aggregation: the edge tensor, the messages' rows ``H`` and the winner
+    of every (row, feature): its CSR position, −1 for an empty row."""
+
+    aggr: str
+    S: EdgeTensor
+    H: Any
+    values: Any
+    arg: Any
+
+
+def _tiles(k: int) -> int:
+    return -(-k // _LANES)
+
+
+class CUDAExecutor(Executor):
+    """numba-cuda implementation of :class:`~gblas_gnn.executors.Executor` (see the module
+    docstring). Raises :class:`~._device.CUDAUnavailableError` where neither a GPU with CuPy
+    nor the simulator is available.
+
+    Attributes:
+        transfers: the copies between host and device the executor has made
+            (:class:`~._device.Transfers`).
+    """
+
+    name = "cuda"
+
+    def __init__(self):
+        check_available()
+        self.xp = array_module()
+        self.transfers = Transfers()
+        self._patterns = MatrixCache(self._upload_pattern)
+        self._matrices = MatrixCache(self._upload_matrix)
+
+    def __repr__(self) -> str:
+        return f"CUDAExecutor({'simulator' if SIMULATOR else 'gpu'})"
+
+    # ================================================================== arrays and copies
+    def _put(self, host: np.ndarray, reason: str):
+        """A device copy of the host array ``host`` (counted)."""
+        host = np.ascontiguousarray(host)
+        self.transfers.add("to_device", host.nbytes, reason)
+        return np.array(host) if SIMULATOR else self.xp.asarray(host)
+
+    def _is_host(self, x) -> bool:
+        return isinstance(x, np.ndarray) and not SIMULATOR
+
+    def asarray(self, x, dtype=None):
+        """``x`` as a device array: a host array (or list, scalar) is copied there (counted);
+        a device array is returned as it is (converted to ``dtype`` if given)."""
+        if isinstance(x, (np.ndarray, np.generic, list, tuple, int, float, bool)):
+            return self._put(np.asarray(x, dtype=dtype), "asarray")
+        return self.xp.asarray(x, dtype=dtype)
+
+    def to_numpy(self, x) -> np.ndarray:
+        """A host copy of the device array ``x`` (counted)."""
+        if SIMULATOR or not isinstance(x, np.ndarray):
+            out = np.array(x) if SIMULATOR else self.xp.asnumpy(x)
+            self.transfers.add("to_host", out.nbytes, "to_numpy")
+            return out
+        return x
+
+    def _on_device(self, x):
+        """``x`` itself if it is a device array, else its device copy (counted): never an
+        implicit copy."""
+        return self._put(x, "operand") if self._is_host(x) else x
+
+    def _device(self, x, dtype=None):
+        """``x`` on the device as a C-contiguous array of ``dtype`` (default: its own)."""
+        x = self.xp.ascontiguousarray(self._on_device(x))
+        return x if dtype is None or x.dtype == dtype else x.astype(dtype)
+
+    def _launch(self, kernel, grid: tuple[int, int], *args, shared: int = 0) -> None:
+        """Run ``kernel[grid](*args)``. On a GPU an array argument must already be a device
+        array: a host array would be copied implicitly, which the executor never does."""
+        if not SIMULATOR:
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    raise TypeError(f"{getattr(kernel, '__name__', kernel)}: a host array "
+                                    "was passed to a device kernel")
+        kernel[grid[0], grid[1], 0, shared](*args)
+
+    # ================================================================== patterns
+    def _upload_pattern(self, A: gb.Matrix) -> DevicePattern:
+        return DevicePattern(CSRPattern(A), self._put)
+
+    def _upload_matrix(self, A: gb.Matrix) -> EdgeTensor:
+        values = csr_arrays(A)[2]
+        return EdgeTensor(self._patterns.get(A), self._put(values, "graph"))
+
+    def _edges(self, S) -> EdgeTensor:
+        """``S`` as an edge tensor: itself, or a matrix's device copy (made once)."""
+        if isinstance(S, EdgeTensor):
+            return S
+        if isinstance(S, gb.Matrix):
+            return self._matrices.get(S)
+        raise TypeError(f"an edge tensor of the cuda executor or a graphblas.Matrix is "
+                        f"needed, got {type(S).__name__}")
+
+    def _pattern(self, A) -> DevicePattern:
+        if isinstance(A, EdgeTensor):
+            return A.pattern
+        if isinstance(A, gb.Matrix):
+            return self._patterns.get(A)
+        raise TypeError(f"a pattern (graphblas.Matrix or edge tensor) is needed, got "
+                        f"{type(A).__name__}")
+
+    def _values(self, S, dtype):
+        values = self._edges(S).values
+        return values if values.dtype == dtype else values.astype(dtype)
+
+    def _nrows(self, S) -> int:
+        return self._pattern(S).nrows
+
+    def _ncols(self, S) -> int:
+        return self._pattern(S).ncols
+
+    def _local_coords(self, S):
+        p = self._pattern(S)
+        return p.rows, p.indices
+
+    # ================================================================== tier 1: dense
+    def gemm(self, X, W):
+        return self._on_device(X) @ self._on_device(W)
+
+    def row_dot(self, X, Y):
+        X = self._device(X)
+        out = self.xp.empty((1, X.shape[0]), X.dtype)
+        if X.shape[0]:
+            self._launch(sparse.head_dots, group_grid(X.shape[0]), X,
+                         self._device(Y, X.dtype), 1, out)
+        return out[0]
+
+    # ================================================================== tier 1: edges
+    def edge_values(self, E):
+        return self._edges(E).values
+
+    def edge_from_values(self, A, values):
+        return EdgeTensor(self._pattern(A), self._device(values))
+
+    def gather_rows(self, E, u):
+        return self._device(u)[self._pattern(E).rows]
+
+    def gather_cols(self, E, v):
+        return self._device(v)[self._pattern(E).indices]
+
+    def edge_ids(self, A):
+        p = self._pattern(A)
+        return p.rows, p.indices
+
+    def _reduce(self, E, op: str, transpose: bool):
+        if op not in _REDUCE:
+            raise ValueError(f"op must be 'sum', 'max' or 'min', got {op!r}")
+        E = self._edges(E)
+        p = E.pattern
+        if transpose:
+            ptr, perm, _ = p.csc()
+            m = p.ncols
+        else:
+            ptr, perm, m = p.indptr, p.indices, p.nrows       # perm unread
+        out = self.xp.empty((1, m), E.values.dtype)
+        if m:
+            self._launch(sparse.segment_reduce, group_grid(m), ptr, perm, transpose,
+                         E.values.reshape(1, -1), _REDUCE[op], out)
+        return out[0]
+
+    def row_reduce(self, E, op="sum"):
+        return self._reduce(E, op, False)
+
+    def col_reduce(self, E, op="sum"):
+        return self._reduce(E, op, True)
+
+    def sddmm(self, A, X, Y):
+        p = self._pattern(A)
+        X = self._device(X)
+        Y = self._device(Y, X.dtype)
+        if X.shape[0] != p.nrows or Y.shape[0] != p.ncols or X.shape[1] != Y.shape[1]:
+            raise ValueError(f"sddmm of a {p.nrows}×{p.ncols} pattern needs X ({p.nrows}, k) "
+                             f"and Y ({p.ncols}, k), got {X.shape} and {Y.shape}")
+        out = self.xp.empty(p.nnz, X.dtype)
+        if p.nrows:
+            self._launch(sparse.sddmm, group_grid(p.nrows), p.indptr, p.indices, X, Y, out)
+        return EdgeTensor(p, out)
+
+    # ------------------------------------------------------------------ semirings
+    def _product(self, kernel, S, H, transpose: bool, identity=None):
+        """``S ⊕ H`` (``Sᵀ ⊕ H``) with a semiring SpMM kernel over the CSR (CSC) view."""
+        E = self._edges(S)
+        p = E.pattern
+        H = self._device(H)
+        inner, m = (p.nrows, p.ncols) if transpose else (p.ncols, p.nrows)
+        if H.ndim != 2 or H.shape[0] != inner:
+            raise ValueError(f"H must have {inner} rows, got shape {tuple(H.shape)}")
+        if transpose:
+            ptr, perm, idx = p.csc()
+        else:
+            ptr, perm, idx = p.indptr, p.indices, p.indices   # perm unread
+        Z = self.xp.empty((m, H.shape[1]), H.dtype)
+        if Z.size:
+            args = (ptr, idx, perm, transpose, self._values(E, H.dtype), H)
+            if identity is not None:
+                args += (H.dtype.type(identity),)
+            self._launch(kernel, group_grid(m * _tiles(H.shape[1])), *args, Z)
+        return Z
+
+    def _kernel_lowering(self, kernel, identity):
+        return (lambda S, H: self._product(kernel, S, H, False, identity),
+                lambda S, H: self._product(kernel, S, H, True, identity))
+
+    def generic_lowering(self, sr):
+        found = srk.user_spmm(sr)
+        if found is None:                    # no scalar operators: the host reference
+            return super().generic_lowering(sr)
+        return self._kernel_lowering(*found)
+
+    # ------------------------------------------------------------------ aggregation
+    def row_counts(self, S, dtype):
+        return self.xp.maximum(self._pattern(S).row_counts, 1).astype(dtype)
+
+    def extreme_aggregate(self, S, H, is_max, keep_context):
+        E = self._edges(S)
+        p = E.pattern
+        H = self._device(H)
+        self._check_sources(E, H)
+        values = self._values(E, H.dtype)
+        Z = self.xp.empty((p.nrows, H.shape[1]), H.dtype)
+        arg = self.xp.empty((p.nrows, H.shape[1]), np.int64)
+        if Z.size:
+            self._launch(sparse.argext_forward, group_grid(p.nrows * _tiles(H.shape[1])),
+                         p.indptr, p.indices, values, H, bool(is_max), Z, arg)
+        if not keep_context:
+            return Z
+        return Z, ArgExtremeContext("max" if is_max else "min", E, H, values, arg)
+
+    def extreme_aggregate_backward(self, ctx: ArgExtremeContext, dZ, need_dS=True):
+        p = ctx.S.pattern
+        dZ = self._device(dZ, ctx.H.dtype)
+        dS = None
+        if need_dS:
+            out = self.xp.empty(p.nnz, ctx.H.dtype)
+            if p.nrows:
+                self._launch(sparse.argext_edges, group_grid(p.nrows), p.indptr, p.indices,
+                             ctx.arg, ctx.H, dZ, out)
+            dS = EdgeTensor(p, out)
+        colptr, perm, crow = p.csc()
+        dH = self.xp.empty((p.ncols, ctx.H.shape[1]), ctx.H.dtype)
+        if dH.size:
+            self._launch(sparse.argext_features, group_grid(p.ncols * _tiles(dH.shape[1])),
+                         colptr, perm, crow, ctx.values, ctx.arg, dZ, dH)
+        return dS, dH
+
+    # ------------------------------------------------------------------ softmax
+    def softmax(self, E):
+        E = self._edges(E)
+        p = E.pattern
+        out = self.xp.empty_like(E.values)
+        if p.nrows:
+            self._launch(sparse.softmax_rows, group_grid(p.nrows), p.indptr, E.values, out)
+        return EdgeTensor(p, out)
+
+    def softmax_backward(self, Psi, dPsi):
+        Psi = self._edges(Psi)
+        p = Psi.pattern
+        out = self.xp.empty_like(Psi.values)
+        if p.nrows:
+            self._launch(sparse.softmax_backward_rows, group_grid(p.nrows), p.indptr,
+                         Psi.values, self._values(dPsi, Psi.values.dtype), out)
+        return EdgeTensor(p, out)
+
+    # ------------------------------------------------------------------ random masks
+    def dropout_edges(self, A, key, p, heads, dtype):
+        pattern = self._pattern(A)
+        dtype = np.dtype(dtype)
+        out = self.xp.empty((heads, pattern.nnz), dtype)
+        if out.size:
+            self._launch(edge.dropout_edges, element_grid(out.size), pattern.rows,
+                         pattern.indices, np.uint64(key), float(p),
+                         dtype.type(1.0 / (1.0 - p)), out)
+        return out
+
+    def keep_mask(self, key, p, shape, row_ids=None):
+        rows = self.xp.arange(shape[0], dtype=np.int64) if row_ids is None else \
+            self._device(row_ids, np.int64)
+        out = self.xp.empty(shape, np.bool_)
+        if out.size:
+            self._launch(edge.keep_mask, element_grid(out.size), rows, np.uint64(key),
+                         float(p), out)
+        return out
+
+    # ================================================================== tier 2: edge algebra
+    def _map(self, E, kernel, *args):
+        """A new edge tensor on E's pattern: ``kernel(*args, out)`` over its edges."""
+        E = self._edges(E)
+        out = self.xp.empty_like(E.values)
+        if out.size:
+            self._launch(kernel, element_grid(out.size), *args, out)
+        return EdgeTensor(E.pattern, out)
+
+    def pattern(self, A, value, dtype):
+        dtype = np.dtype(dtype)
+        return EdgeTensor(self._pattern(A),
+                          self.xp.full(self._pattern(A).nnz, dtype.type(value), dtype))
+
+    def apply(self, E, fn, alpha=None):
+        if fn not in edge.UNARY:
+            raise ValueError(f"unknown edge-wise function {fn!r}")
+        x = self._edges(E).values
+        a = x.dtype.type(0 if alpha is None else alpha)
+        return self._map(E, edge.edge_unary, x, edge.UNARY[fn], a)
+
+    def leaky_relu_backward(self, C, dE, alpha):
+        c = self._edges(C).values
+        return self._map(C, edge.leaky_relu_backward, c, self._values(dE, c.dtype),
+                         c.dtype.type(alpha))
+
+    def ewise(self, E, F, op):
+        if op not in edge.BINARY:
+            raise ValueError(f"op must be one of {sorted(edge.BINARY)}, got {op!r}")
+        x = self._edges(E).values
+        return self._map(E, edge.edge_binary, x, self._values(F, x.dtype), edge.BINARY[op])
+
+    def _scaled(self, E, v, op, index):
+        if op not in ("times", "div", "plus", "minus"):
+            raise ValueError(f"op must be 'times', 'div', 'plus' or 'minus', got {op!r}")
+        x = self._edges(E).values
+        return self._map(E, edge.edge_gathered, x, self._device(v, x.dtype), index,
+                         edge.BINARY[op])
+
+    def row_scale(self, E, v, op="times"):
+        return self._scaled(E, v, op, self._pattern(E).rows)
+
+    def col_scale(self, E, v, op="times"):
+        return self._scaled(E, v, op, self._pattern(E).indices)
+
+    def scale_edges(self, E, u, v):
+        x = self._edges(E).values
+        p = self._pattern(E)
+        return self._map(E, edge.edge_outer, x, True, self._device(u, x.dtype),
+                         self._device(v, x.dtype), p.rows, p.indices)
+
+    def outer_add(self, A, u, v):
+        u = self._device(u)
+        p = self._pattern(A)
+        out = self.xp.empty(p.nnz, u.dtype)
+        if p.nnz:
+            self._launch(edge.edge_outer, element_grid(p.nnz), out, False, u,
+                         self._device(v, u.dtype), p.rows, p.indices, out)
+        return EdgeTensor(p, out)
+
+    # ================================================================== fused attention
+    # sum/mean: the fused kernels (one pass per row forward, one per column backward);
+    # max/min and semirings: the interface's defaults, on this executor's primitives
+    _FUSED = ("sum", "mean")
+
+    def _fused_setup(self, A, X, aggr):
+        p = self._pattern(A)
+        X = self._device(X)
+        if X.shape[0] != p.ncols:
+            raise ValueError(f"X has {X.shape[0]} rows, the pattern {p.ncols} columns")
+        counts = None if aggr == "sum" else self.row_counts(A, X.dtype)[:, None]
+        return p, X, counts
+
+    def additive_attention(self, A, d, s, X, slope, mask=None, aggr="sum",
+                           keep_context=False, bias=None):
+        if not (isinstance(aggr, str) and aggr in self._FUSED):
+            return super().additive_attention(A, d, s, X, slope, mask, aggr, keep_context,
+                                              bias)
+        xp = self.xp
+        p, X, counts = self._fused_setup(A, X, aggr)
+        dt, heads = X.dtype, d.shape[1]
+        check_bias(bias, X.shape[1])
+        d, s = (self._device(v, dt).T.copy() for v in (d, s))      # (heads, n): a head's row
+        use_mask = mask is not None
+        mask = self._device(mask, dt) if use_mask else xp.empty((1, 1), dt)
+        # inference with sum: every row starts from the bias (as on the cpu executor)
+        bias_in_kernel = bias is not None and counts is None and not keep_context
+        Z0 = self._device(bias, dt).reshape(heads, -1) if bias_in_kernel else \
+            xp.zeros((heads, X.shape[1] // heads), dt)
+        psi = xp.empty((heads, p.nnz), dt)
+        Z = xp.empty((p.nrows, X.shape[1]), dt)
+        if p.nrows:
+            self._launch(attn.additive_forward, group_grid(p.nrows * heads), p.indptr,
+                         p.indices, d, s, dt.type(slope), X, mask, use_mask, psi, Z0, Z)
+        result = fused_output(Z, FusedAdditiveContext(
+            aggr, p, counts, X, psi, d=d, s=s, mask=mask, use_mask=use_mask,
+            slope=dt.type(slope)), keep_context)
+        if bias is not None and not bias_in_kernel:
+            (result[0] if keep_context else result)[...] += self._device(bias, dt)
+        return result
+
+    def additive_attention_backward(self, ctx, dZ):
+        if not isinstance(ctx, FusedAdditiveContext):
+            return super().additive_attention_backward(ctx, dZ)
+        xp = self.xp
+        p, X, psi = ctx.pattern, ctx.X, ctx.psi
+        dt, heads = X.dtype, psi.shape[0]
+        dZ, t = self._fused_dZ(dZ, ctx, heads)
+        colptr, perm, crow = p.csc()
+        psiT = self._to_csc(perm, psi)
+        maskT = self._to_csc(perm, ctx.mask) if ctx.use_mask else ctx.mask
+        dC = xp.empty_like(psi)
+        ds = xp.empty((heads, p.ncols), dt)
+        dX = xp.empty((p.ncols, X.shape[1]), dt)
+        if p.ncols:
+            self._launch(attn.additive_backward, group_grid(p.ncols * heads), colptr, perm,
+                         crow, ctx.d, ctx.s, t, ctx.slope, X, dZ, psiT, maskT, ctx.use_mask,
+                         dC, ds, dX)
+        dd = xp.empty((heads, p.nrows), dt)
+        if p.nrows:
+            self._launch(sparse.segment_reduce, group_grid(p.nrows * heads), p.indptr,
+                         p.indices, False, dC, sparse.REDUCE_SUM, dd)
+        return dd.T, ds.T, dX
+
+    def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False, scale=None):
+        if not (isinstance(aggr, str) and aggr in self._FUSED):
+            return super().dot_attention(A, P, Q, beta, X, aggr, keep_context, scale)
+        xp = self.xp
+        p, X, counts = self._fused_setup(A, X, aggr)
+        dt = X.dtype
+        P, Q = self._device(P, dt), self._device(Q, dt)
+        use_c = scale is not None
+        c = self._device(scale, dt) if use_c else xp.empty(1, dt)
+        psi = xp.empty((1, p.nnz), dt)
+        Z = xp.empty((p.nrows, X.shape[1]), dt)
+        if p.nrows:
+            self._launch(attn.dot_forward, group_grid(p.nrows), p.indptr, p.indices, P, Q,
+                         dt.type(beta), X, c, use_c, psi, xp.zeros((1, X.shape[1]), dt), Z)
+        return fused_output(Z, FusedDotContext(aggr, p, counts, X, psi, P=P, Q=Q,
+                                               beta=dt.type(beta), c=c, use_c=use_c),
+                            keep_context)
+
+    def dot_attention_backward(self, ctx, dZ):
+        if not isinstance(ctx, FusedDotContext):
+            return super().dot_attention_backward(ctx, dZ)
+        xp = self.xp
+        p, X, psi, P, Q = ctx.pattern, ctx.X, ctx.psi, ctx.P, ctx.Q
+        dZ, t = self._fused_dZ(dZ, ctx, 1)
+        colptr, perm, crow = p.csc()
+        dE = xp.empty_like(psi)
+        dQ = xp.empty_like(Q)
+        dX = xp.empty((p.ncols, X.shape[1]), X.dtype)
+        dbeta_cols = xp.empty(p.ncols, np.float64)
+        if p.ncols:
+            self._launch(attn.dot_backward, group_grid(p.ncols), colptr, perm, crow, P, Q,
+                         ctx.beta, X, ctx.c, ctx.use_c, dZ, t, self._to_csc(perm, psi), dE,
+                         dQ, dX, dbeta_cols)
+        # dP = β dE Q: the plus_times SpMM over the edge gradients
+        dP = self._product(srk.SHIPPED["plus_times"][0], EdgeTensor(p, dE[0] * ctx.beta), Q,
+                           False, 0.0)
+        return dP, dQ, dbeta_cols.sum().astype(X.dtype), dX
+
+    def _fused_dZ(self, dZ, ctx: FusedContext, heads):
+        """``dZ`` of the kept ``Z`` (divided by the row counts for ``mean``) and the softmax
+        term ``t[h, i] = ⟨dZ_i, Z_i⟩`` of each head."""
+        Z = ctx.Z
+        dZ = self._device(dZ, Z.dtype)
+        if ctx.counts is not None:
+            dZ = dZ / ctx.counts
+        t = self.xp.empty((heads, Z.shape[0]), Z.dtype)
+        if Z.shape[0]:
+            self._launch(sparse.head_dots, group_grid(Z.shape[0] * heads), dZ, Z, heads, t)
+        return dZ, t
+
+    def _to_csc(self, perm, values):
+        """Edge values (heads, nnz) from CSR into CSC order."""
+        out = self.xp.empty_like(values)
+        if out.size:
+            self._launch(edge.gather_heads, element_grid(out.size), perm, values, out)
+        return out
+
+
+for _name, (_kernel, _identity) in srk.SHIPPED.items():
+    CUDAExecutor.lowers(_name)(lambda ex, sr, k=_kernel, e=_identity: ex._kernel_lowering(k, e))
+CUDAExecutor.lowers("avg")(lambda ex, sr: ex._kernel_lowering(sparse.spmm_avg, None))
+del _name, _kernel, _identity
