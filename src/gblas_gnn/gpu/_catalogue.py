@@ -1,0 +1,113 @@
+"""Every kernel of the ``cuda`` executor with the argument types it is launched with.
+
+The executor launches each kernel with C-contiguous device arrays of one float type ``F``
+(float32 or float64) and one index type ``I`` (int32, or int64 for patterns with 2³¹ or
+more entries; :func:`~._pattern.index_dtype`), Python booleans and integers (numba types them
+``boolean`` and ``int64``) and scalars of ``F``. :func:`variants` lists every combination, so
+that :mod:`.compile` can build each one for a GPU architecture, without a GPU, exactly as a
+launch would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from numba import boolean, float32, float64, int32, int64, uint64, void
+
+from . import _attention_kernels as attn
+from . import _edge_kernels as edge
+from . import _semiring_kernels as srk
+from . import _sparse_kernels as sparse
+
+__all__ = ["KernelSpec", "KERNELS", "variants"]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A kernel, how it is launched (``"group"``: a lane group per item; ``"element"``: a
+    thread per entry) and its argument types as a function of ``(F, I)``."""
+
+    name: str
+    kernel: object
+    launch: str
+    args: Callable[[object, object], tuple]
+    float_types: tuple = (float32, float64)
+
+
+def _c(t, dims: int = 1):
+    """A C-contiguous array type of ``dims`` dimensions."""
+    return t[::1] if dims == 1 else t[:, ::1]
+
+
+def _spmm_args(F, I):
+    return (_c(int64), _c(I), _c(I), boolean, _c(F), _c(F, 2), F, _c(F, 2))
+
+
+def _specs() -> list[KernelSpec]:
+    p64, f1, f2, i1 = _c(int64), (lambda F: _c(F)), (lambda F: _c(F, 2)), (lambda I: _c(I))
+    specs = [
+        KernelSpec("segment_reduce", sparse.segment_reduce, "group",
+                   lambda F, I: (p64, i1(I), boolean, f2(F), int64, f2(F))),
+        KernelSpec("sddmm", sparse.sddmm, "group",
+                   lambda F, I: (p64, i1(I), f2(F), f2(F), f1(F))),
+        KernelSpec("head_dots", sparse.head_dots, "group",
+                   lambda F, I: (f2(F), f2(F), int64, f2(F))),
+        KernelSpec("softmax_rows", sparse.softmax_rows, "group",
+                   lambda F, I: (p64, f1(F), f1(F))),
+        KernelSpec("softmax_backward_rows", sparse.softmax_backward_rows, "group",
+                   lambda F, I: (p64, f1(F), f1(F), f1(F))),
+        *(KernelSpec(f"spmm_{name}", kernel, "group", _spmm_args)
+          for name, (kernel, _) in srk.SHIPPED.items()),
+        KernelSpec("spmm_avg", sparse.spmm_avg, "group",
+                   lambda F, I: _spmm_args(F, I)[:6] + (f2(F),)),
+        KernelSpec("argext_forward", sparse.argext_forward, "group",
+                   lambda F, I: (p64, i1(I), f1(F), f2(F), boolean, f2(F), _c(int64, 2))),
+        KernelSpec("argext_edges", sparse.argext_edges, "group",
+                   lambda F, I: (p64, i1(I), _c(int64, 2), f2(F), f2(F), f1(F))),
+        KernelSpec("argext_features", sparse.argext_features, "group",
+                   lambda F, I: (p64, i1(I), i1(I), f1(F), _c(int64, 2), f2(F), f2(F))),
+        KernelSpec("additive_forward", attn.additive_forward, "group",
+                   lambda F, I: (p64, i1(I), f2(F), f2(F), F, f2(F), f2(F), boolean, f2(F),
+                                 f2(F), f2(F))),
+        KernelSpec("dot_forward", attn.dot_forward, "group",
+                   lambda F, I: (p64, i1(I), f2(F), f2(F), F, f2(F), f1(F), boolean, f2(F),
+                                 f2(F), f2(F))),
+        KernelSpec("additive_backward", attn.additive_backward, "group",
+                   lambda F, I: (p64, i1(I), i1(I), f2(F), f2(F), f2(F), F, f2(F), f2(F),
+                                 f2(F), f2(F), boolean, f2(F), f2(F), f2(F))),
+        KernelSpec("dot_backward", attn.dot_backward, "group",
+                   lambda F, I: (p64, i1(I), i1(I), f2(F), f2(F), F, f2(F), f1(F), boolean,
+                                 f2(F), f2(F), f2(F), f2(F), f2(F), f2(F), _c(float64))),
+        KernelSpec("edge_unary", edge.edge_unary, "element",
+                   lambda F, I: (f1(F), int64, F, f1(F))),
+        KernelSpec("edge_binary", edge.edge_binary, "element",
+                   lambda F, I: (f1(F), f1(F), int64, f1(F))),
+        KernelSpec("edge_gathered", edge.edge_gathered, "element",
+                   lambda F, I: (f1(F), f1(F), i1(I), int64, f1(F))),
+        KernelSpec("edge_outer", edge.edge_outer, "element",
+                   lambda F, I: (f1(F), boolean, f1(F), f1(F), i1(I), i1(I), f1(F))),
+        KernelSpec("leaky_relu_backward", edge.leaky_relu_backward, "element",
+                   lambda F, I: (f1(F), f1(F), F, f1(F))),
+        KernelSpec("gather_heads", edge.gather_heads, "element",
+                   lambda F, I: (i1(I), f2(F), f2(F))),
+        KernelSpec("dropout_edges", edge.dropout_edges, "element",
+                   lambda F, I: (i1(I), i1(I), uint64, float64, F, f2(F))),
+        KernelSpec("keep_mask", edge.keep_mask, "element",
+                   lambda F, I: (p64, uint64, float64, _c(boolean, 2)), float_types=(None,)),
+    ]
+    return specs
+
+
+#: every kernel of the executor
+KERNELS: list[KernelSpec] = _specs()
+
+
+def variants(spec: KernelSpec) -> Iterator[tuple[str, object]]:
+    """``(label, signature)`` of every type combination ``spec`` is launched with (e.g.
+    ``"float32/int32"``; a kernel without index arguments has one variant per float type)."""
+    for F in spec.float_types:
+        indexed = spec.args(F, int32) != spec.args(F, int64)
+        for I in (int32, int64) if indexed else (None,):
+            label = "/".join(str(t) for t in (F, I) if t is not None) or "bool"
+            yield label, void(*spec.args(F, int64 if I is None else I))

@@ -1,0 +1,95 @@
+"""Every kernel of the cuda executor compiles for real GPUs without one: numba-cuda's PTX for
+sm_80 (A100) and sm_90 (H100), assembled by ptxas, in every float and index type it is
+launched with; no register may spill. Also: the compile check rejects what the simulator
+would run, reports a spill when there is one, and the occupancy arithmetic; and asking for
+the executor where neither a GPU nor the simulator is there says how to get either.
+
+Runs in the ordinary session (the simulator cannot compile); needs numba-cuda with its
+``cu12`` extra (in the ``test`` extra).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("numba.cuda")
+from numba import config  # noqa: E402
+
+if config.ENABLE_CUDASIM:
+    pytest.skip("the CUDA simulator cannot compile kernels", allow_module_level=True)
+
+from numba import cuda, float32, void  # noqa: E402
+from numba.core.errors import TypingError  # noqa: E402
+
+from gblas_gnn.gpu import _attention_kernels, _edge_kernels, _sparse_kernels  # noqa: E402
+from gblas_gnn.gpu import compile as gc  # noqa: E402
+from gblas_gnn.gpu._catalogue import KERNELS, KernelSpec, variants  # noqa: E402
+from gblas_gnn.gpu._semiring_kernels import SHIPPED  # noqa: E402
+
+pytestmark = pytest.mark.cpu_only
+try:
+    gc.ptxas_path()
+except FileNotFoundError as exc:                     # numba-cuda without the toolkit wheels
+    pytest.skip(str(exc), allow_module_level=True)
+
+ARCHS = [(8, 0), (9, 0)]
+
+
+@pytest.mark.parametrize("cc", ARCHS, ids=["sm_80", "sm_90"])
+@pytest.mark.parametrize("spec", KERNELS, ids=[s.name for s in KERNELS])
+def test_every_kernel_compiles_without_spills(spec, cc):
+    for label, signature in variants(spec):
+        r = gc.assemble(gc.compile_kernel(spec, signature, cc), cc)
+        assert r["spill_stores"] == 0 and r["spill_loads"] == 0, (spec.name, label, r)
+        assert 0 < r["registers"] <= 255
+
+
+def test_the_catalogue_lists_every_kernel_the_executor_launches():
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    launched = {id(k) for k, _ in SHIPPED.values()}
+    for module in (_sparse_kernels, _edge_kernels, _attention_kernels):
+        launched |= {id(v) for v in vars(module).values()
+                     if isinstance(v, CUDADispatcher) and not v.targetoptions.get("device")}
+    assert launched == {id(spec.kernel) for spec in KERNELS}
+
+
+def _ill_typed(out):
+    out[0] = "not a number"          # the simulator would just store it
+
+
+def test_a_kernel_with_a_type_error_is_rejected():
+    spec = KernelSpec("ill_typed", cuda.jit(_ill_typed), "element", lambda F, I: (F[::1],))
+    with pytest.raises(TypingError):
+        gc.compile_kernel(spec, void(float32[::1]), (9, 0))
+
+
+def test_a_register_cap_that_spills_is_reported():
+    spec = next(s for s in KERNELS if s.name == "additive_backward")
+    _, signature = next(variants(spec))
+    ptx = gc.compile_kernel(spec, signature, (9, 0))
+    assert gc.assemble(ptx, (9, 0))["spill_stores"] == 0
+    capped = gc.assemble(ptx, (9, 0), max_registers=24)
+    assert capped["registers"] <= 24 and capped["spill_stores"] > 0
+
+
+@pytest.mark.parametrize("registers, shared, threads, cc, want", [
+    (32, 0, 128, (9, 0), 1.0),          # 16 blocks of 4 warps fill the 64 warp slots
+    (64, 0, 128, (9, 0), 0.5),          # 65536 / (64·32) = 32 warps
+    (255, 0, 128, (8, 0), 0.125),       # 8192 registers a warp: 8 warps, 2 blocks
+    (16, 48 * 1024, 256, (8, 0), 0.375),  # shared memory: 3 blocks of 8 warps
+    (16, 0, 32, (9, 0), 0.5),           # 32 blocks of one warp at most
+])
+def test_occupancy(registers, shared, threads, cc, want):
+    assert gc.occupancy(registers, shared, threads, cc) == pytest.approx(want)
+
+
+def test_the_executor_says_how_to_get_a_gpu_or_the_simulator():
+    if cuda.is_available():
+        pytest.skip("a GPU is there")
+    from gblas_gnn.executors import get_executor
+    from gblas_gnn.gpu import CUDAUnavailableError
+
+    with pytest.raises(CUDAUnavailableError, match="NUMBA_ENABLE_CUDASIM=1") as err:
+        get_executor("cuda")
+    assert "pip install '.[gpu]'" in str(err.value)
