@@ -4,10 +4,18 @@ default (cpu) run: ``python -m pytest --executor NAME`` in a subprocess.
 ``primitives`` is the cpu executor without any fused kernel: every layer then runs on the
 base-class defaults written with the tier-1 primitives, which proves that an executor
 implementing only the layer contract runs every layer and trains.
+
+``cuda`` runs in Numba's CUDA simulator (no GPU here): the suite written for it
+(``tests/gpu``: every layer, training, checkpoints and the command line against the cpu
+executor) and the executor-neutral operation tests, with lane groups of 4 threads (the
+simulator runs every thread as a Python thread), then the kernel tests at the full warp
+width of 32 lanes. On a machine with a GPU ``tests/gpu`` also runs on it in the ordinary
+session.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,16 +27,35 @@ SUITE = ["tests/test_executor_conformance.py", "tests/test_executor_attention.py
          "tests/test_ops.py", "tests/test_virtual.py", *sorted(
              str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_nn_*.py")),
          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_train_*.py"))]
+GPU_SUITE = ["tests/gpu", "tests/test_executor_conformance.py",
+             "tests/test_executor_attention.py", "tests/test_ops.py", "tests/test_virtual.py"]
 
 
-def run_suite(executor: str, timeout: int) -> subprocess.CompletedProcess:
+def run_suite(executor: str, timeout: int, suite=SUITE, **env) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-           "--executor", executor, *SUITE]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+           "--executor", executor, *suite]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env})
+
+
+def check(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout
 
 
 @pytest.mark.cpu_only            # launched from the cpu session only (no recursion)
 def test_layer_and_training_suite_on_the_primitives_executor():
-    done = run_suite("primitives", timeout=1200)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert " passed" in done.stdout
+    check(run_suite("primitives", timeout=1200))
+
+
+@pytest.mark.cpu_only
+def test_gpu_suite_in_the_cuda_simulator():
+    pytest.importorskip("numba.cuda")
+    check(run_suite("cuda", timeout=1500, suite=GPU_SUITE, NUMBA_ENABLE_CUDASIM="1"))
+
+
+@pytest.mark.cpu_only
+def test_gpu_kernels_at_the_full_warp_width_in_the_cuda_simulator():
+    pytest.importorskip("numba.cuda")
+    check(run_suite("cuda", timeout=900, suite=["tests/gpu/test_gpu_kernels.py"],
+                    NUMBA_ENABLE_CUDASIM="1", GBLAS_GNN_CUDASIM_LANES="32"))

@@ -10,66 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from layer_cases import N, build, case_ids, cases, close, graph_and_inputs, in_dim_of
 
 import gblas_gnn as gg
 from gblas_gnn import dist
 from gblas_gnn.executors import CPUExecutor
 
 CPU = CPUExecutor()
-N = 23                    # not divisible by 2 or 3
-ISOLATED = (20, 21, 22)   # no in- or out-edges
-
-LAYERS = [
-    ("GATConv", dict(in_dim=5, out_dim=3, heads=1)),
-    ("GATConv", dict(in_dim=5, out_dim=3, heads=3, concat=True)),
-    ("GATConv", dict(in_dim=5, out_dim=3, heads=3, concat=False)),
-    ("GATConv", dict(in_dim=2, out_dim=4, heads=1)),                 # aggregate first
-    ("GATConv", dict(in_dim=5, out_dim=3, heads=2, dropout=0.4)),
-    ("GATConv", dict(in_dim=5, out_dim=3, heads=2, add_self_loops=False)),
-    ("AGNNConv", dict(in_dim=5)),
-    ("AGNNConv", dict(in_dim=5, out_dim=4)),
-    ("VAConv", dict(in_dim=5, out_dim=4)),
-    ("VAConv", dict(in_dim=5, out_dim=4, softmax=True)),
-    ("GCNConv", dict(in_dim=5, out_dim=4)),
-    ("GCNConv", dict(in_dim=3, out_dim=6, normalize=False)),
-    ("SGConv", dict(in_dim=5, out_dim=4, K=2)),
-    ("GINConv", dict(mlp_dims=[5, 6, 4], train_eps=True)),
-]
-ATTENTION = {"GATConv", "AGNNConv", "VAConv"}
-
-
-def graph_and_inputs(seed: int, in_dim: int, out_dim: int):
-    rng = np.random.default_rng(seed)
-    active = N - len(ISOLATED)
-    src, dst = rng.integers(0, active, 70), rng.integers(0, active, 70)
-    g = gg.Graph.from_edges(src, dst, N, values=rng.uniform(0.5, 2, 70), dtype=np.float64)
-    return g, rng.standard_normal((N, in_dim)), rng.standard_normal((N, out_dim))
-
-
-def build(name, kw, aggr, executor):
-    kw = dict(kw)
-    if name in ATTENTION:
-        kw["aggr"] = aggr
-    return getattr(gg.nn, name)(**kw, dtype=np.float64, seed=3, executor=executor)
-
-
-def close(got, want, what):
-    scale = max(float(np.abs(want).max()), 1e-12)
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * scale, err_msg=what)
-
-
-CASES = [(name, kw, aggr) for name, kw in LAYERS
-         for aggr in (("sum", "max", "min", "mean") if name in ATTENTION else ("sum",))]
+CASES = cases()
 
 
 @pytest.mark.parametrize("relabel", [False, True])
-@pytest.mark.parametrize("name, kw, aggr", CASES,
-                         ids=[f"{n}-{i}-{a}" for i, (n, _, a) in enumerate(CASES)])
+@pytest.mark.parametrize("name, kw, aggr", CASES, ids=case_ids(CASES))
 def test_layer_equals_one_process(dex, name, kw, aggr, relabel):
     one = build(name, kw, aggr, CPU)
     grid_layer = build(name, kw, aggr, dex)
-    in_dim = kw.get("in_dim", kw.get("mlp_dims", [0])[0])
-    g, H, _ = graph_and_inputs(7, in_dim, 1)
+    g, H, _ = graph_and_inputs(7, in_dim_of(kw), 1)
     out = one(g, H)
     dout = np.random.default_rng(8).standard_normal(out.shape)
     dH = one.backward(dout)

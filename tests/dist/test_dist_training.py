@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from training_cases import assert_same_weights
+from training_cases import train as run
 
 import gblas_gnn as gg
 from gblas_gnn import dist
 from gblas_gnn.data import csbm
 from gblas_gnn.executors import CPUExecutor
-from gblas_gnn.train import Adam, evaluate, fit, load_checkpoint, predict, read_checkpoint
+from gblas_gnn.train import evaluate, load_checkpoint, predict, read_checkpoint
 
 CPU = CPUExecutor()
 
@@ -24,19 +26,6 @@ CPU = CPUExecutor()
 def data():
     return csbm(n=300, classes=3, train_per_class=15, val=60, test=100, features=12, seed=4,
                 dtype=np.float64)
-
-
-def run(model_name, dataset, executor, epochs, **kw):
-    model = gg.nn.models.build(model_name, dataset.x.shape[1], dataset.num_classes, seed=1,
-                               dtype=np.float64, executor=executor)
-    opt = Adam(model, lr=0.01, weight_decay=5e-4)
-    weights = []
-
-    def snapshot(epoch, metrics):
-        weights.append({k: np.array(v) for k, v in model.named_parameters()})
-
-    hist = fit(model, dataset, opt, epochs, progress=False, metrics_callback=snapshot, **kw)
-    return model, opt, hist, weights
 
 
 def same_everywhere(dex, arrays) -> bool:
@@ -49,10 +38,7 @@ def test_five_epochs_equal_one_process(dex, data, model_name):
     dg = dist.DistGraph.from_graph(data.graph, dex.grid, relabel=True, seed=3)
     _, _, h1, w1 = run(model_name, data, CPU, 5)
     _, _, h2, w2 = run(model_name, dg.scatter_dataset(data), dex, 5)
-    for step, (a, b) in enumerate(zip(w1, w2, strict=True)):
-        for k in a:
-            np.testing.assert_allclose(b[k], a[k], rtol=1e-6, atol=1e-9,
-                                       err_msg=f"{k} after step {step + 1}")
+    assert_same_weights(w2, w1)
     for metric in ("train_loss", "val_loss", "val_acc", "test_acc"):
         np.testing.assert_allclose(getattr(h2, metric), getattr(h1, metric), rtol=1e-6)
     assert same_everywhere(dex, list(w2[-1].values()))

@@ -1,0 +1,191 @@
+"""The cuda executor's kernels against the cpu executor where the conformance suite
+(``tests/test_executor_conformance.py``, also run with ``--executor cuda``) does not reach:
+features several lane groups wide, rows longer than a group, graphs without edges, user
+semirings compiled for the device or run on the host, and the executor's errors. Hypothesis
+draws the shapes; every graph has isolated vertices, self loops and one long row.
+"""
+
+from __future__ import annotations
+
+import graphblas as gb
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gblas_gnn as gg
+from gblas_gnn import semirings
+from gblas_gnn.executors import to_numpy
+from gblas_gnn.gpu import LANES, EdgeTensor
+
+SETTINGS = settings(max_examples=8, deadline=None)
+WIDTHS = st.integers(1, 2 * LANES + 1)
+
+
+def graph(seed: int, n: int, m: int, dtype, long_row: bool = True) -> gg.Graph:
+    """Random edges among vertices 0..n-3 (n-2, n-1 isolated), every self loop of 0..3, and
+    vertex 0 hearing from every active vertex (a row longer than a lane group)."""
+    rng = np.random.default_rng(seed)
+    active = max(n - 2, 1)
+    src, dst = rng.integers(0, active, m), rng.integers(0, active, m)
+    loops = np.arange(min(4, active))
+    src, dst = np.r_[src, loops], np.r_[dst, loops]
+    if long_row:
+        src, dst = np.r_[src, np.arange(active)], np.r_[dst, np.zeros(active, np.int64)]
+    return gg.Graph.from_edges(src, dst, n, dtype=dtype)
+
+
+def feats(n, k, dtype, seed):
+    return np.random.default_rng(seed).standard_normal((n, k)).astype(dtype)
+
+
+def close(got, want, dtype, scale=1.0):
+    tol = 5e-5 if np.dtype(dtype) == np.float32 else 1e-11
+    np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=tol, atol=tol * scale)
+
+
+dtypes = st.sampled_from([np.float32, np.float64])
+sizes = st.integers(LANES + 3, 3 * LANES + 4)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**31 - 1), n=sizes, k=WIDTHS, dtype=dtypes,
+       aggr=st.sampled_from(["sum", "mean", "max", "min"]))
+def test_wide_aggregation_and_its_backward(cpu, cuda, seed, n, k, dtype, aggr):
+    g = graph(seed, n, 3 * n, dtype)
+    H, dZ = feats(n, k, dtype, 1), feats(n, k, dtype, 2)
+    (Zc, cc), (Zg, cg) = (ex.aggregate(g.A, ex.asarray(H), aggr, keep_context=True)
+                          for ex in (cpu, cuda))
+    close(Zg, Zc, dtype, 4)
+    dSc, dHc = cpu.aggregate_backward(cc, dZ)
+    dSg, dHg = cuda.aggregate_backward(cg, cuda.asarray(dZ))
+    close(cuda.edge_values(dSg), cpu.edge_values(dSc), dtype, 8)
+    close(dHg, dHc, dtype, 8)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**31 - 1), n=sizes, heads=st.integers(1, 3), width=WIDTHS,
+       dtype=dtypes, aggr=st.sampled_from(["sum", "mean"]), masked=st.booleans(),
+       inference=st.booleans())
+def test_wide_additive_attention_and_its_backward(cpu, cuda, seed, n, heads, width, dtype,
+                                                  aggr, masked, inference):
+    g = graph(seed, n, 2 * n, dtype).with_self_loops()
+    rng = np.random.default_rng(seed)
+    X = feats(n, heads * width, dtype, 3)
+    d, s = feats(n, heads, dtype, 4), feats(n, heads, dtype, 5)
+    mask = None
+    if masked:
+        mask = np.where(rng.random((heads, g.nnz)) >= 0.3, 1 / 0.7, 0).astype(dtype)
+    bias = feats(1, heads * width, dtype, 6)[0]
+    runs = [ex.additive_attention(g.A, *(ex.asarray(a) for a in (d, s, X)), 0.2,
+                                  None if mask is None else ex.asarray(mask), aggr,
+                                  keep_context=not inference, bias=ex.asarray(bias))
+            for ex in (cpu, cuda)]
+    if inference:                  # the bias is the start of every row in the kernel
+        close(runs[1], runs[0], dtype, 4)
+        return
+    close(runs[1][0], runs[0][0], dtype, 4)
+    dZ = feats(n, heads * width, dtype, 7)
+    for a, b in zip(cuda.additive_attention_backward(runs[1][1], cuda.asarray(dZ)),
+                    cpu.additive_attention_backward(runs[0][1], dZ), strict=True):
+        close(a, b, dtype, 16)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**31 - 1), n=sizes, k=WIDTHS, width=WIDTHS, dtype=dtypes,
+       scaled=st.booleans())
+def test_wide_dot_attention_and_its_backward(cpu, cuda, seed, n, k, width, dtype, scaled):
+    g = graph(seed, n, 2 * n, dtype).with_self_loops()
+    P, Q = feats(n, k, dtype, 1) / 2, feats(n, k, dtype, 2) / 2
+    X, scale = (Q, np.abs(feats(n, 1, dtype, 3)[:, 0]) + 0.5) if scaled else \
+        (feats(n, width, dtype, 4), None)
+    runs = [ex.dot_attention(g.A, *(ex.asarray(a) for a in (P, Q)), 0.7, ex.asarray(X), "sum",
+                             True, None if scale is None else ex.asarray(scale))
+            for ex in (cpu, cuda)]
+    close(runs[1][0], runs[0][0], dtype, 4)
+    dZ = feats(n, X.shape[1], dtype, 5)
+    got = cuda.dot_attention_backward(runs[1][1], cuda.asarray(dZ))
+    want = cpu.dot_attention_backward(runs[0][1], dZ)
+    for a, b in zip(got, want, strict=True):
+        close(a, b, dtype, 32)
+
+
+@pytest.mark.parametrize("name", ["plus_times", "min_plus", "max_plus", "max_times",
+                                  "min_times", "avg"])
+def test_wide_semiring_products(cpu, cuda, name):
+    g = graph(3, 2 * LANES + 3, 40, np.float64)
+    E = g.A.apply(gb.unary.abs).new()              # avg needs nonnegative weights
+    H = feats(g.n, 2 * LANES + 1, np.float64, 1)
+    for fn in ("spmm", "spmm_t"):
+        close(getattr(cuda, fn)(E, cuda.asarray(H), name), getattr(cpu, fn)(E, H, name),
+              np.float64, 8)
+
+
+def _user_semirings():
+    found = {}
+    for name, args in (("gpu_test_sum_of_squares", (lambda a, b: a + b,
+                                                    lambda s, h: s * h * h)),
+                       ("gpu_test_plus_hypot", ("plus", "hypot"))):
+        try:
+            found[name] = semirings.get(name)
+        except KeyError:
+            found[name] = semirings.register(name, *args, add_identity=0.0)
+    return found
+
+
+def test_user_semirings_run_on_the_device_or_on_the_host(cpu, cuda):
+    g = graph(5, 11, 30, np.float64)
+    H = feats(g.n, LANES + 2, np.float64, 2)
+    compiled, host = _user_semirings().values()
+    assert compiled.scalar_mul is not None and host.scalar_mul is None
+    cuda.transfers.reset()
+    close(cuda.spmm(g.A, cuda.asarray(H), compiled), cpu.spmm(g.A, H, compiled),
+          np.float64, 8)
+    assert cuda.transfers.by_reason.get("to_numpy", 0) == 0      # a device kernel
+    close(cuda.spmm_t(g.A, cuda.asarray(H), host), cpu.spmm_t(g.A, H, host), np.float64, 8)
+    assert cuda.transfers.by_reason.get("to_numpy", 0) > 0       # the host reference
+
+
+@pytest.mark.parametrize("n", [0, 5])
+def test_graphs_without_edges(cpu, cuda, n):
+    A = gb.Matrix(gb.dtypes.FP64, n, n)
+    H = feats(n, 3, np.float64, 1)
+    for ex in (cpu, cuda):
+        Z, ctx = ex.aggregate(A, ex.asarray(H), "max", keep_context=True)
+        assert to_numpy(Z).shape == (n, 3) and not to_numpy(Z).any()
+        _, dH = ex.aggregate_backward(ctx, ex.asarray(H))
+        assert not to_numpy(dH).any()
+        assert to_numpy(ex.edge_values(ex.softmax(ex.sddmm(A, *(ex.asarray(H),) * 2)))).size \
+            == 0
+        Z = ex.additive_attention(A, *(ex.asarray(feats(n, 1, np.float64, 2)),) * 2,
+                                  ex.asarray(H), 0.2)
+        assert not to_numpy(Z).any()
+
+
+def test_edge_tensors_round_trip_and_errors(cuda):
+    g = graph(1, 9, 20, np.float32)
+    E = cuda.sddmm(g.A, *(cuda.asarray(feats(9, 2, np.float32, 1)),) * 2)
+    assert isinstance(E, EdgeTensor) and (E.nrows, E.ncols, E.nvals) == (9, 9, g.nnz)
+    back = gg.ops.to_graphblas(E, executor=cuda)
+    assert back.nvals == g.nnz and back.dtype == gb.dtypes.FP32
+    rows, cols, _ = back.to_coo()
+    want_rows, want_cols, _ = g.A.to_coo()
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_array_equal(cols, want_cols)
+    with pytest.raises(ValueError, match="edge values"):
+        cuda.edge_from_values(g.A, cuda.asarray(np.ones(g.nnz + 1, np.float32)))
+    with pytest.raises(TypeError, match="graphblas.Matrix"):
+        cuda.softmax(np.ones((3, 3)))
+    with pytest.raises(ValueError, match="rows"):
+        cuda.spmm(g.A, cuda.asarray(feats(8, 2, np.float32, 1)))
+    with pytest.raises(ValueError, match="op must be"):
+        cuda.row_reduce(E, "mean")
+
+
+@pytest.mark.gpu                 # the simulator keeps every array on the host
+def test_a_host_array_never_reaches_a_kernel(cuda):
+    from gblas_gnn.gpu import _sparse_kernels
+
+    H = np.ones((4, 2), np.float32)
+    with pytest.raises(TypeError, match="host array"):
+        cuda._launch(_sparse_kernels.head_dots, (1, 32), H, H, 1, np.empty((1, 4)))

@@ -1,0 +1,91 @@
+"""Every layer on the cuda executor equals the cpu executor: the forward, the input gradient
+and every parameter gradient (float64, 1e-6 relative; float32 for a few), GAT with 1 and 3
+heads, concat and mean, every named aggregation, AGNN with and without W, VA with and without
+softmax, GCN, SGC, GIN; semirings in inference. Beside the configurations the grid is held to
+(``tests/layer_cases.py``), layers whose features are wider than a lane group, so that every
+kernel's loop over feature tiles runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from layer_cases import (
+    LAYERS,
+    build,
+    case_ids,
+    cases,
+    close,
+    graph_and_inputs,
+    in_dim_of,
+)
+
+import gblas_gnn as gg
+from gblas_gnn.executors import to_numpy
+from gblas_gnn.gpu import LANES
+
+WIDE = [  # every feature width above one lane group (4 lanes in the simulator, 32 on a GPU)
+    ("GATConv", dict(in_dim=LANES + 3, out_dim=LANES + 2, heads=2)),
+    ("GATConv", dict(in_dim=3, out_dim=2 * LANES + 1, heads=1)),                # aggregate first
+    ("AGNNConv", dict(in_dim=LANES + 3, out_dim=LANES + 1)),
+    ("VAConv", dict(in_dim=LANES + 2, out_dim=3, softmax=True)),
+    ("GCNConv", dict(in_dim=LANES + 2, out_dim=LANES + 1)),
+]
+CASES = cases(LAYERS) + cases(WIDE)
+
+
+def run(name, kw, aggr, ex, g, H, dtype):
+    """Forward and backward of the layer on ``ex`` (dropout keys from the same seed: the same
+    masks); host copies of the output, the input gradient and the parameter gradients."""
+    layer = build(name, kw, aggr, ex, dtype)
+    if hasattr(layer, "dropout_rng"):
+        layer.dropout_rng = np.random.default_rng(11)
+    out = layer(g, ex.asarray(H))
+    dout = np.random.default_rng(8).standard_normal(out.shape).astype(dtype)
+    dH = layer.backward(ex.asarray(dout))
+    return to_numpy(out), to_numpy(dH), {k: to_numpy(v) for k, v in layer.grads.items()}
+
+
+def compare(name, kw, aggr, cpu, cuda, dtype=np.float64, rtol=1e-6):
+    g, H, _ = graph_and_inputs(7, in_dim_of(kw), 1)
+    if dtype != np.float64:
+        g = gg.Graph.from_scipy(g.to_scipy().astype(dtype), dtype=dtype)
+    want, got = (run(name, kw, aggr, ex, g, H.astype(dtype), dtype) for ex in (cpu, cuda))
+    close(got[0], want[0], "forward", rtol)
+    close(got[1], want[1], "input gradient", rtol)
+    assert got[2].keys() == want[2].keys()
+    for k, v in want[2].items():
+        close(got[2][k], v, f"gradient of {k}", rtol)
+
+
+@pytest.mark.parametrize("name, kw, aggr", CASES, ids=case_ids(CASES))
+def test_layer_equals_the_cpu_executor(cpu, cuda, name, kw, aggr):
+    compare(name, kw, aggr, cpu, cuda)
+
+
+@pytest.mark.parametrize("name, kw", [LAYERS[1], LAYERS[7], WIDE[0]],
+                         ids=["gat", "agnn", "gat-wide"])
+def test_float32_layers_equal_the_cpu_executor(cpu, cuda, name, kw):
+    compare(name, kw, "sum", cpu, cuda, np.float32, rtol=2e-4)
+
+
+@pytest.mark.parametrize("semiring", ["max_plus", "min_times", "avg"])
+def test_inference_with_a_semiring(cpu, cuda, semiring):
+    g, H, _ = graph_and_inputs(9, LANES + 1, 1)
+    outs = []
+    for ex in (cpu, cuda):
+        layer = gg.nn.GATConv(LANES + 1, 3, heads=2, aggr=semiring, dtype=np.float64,
+                              executor=ex).eval()
+        outs.append(to_numpy(layer(g, ex.asarray(H))))
+    close(outs[1], outs[0], semiring)
+
+
+def test_results_stay_on_the_device_and_parameters_are_device_arrays(cuda):
+    g, H, _ = graph_and_inputs(2, 4, 1)
+    layer = gg.nn.GATConv(4, 3, heads=2, dtype=np.float64, executor="cuda")
+    assert layer.executor is cuda
+    out = layer(g, cuda.asarray(H))
+    assert isinstance(out, cuda.xp.ndarray)
+    assert all(isinstance(p, cuda.xp.ndarray) for p in layer.params.values())
+    layer.backward(cuda.xp.ones_like(out))
+    assert all(isinstance(p, cuda.xp.ndarray) for p in layer.grads.values())
