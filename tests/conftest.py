@@ -38,11 +38,6 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "cpu_only: checks the cpu executor's own kernels")
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped without one)")
-    if config.getoption("--executor") == "cuda" and os.environ.get("NUMBA_ENABLE_CUDASIM"):
-        # Numba's CUDA simulator runs every CUDA thread as a Python thread that meets the
-        # others at each barrier: handing the GIL over every 50 µs instead of every 5 ms makes
-        # a kernel launch 5–10× faster there
-        sys.setswitchinterval(5e-5)
     if os.environ.get("GBLAS_GNN_TEST_COLLECTIVE") and config.option.basetemp is None:
         # every rank of an MPI job is its own pytest process: give each its own base
         # directory, or they delete each other's temporary directories
