@@ -1,9 +1,10 @@
 """Plain SpMM ``A @ H`` of the case's graph (with self loops) in three libraries.
 
 The yardstick for "our GAT forward costs at most 3× the fastest plain SpMM of the same ``A``
-and ``H``": scipy's CSR product, ``torch.sparse.mm`` on a CSR tensor and GraphBLAS
-``plus_times`` through :func:`gblas_gnn.ops.spmm` on the executor under test (labelled
-``<name> plus_times`` when that is not a cpu one). All read float32 values 1.
+and ``H``": scipy's CSR product (on the host only), ``torch.sparse.mm`` on a CSR tensor (on
+PyG's device: cuSPARSE on a GPU) and ``plus_times`` through :func:`gblas_gnn.ops.spmm` on
+the executor under test (labelled ``<name> plus_times`` when that is not a cpu one). All
+read float32 values 1.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import numpy as np
 __all__ = ["spmm_baselines"]
 
 
-def spmm_baselines(g, H: np.ndarray, with_torch: bool = True, executor: str = "cpu"
-                   ) -> dict[str, Callable[[], object]]:
+def spmm_baselines(g, H: np.ndarray, with_torch: bool = True, executor: str = "cpu",
+                   device=None) -> dict[str, Callable[[], object]]:
     """Zero-argument callables computing ``A H`` for ``A = g.with_self_loops().A``.
 
     Parameters
@@ -30,6 +31,8 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True, executor: str = "c
         Include ``torch.sparse.mm`` (imports torch).
     executor : str
         The executor of our SpMM.
+    device : bench.device.BenchDevice, optional
+        Where torch runs (default the host).
 
     Returns
     -------
@@ -46,7 +49,9 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True, executor: str = "c
     indptr, indices = d["indptr"].astype(np.int64), d["col_indices"].astype(np.int64)
     ones = np.ones(indices.shape[0], np.float32)
     csr = sp.csr_matrix((ones, indices, indptr), shape=(g.n, g.n))
-    fns: dict[str, Callable[[], object]] = {"scipy csr @ H": lambda: csr @ H}
+    on_host = device is None or not device.on_gpu
+    fns: dict[str, Callable[[], object]] = {"scipy csr @ H": lambda: csr @ H} if on_host \
+        else {}
     if with_torch:
         import torch
 
@@ -55,6 +60,8 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True, executor: str = "c
             At = torch.sparse_csr_tensor(torch.from_numpy(indptr), torch.from_numpy(indices),
                                          torch.from_numpy(ones), size=(g.n, g.n))
         Ht = torch.from_numpy(H)
+        if not on_host:
+            At, Ht = At.to(device.torch_device), Ht.to(device.torch_device)
         fns["torch.sparse.mm (CSR)"] = lambda: torch.sparse.mm(At, Ht)
     ex = get_executor(executor)
     Hx = ex.asarray(H)

@@ -12,13 +12,13 @@ so their peak RSS is that of the layer, not of the generator.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Case", "CASES", "CaseData", "get_case", "build_case_data", "save_case_data",
-           "load_case_data", "graph_from_csr"]
+__all__ = ["Case", "CASES", "CaseData", "get_case", "with_width", "build_case_data",
+           "save_case_data", "load_case_data", "graph_from_csr"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,9 @@ CASES: dict[str, Case] = {
     "L": Case("L", {"kind": "kronecker", "scale": 20, "edge_factor": 16}, 32, 32,
               description="Kronecker scale 20, edge factor 16, k=32",
               targets={**_LAYER_TARGETS, "memory_ratio_max": 1 / 3}),
+    "ER1M": Case("ER1M", {"kind": "erdos_renyi", "n": 1_000_000, "degree": 16}, 32, 32,
+                 description="random graph n=1 000 000, average degree 16 (16 M edges), "
+                             "k_in=k_out=32", targets=_LAYER_TARGETS),
     "XL": Case("XL", {"kind": "kronecker", "scale": 22, "edge_factor": 16}, 16, 16,
                kind="epoch", num_layers=3,
                description="Kronecker scale 22, edge factor 16, k=16: one training epoch "
@@ -84,6 +87,14 @@ def get_case(name: str) -> Case:
         return CASES[name]
     except KeyError:
         raise KeyError(f"unknown case {name!r}; choose from {sorted(CASES)}") from None
+
+
+def with_width(case: Case, k: int) -> Case:
+    """``case`` with feature width ``k`` in and out, named ``<name>-k<k>``."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return replace(case, name=f"{case.name}-k{k}", k_in=k, k_out=k,
+                   description=f"{case.description.rsplit(', k', 1)[0]}, k_in=k_out={k}")
 
 
 def case_dict(case: Case) -> dict:

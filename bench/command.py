@@ -1,12 +1,13 @@
 """Command line of the benchmark harness.
 
-    python -m bench run --case M|L|XL|tiny|tinyXL [--layers gat,agnn,gcn] [--reps 5]
-                        [--warmup 1] [--threads 2] [--blas-threads N] [--out bench/results]
-                        [--tol 1e-4] [--executor cpu]
+    python -m bench run --case M|L|ER1M|XL|tiny|tinyXL [--k K] [--layers gat,agnn,gcn]
+                        [--reps 5] [--warmup 1] [--threads 2] [--blas-threads N]
+                        [--out bench/results] [--tol 1e-4] [--executor cpu]
                         [--mem-limit-gib 20] [--self-limit-gib G] [--no-memory]
                         [--keep-data] [--timeout S] [--omp-wait-policy passive]
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
                             [--executor cpu] [--out bench/results]
+    python -m bench cuda-kernels [--cases M,L] [--out bench/results]
 
 Run from a checkout: the repository root as working directory or on ``PYTHONPATH``. Exit
 status: 0 done, 1 case aborted (ours and PyG disagree, or our side failed), 2 bad arguments.
@@ -14,7 +15,11 @@ status: 0 done, 1 case aborted (ours and PyG disagree, or our side failed), 2 ba
 ``--executor NAME`` (default ``cpu``; see :func:`gblas_gnn.executors.names`) is what our
 layers and ops run on; the JSON and the markdown header record it. ``primitives`` is the cpu
 executor without its fused kernels. ``dist`` is refused: the distributed study is a separate
-command (an MPI job), not this single-process comparison.
+command (an MPI job), not this single-process comparison. ``cuda`` runs both implementations
+on one GPU (PyG through torch's CUDA build; :mod:`bench.device`) for the layer cases; ``--k``
+sets their feature width (e.g. 128). ``cuda-kernels`` needs no GPU: it compiles every kernel
+of the cuda executor and tabulates its resources and the bytes it must move
+(:mod:`bench.cuda_kernels`).
 
 ``--omp-wait-policy`` (default ``passive``) sets ``OMP_WAIT_POLICY`` for every process of the
 run. Torch and SuiteSparse each bring their own OpenMP runtime; with the default (spinning)
@@ -100,6 +105,8 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run a case: ours vs PyG, timing, agreement, memory")
     r.add_argument("--case", required=True, choices=list(CASES))
+    r.add_argument("--k", type=_positive(int), default=None,
+                   help="feature width of a layer case instead of its own (k_in = k_out)")
     r.add_argument("--layers", type=_layers, default=list(LAYERS),
                    help="comma list of gat,agnn,gcn (layer cases)")
     r.add_argument("--reps", type=_positive(int), default=5,
@@ -131,6 +138,12 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     k.add_argument("--threads", type=_positive(int), default=2)
     k.add_argument("--reps", "--repeat", type=_positive(int), default=7)
     k.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ck = sub.add_parser("cuda-kernels", help="every kernel of the cuda executor compiled for "
+                        "sm_80 and sm_90 (no GPU needed): resources, occupancy and the bytes "
+                        "it moves on the M and L cases")
+    ck.add_argument("--cases", type=lambda t: [c for c in t.split(",") if c],
+                    default=["M", "L"])
+    ck.add_argument("--out", type=Path, default=DEFAULT_OUT)
     d = sub.add_parser("dist", help="the dist executor on 1..P processes against one process "
                                     "(MPI jobs)")
     d.add_argument("--case", required=True, choices=list(CASES))
@@ -172,11 +185,21 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
 
 
 def _run(a) -> int:
+    from .device import DeviceUnavailable, device_for
     from .report import markdown, write_outputs
     from .run import CaseAborted, run_case
 
     if a.warmup < 0:
         print("error: --warmup must be ≥ 0", file=sys.stderr)
+        return 2
+    try:
+        device_for(a.executor)
+    except DeviceUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if a.executor == "cuda" and CASES[a.case].kind != "layer":
+        print(f"error: case {a.case} trains a model in worker processes; with --executor "
+              "cuda only the layer cases run", file=sys.stderr)
         return 2
     code = 0
     try:
@@ -184,7 +207,7 @@ def _run(a) -> int:
                           a.mem_limit_gib, a.memory, a.out / "tmp", a.keep_data, a.timeout,
                           a.quiet, worker_env=policy_env(a.omp_wait_policy),
                           self_limit_gib=a.self_limit_gib, blas_threads=a.blas_threads,
-                          executor=a.executor)
+                          executor=a.executor, k=a.k)
     except CaseAborted as exc:
         print(f"bench: case {a.case} aborted: {exc}", file=sys.stderr)
         result, code = exc.result, 1
@@ -222,6 +245,19 @@ def _scale(a) -> int:
         print(scale_markdown(result))
         code = max(code, 1 if "failed" in result else 0)
     return code
+
+
+def _cuda_kernels(a) -> int:
+    from .cuda_kernels import cuda_kernels_markdown, run_cuda_kernels
+
+    unknown = [c for c in a.cases if c not in CASES]
+    if unknown:
+        print(f"error: unknown cases {unknown}; choose from {sorted(CASES)}", file=sys.stderr)
+        return 2
+    result = run_cuda_kernels(a.cases, a.out)
+    print(cuda_kernels_markdown(result))
+    print(f"wrote {a.out / 'cuda-kernels.json'}, {a.out / 'cuda-kernels.md'}")
+    return 0
 
 
 def _kernels(a) -> int:
@@ -273,8 +309,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
         a = p.parse_args(argv)
     except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
         return int(exc.code or 0)
-    if a.command in ("dist", "comm", "scale"):
-        return {"dist": _dist, "comm": _comm, "scale": _scale}[a.command](a)
+    if a.command in ("dist", "comm", "scale", "cuda-kernels"):
+        return {"dist": _dist, "comm": _comm, "scale": _scale,
+                "cuda-kernels": _cuda_kernels}[a.command](a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
     return _run(a) if a.command == "run" else _kernels(a)

@@ -119,7 +119,7 @@ def _in_our_layout(name: str, layer, grads: bool) -> dict[str, np.ndarray]:
         if src is None:
             arr = np.zeros(tuple(t.shape), np.float32)
         else:
-            arr = src.detach().numpy().copy()
+            arr = src.detach().cpu().numpy().copy()
         # W and bias maps are their own inverses; attention vectors lose the leading axis
         out[key] = arr[0] if key in ("att_src", "att_dst") else to_pyg(arr)
     return out

@@ -15,7 +15,9 @@ between them, as in a training loop). Prints ``BENCH_RESULT {json}`` with
 * ``baseline_rss_bytes``, ``setup_rss_bytes`` — RSS after warm-up and after setup;
 * ``run_peak_bytes`` — ``VmHWM`` since the reset (the peak of the passes alone), and
   ``run_increment_bytes`` = ``run_peak_bytes − setup_rss_bytes``;
-* ``iter_seconds`` — wall time of each pass (not a benchmark: nothing else is interleaved).
+* ``iter_seconds`` — wall time of each pass (not a benchmark: nothing else is interleaved);
+* on a GPU (``--executor cuda``, PyG on the same GPU) also ``peak_device_bytes``: the device
+  memory the passes allocate at their peak (:mod:`.device`), the number compared there.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 import numpy as np
 
 from .cases import CaseData, graph_from_csr, load_case_data
+from .device import BenchDevice, device_for
 from .layers import LAYERS, make_ours, make_pyg
 from .rss import peak_rss_bytes, reset_hwm, rss_bytes
 from .threads import set_threads
@@ -46,9 +49,11 @@ def _tiny_data(k_in: int, k_out: int) -> CaseData:
                     rng.standard_normal((n, k_out), dtype=np.float32), np.zeros(n, np.int64))
 
 
-def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str):
+def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str,
+            device: BenchDevice):
     """A zero-argument forward+backward of ``impl``'s layer on ``data`` (ours on
-    ``executor``; PyG copies the weights of ours, the same on every executor)."""
+    ``executor``; PyG copies the weights of ours, the same on every executor, and runs on
+    ``device``), synchronised on a GPU."""
     ours = make_ours(layer, data.H.shape[1], k_out, executor=executor)
     H, dZ = data.H, np.ascontiguousarray(data.dZ[:, :k_out])
     if impl == "ours":
@@ -59,20 +64,18 @@ def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str):
         def step():
             ours(g, H)
             ours.backward(dZ)
-        return step
-    import torch
-
-    pyg = make_pyg(layer, ours)
+        return device.timed(step)
+    pyg = make_pyg(layer, ours).to(device.torch_device)
     pyg.train()
-    ei = torch.from_numpy(data.edge_index)
-    x = torch.from_numpy(H).requires_grad_(True)
-    dZt = torch.from_numpy(dZ)
+    ei = device.tensor(data.edge_index)
+    x = device.tensor(H, requires_grad=True)
+    dZt = device.tensor(dZ)
 
     def step():
         pyg.zero_grad(set_to_none=True)
         x.grad = None
         pyg(x, ei).backward(dZt)
-    return step
+    return device.timed(step)
 
 
 def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
@@ -81,17 +84,21 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
     """Peak memory of ``iters`` forward+backward passes; see the module docstring."""
     if impl not in ("ours", "pyg"):
         raise ValueError(f"impl must be 'ours' or 'pyg', got {impl!r}")
+    device = device_for(executor)            # PyG runs where ours does (one GPU)
     executor = executor if impl == "ours" else "cpu"    # PyG's process loads no other one
     set_threads(threads, torch=impl == "pyg", blas=blas_threads, executor=executor)
-    _runner(impl, layer, _tiny_data(k_in, k_out), k_out, executor)()      # warm-up
+    tracker = device.peak_tracker(impl)
+    _runner(impl, layer, _tiny_data(k_in, k_out), k_out, executor, device)()      # warm-up
     baseline = rss_bytes()
     parts = ("indptr", "indices", "H", "dZ") if impl == "ours" else ("edge_index", "H", "dZ")
     data = load_case_data(data_path, parts)
-    step = _runner(impl, layer, data, k_out, executor)
+    step = _runner(impl, layer, data, k_out, executor, device)
     del data
     setup = rss_bytes()
     before = peak_rss_bytes()
     has_hwm = reset_hwm()
+    if tracker is not None:
+        tracker.reset()
     times = []
     for _ in range(iters):
         t = time.perf_counter()
@@ -99,7 +106,8 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
         times.append(time.perf_counter() - t)
     run_peak = peak_rss_bytes()
     peak = max(before, run_peak) if has_hwm else run_peak
-    return {"impl": impl, "layer": layer, "threads": threads, "iters": iters,
+    device_peak = {} if tracker is None else {"peak_device_bytes": tracker.peak_bytes()}
+    return {"impl": impl, "layer": layer, "threads": threads, "iters": iters, **device_peak,
             "executor": executor if impl == "ours" else None,
             "peak_rss_bytes": peak, "baseline_rss_bytes": baseline,
             "setup_rss_bytes": setup, "run_peak_bytes": run_peak,

@@ -6,6 +6,7 @@ import numpy as np
 
 from .agreement import DEFAULT_TOL, compare
 from .cases import CaseData
+from .device import BenchDevice
 from .layers import make_ours, make_pyg, pyg_grads
 
 __all__ = ["LayerPair"]
@@ -30,6 +31,8 @@ class LayerPair:
         Initialisation seed of our layer (PyG gets the same weights).
     executor : str
         The executor our layer runs on; ``H`` and ``dZ`` are moved to it once, here.
+    device : BenchDevice, optional
+        Where PyG runs (default the host; on a GPU its layer and tensors move there once).
 
     Notes
     -----
@@ -39,7 +42,7 @@ class LayerPair:
     """
 
     def __init__(self, name: str, g, data: CaseData, k_out: int, with_pyg: bool = True,
-                 seed: int = 0, executor: str = "cpu"):
+                 seed: int = 0, executor: str = "cpu", device: BenchDevice | None = None):
         self.name = name
         self.g, self.H, self.dZ = g, data.H, data.dZ[:, :k_out]
         self.ours = make_ours(name, data.H.shape[1], k_out, seed=seed, executor=executor)
@@ -49,12 +52,13 @@ class LayerPair:
         if with_pyg:
             import torch
 
+            device = device or BenchDevice("host")
             self._torch = torch
-            self.pyg = make_pyg(name, self.ours)
-            self.edge_index = torch.from_numpy(data.edge_index)
-            self.Ht = torch.from_numpy(self.H)
-            self.Hleaf = torch.from_numpy(self.H.copy()).requires_grad_(True)
-            self.dZt = torch.from_numpy(np.ascontiguousarray(self.dZ))
+            self.pyg = make_pyg(name, self.ours).to(device.torch_device)
+            self.edge_index = device.tensor(data.edge_index)
+            self.Ht = device.tensor(self.H)
+            self.Hleaf = device.tensor(self.H.copy(), requires_grad=True)
+            self.dZt = device.tensor(self.dZ)
 
     # ------------------------------------------------------------------ ours
     def ours_forward(self) -> np.ndarray:
@@ -93,9 +97,9 @@ class LayerPair:
         Z, dH = self.ours_fwd_bwd()
         Zp, dHp = self.pyg_fwd_bwd()
         ours = {"Z": Z, "dH": dH, **{f"grad_{k}": v for k, v in self.ours.grads.items()}}
-        ref = {"Z": Zp.detach().numpy(), "dH": dHp.numpy(),
+        ref = {"Z": Zp.detach().cpu().numpy(), "dH": dHp.cpu().numpy(),
                **{f"grad_{k}": v for k, v in pyg_grads(self.name, self.pyg).items()}}
         ours["Z_eval"] = self.ours_forward()
         ours = {k: to_numpy(v) for k, v in ours.items()}
-        ref["Z_eval"] = self.pyg_forward().numpy()
+        ref["Z_eval"] = self.pyg_forward().cpu().numpy()
         return compare(ours, ref, tol, what=self.name)

@@ -37,6 +37,8 @@ def _fmt_mem(m: dict | None) -> str:
         return "not measured"
     if m.get("status") != "ok":
         return m.get("message") or m.get("status", "?")
+    if "peak_device_bytes" in m:
+        return f"{m['peak_device_bytes'] / _MIB:.0f} on the GPU"
     return (f"{m['peak_rss_bytes'] / _MIB:.0f} "
             f"(+{m['run_increment_bytes'] / _MIB:.0f} in the passes)")
 
@@ -56,6 +58,8 @@ def _header(r: dict) -> list[str]:
                      "with self loops), ")
     if "executor" in r:       # results recorded before the option keep their header
         lines[-1] += f"executor = {r['executor']}, "
+    if "device" in r:         # both implementations on one GPU (or the simulator's smoke test)
+        lines[-1] += f"device = {r['device']}, "
     lines[-1] += (f"threads = {r['threads']}, {r['reps']} timed runs after {r['warmup']} "
                   f"warm-up; {env['cpu']} ({env['cpu_count']} cores); load average "
                   f"{env.get('load_average_start')} → {env.get('load_average_end')}; "
@@ -74,9 +78,12 @@ def _table_head(intro: str, *columns: str) -> list[str]:
 
 
 def _layer_tables(r: dict) -> list[str]:
-    lines = _table_head("Times in ms: median [min–max]. Peak RSS in MiB of a fresh process "
-                        "(VmHWM).", "layer", "impl", "fwd", "fwd+bwd", "peak RSS MiB",
-                        "agreement max rel. Δ")
+    on_gpu = r.get("device") == "gpu"
+    lines = _table_head("Times in ms: median [min–max]" + (
+        ", each call ended by a device synchronisation. Peak device memory in MiB of a fresh "
+        "process (CuPy's pool for ours, torch's allocator for PyG)." if on_gpu else
+        ". Peak RSS in MiB of a fresh process (VmHWM)."), "layer", "impl", "fwd", "fwd+bwd",
+        "peak GPU MiB" if on_gpu else "peak RSS MiB", "agreement max rel. Δ")
     for layer, e in r["layers"].items():
         t = e.get("times", {})
         agree = e.get("agreement")

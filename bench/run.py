@@ -9,7 +9,9 @@
    (:mod:`.agreement`) — a disagreement aborts the case;
 3. timing: warm-up, then ``reps`` rounds of *ours fwd, PyG fwd, ours fwd+bwd, PyG fwd+bwd*;
 
-then the plain SpMM baselines (scipy, torch.sparse, GraphBLAS) are timed the same way.
+then the plain SpMM baselines (scipy, torch.sparse, GraphBLAS) are timed the same way. With
+``executor="cuda"`` both sides run on one GPU (:mod:`.device`): every timed call ends with a
+device synchronisation and memory is each side's peak device allocation.
 
 ``epoch`` cases (XL): the model is first checked against PyG on a small Kronecker graph in
 this process; then each implementation trains in its own guarded subprocess
@@ -28,7 +30,8 @@ from pathlib import Path
 
 from .agreement import DEFAULT_TOL, DisagreementError, compare
 from .baselines import spmm_baselines
-from .cases import Case, build_case_data, case_dict, get_case, save_case_data
+from .cases import Case, build_case_data, case_dict, get_case, save_case_data, with_width
+from .device import BenchDevice, device_for
 from .environment import environment, load_average
 from .guard import RSSWatchdog
 from .pair import LayerPair
@@ -89,7 +92,8 @@ def _target(name: str, value: float | None, goal: float, op: str) -> dict:
 
 def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
                 worker_args: list[str], tol: float, limit: int, memory: bool, workdir: Path,
-                timeout: float | None, env: dict | None, result: dict, quiet: bool) -> None:
+                timeout: float | None, env: dict | None, result: dict, quiet: bool,
+                device: BenchDevice) -> None:
     executor = result["executor"]
     t = time.perf_counter()
     g, data = build_case_data(case)
@@ -113,7 +117,8 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
                     raise CaseAborted(f"{layer}: our layer failed in the memory run: "
                                       f"{m['message']}", result)
             pyg_ok = entry["memory"]["pyg"]["status"] == "ok"
-        pair = LayerPair(layer, g, data, case.k_out, with_pyg=pyg_ok, executor=executor)
+        pair = LayerPair(layer, g, data, case.k_out, with_pyg=pyg_ok, executor=executor,
+                         device=device)
         if pyg_ok:
             try:
                 entry["agreement"] = pair.check(tol)
@@ -130,15 +135,16 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
         fns["ours fwd+bwd"] = pair.ours_fwd_bwd
         if pyg_ok:
             fns["pyg fwd+bwd"] = pair.pyg_fwd_bwd
-        entry["times"] = interleaved(fns, reps, warmup)
+        entry["times"] = interleaved({k: device.timed(f) for k, f in fns.items()}, reps,
+                                     warmup)
         med = {k: v["median_ms"] for k, v in entry["times"].items()}
         entry["speedup"] = {"fwd": _ratio(med.get("pyg fwd"), med["ours fwd"]),
                             "fwd+bwd": _ratio(med.get("pyg fwd+bwd"), med["ours fwd+bwd"])}
         _log(f"{layer}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()), quiet)
         del pair, fns
         gc.collect()
-    spmm = spmm_baselines(g, data.H, executor=executor)
-    result["spmm"] = interleaved(spmm, reps, warmup)
+    spmm = spmm_baselines(g, data.H, executor=executor, device=device)
+    result["spmm"] = interleaved({k: device.timed(f) for k, f in spmm.items()}, reps, warmup)
     _log("SpMM: " + ", ".join(f"{k} {v['median_ms']:.1f} ms"
                               for k, v in result["spmm"].items()), quiet)
     _layer_targets(case, result)
@@ -153,8 +159,9 @@ def _layer_targets(case: Case, result: dict) -> None:
             targets.append(_target(f"{layer.upper()} fwd+bwd speedup over PyG",
                                    entry["speedup"]["fwd+bwd"], goal, ">="))
         if "memory_ratio_max" in goals and entry["memory"]:
-            ours = entry["memory"]["ours"].get("peak_rss_bytes")
-            pyg = entry["memory"]["pyg"].get("peak_rss_bytes")
+            key = "peak_device_bytes" if result.get("device") == "gpu" else "peak_rss_bytes"
+            ours = entry["memory"]["ours"].get(key)
+            pyg = entry["memory"]["pyg"].get(key)
             entry["memory_ratio"] = _ratio(ours, pyg)
             targets.append(_target(f"{layer.upper()} peak RSS ours / PyG",
                                    entry["memory_ratio"], goals["memory_ratio_max"], "<="))
@@ -253,7 +260,7 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
              timeout: float | None = None, quiet: bool = False,
              worker_env: dict[str, str] | None = None,
              self_limit_gib: float | None = None, blas_threads: int | None = None,
-             executor: str = "cpu") -> dict:
+             executor: str = "cpu", k: int | None = None) -> dict:
     """Run case ``name`` and return its result dict (see :mod:`.report` for the layout).
 
     Parameters
@@ -288,7 +295,11 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
     blas_threads : int, optional
         Threads of numpy's BLAS (default ``threads``).
     executor : str
-        The executor our layers and ops run on, here and in every worker.
+        The executor our layers and ops run on, here and in every worker (``cuda``: PyG
+        runs on the same GPU).
+    k : int, optional
+        Feature width of the case's layers instead of its own (``k_in = k_out = k``; the
+        result is named ``<case>-k<k>``).
 
     Raises
     ------
@@ -297,8 +308,14 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         collected, with ``status`` and ``message`` set.
     """
     case = get_case(name)
+    if k is not None:
+        case = with_width(case, k)
     if reps < 1 or warmup < 0:
         raise ValueError(f"need reps ≥ 1 and warmup ≥ 0, got {reps}, {warmup}")
+    device = device_for(executor)
+    if device.kind != "host" and case.kind != "layer":
+        raise ValueError(f"case {name} trains a model in worker processes; with "
+                         f"--executor {executor} only the layer cases run")
     layers = list(layers or ("gat", "agnn", "gcn"))
     limit = int(mem_limit_gib * GIB)
     workdir = Path(workdir) if workdir is not None else Path("bench/results/tmp")
@@ -306,7 +323,9 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
     got = set_threads(threads, blas=blas_threads, executor=executor)
     wargs = _worker_args(threads, blas_threads, executor)
     result: dict = {"case": case_dict(case), "status": "ok", "message": "",
-                    "executor": executor, "threads": threads, "threads_set": got,
+                    "executor": executor, **({} if device.kind == "host" else
+                                             {"device": device.kind}),
+                    "threads": threads, "threads_set": got,
                     "reps": reps, "warmup": warmup, "tolerance": tol,
                     "mem_limit_bytes": limit, "environment": env,
                     "protocol": {
@@ -327,7 +346,7 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         with RSSWatchdog(self_limit):
             if case.kind == "layer":
                 _layer_case(case, layers, reps, warmup, wargs, tol, limit, memory,
-                            workdir, timeout, worker_env, result, quiet)
+                            workdir, timeout, worker_env, result, quiet, device)
             else:
                 _epoch_case(case, reps, warmup, wargs, tol, limit, workdir, timeout,
                             worker_env, result, quiet)

@@ -222,3 +222,36 @@ def test_kernels_subcommand_writes_its_table(tmp_path, capsys):
     assert "executor=cpu, threads=1" in (tmp_path / "kernels.md").read_text()
     assert "| sddmm |" in (tmp_path / "kernels.md").read_text()
     assert "| sddmm |" in capsys.readouterr().out
+
+
+def test_k_sets_the_width_of_a_layer_case(tmp_path):
+    assert main(["run", "--threads", "1", "--out", str(tmp_path), "--quiet", "--case", "tiny",
+                 "--k", "8", "--layers", "gcn", "--reps", "1", "--no-memory",
+                 "--no-plot"]) == 0
+    r = json.loads((tmp_path / "tiny-k8.json").read_text())
+    assert r["case"]["name"] == "tiny-k8"
+    assert (r["case"]["k_in"], r["case"]["k_out"]) == (8, 8)
+    assert r["case"]["description"].endswith("k_in=k_out=8")
+
+
+def test_cuda_kernel_byte_model_covers_every_kernel():
+    pytest.importorskip("numba.cuda")
+    from bench.cuda_kernels import BYTES, _sizes
+
+    from gblas_gnn.gpu._catalogue import KERNELS
+
+    assert set(BYTES) == {spec.name for spec in KERNELS}
+    sizes = _sizes(10, 40, 4)
+    assert all(set(a) | set(b) <= set(sizes) for a, b in BYTES.values())
+
+
+def test_recorded_cuda_kernel_table_regenerates_byte_for_byte():
+    from pathlib import Path
+
+    from bench.cuda_kernels import cuda_kernels_markdown
+
+    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    r = json.loads((results / "cuda-kernels.json").read_text())
+    assert cuda_kernels_markdown(r) == (results / "cuda-kernels.md").read_text()
+    assert all(row["resources"][cc]["spill_stores"] == 0 for row in r["kernels"]
+               for cc in ("sm_80", "sm_90"))
