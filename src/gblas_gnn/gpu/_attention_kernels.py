@@ -42,14 +42,24 @@ __all__ = ["additive_forward", "dot_forward", "additive_backward", "dot_backward
 
 
 @cuda.jit(device=True)
-def _aggregate_row(i, h, start, end, inv, psi, indices, X, mask, use_mask, c, use_c, Z0, Z,
-                   sw, sj):
-    r"""Normalise the row's exponentials ``psi[h, start:end]`` by ``inv`` (stored back: Ψ,
-    in the first tile) and write ``Z[i, h·w + col] = Z0[h, col] + Σ_e Ψ_e M_e c_j
-    X[j, h·w + col]`` for every feature column of the head. The lane that stages edge ``e``
-    is the lane that wrote its exponential, so no barrier is needed before; ``sw``/``sj``:
-    this group's shared rows."""
+def _softmax_aggregate_row(i, h, start, end, m, psi, indices, X, mask, use_mask, c, use_c,
+                           Z0, Z):
+    r"""From the row's scores ``psi[h, start:end]`` and their maximum ``m``: Ψ in place of the
+    scores and ``Z[i, h·w + col] = Z0[h, col] + Σ_e Ψ_e M_e c_j X[j, h·w + col]`` for every
+    feature column of the head. Each lane works on the edges ``start + lane + t·LANES``, the
+    ones it wrote the scores of, so no barrier is needed before; the aggregation stages the
+    row's weights and source columns in shared memory, LANES edges at a time."""
+    sw = cuda.shared.array((GROUPS_PER_BLOCK, LANES), X.dtype)
+    sj = cuda.shared.array((GROUPS_PER_BLOCK, LANES), indices.dtype)
+    g = cuda.threadIdx.x // LANES
     ln = lane()
+    total = X.dtype.type(0)
+    for e in range(start + ln, end, LANES):
+        v = math.exp(psi[h, e] - m)
+        psi[h, e] = v
+        total += v
+    total = group_sum(total)
+    inv = X.dtype.type(1) / total if end > start else X.dtype.type(0)
     w = Z0.shape[1]
     off = h * w
     for col0 in range(0, w, LANES):
@@ -67,12 +77,12 @@ def _aggregate_row(i, h, start, end, inv, psi, indices, X, mask, use_mask, c, us
                     p *= mask[h, e]
                 if use_c:
                     p *= c[j]
-                sw[ln] = p
-                sj[ln] = j
+                sw[g, ln] = p
+                sj[g, ln] = j
             group_sync()
             if col < w:
                 for t in range(min(LANES, end - base)):
-                    acc += sw[t] * X[sj[t], off + col]
+                    acc += sw[g, t] * X[sj[g, t], off + col]
             group_sync()
         if col < w:
             Z[i, off + col] = acc
@@ -82,15 +92,10 @@ def _aggregate_row(i, h, start, end, inv, psi, indices, X, mask, use_mask, c, us
 def additive_forward(indptr, indices, d, s, slope, X, mask, use_mask, psi, Z0, Z):
     """GAT forward: ``psi[h] = Ψ_h`` with ``e_ij = LeakyReLU(d[h, i] + s[h, j])`` and
     ``Z[:, head h] = Z0[h] + (Ψ_h ⊙ M_h) X[:, head h]``. Item: (row, head)."""
-    sw = cuda.shared.array((GROUPS_PER_BLOCK, LANES), X.dtype)
-    sj = cuda.shared.array((GROUPS_PER_BLOCK, LANES), indices.dtype)
-    g = cuda.threadIdx.x // LANES
-    n = indptr.shape[0] - 1
     heads = d.shape[0]
     ln = lane()
-    for item in range(group(), n * heads, groups()):
-        i = item // heads
-        h = item - i * heads
+    for item in range(group(), (indptr.shape[0] - 1) * heads, groups()):
+        i, h = divmod(item, heads)
         start, end = indptr[i], indptr[i + 1]
         di = d[h, i]
         m = X.dtype.type(-math.inf)
@@ -99,29 +104,17 @@ def additive_forward(indptr, indices, d, s, slope, X, mask, use_mask, psi, Z0, Z
             v = v if v > 0 else v * slope
             psi[h, e] = v
             m = max(m, v)
-        m = group_max(m)
-        total = X.dtype.type(0)
-        for e in range(start + ln, end, LANES):
-            v = math.exp(psi[h, e] - m)
-            psi[h, e] = v
-            total += v
-        total = group_sum(total)
-        inv = X.dtype.type(1) / total if end > start else X.dtype.type(0)
-        _aggregate_row(i, h, start, end, inv, psi, indices, X, mask, use_mask, X[0], False,
-                       Z0, Z, sw[g], sj[g])
+        _softmax_aggregate_row(i, h, start, end, group_max(m), psi, indices, X, mask,
+                               use_mask, X[0], False, Z0, Z)
 
 
 @cuda.jit
 def dot_forward(indptr, indices, P, Q, beta, X, c, use_c, psi, Z0, Z):
     """Dot-score forward (one head): ``e_ij = β ⟨P_i, Q_j⟩``, ``psi[0] = Ψ``,
     ``Z = Z0 + Ψ (diag(c) X)``. Item: a row; a group sum per edge for the score."""
-    sw = cuda.shared.array((GROUPS_PER_BLOCK, LANES), X.dtype)
-    sj = cuda.shared.array((GROUPS_PER_BLOCK, LANES), indices.dtype)
-    g = cuda.threadIdx.x // LANES
-    n = indptr.shape[0] - 1
     k = P.shape[1]
     ln = lane()
-    for i in range(group(), n, groups()):
+    for i in range(group(), indptr.shape[0] - 1, groups()):
         start, end = indptr[i], indptr[i + 1]
         m = X.dtype.type(-math.inf)
         for e in range(start, end):
@@ -133,15 +126,8 @@ def dot_forward(indptr, indices, P, Q, beta, X, c, use_c, psi, Z0, Z):
             if (e - start) % LANES == ln:         # kept by the lane that reads it next
                 psi[0, e] = v
             m = max(m, v)
-        total = X.dtype.type(0)
-        for e in range(start + ln, end, LANES):
-            v = math.exp(psi[0, e] - m)
-            psi[0, e] = v
-            total += v
-        total = group_sum(total)
-        inv = X.dtype.type(1) / total if end > start else X.dtype.type(0)
-        _aggregate_row(i, 0, start, end, inv, psi, indices, X, psi, False, c, use_c, Z0, Z,
-                       sw[g], sj[g])
+        _softmax_aggregate_row(i, 0, start, end, m, psi, indices, X, psi, False, c, use_c, Z0,
+                               Z)
 
 
 @cuda.jit
@@ -161,8 +147,7 @@ def additive_backward(colptr, perm, crow, d, s, t, slope, X, dZ, psiT, maskT, us
     ln = lane()
     zero = X.dtype.type(0)
     for item in range(group(), n_src * heads, groups()):
-        j = item // heads
-        h = item - j * heads
+        j, h = divmod(item, heads)
         off = h * w
         sj = s[h, j]
         start, end = colptr[j], colptr[j + 1]

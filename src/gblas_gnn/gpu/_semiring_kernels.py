@@ -25,29 +25,10 @@ import operator
 from numba import cuda
 
 from ._device import inline_device
+from ._lanes import add, maximum, minimum, mul
 from ._sparse_kernels import make_spmm
 
 __all__ = ["SHIPPED", "device_op", "user_spmm"]
-
-
-@inline_device
-def _add(a, b):
-    return a + b
-
-
-@inline_device
-def _mul(a, b):
-    return a * b
-
-
-@inline_device
-def _min(a, b):
-    return min(a, b)
-
-
-@inline_device
-def _max(a, b):
-    return max(a, b)
 
 
 @inline_device
@@ -62,16 +43,16 @@ def _div(a, b):
 
 #: the semirings the library ships: name → (SpMM kernel, ⊕ identity)
 SHIPPED = {
-    "plus_times": (make_spmm(_add, _mul), 0.0),
-    "min_plus": (make_spmm(_min, _add), math.inf),
-    "max_plus": (make_spmm(_max, _add), -math.inf),
-    "max_times": (make_spmm(_max, _mul), -math.inf),
-    "min_times": (make_spmm(_min, _mul), math.inf),
+    "plus_times": (make_spmm(add, mul), 0.0),
+    "min_plus": (make_spmm(minimum, add), math.inf),
+    "max_plus": (make_spmm(maximum, add), -math.inf),
+    "max_times": (make_spmm(maximum, mul), -math.inf),
+    "min_times": (make_spmm(minimum, mul), math.inf),
 }
 
 # Python's built-in operators are not numba functions: their device forms
-_BUILTIN = {operator.add: _add, operator.mul: _mul, min: _min, max: _max, operator.sub: _sub,
-            operator.truediv: _div}
+_BUILTIN = {operator.add: add, operator.mul: mul, min: minimum, max: maximum,
+            operator.sub: _sub, operator.truediv: _div}
 
 
 def device_op(fn):

@@ -20,7 +20,17 @@ import math
 from numba import cuda
 
 from ._device import GROUPS_PER_BLOCK, LANES
-from ._lanes import group, group_max, group_min, group_sum, group_sync, groups, lane
+from ._lanes import (
+    group,
+    group_max,
+    group_min,
+    group_sum,
+    group_sync,
+    groups,
+    lane,
+    split_tile,
+    tile_count,
+)
 
 __all__ = ["segment_reduce", "sddmm", "softmax_rows", "softmax_backward_rows", "head_dots",
            "make_spmm", "spmm_avg", "argext_forward", "argext_edges", "argext_features",
@@ -38,8 +48,7 @@ def segment_reduce(ptr, perm, use_perm, vals, op, out):
     ln = lane()
     zero = vals.dtype.type(0)
     for item in range(group(), m * heads, groups()):
-        i = item // heads
-        h = item - i * heads
+        i, h = divmod(item, heads)
         start, end = ptr[i], ptr[i + 1]
         acc = zero
         if op == REDUCE_MAX:
@@ -90,8 +99,7 @@ def head_dots(A, B, heads, out):
     w = A.shape[1] // heads
     ln = lane()
     for item in range(group(), n * heads, groups()):
-        i = item // heads
-        h = item - i * heads
+        i, h = divmod(item, heads)
         part = A.dtype.type(0)
         for c in range(h * w + ln, (h + 1) * w, LANES):
             part += A[i, c] * B[i, c]
@@ -153,13 +161,11 @@ def make_spmm(add, mul):
         sval = cuda.shared.array((GROUPS_PER_BLOCK, LANES), H.dtype)
         scol = cuda.shared.array((GROUPS_PER_BLOCK, LANES), idx.dtype)
         g = cuda.threadIdx.x // LANES
-        m = Z.shape[0]
         k = Z.shape[1]
-        tiles = (k + LANES - 1) // LANES
+        tiles = tile_count(k)
         ln = lane()
-        for item in range(group(), m * tiles, groups()):
-            i = item // tiles
-            c = (item - i * tiles) * LANES + ln
+        for item in range(group(), Z.shape[0] * tiles, groups()):
+            i, c = split_tile(item, tiles)
             start, end = ptr[i], ptr[i + 1]
             acc = identity
             for base in range(start, end, LANES):
@@ -182,14 +188,11 @@ def make_spmm(add, mul):
 def spmm_avg(ptr, idx, perm, use_perm, vals, H, Z):
     r"""The averaging semiring's SpMM: :math:`Z_{i,c} = \sum_q s_q H_{j_q,c} / \sum_q s_q`
     (0 when the weights sum to 0, and for an empty segment). Item: (segment, tile)."""
-    m = Z.shape[0]
     k = Z.shape[1]
-    tiles = (k + LANES - 1) // LANES
-    ln = lane()
+    tiles = tile_count(k)
     zero = H.dtype.type(0)
-    for item in range(group(), m * tiles, groups()):
-        i = item // tiles
-        c = (item - i * tiles) * LANES + ln
+    for item in range(group(), Z.shape[0] * tiles, groups()):
+        i, c = split_tile(item, tiles)
         if c >= k:
             continue
         num = zero
@@ -206,13 +209,10 @@ def argext_forward(indptr, indices, vals, H, is_max, Z, arg):
     """``Z[i, c] = max_e / min_e vals[e] · H[j_e, c]`` over the row's edges and ``arg[i, c]``
     the CSR position of the winner (the first in CSR order on ties, i.e. the lowest source
     id; −1 and ``Z = 0`` for an empty row). Item: (row, tile)."""
-    n = Z.shape[0]
     k = Z.shape[1]
-    tiles = (k + LANES - 1) // LANES
-    ln = lane()
-    for item in range(group(), n * tiles, groups()):
-        i = item // tiles
-        c = (item - i * tiles) * LANES + ln
+    tiles = tile_count(k)
+    for item in range(group(), Z.shape[0] * tiles, groups()):
+        i, c = split_tile(item, tiles)
         if c >= k:
             continue
         best = H.dtype.type(0)
@@ -249,13 +249,10 @@ def argext_edges(indptr, indices, arg, H, dZ, out):
 def argext_features(colptr, perm, crow, vals, arg, dZ, dH):
     """``dH[j, c] = Σ_i [arg[i, c] = e(i, j)] dZ[i, c] vals[e(i, j)]`` over the column's
     edges (CSC): the feature gradient of max/min aggregation. Item: (column, tile)."""
-    m = dH.shape[0]
     k = dH.shape[1]
-    tiles = (k + LANES - 1) // LANES
-    ln = lane()
-    for item in range(group(), m * tiles, groups()):
-        j = item // tiles
-        c = (item - j * tiles) * LANES + ln
+    tiles = tile_count(k)
+    for item in range(group(), dH.shape[0] * tiles, groups()):
+        j, c = split_tile(item, tiles)
         if c >= k:
             continue
         acc = dH.dtype.type(0)
