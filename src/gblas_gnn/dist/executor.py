@@ -9,7 +9,7 @@ block and completes them with collectives on the row or column communicator:
 operation                communication (words per rank)
 =======================  ===========================================================
 ``gemm``, ``row_dot``    none: rows are local, parameters replicated
-``inner``, ``vertex_sum``  allreduce over the column communicator (each row block once)
+``inner``, ``vertex_sum``  each rank reduces 1/q of its rows, allreduce over all ranks
 ``row_reduce``           allreduce over the row communicator, n/q
 ``col_reduce``           allreduce over the column communicator, then the partner
                          exchange back to the row layout, n/q each
@@ -175,15 +175,25 @@ class DistExecutor(Executor):
         with self._op("gemm"):
             return self.local.gemm(X, W)
 
+    def _share(self, rows: int) -> slice:
+        """This rank's share of its row block for a reduction over vertices: the q ranks of
+        a grid row hold the same rows ``R_x``, so rank (x, y) sums the y-th of q slices and
+        a world allreduce adds every vertex exactly once (no rank repeats another's sum)."""
+        q, y = self.grid.q, self.grid.y
+        return slice(rows * y // q, rows * (y + 1) // q)
+
     def inner(self, X, Y):
         with self._op("inner"):
-            return self.grid.allreduce(self.local.inner(X, Y), "sum", "col", "inner")
+            share = self._share(X.shape[0])
+            return self.grid.allreduce(self.local.inner(X[share], Y[share]), "sum", "world",
+                                       "inner")
 
     def vertex_sum(self, X):
         with self._op("vertex_sum"):
-            total = np.atleast_1d(np.asarray(X).sum(axis=0))
-            return self.grid.allreduce(total, "sum", "col", "vertex_sum").reshape(
-                np.shape(X)[1:])
+            X = np.asarray(X)
+            total = np.atleast_1d(X[self._share(X.shape[0])].sum(axis=0))
+            return self.grid.allreduce(total, "sum", "world", "vertex_sum").reshape(
+                X.shape[1:])
 
     # ------------------------------------------------------------------ edge primitives
     def edge_values(self, E):
