@@ -120,7 +120,7 @@ def dist_markdown(r: dict) -> str:
                 f"{max(x['bytes_sent'] for x in ranks):,} | "
                 f"{max(x['peak_rss'] for x in ranks) / MIB:.0f} | "
                 f"{ranks[0]['imbalance']:.2f} |")
-    lines += ["", "Targets: P = 1 wall at most "
+    lines += ["", "Targets: P = 1 compute at most "
               f"{r['targets']['p1_over_cpu_max']}× the cpu executor; P = 4 compute summed "
               f"over the ranks at most {r['targets']['p4_compute_sum_over_cpu_max']}× one "
               "process.", ""]

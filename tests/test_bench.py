@@ -237,7 +237,6 @@ def test_k_sets_the_width_of_a_layer_case(tmp_path):
 def test_cuda_kernel_byte_model_covers_every_kernel():
     pytest.importorskip("numba.cuda")
     from bench.cuda_kernels import BYTES, _sizes
-
     from gblas_gnn.gpu._catalogue import KERNELS
 
     assert set(BYTES) == {spec.name for spec in KERNELS}

@@ -79,3 +79,27 @@ def test_gat_layer_moves_what_the_scheme_says(dex):
         + 2 * HEADS * K + F * K + K
     if dex.grid.q == 1:
         assert scheme == {}
+
+
+def test_exchange_parts_is_one_counted_message_of_views(dex):
+    """Several arrays go to the partner as one message of their bytes; what comes back are
+    aligned views of the partner's arrays (the diagonal ranks get their own arrays)."""
+    grid = dex.grid
+    rows = 5 + grid.x                          # the partner (y, x) has 5 + y rows
+    mine = [np.full((rows, 3), grid.rank, np.float32), np.arange(2 * rows, dtype=np.float32)
+            .reshape(2, rows) + 100 * grid.rank, np.empty((0, 4), np.float32)]
+    theirs = 5 + grid.y
+    grid.reset_comm_stats()
+    got = grid.exchange_parts(mine, [(theirs, 3), (2, theirs), (0, 4)], "test.parts")
+    partner = grid.partner
+    assert got[0].shape == (theirs, 3) and (got[0] == partner).all()
+    np.testing.assert_array_equal(
+        got[1], np.arange(2 * theirs, dtype=np.float32).reshape(2, theirs) + 100 * partner)
+    assert got[2].shape == (0, 4)
+    stats = grid.comm_stats()["by_op"]
+    if partner == grid.rank:
+        assert all(g is m for g, m in zip(got, mine, strict=True)) and stats == {}
+    else:
+        assert got[0].ctypes.data % 64 == 0 and got[1].base is not None
+        assert (stats["test.parts"]["bytes_sent"], stats["test.parts"]["bytes_received"],
+                stats["test.parts"]["messages"]) == (5 * rows * 4, 5 * theirs * 4, 2)

@@ -13,7 +13,6 @@ from bench.cases import graph_from_csr  # noqa: E402
 from bench.device import device_for  # noqa: E402
 from bench.memory import _tiny_data, measure_layer  # noqa: E402
 from bench.pair import LayerPair  # noqa: E402
-
 from gblas_gnn.gpu import SIMULATOR  # noqa: E402
 
 

@@ -9,7 +9,7 @@ block and completes them with collectives on the row or column communicator:
 operation                communication (words per rank)
 =======================  ===========================================================
 ``gemm``, ``row_dot``    none: rows are local, parameters replicated
-``inner``, ``vertex_sum``  allreduce over the column communicator (each row block once)
+``inner``, ``vertex_sum``  each rank reduces 1/q of its rows, allreduce over all ranks
 ``row_reduce``           allreduce over the row communicator, n/q
 ``col_reduce``           allreduce over the column communicator, then the partner
                          exchange back to the row layout, n/q each
@@ -175,15 +175,25 @@ class DistExecutor(Executor):
         with self._op("gemm"):
             return self.local.gemm(X, W)
 
+    def _share(self, rows: int) -> slice:
+        """This rank's share of its row block for a reduction over vertices: the q ranks of
+        a grid row hold the same rows ``R_x``, so rank (x, y) sums the y-th of q slices and
+        a world allreduce adds every vertex exactly once (no rank repeats another's sum)."""
+        q, y = self.grid.q, self.grid.y
+        return slice(rows * y // q, rows * (y + 1) // q)
+
     def inner(self, X, Y):
         with self._op("inner"):
-            return self.grid.allreduce(self.local.inner(X, Y), "sum", "col", "inner")
+            share = self._share(X.shape[0])
+            return self.grid.allreduce(self.local.inner(X[share], Y[share]), "sum", "world",
+                                       "inner")
 
     def vertex_sum(self, X):
         with self._op("vertex_sum"):
-            total = np.atleast_1d(np.asarray(X).sum(axis=0))
-            return self.grid.allreduce(total, "sum", "col", "vertex_sum").reshape(
-                np.shape(X)[1:])
+            X = np.asarray(X)
+            total = np.atleast_1d(X[self._share(X.shape[0])].sum(axis=0))
+            return self.grid.allreduce(total, "sum", "world", "vertex_sum").reshape(
+                X.shape[1:])
 
     # ------------------------------------------------------------------ edge primitives
     def edge_values(self, E):
@@ -329,32 +339,31 @@ class DistExecutor(Executor):
         with self._op("additive_attention"):
             M = _local(A)
             check_bias(bias, X.shape[1])
-            # the messages and the source scores of the columns C_y, in one exchange
-            cols = self._columns(np.concatenate([X, s], axis=1), A,
-                                 "additive_attention.columns")
-            heads = d.shape[1]
-            X_cols, s_cols = np.ascontiguousarray(cols[:, :X.shape[1]]), cols[:, X.shape[1]:]
-            if self.grid.q == 1:               # one block per row: the single fused pass
-                return self.local.additive_attention(M, d, s_cols, X_cols, slope, mask, aggr,
-                                                     keep_context, bias)
             dt = X.dtype
+            heads, n_cols = d.shape[1], M.ncols
+            # the kernels read one head's scores as a contiguous row: (heads, n)
+            d_h, s_h = (np.ascontiguousarray(v.T, dtype=dt) for v in (d, s))
+            # the messages and the source scores of the columns C_y, in one exchange (on the
+            # diagonal, H' and s themselves)
+            X_cols, s_cols = self.grid.exchange_parts(
+                [np.ascontiguousarray(X), s_h], [(n_cols, X.shape[1]), (heads, n_cols)],
+                "additive_attention.columns")
+            if self.grid.q == 1:               # one block per row: the single fused pass
+                return self.local.additive_attention(M, d_h.T, s_cols.T, X_cols, slope, mask,
+                                                     aggr, keep_context, bias)
             pattern = self.local._patterns.get(M)
-            d_h, s_h = (np.ascontiguousarray(v.T, dtype=dt) for v in (d, s_cols))
             psi = np.empty((heads, pattern.nnz), dt)
             stat = np.empty((heads, pattern.nrows), dt)
-            kern.additive_scores(pattern.indptr, pattern.indices, d_h, s_h, dt.type(slope),
+            kern.additive_scores(pattern.indptr, pattern.indices, d_h, s_cols, dt.type(slope),
                                  psi, stat)
             use_mask = mask is not None
             mask = np.ascontiguousarray(mask, dtype=dt) if use_mask else np.empty((1, 1), dt)
             Z = self._softmax_aggregate(pattern, psi, stat, X_cols, mask, use_mask,
                                         np.empty(1, dt), False, heads, "additive_attention")
             counts = None if aggr == "sum" else self.row_counts(M, dt)[:, None]
-            ctx = FusedAdditiveContext(aggr, pattern, counts, X_cols, psi, d=d_h, s=s_h,
+            ctx = FusedAdditiveContext(aggr, pattern, counts, X_cols, psi, d=d_h, s=s_cols,
                                        mask=mask, use_mask=use_mask, slope=dt.type(slope))
-            result = self.local._fused_output(Z, ctx, keep_context)
-            if bias is not None:
-                (result[0] if keep_context else result)[...] += bias
-            return result
+            return self.local._fused_output(Z, ctx, keep_context, bias)
 
     def _softmax_aggregate(self, pattern, psi, stat, X_cols, mask, use_mask, c, use_c,
                            heads, label):
@@ -370,20 +379,41 @@ class DistExecutor(Executor):
                                  _by_head(Z, heads))
         return self.grid.allreduce(Z, "sum", "row", f"{label}.aggregate")
 
+    def _column_gradients(self, ctx, widths, backward, label: str):
+        """Run a fused backward whose column-side gradients (rows ``C_y``, one array per
+        entry of ``widths``: ``(rows, w)`` or ``("heads", h)`` for an (h, rows) array) it
+        writes into views of one buffer; complete them over the column communicator and
+        move them to the rows ``R_x`` as that one buffer (no concatenation, no slicing
+        copies). Returns ``backward``'s own result and the gradients in the row layout."""
+        rows, cols = ctx.pattern.nrows, ctx.pattern.ncols
+        dt = ctx.X.dtype
+
+        def views(buf, n):
+            out, start = [], 0
+            for kind, w in widths:
+                shape = (w, n) if kind == "heads" else (n, w)
+                out.append(buf[start:start + n * w].reshape(shape))
+                start += n * w
+            return out
+
+        size = sum(w for _, w in widths)
+        partial = aligned_empty(cols * size, dt)
+        own = backward(*views(partial, cols))
+        self.grid.allreduce(partial, "sum", "col", f"{label}.column_partials")
+        return own, views(self.grid.exchange(partial, f"{label}.to_rows", rows=rows * size),
+                          rows)
+
     def additive_attention_backward(self, ctx, dZ):
         if not isinstance(ctx, FusedAdditiveContext):
             return super().additive_attention_backward(ctx, dZ)
         with self._op("additive_attention_backward"):
-            dd, ds, dX = self.local.additive_attention_backward(ctx, dZ)
-            dd = self.grid.allreduce(np.ascontiguousarray(dd), "sum", "row",
-                                     "additive_attention_backward.row_sums")
-            width = dX.shape[1]
-            partial = self.grid.allreduce(np.concatenate([dX, ds], axis=1), "sum", "col",
-                                          "additive_attention_backward.column_partials")
-            rows = self.grid.exchange(partial, "additive_attention_backward.to_rows",
-                                      rows=dd.shape[0])
-            return dd, np.ascontiguousarray(rows[:, width:]), np.ascontiguousarray(
-                rows[:, :width])
+            heads = ctx.psi.shape[0]
+            dd, (dX, ds) = self._column_gradients(
+                ctx, [("rows", ctx.X.shape[1]), ("heads", heads)],
+                lambda dX, ds: self.local.additive_backward_into(ctx, dZ, ds, dX),
+                "additive_attention_backward")
+            dd = self.grid.allreduce(dd, "sum", "row", "additive_attention_backward.row_sums")
+            return dd.T, ds.T, dX
 
     def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False, scale=None):
         if not (isinstance(aggr, str) and aggr in self._FUSED):
@@ -391,15 +421,23 @@ class DistExecutor(Executor):
         with self._op("dot_attention"):
             M = _local(A)
             dt = X.dtype
+            n_cols = M.ncols
             factored = scale is not None and X is Q
-            parts = [Q] if factored else [Q, X]
+            Q = np.ascontiguousarray(Q, dtype=dt)
+            parts, shapes = [Q], [(n_cols, Q.shape[1])]
+            if not factored:
+                X = np.ascontiguousarray(X)
+                parts.append(X)
+                shapes.append((n_cols, X.shape[1]))
             if scale is not None:
-                parts.append(np.asarray(scale, dt)[:, None])
-            cols = self._columns(np.concatenate(parts, axis=1), A, "dot_attention.columns")
-            k = Q.shape[1]
-            Q_cols = np.ascontiguousarray(cols[:, :k])
-            X_cols = Q_cols if factored else np.ascontiguousarray(cols[:, k:k + X.shape[1]])
-            c_cols = np.ascontiguousarray(cols[:, -1]) if scale is not None else None
+                parts.append(np.ascontiguousarray(scale, dt))
+                shapes.append((n_cols,))
+            # the columns C_y of every operand in one exchange (on the diagonal, themselves:
+            # P and Q stay one array when the layer passes the same one, as AGNN does)
+            cols = self.grid.exchange_parts(parts, shapes, "dot_attention.columns")
+            Q_cols = cols[0]
+            X_cols = Q_cols if factored else cols[1]
+            c_cols = cols[-1] if scale is not None else None
             if self.grid.q == 1:
                 return self.local.dot_attention(M, P, Q_cols, beta, X_cols, aggr,
                                                 keep_context, c_cols)
@@ -422,17 +460,14 @@ class DistExecutor(Executor):
         if not isinstance(ctx, FusedDotContext):
             return super().dot_attention_backward(ctx, dZ)
         with self._op("dot_attention_backward"):
-            dP, dQ, dbeta, dX = self.local.dot_attention_backward(ctx, dZ)
+            (dP, dbeta), (dX, dQ) = self._column_gradients(
+                ctx, [("rows", ctx.X.shape[1]), ("rows", ctx.Q.shape[1])],
+                lambda dX, dQ: self.local.dot_backward_into(ctx, dZ, dQ, dX),
+                "dot_attention_backward")
             dP = self.grid.allreduce(dP, "sum", "row", "dot_attention_backward.row_partials")
-            width = dX.shape[1]
-            partial = self.grid.allreduce(np.concatenate([dX, dQ], axis=1), "sum", "col",
-                                          "dot_attention_backward.column_partials")
-            rows = self.grid.exchange(partial, "dot_attention_backward.to_rows",
-                                      rows=dP.shape[0])
             dbeta = self.grid.allreduce(np.atleast_1d(dbeta), "sum", "world",
                                         "dot_attention_backward.beta").reshape(())
-            return dP, np.ascontiguousarray(rows[:, width:]), dbeta, np.ascontiguousarray(
-                rows[:, :width])
+            return dP, dQ, dbeta, dX
 
     # ------------------------------------------------------------------ random masks
     def dropout_edges(self, A, key, p, heads, dtype):

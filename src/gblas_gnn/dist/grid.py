@@ -26,9 +26,12 @@ import math
 import pickle
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 import numpy as np
+
+from ..executors.cpu._kernel_primitives import aligned_empty
 
 __all__ = ["Grid", "GridError", "rebuild_error"]
 
@@ -197,15 +200,53 @@ class Grid:
         """Send ``array`` to the partner (y, x) and receive its counterpart: this rank's row
         block of a vertex tensor in, its column block out (or back). ``rows``: the number of
         rows to receive (the partner's row block; default the sent array's). The diagonal
-        ranks return ``array`` itself."""
+        ranks return ``array`` itself; elsewhere the result is 64-byte aligned."""
         if self.partner == self.rank:
             return array
         array = np.ascontiguousarray(array)
         shape = (array.shape[0] if rows is None else rows, *array.shape[1:])
-        out = np.empty(shape, array.dtype)
-        with self._timed(label, array.nbytes, out.nbytes, 2):
-            self.comm.Sendrecv(array, dest=self.partner, recvbuf=out, source=self.partner)
-        return out
+        return self.exchange_parts([array], [shape], label)[0]
+
+    def exchange_parts(self, parts: Sequence[np.ndarray], shapes: Sequence[tuple[int, ...]],
+                       label: str) -> list[np.ndarray]:
+        """Send several C-contiguous arrays to the partner (y, x) as *one* message and
+        receive its counterparts, ``shapes[i]`` (with ``parts[i]``'s dtype) for part ``i``.
+
+        The parts go out from where they lie (an MPI struct datatype over their addresses:
+        no packing copy); what comes in is one 64-byte aligned buffer whose consecutive
+        pieces are returned as views, so nothing is unpacked either. Counted as one exchange
+        of the parts' bytes, exactly as the exchange of their concatenation. The diagonal
+        ranks return ``parts`` themselves."""
+        parts = list(parts)
+        if any(not p.flags.c_contiguous for p in parts):
+            raise ValueError("exchange_parts sends C-contiguous arrays only")
+        if self.partner == self.rank:
+            return parts
+        MPI = _mpi()
+        sizes = [int(np.prod(shape, dtype=np.int64)) * p.dtype.itemsize
+                 for p, shape in zip(parts, shapes, strict=True)]
+        sent = sum(p.nbytes for p in parts)
+        out = aligned_empty(sum(sizes), np.uint8)
+        full = [p for p in parts if p.nbytes]
+        if len(full) == 1:
+            send, kind = full[0], None
+        else:
+            kind = MPI.Datatype.Create_struct([p.nbytes for p in full],
+                                              [MPI.Get_address(p) for p in full],
+                                              [MPI.BYTE] * len(full)).Commit()
+            send = [MPI.BOTTOM, 1, kind]
+        try:
+            with self._timed(label, sent, out.nbytes, 2):
+                self.comm.Sendrecv(send if full else [out[:0], MPI.BYTE], dest=self.partner,
+                                   recvbuf=[out, MPI.BYTE], source=self.partner)
+        finally:
+            if kind is not None:
+                kind.Free()
+        views, start = [], 0
+        for p, shape, size in zip(parts, shapes, sizes, strict=True):
+            views.append(out[start:start + size].view(p.dtype).reshape(shape))
+            start += size
+        return views
 
     def allgather_rows(self, array: np.ndarray, counts: list[int], label: str) -> np.ndarray:
         """The row blocks of every rank of this column communicator (R_0, …, R_{q-1}),

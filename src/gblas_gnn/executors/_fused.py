@@ -51,11 +51,22 @@ class FusedDotContext(FusedContext):
     use_c: bool = False
 
 
-def fused_output(Z, ctx: FusedContext, keep_context: bool):
-    """The returned output (``Z`` divided by the row counts for ``mean``) and, with
-    ``keep_context``, the context holding ``Z`` itself: the backward's softmax term is
-    ``t_i = ⟨dZ_i, Z_i⟩``, so the context keeps a copy the caller cannot modify."""
-    out = Z if ctx.counts is None else Z / ctx.counts
+def fused_output(Z, ctx: FusedContext, keep_context: bool, bias=None):
+    """The returned output (``Z`` divided by the row counts for ``mean``, plus ``bias``)
+    and, with ``keep_context``, the context holding ``Z`` itself: the backward's softmax
+    term is ``t_i = ⟨dZ_i, Z_i⟩``, so the context keeps an array the caller cannot modify
+    (``Z`` itself when the output is a new array anyway, else a copy)."""
+    if ctx.counts is not None:
+        out = Z / ctx.counts
+        if bias is not None:
+            out += bias
+    elif bias is None:
+        out = Z
+    elif keep_context:
+        out = Z + bias              # one pass: no copy of Z, then an addition
+    else:
+        Z += bias
+        out = Z
     if not keep_context:
         return out
     ctx.Z = Z.copy() if out is Z else Z

@@ -461,12 +461,10 @@ class CUDAExecutor(Executor):
         if p.nrows:
             self._launch(attn.additive_forward, group_grid(p.nrows * heads), p.indptr,
                          p.indices, d, s, dt.type(slope), X, mask, use_mask, psi, Z0, Z)
-        result = fused_output(Z, FusedAdditiveContext(
+        return fused_output(Z, FusedAdditiveContext(
             aggr, p, counts, X, psi, d=d, s=s, mask=mask, use_mask=use_mask,
-            slope=dt.type(slope)), keep_context)
-        if bias is not None and not bias_in_kernel:
-            (result[0] if keep_context else result)[...] += self._device(bias, dt)
-        return result
+            slope=dt.type(slope)), keep_context,
+            None if bias is None or bias_in_kernel else self._device(bias, dt))
 
     def additive_attention_backward(self, ctx, dZ):
         if not isinstance(ctx, FusedAdditiveContext):

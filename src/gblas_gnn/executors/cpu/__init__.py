@@ -361,17 +361,24 @@ class CPUExecutor(Executor):
         Z = aligned_empty((pattern.nrows, X.shape[1]), dt)
         _attn.additive_forward(pattern.indptr, pattern.indices, d, s, dt.type(slope),
                                _by_head(X, heads), mask, use_mask, psi, Z0, _by_head(Z, heads))
-        result = self._fused_output(Z, FusedAdditiveContext(
+        return self._fused_output(Z, FusedAdditiveContext(
             aggr, pattern, counts, X, psi, d=d, s=s, mask=mask, use_mask=use_mask,
-            slope=dt.type(slope)), keep_context)
-        if bias is not None and not bias_in_kernel:
-            out = result[0] if keep_context else result
-            out += bias                 # the context holds its own Z
-        return result
+            slope=dt.type(slope)), keep_context, None if bias_in_kernel else bias)
 
     def additive_attention_backward(self, ctx, dZ):
         if not isinstance(ctx, FusedAdditiveContext):
             return super().additive_attention_backward(ctx, dZ)
+        dt, heads = ctx.X.dtype, ctx.psi.shape[0]
+        ds = np.empty((heads, ctx.pattern.ncols), dt)
+        dX = aligned_empty((ctx.pattern.ncols, ctx.X.shape[1]), dt)
+        dd = self.additive_backward_into(ctx, dZ, ds, dX)
+        return dd.T, ds.T, dX
+
+    def additive_backward_into(self, ctx: FusedAdditiveContext, dZ, ds, dX) -> np.ndarray:
+        """The fused GAT backward writing the column gradients into arrays the caller
+        provides, ``ds`` (heads, n_src) and ``dX`` (n_src, k), both C-contiguous (the
+        distributed executor hands it views of one buffer that it then communicates as
+        one message); returns ``dd`` (heads, n)."""
         pattern, X, psi = ctx.pattern, ctx.X, ctx.psi
         dt, heads = X.dtype, psi.shape[0]
         dZ, t = self._fused_dZ(dZ, ctx, heads)
@@ -379,14 +386,12 @@ class CPUExecutor(Executor):
         psiT = self._to_csc(perm, psi)
         maskT = self._to_csc(perm, ctx.mask) if ctx.use_mask else ctx.mask
         dC = np.empty_like(psi)
-        ds = np.empty((heads, pattern.ncols), dt)
-        dX = aligned_empty((pattern.ncols, X.shape[1]), dt)
         _attn.additive_backward(colptr, perm, rows, ctx.d, ctx.s, t, ctx.slope,
                                 _by_head(X, heads), _by_head(dZ, heads), psiT, maskT,
                                 ctx.use_mask, dC, ds, _by_head(dX, heads))
         dd = np.empty((heads, pattern.nrows), dt)
         _attn.row_sums(pattern.indptr, dC, dd)
-        return dd.T, ds.T, dX
+        return dd
 
     def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False, scale=None):
         if not (isinstance(aggr, str) and aggr in self._FUSED):
@@ -408,17 +413,24 @@ class CPUExecutor(Executor):
     def dot_attention_backward(self, ctx, dZ):
         if not isinstance(ctx, FusedDotContext):
             return super().dot_attention_backward(ctx, dZ)
+        dQ = np.empty_like(ctx.Q)
+        dX = aligned_empty((ctx.pattern.ncols, ctx.X.shape[1]), ctx.X.dtype)
+        dP, dbeta = self.dot_backward_into(ctx, dZ, dQ, dX)
+        return dP, dQ, dbeta, dX
+
+    def dot_backward_into(self, ctx: FusedDotContext, dZ, dQ, dX):
+        """The fused dot-score backward writing the column gradients into arrays the caller
+        provides, ``dQ`` (n_src, k) and ``dX`` (n_src, width), both C-contiguous (see
+        :meth:`additive_backward_into`); returns ``(dP, dβ)``."""
         pattern, X, psi, P, Q, beta = ctx.pattern, ctx.X, ctx.psi, ctx.P, ctx.Q, ctx.beta
         dZ, t = self._fused_dZ(dZ, ctx, 1)
         colptr, perm, rows = pattern.csc()
         dE = np.empty_like(psi)
-        dQ = np.empty_like(Q)
-        dX = aligned_empty((pattern.ncols, X.shape[1]), X.dtype)
         dbeta_cols = _attn.dot_backward(colptr, perm, rows, P, Q, beta, X, ctx.c, ctx.use_c,
                                         dZ, t, self._to_csc(perm, psi), dE, dQ, dX)
         dP = np.empty_like(P)
         _attn.weighted_rows(pattern.indptr, pattern.indices, dE, beta, Q, dP)
-        return dP, dQ, np.asarray(dbeta_cols.sum(), dtype=X.dtype), dX
+        return dP, np.asarray(dbeta_cols.sum(), dtype=X.dtype)
 
     @staticmethod
     def _fused_dZ(dZ, ctx: FusedContext, heads):
