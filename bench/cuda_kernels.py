@@ -46,14 +46,13 @@ def _sizes(n: int, m: int, k: int) -> dict[str, float]:
 #: kernel → (compulsory, gathered) bytes as coefficients of the sizes of :func:`_sizes`
 BYTES = {
     "segment_reduce": (dict(ptr=1, e=1, v=1), {}),
-    "sddmm": (dict(ptr=1, ix=1, x=2, e=1), dict(g=1)),
+    "edge_dots": (dict(ptr=1, ix=1, x=2, e=1), dict(g=1)),      # SDDMM (max/min: + arg)
     "head_dots": (dict(x=2, v=1), {}),
     "softmax_rows": (dict(ptr=1, e=2), {}),
     "softmax_backward_rows": (dict(ptr=1, e=3), {}),
     **{f"spmm_{name}": (dict(ptr=1, ix=1, e=1, x=2), dict(g=1))
        for name in ("plus_times", "min_plus", "max_plus", "max_times", "min_times", "avg")},
     "argext_forward": (dict(ptr=1, ix=1, e=1, x=2, arg=1), dict(g=1)),
-    "argext_edges": (dict(ptr=1, ix=1, arg=1, x=2, e=1), dict(g=1)),
     "argext_features": (dict(ptr=1, ix=2, e=1, arg=1, x=2), dict(g=1)),
     "additive_forward": (dict(ptr=1, ix=1, v=2, x=2, e=1), dict(g=1)),
     "dot_forward": (dict(ptr=1, ix=1, x=4, e=1), dict(g=2)),

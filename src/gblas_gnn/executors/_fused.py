@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FusedContext", "FusedAdditiveContext", "FusedDotContext", "fused_output"]
+__all__ = ["FusedContext", "FusedAdditiveContext", "FusedDotContext", "fused_output",
+           "output_gradient", "column_pass_inputs"]
 
 
 @dataclass
@@ -71,3 +72,18 @@ def fused_output(Z, ctx: FusedContext, keep_context: bool, bias=None):
         return out
     ctx.Z = Z.copy() if out is Z else Z
     return out, ctx
+
+
+def output_gradient(dZ, ctx: FusedContext):
+    """The gradient with respect to the kept ``Z``: ``dZ`` divided by the row counts for
+    ``mean``, ``dZ`` itself for ``sum``."""
+    return dZ if ctx.counts is None else dZ / ctx.counts
+
+
+def column_pass_inputs(ctx: FusedAdditiveContext, to_csc):
+    """``(colptr, perm, rows, psiT, maskT)``: the CSC view of the context's pattern, and Ψ
+    and the dropout scales (or their placeholder) reordered into it by the executor's
+    ``to_csc(perm, values)``: what the backward's pass over the columns reads."""
+    colptr, perm, rows = ctx.pattern.csc()
+    maskT = to_csc(perm, ctx.mask) if ctx.use_mask else ctx.mask
+    return colptr, perm, rows, to_csc(perm, ctx.psi), maskT

@@ -32,9 +32,9 @@ from ._lanes import (
     tile_count,
 )
 
-__all__ = ["segment_reduce", "sddmm", "softmax_rows", "softmax_backward_rows", "head_dots",
-           "make_spmm", "spmm_avg", "argext_forward", "argext_edges", "argext_features",
-           "REDUCE_SUM", "REDUCE_MAX", "REDUCE_MIN"]
+__all__ = ["segment_reduce", "edge_dots", "softmax_rows", "softmax_backward_rows", "head_dots",
+           "make_spmm", "spmm_avg", "argext_forward", "argext_features", "REDUCE_SUM",
+           "REDUCE_MAX", "REDUCE_MIN"]
 
 REDUCE_SUM, REDUCE_MAX, REDUCE_MIN = 0, 1, 2
 
@@ -74,18 +74,20 @@ def segment_reduce(ptr, perm, use_perm, vals, op, out):
 
 
 @cuda.jit
-def sddmm(indptr, indices, X, Y, out):
-    """``out[e] = ⟨X_i, Y_j⟩`` for every stored ``(i, j)`` (CSR position ``e``). Item: a row;
-    lanes over the features, one group sum per edge."""
-    n = indptr.shape[0] - 1
+def edge_dots(indptr, indices, X, Y, arg, use_arg, out):
+    """``out[e] = ⟨X_i, Y_j⟩`` for every stored ``(i, j)`` (CSR position ``e``): the SDDMM;
+    with ``use_arg`` only over the features ``c`` whose winner ``arg[i, c]`` is ``e``: the
+    edge gradient of max/min aggregation. Item: a row; lanes over the features, one group
+    sum per edge."""
     k = X.shape[1]
     ln = lane()
-    for i in range(group(), n, groups()):
+    for i in range(group(), indptr.shape[0] - 1, groups()):
         for e in range(indptr[i], indptr[i + 1]):
             j = indices[e]
             part = X.dtype.type(0)
             for c in range(ln, k, LANES):
-                part += X[i, c] * Y[j, c]
+                if not use_arg or arg[i, c] == e:
+                    part += X[i, c] * Y[j, c]
             part = group_sum(part)
             if ln == 0:
                 out[e] = part
@@ -224,25 +226,6 @@ def argext_forward(indptr, indices, vals, H, is_max, Z, arg):
                 win = e
         Z[i, c] = best
         arg[i, c] = win
-
-
-@cuda.jit
-def argext_edges(indptr, indices, arg, H, dZ, out):
-    """``out[e] = Σ_c [arg[i, c] = e] dZ[i, c] H[j_e, c]``: the edge gradient of max/min
-    aggregation. Item: a row; lanes over the features, one group sum per edge."""
-    n = dZ.shape[0]
-    k = dZ.shape[1]
-    ln = lane()
-    for i in range(group(), n, groups()):
-        for e in range(indptr[i], indptr[i + 1]):
-            j = indices[e]
-            part = dZ.dtype.type(0)
-            for c in range(ln, k, LANES):
-                if arg[i, c] == e:
-                    part += dZ[i, c] * H[j, c]
-            part = group_sum(part)
-            if ln == 0:
-                out[e] = part
 
 
 @cuda.jit

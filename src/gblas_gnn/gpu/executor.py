@@ -17,9 +17,9 @@ operation                  kernel (:mod:`._sparse_kernels`, :mod:`._edge_kernels
 ``row_dot``                ``head_dots``: a group per row
 ``row_reduce``,            ``segment_reduce`` over the CSR / CSC view
 ``col_reduce``
-``sddmm``                  ``sddmm``: a group per row, a group sum per edge
+``sddmm``                  ``edge_dots``: a group per row, a group sum per edge
 ``spmm``, ``spmm_t``       the semiring's kernel (:mod:`._semiring_kernels`) over CSR / CSC
-``aggregate`` max/min      ``argext_forward``; backward ``argext_edges``, ``argext_features``
+``aggregate`` max/min      ``argext_forward``; backward ``edge_dots``, ``argext_features``
 ``softmax`` (+ backward)   ``softmax_rows``, ``softmax_backward_rows``
 edge algebra               ``edge_unary``, ``edge_binary``, ``edge_gathered``, ``edge_outer``,
                            ``leaky_relu_backward``
@@ -42,7 +42,9 @@ from ..executors._fused import (
     FusedAdditiveContext,
     FusedContext,
     FusedDotContext,
+    column_pass_inputs,
     fused_output,
+    output_gradient,
 )
 from ..executors.base import Executor, check_bias
 from ..executors.cpu._gbio import csr_arrays
@@ -101,6 +103,7 @@ class CUDAExecutor(Executor):
         self.transfers = Transfers()
         self._patterns = MatrixCache(self._upload_pattern)
         self._matrices = MatrixCache(self._upload_matrix)
+        self._no_arg = self.xp.zeros((1, 1), np.int64)     # edge_dots without winners
 
     def __repr__(self) -> str:
         return f"CUDAExecutor({'simulator' if SIMULATOR else 'gpu'})"
@@ -259,7 +262,8 @@ class CUDAExecutor(Executor):
                              f"and Y ({p.ncols}, k), got {X.shape} and {Y.shape}")
         out = self.xp.empty(p.nnz, X.dtype)
         if p.nrows:
-            self._launch(sparse.sddmm, group_grid(p.nrows), p.indptr, p.indices, X, Y, out)
+            self._launch(sparse.edge_dots, group_grid(p.nrows), p.indptr, p.indices, X, Y,
+                         self._no_arg, False, out)
         return EdgeTensor(p, out)
 
     # ------------------------------------------------------------------ semirings
@@ -319,8 +323,8 @@ class CUDAExecutor(Executor):
         if need_dS:
             out = self.xp.empty(p.nnz, ctx.H.dtype)
             if p.nrows:
-                self._launch(sparse.argext_edges, group_grid(p.nrows), p.indptr, p.indices,
-                             ctx.arg, ctx.H, dZ, out)
+                self._launch(sparse.edge_dots, group_grid(p.nrows), p.indptr, p.indices, dZ,
+                             ctx.H, ctx.arg, True, out)
             dS = EdgeTensor(p, out)
         colptr, perm, crow = p.csc()
         dH = self.xp.empty((p.ncols, ctx.H.shape[1]), ctx.H.dtype)
@@ -473,9 +477,7 @@ class CUDAExecutor(Executor):
         p, X, psi = ctx.pattern, ctx.X, ctx.psi
         dt, heads = X.dtype, psi.shape[0]
         dZ, t = self._fused_dZ(dZ, ctx, heads)
-        colptr, perm, crow = p.csc()
-        psiT = self._to_csc(perm, psi)
-        maskT = self._to_csc(perm, ctx.mask) if ctx.use_mask else ctx.mask
+        colptr, perm, crow, psiT, maskT = column_pass_inputs(ctx, self._to_csc)
         dC = xp.empty_like(psi)
         ds = xp.empty((heads, p.ncols), dt)
         dX = xp.empty((p.ncols, X.shape[1]), dt)
@@ -531,9 +533,7 @@ class CUDAExecutor(Executor):
         """``dZ`` of the kept ``Z`` (divided by the row counts for ``mean``) and the softmax
         term ``t[h, i] = ⟨dZ_i, Z_i⟩`` of each head."""
         Z = ctx.Z
-        dZ = self._device(dZ, Z.dtype)
-        if ctx.counts is not None:
-            dZ = dZ / ctx.counts
+        dZ = output_gradient(self._device(dZ, Z.dtype), ctx)
         t = self.xp.empty((heads, Z.shape[0]), Z.dtype)
         if Z.shape[0]:
             self._launch(sparse.head_dots, group_grid(Z.shape[0] * heads), dZ, Z, heads, t)

@@ -22,7 +22,14 @@ import graphblas as gb
 import numpy as np
 from graphblas import binary, monoid, semiring, unary
 
-from .._fused import FusedAdditiveContext, FusedContext, FusedDotContext, fused_output
+from .._fused import (
+    FusedAdditiveContext,
+    FusedContext,
+    FusedDotContext,
+    column_pass_inputs,
+    fused_output,
+    output_gradient,
+)
 from ..base import Executor, check_bias
 from . import _argext, _gbio, _random_kernels
 from . import _attention_kernels as _attn
@@ -382,9 +389,7 @@ class CPUExecutor(Executor):
         pattern, X, psi = ctx.pattern, ctx.X, ctx.psi
         dt, heads = X.dtype, psi.shape[0]
         dZ, t = self._fused_dZ(dZ, ctx, heads)
-        colptr, perm, rows = pattern.csc()
-        psiT = self._to_csc(perm, psi)
-        maskT = self._to_csc(perm, ctx.mask) if ctx.use_mask else ctx.mask
+        colptr, perm, rows, psiT, maskT = column_pass_inputs(ctx, self._to_csc)
         dC = np.empty_like(psi)
         _attn.additive_backward(colptr, perm, rows, ctx.d, ctx.s, t, ctx.slope,
                                 _by_head(X, heads), _by_head(dZ, heads), psiT, maskT,
@@ -437,9 +442,7 @@ class CPUExecutor(Executor):
         """``dZ`` of the kept ``Z`` (divided by the row counts for ``mean``) and the softmax
         term ``t[h, i] = ⟨dZ_i, Z_i⟩`` of each head."""
         Z = ctx.Z
-        dZ = np.ascontiguousarray(dZ, dtype=Z.dtype)
-        if ctx.counts is not None:
-            dZ = dZ / ctx.counts
+        dZ = output_gradient(np.ascontiguousarray(dZ, dtype=Z.dtype), ctx)
         t = np.empty((heads, Z.shape[0]), Z.dtype)
         _attn.head_row_dots(_by_head(dZ, heads), _by_head(Z, heads), t)
         return dZ, t
