@@ -93,3 +93,14 @@ def test_ctrl_c_prints_one_line_exits_130_and_keeps_a_resumable_checkpoint(tmp_p
     assert history["epoch"] == list(range(1, saved + 4))
     assert f"{saved + 3} epochs" in resumed.stdout and f"{saved} of them before --resume" \
         in resumed.stdout
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    # the reader closes the pipe at once (as `| head -1` does after its line), long before
+    # the command writes anything
+    cmd = (f"{shlex.quote(sys.executable)} -m gblas_gnn train --model sgc --epochs 3 "
+           f"--dataset {SMALL} --no-progress | head -c 0")
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=tmp_path, env=cli_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == 141

@@ -448,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         # (docs/performance.md); the dense products here are small enough for one thread.
         with threadpool_limits(1, user_api="blas"):
             command(args)
+        sys.stdout.flush()          # a closed pipe is reported here, not at the exit
     except (UsageError, ValueError, TypeError, FileNotFoundError) as exc:
         if speaks:
             print(f"gblas-gnn: error: {exc}", file=sys.stderr)
@@ -464,6 +465,11 @@ def main(argv: list[str] | None = None) -> int:
         if speaks:
             print("gblas-gnn: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of stdout went away (`gblas-gnn train | head -2`): stop quietly, and
+        # point stdout at /dev/null so that the interpreter's final flush cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13             # what a shell reports for a process ended by SIGPIPE
     return 0
 
 
