@@ -64,3 +64,19 @@ def test_bad_generator_arguments_fail_on_every_rank(dex):
         dist.DistGraph.kronecker(dex.grid, 40)
     with pytest.raises(ValueError, match="density"):
         dist.DistGraph.erdos_renyi(dex.grid, 10, 2.0)
+
+
+@pytest.mark.parametrize("q", [2, 3])
+def test_relabelling_balances_a_kronecker_graph(q):
+    """With the default seeds the relabelled blocks of a Kronecker graph hold about the same
+    number of edges (the relabelling draws its own permutation, not the generator's: with the
+    generator's, the blocks took R-MAT's quadrant shares a : b : c : d)."""
+    from gblas_gnn.dist.graph import partition
+
+    g = kronecker(12, 16, seed=0)
+    coo = g.to_scipy().tocoo()
+    part_of = np.empty(g.n, np.int64)
+    for x, part in enumerate(partition(g.n, q, relabel=True, seed=0)):
+        part_of[part] = x
+    sizes = np.bincount(part_of[coo.row] * q + part_of[coo.col], minlength=q * q)
+    assert sizes.max() / sizes.mean() < 1.15, sizes
