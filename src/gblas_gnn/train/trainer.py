@@ -73,13 +73,13 @@ def _dataset_parts(dataset, dtype, ex):
     (``n`` is this process's number of rows, ``g.n_local``)."""
     with ex.validation():
         g, x, y, masks = _local_parts(dataset, dtype, ex.xp)
-    xp = ex.xp
     counts = {name: int(ex.vertex_sum(m.astype(np.int64))) for name, m in masks.items()}
     for name in ("train_mask", "val_mask"):
         if counts[name] == 0:
             raise ValueError(f"dataset.{name} selects no node")
-    masks = {name: xp.asarray(m) if counts[name] else None for name, m in masks.items()}
-    return g, ex.asarray(x), xp.asarray(y), masks
+    # through the executor: a copy to a device is its own (and counted there)
+    masks = {name: ex.asarray(m) if counts[name] else None for name, m in masks.items()}
+    return g, ex.asarray(x), ex.asarray(y), masks
 
 
 def _array(value, xp):
