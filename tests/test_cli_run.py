@@ -104,3 +104,15 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
     assert done.returncode == 141
+
+
+def test_an_executor_that_cannot_run_here_is_a_usage_error(tmp_path):
+    import pytest
+
+    cuda = pytest.importorskip("numba.cuda")
+    if cuda.is_available():                  # a GPU, or the simulator, runs it
+        pytest.skip("the cuda executor can run here")
+    done = run_cli("train", "--executor", "cuda", "--epochs", "1", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--executor cuda: no CUDA GPU" in done.stderr
+    assert "NUMBA_ENABLE_CUDASIM=1" in done.stderr

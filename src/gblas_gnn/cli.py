@@ -373,10 +373,15 @@ def _infer(args) -> dict:
 
 
 def _executor(args):
-    """The executor ``--executor`` names (a grid over every process for ``dist``)."""
+    """The executor ``--executor`` names (a grid over every process for ``dist``); one that
+    cannot run here (no GPU nor simulator for ``cuda``, no MPI for ``dist``) is a usage
+    error that says what to install."""
     from .executors import get_executor
 
-    return get_executor(args.executor)
+    try:
+        return get_executor(args.executor)
+    except (ImportError, RuntimeError) as exc:
+        raise UsageError(f"--executor {args.executor}: {exc}") from exc
 
 
 def _convert(args) -> None:
