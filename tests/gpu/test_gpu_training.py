@@ -83,7 +83,7 @@ def test_a_checkpoint_resumes_on_the_other_executor(cpu, cuda, data, tmp_path, f
     assert_same_weights(resumed, whole[2:])
 
 
-def test_the_command_line_trains_and_infers_on_the_device(tmp_path, capsys):
+def test_the_command_line_trains_and_infers_on_the_device(cuda, tmp_path, capsys):
     spec = "csbm:" + ",".join(f"{k}={v}" for k, v in SMALL.items() if k != "seed")
     ck, metrics = tmp_path / "ck.npz", tmp_path / "m.json"
     assert main(["train", "--executor", "cuda", "--model", "gat", "--dataset", spec,
