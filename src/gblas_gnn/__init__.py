@@ -2,23 +2,23 @@
 
 ``import gblas_gnn as gg`` gives :class:`Graph`, the building blocks ``gg.ops`` and
 ``gg.to_numpy``; the subpackages ``gg.semirings``, ``gg.nn``, ``gg.train``, ``gg.data``,
-``gg.executors``, ``gg.dist`` (MPI) and ``gg.gpu`` (CUDA) load on first use (so importing
-the package does not compile numba kernels or start MPI).
+``gg.executors``, ``gg.compose``, ``gg.dist`` (MPI) and ``gg.gpu`` (CUDA) load on first use
+(so importing the package does not compile numba kernels or start MPI).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from . import ops
+from . import ops, virtual  # noqa: F401  (virtual: A * expr on graphblas matrices)
 from .executors import to_numpy
 from .graph import Graph, as_graph
 
 __version__ = "0.1.0"
 __all__ = ["Graph", "as_graph", "ops", "to_numpy", "semirings", "nn", "train", "data",
-           "executors", "dist", "gpu"]
+           "executors", "compose", "dist", "gpu"]
 
-_LAZY = {"semirings", "nn", "train", "data", "executors", "dist", "gpu"}
+_LAZY = {"semirings", "nn", "train", "data", "executors", "compose", "dist", "gpu"}
 
 
 def __getattr__(name: str):

@@ -1,14 +1,19 @@
 """The paper's building blocks (Table 2) as public functions, on any executor.
 
-Sparse operands are ``graphblas.Matrix`` (``scipy.sparse`` accepted and converted) or an edge
-tensor of the executor (``executor="cuda"`` returns and takes device edge tensors;
-:func:`to_graphblas` gives a host ``graphblas.Matrix`` of any of them); dense operands are
-arrays of the executor's array module (``numpy.ndarray`` on the cpu). Every function validates
-its input before any work and keeps the operands' dtype (float32 or float64) end to end. None
-builds an n×n dense matrix or an |E|×k tensor.
+Sparse operands are edge tensors of the executor (:mod:`gblas_gnn.executors.edges`): a
+``graphblas.Matrix`` (``scipy.sparse`` accepted and converted), the ``cuda`` executor's device
+edge tensors or the ``dist`` executor's blocks; :func:`to_graphblas` gives a host
+``graphblas.Matrix`` of any of them. Dense operands are arrays of the executor's array module
+(``numpy.ndarray`` on the cpu). Every function validates its input before any work and keeps
+the operands' dtype (float32 or float64) end to end. None builds an n×n dense matrix or an
+|E|×k tensor.
 
 Virtual tensors (:func:`rep`, :func:`factor` and the arithmetic between them) are lazy and
 evaluate only under a sparse mask: ``A * leaky_relu(rep(d) + rep(s).T)``.
+
+Inside a composed forward (:mod:`gblas_gnn.compose`) every function also takes traced arrays
+and lazy sparse expressions: sparse results stay lazy until a dense result is needed (an
+aggregation, a reduction), and the backward of the whole is derived.
 """
 
 from __future__ import annotations
@@ -18,48 +23,91 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._validate import FLOAT_DTYPES, dense_matrix, dense_vector
-from .executors import get_executor
-from .executors.base import EdgeTensorBase, check_aggregation
-from .virtual import UnaryNode, Virtual, factor, masked, rep
+from .compose import sinks
+from .compose.expr import (
+    Dropout,
+    EdgeLeaf,
+    Expr,
+    Gather,
+    Softmax,
+    Structure,
+    Zip,
+    _finish,
+    edge_dtype,
+    expr_unary,
+    factor,
+    is_edge_tensor,
+    masked,
+    rep,
+)
+from .compose.tape import in_scope
+from .compose.traced import Traced, apply_unary, lift
+from .compose.traced import concat as _concat
+from .executors import default, get_executor
+from .executors.base import check_aggregation
 
 __all__ = [
-    "as_sparse", "to_graphblas", "softmax", "softmax_backward", "aggregate", "sddmm", "outer_add",
-    "row_sum", "row_max", "row_min", "col_sum", "row_scale", "col_scale", "spmm", "spmm_t",
-    "gemm", "exp", "relu", "leaky_relu", "rep", "factor", "masked",
+    "as_sparse", "to_graphblas", "softmax", "softmax_backward", "aggregate", "sddmm",
+    "outer_add", "row_sum", "row_max", "row_min", "col_sum", "row_scale", "col_scale",
+    "spmm", "spmm_t", "gemm", "exp", "log", "relu", "leaky_relu", "elu", "tanh", "sigmoid",
+    "sqrt", "maximum", "concat", "edge_dropout", "structure", "rep", "factor", "masked",
 ]
 
 
-#: a sparse operand or result: a ``graphblas.Matrix`` or an executor's own edge tensor
-Edges = gb.Matrix | EdgeTensorBase
+#: a sparse operand or result: an edge tensor of some executor
+Edges = gb.Matrix | Expr
 
 
-def as_sparse(S, name: str = "S") -> Edges:
-    """``S`` as a float sparse operand: a ``graphblas.Matrix`` (a ``scipy.sparse`` matrix or a
-    :class:`~gblas_gnn.Graph` is converted) or an executor's own edge tensor."""
+def as_sparse(S, name: str = "S"):
+    """``S`` as a float sparse operand: an edge tensor (a ``scipy.sparse`` matrix or a
+    :class:`~gblas_gnn.Graph` is converted to a ``graphblas.Matrix``) or a sparse
+    expression."""
     from .graph import Graph
 
     if isinstance(S, Graph):
         return S.A
+    if isinstance(S, Expr):
+        if not S.is_sparse:
+            raise TypeError(f"{name} must be sparse: mask the virtual tensor first (A * expr)")
+        return S
     if sp.issparse(S):
         if S.dtype not in FLOAT_DTYPES:
             raise TypeError(f"{name} must hold float32 or float64 values, got {S.dtype}")
         S = gb.io.from_scipy_sparse(S.tocsr())
-    if not isinstance(S, (gb.Matrix, EdgeTensorBase)):
+    if not is_edge_tensor(S):
         raise TypeError(f"{name} must be a graphblas.Matrix or scipy.sparse matrix (or an "
                         f"executor's edge tensor), got {type(S).__name__}")
-    if _dtype_of(S) not in FLOAT_DTYPES:
-        raise TypeError(f"{name} must hold FP32 or FP64 values, got {_dtype_of(S)}")
+    if edge_dtype(S) not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must hold FP32 or FP64 values, got {edge_dtype(S)}")
     return S
 
 
 def to_graphblas(E, executor=None) -> gb.Matrix:
     """A host ``graphblas.Matrix`` with the pattern and values of the edge tensor ``E`` of
-    ``executor`` (a ``graphblas.Matrix`` is returned as it is)."""
-    return get_executor(executor).to_graphblas(as_sparse(E, "E"))
+    ``executor`` (a ``graphblas.Matrix`` is returned as it is; a sparse expression is
+    evaluated)."""
+    E = as_sparse(E, "E")
+    if isinstance(E, Expr):
+        E = sinks.materialize(E)
+    return get_executor(executor).to_graphblas(E)
 
 
 def _dtype_of(S) -> np.dtype:
-    return np.dtype(S.dtype.np_type) if isinstance(S, gb.Matrix) else np.dtype(S.dtype)
+    return S.dtype if isinstance(S, Expr) else edge_dtype(S)
+
+
+def _lazy(*args) -> bool:
+    """Whether this call composes (inside a composed forward, or with a lazy operand)."""
+    return in_scope() or any(isinstance(a, (Expr, Traced)) for a in args)
+
+
+def _edge_expr(S, name: str = "S") -> Expr:
+    S = as_sparse(S, name)
+    return S if isinstance(S, Expr) else EdgeLeaf(S)
+
+
+def _pattern_of(S):
+    return S.pattern if isinstance(S, Expr) else S
 
 
 def _features(ex, S, H, name: str = "H", side: str = "ncols"):
@@ -78,62 +126,126 @@ def _vector(ex, S, v, name: str, size: int):
     return v
 
 
+def _operand(ex, S, X, name: str, side: str, ndim: int | None = None):
+    """A dense operand of a composed call: traced, or a validated array (a constant),
+    checked against the pattern's layout (``side``: ``"row"`` targets, ``"col"``
+    sources)."""
+    A = _pattern_of(S)
+    rows = ex.target_rows(A) if side == "row" else ex.source_rows(A)
+    if isinstance(X, Traced):
+        v = X.value
+        if not X.vertex:
+            raise TypeError(f"{name} must be vertex-indexed (one row per vertex)")
+    else:
+        if not isinstance(X, ex.xp.ndarray):
+            raise TypeError(f"{name} must be a {'numpy' if ex.xp is np else 'device'}.ndarray "
+                            f"or a traced array, got {type(X).__name__}")
+        v = X
+        if v.dtype in FLOAT_DTYPES and not bool(ex.xp.isfinite(v).all()):
+            raise ValueError(f"{name} contains NaN or Inf")
+    if ndim is not None and v.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D here, got shape {tuple(v.shape)}")
+    if v.shape[0] != rows:
+        raise ValueError(f"{name} has {v.shape[0]} rows, the pattern needs {rows}")
+    if v.dtype != _dtype_of(S):
+        raise TypeError(f"{name} is {v.dtype} but the sparse operand is {_dtype_of(S)}; "
+                        "convert one of them explicitly")
+    return X if isinstance(X, Traced) else (lift(X, True) if in_scope() else X)
+
+
+def _aggr_name(aggr):
+    """A semiring object is named in a program's sink (its structure stays hashable)."""
+    return aggr if isinstance(aggr, str) else aggr.name
+
+
+def _messages(ex, S: Expr, H, name: str, side: str):
+    heads = S.trail[0] if S.trail else None
+    H = _operand(ex, S, H, name, side, ndim=2 if heads is None else 3)
+    if heads is not None and H.shape[1] != heads:
+        raise ValueError(f"{name} of shape {tuple(H.shape)} does not match the {heads} heads "
+                         "of the attention: (n, heads, f) is needed")
+    return H
+
+
 # ---------------------------------------------------------------------- softmax
-def softmax(S, executor=None) -> Edges:
-    r"""Row-wise stable softmax over the stored entries of ``S``.
+def softmax(S, executor=None):
+    r"""Row-wise stable softmax over the stored entries of ``S`` (per head).
 
     .. math:: \mathrm{sm}(S) = \exp(S - \mathrm{rep}(\max_j S)) \oslash
               \mathrm{rs}(\exp(S - \mathrm{rep}(\max_j S)))
 
     An empty row stays empty (never NaN); values around 1e4 stay finite and exact.
     """
+    if _lazy(S):
+        return _finish(Softmax(_edge_expr(S)))
     return get_executor(executor).softmax(as_sparse(S))
 
 
-def softmax_backward(Psi, dPsi, executor=None) -> Edges:
+def softmax_backward(Psi, dPsi, executor=None):
     r"""Backward of :func:`softmax`.
 
     .. math:: dS = \Psi \odot (d\Psi - \mathrm{rep}(\mathrm{sum}(\Psi \odot d\Psi)))
     """
-    return get_executor(executor).softmax_backward(as_sparse(Psi, "Psi"), as_sparse(dPsi, "dPsi"))
+    if _lazy(Psi, dPsi):
+        Psi, dPsi = _edge_expr(Psi, "Psi"), _edge_expr(dPsi, "dPsi")
+        return Psi * (dPsi - rep(row_sum(Psi * dPsi)))
+    return get_executor(executor).softmax_backward(as_sparse(Psi, "Psi"),
+                                                   as_sparse(dPsi, "dPsi"))
 
 
 # ---------------------------------------------------------------------- aggregation
-def aggregate(S, H, aggr="sum", executor=None) -> np.ndarray:
+def aggregate(S, H, aggr="sum", executor=None):
     r"""``Z = S ⊕ H``: aggregate the weighted messages ``S[i,j]·H[j]`` of each row.
 
     ``aggr`` is one of
 
     * ``"sum"``  — :math:`Z_i = \sum_j S_{ij} H_j` (factory ``plus_times``, saxpy5),
     * ``"max"`` / ``"min"`` — :math:`Z_{ic} = \max_j / \min_j\ S_{ij} H_{jc}` (so on a 0/1
-      pattern, the neighbour max/min: the tropical aggregation),
+      pattern, the neighbour max/min: the tropical aggregation); the gradient goes to the
+      winner of each ``(i, c)``, ties to the first stored entry (the lowest source id),
     * ``"mean"`` — :math:`Z_i = \frac{1}{|N(i)|}\sum_j S_{ij} H_j`,
 
     or a semiring (name or object from :mod:`gblas_gnn.semirings`). An empty row gives 0.
+    With heads (``S`` of shape ``(n, n, heads)``), ``H`` is ``(n, heads, f)`` and so is
+    ``Z``.
     """
+    check_aggregation(aggr)
+    if _lazy(S, H):
+        ex = get_executor(executor)
+        S = _edge_expr(S)
+        return sinks.run(S, ("aggregate", _aggr_name(aggr)), _messages(ex, S, H, "H", "col"))
     ex = get_executor(executor)
     S = as_sparse(S)
     H = _features(ex, S, H)
-    check_aggregation(aggr)
     return ex.aggregate(S, H, aggr)
 
 
-def spmm(S, H, semiring="plus_times", executor=None) -> np.ndarray:
+def spmm(S, H, semiring="plus_times", executor=None):
     """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring (empty row → 0)."""
+    if _lazy(S, H):
+        return aggregate(S, H, semiring, executor)
     ex = get_executor(executor)
     S = as_sparse(S)
     return ex.spmm(S, _features(ex, S, H), semiring)
 
 
-def spmm_t(S, H, semiring="plus_times", executor=None) -> np.ndarray:
+def spmm_t(S, H, semiring="plus_times", executor=None):
     """``Z[j] = ⊕_i S[i,j] ⊗ H[i]``: the product with ``Sᵀ`` (empty column → 0)."""
+    if _lazy(S, H):
+        check_aggregation(semiring)
+        ex = get_executor(executor)
+        S = _edge_expr(S)
+        return sinks.run(S, ("spmm_t", _aggr_name(semiring)),
+                         _messages(ex, S, H, "H", "row"))
     ex = get_executor(executor)
     S = as_sparse(S)
     return ex.spmm_t(S, _features(ex, S, H, side="nrows"), semiring)
 
 
-def gemm(X, W, executor=None) -> np.ndarray:
+def gemm(X, W, executor=None):
     """Dense ``X W`` (the projection ``H W``)."""
+    if _lazy(X, W):
+        return lift(X) @ lift(W)
     ex = get_executor(executor)
     X = dense_matrix(X, "X", xp=ex.xp)
     W = dense_matrix(W, "W", rows=X.shape[1], dtype=X.dtype, xp=ex.xp)
@@ -141,8 +253,10 @@ def gemm(X, W, executor=None) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- edge tensors
-def sddmm(A, X, Y, executor=None) -> Edges:
+def sddmm(A, X, Y, executor=None):
     r"""``A ⊙ (X Yᵀ)`` on A's pattern (masked dot3 ``plus_times``); never forms ``X Yᵀ``."""
+    if _lazy(A, X, Y):
+        return masked(A, factor(X) @ factor(Y).T, executor)
     ex = get_executor(executor)
     A = as_sparse(A, "A")
     X = _features(ex, A, X, "X", side="nrows")
@@ -152,53 +266,68 @@ def sddmm(A, X, Y, executor=None) -> Edges:
     return masked(A, factor(X) @ factor(Y).T, executor)
 
 
-def outer_add(A, u, v, executor=None) -> Edges:
+def outer_add(A, u, v, executor=None):
     """A-pattern matrix with entries ``u[i] + v[j]`` (masked ``min_plus`` dot3, no n×n)."""
+    if _lazy(A, u, v):
+        return masked(A, rep(u) + rep(v).T, executor, structural=True)
     ex = get_executor(executor)
     A = as_sparse(A, "A")
     return ex.outer_add(A, _vector(ex, A, u, "u", A.nrows), _vector(ex, A, v, "v", A.ncols))
 
 
-def _reduce(S, op: str, axis: str, executor) -> np.ndarray:
+def _reduce(S, op: str, axis: str, executor):
+    if _lazy(S):
+        return sinks.run(_edge_expr(S), ("rows" if axis == "row" else "cols", op))
     S = as_sparse(S)
     ex = get_executor(executor)
     return (ex.row_reduce if axis == "row" else ex.col_reduce)(S, op)
 
 
-def row_sum(S, executor=None) -> np.ndarray:
+def row_sum(S, executor=None):
     """``sum(S) = S 1``: row sums over stored entries (empty row → 0)."""
     return _reduce(S, "sum", "row", executor)
 
 
-def row_max(S, executor=None) -> np.ndarray:
+def row_max(S, executor=None):
     """Row maxima over stored entries (empty row → 0)."""
     return _reduce(S, "max", "row", executor)
 
 
-def row_min(S, executor=None) -> np.ndarray:
+def row_min(S, executor=None):
     """Row minima over stored entries (empty row → 0)."""
     return _reduce(S, "min", "row", executor)
 
 
-def col_sum(S, executor=None) -> np.ndarray:
+def col_sum(S, executor=None):
     """``1ᵀ S``: column sums over stored entries (empty column → 0)."""
     return _reduce(S, "sum", "col", executor)
 
 
-def row_scale(S, v, op: str = "times", executor=None) -> Edges:
-    """``S ⊛ rep(v)`` on S's pattern: ``S[i,j] op v[i]`` with op in times, div, plus, minus."""
-    ex = get_executor(executor)
-    S = as_sparse(S)
-    _check_scale_op(op)
-    return ex.row_scale(S, _vector(ex, S, v, "v", S.nrows), op)
+_SCALE = {"times": "mul", "div": "div", "plus": "add", "minus": "sub"}
 
 
-def col_scale(S, v, op: str = "times", executor=None) -> Edges:
-    """``S ⊛ rep(v)ᵀ`` on S's pattern: ``S[i,j] op v[j]``."""
+def _scaled(S, v, op: str, side: str, executor):
+    _check_scale_op(op)
+    if _lazy(S, v):
+        S = _edge_expr(S)
+        ex = get_executor(executor)
+        v = _operand(ex, S, v, "v", side, ndim=1)
+        return _finish(Zip(_SCALE[op], S, Gather(v, side)))
     ex = get_executor(executor)
     S = as_sparse(S)
-    _check_scale_op(op)
+    if side == "row":
+        return ex.row_scale(S, _vector(ex, S, v, "v", S.nrows), op)
     return ex.col_scale(S, _vector(ex, S, v, "v", S.ncols), op)
+
+
+def row_scale(S, v, op: str = "times", executor=None):
+    """``S ⊛ rep(v)`` on S's pattern: ``S[i,j] op v[i]`` with op in times, div, plus, minus."""
+    return _scaled(S, v, op, "row", executor)
+
+
+def col_scale(S, v, op: str = "times", executor=None):
+    """``S ⊛ rep(v)ᵀ`` on S's pattern: ``S[i,j] op v[j]``."""
+    return _scaled(S, v, op, "col", executor)
 
 
 def _check_scale_op(op: str) -> None:
@@ -206,25 +335,114 @@ def _check_scale_op(op: str) -> None:
         raise ValueError(f"op must be 'times', 'div', 'plus' or 'minus', got {op!r}")
 
 
-# ---------------------------------------------------------------------- edge-wise functions
-def _unary(fn: str, S, alpha: float | None = None, executor=None):
-    if isinstance(S, Virtual):
-        return UnaryNode(fn, S, alpha)
-    return get_executor(executor).apply(as_sparse(S), fn, alpha)
+def structure(A):
+    """A's pattern without its values: ``structure(A) * expr`` evaluates ``expr`` on A's
+    stored entries (``A * expr`` also multiplies by A's values)."""
+    return Structure(as_sparse(A, "A"))
+
+
+def edge_dropout(S, p: float, key: int, heads: int | None = None):
+    r"""``S ⊙ M``: attention dropout with counter-based scales ``M`` on S's pattern, one per
+    edge (and head): ``1/(1-p)`` where the hash :math:`u(\kappa; h, i, j) \ge p`, else 0,
+    the same on every executor and grid (:mod:`gblas_gnn.executors._random`). Lazy: for a
+    composed forward; draw ``key`` from a generator per training step."""
+    p = float(p)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {p}")
+    S = _edge_expr(S)
+    if heads is None and S.trail:
+        heads = S.trail[0]
+    return _finish(Zip("mul", S, Dropout(S.pattern, key, p, heads, S.dtype)))
+
+
+# ---------------------------------------------------------------------- elementwise functions
+def _elementwise(fn: str, x, alpha=None, executor=None):
+    """``f(x)`` of a sparse operand (edge-wise), a virtual or traced one (lazily / traced),
+    or a dense array."""
+    if isinstance(x, Expr):
+        return expr_unary(fn, x, alpha)
+    if isinstance(x, Traced):
+        return apply_unary(fn, x, alpha)
+    if is_edge_tensor(x) or sp.issparse(x):
+        if in_scope():
+            return expr_unary(fn, _edge_expr(x), alpha)
+        if fn in _EXECUTOR_APPLY:
+            return get_executor(executor).apply(as_sparse(x), fn, alpha)
+        with default(get_executor(executor)):
+            return expr_unary(fn, _edge_expr(x), alpha)
+    ex = get_executor(executor)
+    if isinstance(x, ex.xp.ndarray):
+        if in_scope():
+            return apply_unary(fn, lift(x), alpha)
+        from .compose import functions
+
+        return functions.unary(ex.xp, fn, x, functions.check_unary(fn, alpha))
+    raise TypeError(f"{fn} needs a sparse matrix, an expression or an array, got "
+                    f"{type(x).__name__}")
+
+
+#: functions the executors apply to edge tensors themselves
+_EXECUTOR_APPLY = ("exp", "relu", "leaky_relu")
 
 
 def exp(S, executor=None):
-    """Edge-wise ``exp`` of a sparse matrix, or a lazy ``exp`` of a virtual tensor."""
-    return _unary("exp", S, executor=executor)
+    """``exp``: edge-wise on a sparse matrix, lazily on a virtual tensor, on a dense array."""
+    return _elementwise("exp", S, executor=executor)
+
+
+def log(S, executor=None):
+    """Natural logarithm (elementwise, as :func:`exp`)."""
+    return _elementwise("log", S, executor=executor)
 
 
 def relu(S, executor=None):
-    """Edge-wise ``max(x, 0)``, or lazily on a virtual tensor."""
-    return _unary("relu", S, executor=executor)
+    """``max(x, 0)`` (elementwise, as :func:`exp`)."""
+    return _elementwise("relu", S, executor=executor)
 
 
 def leaky_relu(S, negative_slope: float = 0.2, executor=None):
-    """Edge-wise LeakyReLU ``x if x > 0 else negative_slope·x``, or lazily on a virtual tensor."""
+    """LeakyReLU ``x if x > 0 else negative_slope·x`` (elementwise, as :func:`exp`)."""
     if not np.isfinite(negative_slope) or negative_slope < 0:
         raise ValueError(f"negative_slope must be finite and ≥ 0, got {negative_slope}")
-    return _unary("leaky_relu", S, float(negative_slope), executor)
+    return _elementwise("leaky_relu", S, float(negative_slope), executor)
+
+
+def elu(S, alpha: float = 1.0, executor=None):
+    """ELU ``x if x > 0 else alpha·(eˣ − 1)`` (elementwise, as :func:`exp`)."""
+    return _elementwise("elu", S, alpha, executor)
+
+
+def tanh(S, executor=None):
+    """``tanh`` (elementwise, as :func:`exp`)."""
+    return _elementwise("tanh", S, executor=executor)
+
+
+def sigmoid(S, executor=None):
+    """The logistic function ``1 / (1 + e⁻ˣ)`` (elementwise, as :func:`exp`)."""
+    return _elementwise("sigmoid", S, executor=executor)
+
+
+def sqrt(S, executor=None):
+    """Square root (elementwise, as :func:`exp`)."""
+    return _elementwise("sqrt", S, executor=executor)
+
+
+def maximum(x, y):
+    """Elementwise ``max(x, y)`` of traced arrays, expressions and numbers; the gradient
+    goes to ``x`` where ``x > y`` and to ``y`` elsewhere (``maximum(n, eps)`` clamps)."""
+    from .compose.expr import expr_binary
+    from .compose.traced import apply_binary
+
+    if isinstance(x, Expr) or isinstance(y, Expr):
+        return expr_binary("maximum", x, y)
+    if isinstance(x, Traced) or isinstance(y, Traced):
+        return apply_binary("maximum", x, y)
+    return get_executor(None).xp.maximum(x, y)
+
+
+def concat(xs, axis: int = -1):
+    """Concatenate arrays along ``axis`` (e.g. per-head outputs side by side); traced
+    arrays keep their gradient."""
+    if in_scope() or any(isinstance(x, Traced) for x in xs):
+        return _concat(xs, axis)
+    return get_executor(None).xp.concatenate(list(xs), axis=axis)

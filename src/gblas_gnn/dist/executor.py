@@ -518,6 +518,17 @@ class DistExecutor(Executor):
             raise ValueError(f"X has {X.shape[0]} rows, this rank's row block "
                              f"{_local(A).nrows}")
 
+    def source_rows(self, A) -> int:
+        # dense tensors are laid out by the rows R_x; the columns C_y come by exchange
+        return _local(A).nrows
+
+    def columns(self, A, X):
+        with self._op("columns"):
+            return self._columns(X, A, "columns")
+
+    def gather_columns(self, A, v):
+        return self.local.gather_cols(_local(A), v)
+
     def _nrows(self, S) -> int:
         return _local(S).nrows
 

@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validate import float_dtype, widening
+from ..executors.base import EdgeTensorBase
 from ..graph import as_graph
 from .grid import Grid
 
@@ -65,6 +66,9 @@ class Block:
 
     def with_matrix(self, M: gb.Matrix) -> Block:
         return Block(M, self.row_ids, self.col_ids)
+
+
+EdgeTensorBase.register(Block)            # the edge-tensor protocol (executors.edges)
 
 
 class DistGraph:

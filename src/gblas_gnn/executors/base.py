@@ -380,6 +380,44 @@ class Executor(ABC):
     def _ncols(self, S) -> int:
         return int(S.ncols)
 
+    # ------------------------------------------------------------------ layouts
+    def target_rows(self, A) -> int:
+        """Rows of a dense tensor gathered by A's rows (targets): A's row count."""
+        return self._nrows(A)
+
+    def source_rows(self, A) -> int:
+        """Rows of a dense tensor gathered by A's columns (sources), in the layout every
+        dense tensor has: A's column count on one process (a grid holds them by rows)."""
+        return self._ncols(A)
+
+    def columns(self, A, X):
+        """The rows of ``X`` for A's columns (the source side), for :meth:`gather_columns`:
+        ``X`` itself on one process; a grid fetches them once (the partner exchange)."""
+        return X
+
+    def gather_columns(self, A, v):
+        """``v[j]`` for every stored entry ``(i, j)`` of A, CSR order, from a vector of
+        :meth:`columns` (no communication)."""
+        return self.gather_cols(A, v)
+
+    # ------------------------------------------------------------------ edge programs
+    def program_forward(self, program, keep: bool):
+        """Run an edge program (:mod:`gblas_gnn.compose.program`): a sparse expression on
+        A's pattern and the sink that consumes it. Returns ``(out, ctx)``, ``ctx`` None
+        unless ``keep``. The default is the reference lowering written with this interface
+        (:mod:`gblas_gnn.compose.reference`); an executor may compile programs into fused
+        kernels that give the same result."""
+        from ..compose import reference
+
+        return reference.forward(self, program, keep)
+
+    def program_backward(self, ctx, dout) -> list:
+        """The cotangents of a program's operands (None where there is none) for the
+        cotangent ``dout`` of its output."""
+        from ..compose import reference
+
+        return reference.backward(self, ctx, dout)
+
     # ------------------------------------------------------------------ aggregation
     def aggregate(self, S, H, aggr, keep_context: bool = False):
         """Weighted-message aggregation ``Z = S ⊕ H``.

@@ -9,6 +9,11 @@ Every dense tensor a module touches is an array of its executor's array module
 (``module.executor.xp``: numpy for ``cpu`` and ``dist``, CuPy on a GPU), parameters and
 gradients included; a module computes with :attr:`Module.executor` only, so it runs
 unchanged on any executor.
+
+A module that defines only ``forward`` is *composed*: declare its parameters with
+:meth:`Module.add_param`, write the forward with ``gg.ops``, and its ``backward`` is derived
+from what the training-mode forward recorded (:mod:`gblas_gnn.compose`). Inside such a
+forward, ``H`` and ``self.params[name]`` are traced arrays.
 """
 
 from __future__ import annotations
@@ -43,6 +48,35 @@ class Module(ABC):
         """A parameter array (built on the host by an initialiser) on the executor."""
         return self.executor.asarray(value)
 
+    def add_param(self, name: str, value) -> None:
+        """Declare the parameter ``name`` with the initial ``value`` (a host array of the
+        module's dtype, finite); it moves to the executor and its gradient appears in
+        ``grads[name]`` after a backward."""
+        from .._validate import FLOAT_DTYPES
+
+        if not isinstance(name, str) or not name or "." in name:
+            raise ValueError(f"a parameter name is a non-empty string without '.', got "
+                             f"{name!r}")
+        if name in self.params:
+            raise ValueError(f"parameter {name!r} is declared twice")
+        value = np.asarray(value) if isinstance(value, (list, tuple, float, int)) else value
+        if not hasattr(value, "dtype") or np.dtype(value.dtype) not in FLOAT_DTYPES:
+            raise TypeError(f"parameter {name!r} must be a float array, got "
+                            f"{getattr(value, 'dtype', type(value).__name__)}")
+        if np.dtype(value.dtype) != self.dtype:
+            raise TypeError(f"parameter {name!r} has dtype {value.dtype} but the module is "
+                            f"{self.dtype}")
+        value = self._param(value)
+        if not bool(self.xp.isfinite(value).all()):
+            raise ValueError(f"parameter {name!r} contains NaN or Inf")
+        self.params[name] = value
+        self.grads[name] = self.xp.zeros_like(value)
+
+    @property
+    def composed(self) -> bool:
+        """Whether the backward is derived (the class defines ``forward`` only)."""
+        return type(self).backward is Module.backward
+
     # ------------------------------------------------------------------ mode
     def train(self, mode: bool = True) -> Module:
         """Switch training mode (caches for backward) on or off; returns ``self``."""
@@ -58,8 +92,11 @@ class Module(ABC):
         return self.train(False)
 
     def children(self) -> list[Module]:
-        """Sub-modules (a container overrides this)."""
-        return []
+        """Sub-modules: a container overrides this; a composed module's are the modules held
+        in its attributes, in the order they were set."""
+        if not self.composed:
+            return []
+        return [v for v in vars(self).values() if isinstance(v, Module)]
 
     # ------------------------------------------------------------------ parameters
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
@@ -84,15 +121,25 @@ class Module(ABC):
 
     # ------------------------------------------------------------------ calling
     def __call__(self, g, H: np.ndarray) -> np.ndarray:
+        from ..compose import modules
+        from ..compose.traced import Traced
+
+        if self.composed:
+            return modules.call_composed(self, g, H)
+        if isinstance(H, Traced):
+            return modules.call_opaque(self, g, H)
         return self.forward(g, H)
 
     @abstractmethod
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         """Output for graph ``g`` (Graph, scipy.sparse or graphblas.Matrix) and features ``H``."""
 
-    @abstractmethod
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        """Gradient w.r.t. the input features; fills ``self.grads``."""
+        """Gradient w.r.t. the input features; fills ``self.grads``. A composed module's is
+        derived from its recorded forward (:mod:`gblas_gnn.compose`)."""
+        from ..compose.modules import derived_backward
+
+        return derived_backward(self, dout)
 
     # ------------------------------------------------------------------ helpers for layers
     def _dense(self, x, name: str, **checks):

@@ -61,8 +61,14 @@ def make_builtin() -> dict[str, Semiring]:
             name=name, add=add, mul=mul, add_identity=e_add, mul_identity=e_mul,
             annihilator=zero, formula=formula, add_op=getattr(gb.monoid, gb_add),
             mul_op=getattr(gb.binary, gb_mul), scalar_add=py_add, scalar_mul=py_mul,
+            mul_grad=MUL_GRADS[gb_mul],
         )
     return out
+
+
+#: the partial derivatives (∂/∂s, ∂/∂h) of the shipped ⊗ operators
+MUL_GRADS = {"times": (lambda s, h: h, lambda s, h: s),
+             "plus": (lambda s, h: 1.0, lambda s, h: 1.0)}
 
 
 BUILTIN = make_builtin()

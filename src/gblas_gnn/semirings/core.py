@@ -150,6 +150,12 @@ class Semiring:
         semirings over pairs).
     nonnegative_weights : bool
         The semiring is only one for nonnegative edge weights; SpMM refuses negative ones.
+    mul_grad : (callable, callable) or None
+        The partial derivatives ``(d_s, d_h)`` of ``s ⊗ h`` with respect to the edge weight
+        and the message, as functions of two arrays (of any array module: use arithmetic,
+        and return a number for a constant), e.g. ``(lambda s, h: h, lambda s, h: s)`` for
+        ``×``. With a ⊕ of plus, max or min they give the aggregation a backward
+        (:mod:`gblas_gnn.compose.semiring_grad`); None: forward only.
 
     Notes
     -----
@@ -171,6 +177,8 @@ class Semiring:
     scalar_mul: Callable[[float, float], float] | None = field(default=None, repr=False)
     readout: Callable[[Any], Any] = field(default=_identity, repr=False)
     nonnegative_weights: bool = False
+    mul_grad: tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]] | None = field(
+        default=None, repr=False)
 
     # -- products on an executor (the cpu one unless told otherwise) ----------------
     def spmm(self, S: Matrix, H: np.ndarray, executor=None) -> np.ndarray:

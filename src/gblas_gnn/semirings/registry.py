@@ -205,6 +205,7 @@ def register(
     mul_identity: Any = None,
     annihilator: Any = None,
     formula: str = "",
+    mul_grad: tuple[Callable, Callable] | None = None,
 ) -> Semiring:
     """Register a user semiring ``(⊕, ⊗)`` under ``name`` and return it.
 
@@ -226,6 +227,10 @@ def register(
         Recorded on the Semiring (``add_identity`` also builds the monoid).
     formula : str, optional
         Human-readable description.
+    mul_grad : (callable, callable), optional
+        The partial derivatives ``(d_s, d_h)`` of ``s ⊗ h`` as functions of two arrays
+        (arithmetic only, so they run on every executor; a number stands for a constant).
+        With a ⊕ of plus, max or min, aggregating over the semiring then has a backward.
 
     Raises
     ------
@@ -254,12 +259,23 @@ def register(
         mul_op=binop,
         scalar_add=py_add,
         scalar_mul=py_mul,
+        mul_grad=_check_mul_grad(mul_grad),
     )
     from ..executors import get_executor
 
     get_executor("cpu").semiring_lowering(sr)   # refuses what the reference cannot run
     _REGISTRY[name] = sr
     return sr
+
+
+def _check_mul_grad(mul_grad):
+    if mul_grad is None:
+        return None
+    if not (isinstance(mul_grad, tuple) and len(mul_grad) == 2
+            and all(callable(f) for f in mul_grad)):
+        raise TypeError("mul_grad must be a pair of functions (d_s, d_h) of (s, h), got "
+                        f"{mul_grad!r}")
+    return mul_grad
 
 
 def _unregister(name: str) -> None:

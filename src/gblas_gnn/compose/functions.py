@@ -1,0 +1,127 @@
+r"""The closed set of elementwise functions a composition may use, each with its derivative.
+
+One table serves the dense traced arrays, the lazy edge expressions and the kernel
+generators: a function is a name and an optional constant ``a`` (a slope, an exponent), never
+user code. For :math:`y = f(x)`:
+
+============  ===============================  ======================================
+name          :math:`f(x)`                     :math:`f'(x)`
+============  ===============================  ======================================
+neg           :math:`-x`                       :math:`-1`
+exp           :math:`e^x`                      :math:`y`
+log           :math:`\ln x`                    :math:`1/x`
+relu          :math:`\max(x, 0)`               :math:`[x > 0]`
+leaky_relu    :math:`x` if :math:`x>0` else    :math:`1` if :math:`x > 0` else :math:`a`
+              :math:`a x`
+elu           :math:`x` if :math:`x>0` else    :math:`1` if :math:`x > 0` else :math:`y + a`
+              :math:`a(e^x - 1)`
+tanh          :math:`\tanh x`                  :math:`1 - y^2`
+sigmoid       :math:`1/(1 + e^{-x})`           :math:`y (1 - y)`
+sqrt          :math:`\sqrt{x}`                 :math:`1 / (2 y)`
+abs           :math:`|x|`                      :math:`\mathrm{sign}(x)`
+pow           :math:`x^a`                      :math:`a x^{a-1}`
+============  ===============================  ======================================
+
+Binary functions: ``add``, ``sub``, ``mul``, ``div``, ``maximum`` and ``minimum``; the
+gradient of ``maximum(u, v)`` goes to ``u`` where ``u > v`` and to ``v`` elsewhere (ties to the
+second operand, so ``maximum(x, eps)`` clamps with a zero gradient at the clamp), and likewise
+for ``minimum`` with ``u < v``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Unary", "UNARY", "BINARY", "unary", "binary_forward", "binary_vjp",
+           "check_unary"]
+
+
+@dataclass(frozen=True)
+class Unary:
+    """``forward(xp, x, a)`` and ``derivative(xp, x, y, a)`` (:math:`f'(x)` given
+    :math:`y = f(x)`), both in the dtype of ``x``."""
+
+    forward: Callable
+    derivative: Callable
+    needs_alpha: bool = False
+
+
+def _t(x, value):
+    """``value`` as a scalar of ``x``'s dtype (no float64 promotion of float32 work)."""
+    return x.dtype.type(value)
+
+
+UNARY: dict[str, Unary] = {
+    "neg": Unary(lambda xp, x, a: -x, lambda xp, x, y, a: xp.full_like(x, -1)),
+    "exp": Unary(lambda xp, x, a: xp.exp(x), lambda xp, x, y, a: y),
+    "log": Unary(lambda xp, x, a: xp.log(x), lambda xp, x, y, a: _t(x, 1) / x),
+    "relu": Unary(lambda xp, x, a: xp.maximum(x, _t(x, 0)),
+                  lambda xp, x, y, a: (x > 0).astype(x.dtype)),
+    "leaky_relu": Unary(lambda xp, x, a: xp.where(x > 0, x, x * _t(x, a)),
+                        lambda xp, x, y, a: xp.where(x > 0, _t(x, 1), _t(x, a)), True),
+    "elu": Unary(lambda xp, x, a: xp.where(x > 0, x, _t(x, a) * xp.expm1(xp.minimum(x, 0))),
+                 lambda xp, x, y, a: xp.where(x > 0, _t(x, 1), y + _t(x, a)), True),
+    "tanh": Unary(lambda xp, x, a: xp.tanh(x), lambda xp, x, y, a: _t(x, 1) - y * y),
+    "sigmoid": Unary(lambda xp, x, a: _t(x, 1) / (_t(x, 1) + xp.exp(-x)),
+                     lambda xp, x, y, a: y * (_t(x, 1) - y)),
+    "sqrt": Unary(lambda xp, x, a: xp.sqrt(x), lambda xp, x, y, a: _t(x, 0.5) / y),
+    "abs": Unary(lambda xp, x, a: xp.abs(x), lambda xp, x, y, a: xp.sign(x)),
+    "pow": Unary(lambda xp, x, a: x ** _t(x, a),
+                 lambda xp, x, y, a: _t(x, a) * x ** _t(x, a - 1), True),
+}
+
+BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+
+
+def check_unary(fn: str, alpha) -> float | None:
+    """Validate a function name and its constant (``ValueError`` before any work)."""
+    if fn not in UNARY:
+        raise ValueError(f"unknown elementwise function {fn!r}; known: {sorted(UNARY)}")
+    if not UNARY[fn].needs_alpha:
+        return None
+    if alpha is None or isinstance(alpha, bool) or not np.isfinite(float(alpha)):
+        raise ValueError(f"{fn} needs a finite constant, got {alpha!r}")
+    if fn in ("leaky_relu", "elu") and float(alpha) < 0:
+        raise ValueError(f"the constant of {fn} must be ≥ 0, got {alpha}")
+    return float(alpha)
+
+
+def unary(xp, fn: str, x, alpha=None):
+    """``f(x)`` of the table."""
+    return UNARY[fn].forward(xp, x, alpha)
+
+
+def binary_forward(xp, op: str, u, v):
+    """``u op v`` with numpy broadcasting."""
+    if op == "add":
+        return u + v
+    if op == "sub":
+        return u - v
+    if op == "mul":
+        return u * v
+    if op == "div":
+        return u / v
+    if op == "maximum":
+        return xp.maximum(u, v)
+    if op == "minimum":
+        return xp.minimum(u, v)
+    raise ValueError(f"unknown binary function {op!r}; known: {BINARY}")
+
+
+def binary_vjp(xp, op: str, u, v, out, g):
+    """``(ḡ_u, ḡ_v)`` of ``out = u op v`` for the cotangent ``g`` (before un-broadcasting)."""
+    if op == "add":
+        return g, g
+    if op == "sub":
+        return g, -g
+    if op == "mul":
+        return g * v, g * u
+    if op == "div":
+        gu = g / v
+        return gu, -gu * out
+    win = (u > v) if op == "maximum" else (u < v)
+    zero = xp.zeros((), dtype=g.dtype)
+    return xp.where(win, g, zero), xp.where(win, zero, g)

@@ -1,0 +1,135 @@
+"""Calling modules inside and outside a composition.
+
+A module that defines only ``forward`` is *composed*: calling it runs the forward in a
+:class:`~.tape.Scope` with ``H`` and its parameters as traced arrays, and in training mode
+keeps the tape, from which :meth:`gblas_gnn.nn.Module.backward` derives the gradients. A
+composed module called inside another composition (with a traced input) is traced inline, its
+parameters leaves of the outer tape. A module with a hand-written backward called with a traced
+input runs as one node whose vector-Jacobian product is its own ``backward``.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from .tape import Node, Tape, current, scope
+from .traced import Traced, record
+
+__all__ = ["INPUT", "Recording", "call_composed", "call_opaque", "derived_backward"]
+
+#: the key of the module input among the tape's leaves
+INPUT = "input"
+
+
+@dataclass
+class Recording:
+    """What a training-mode forward of a composed module keeps: its tape, the output node,
+    the modules whose parameters are leaves, and the shapes of input and output."""
+
+    tape: Tape
+    output: Node | None
+    modules: list
+    in_shape: tuple
+    out_shape: tuple
+
+
+@contextmanager
+def _traced_params(module, s):
+    """``module.params`` as traced leaves for the duration of a forward."""
+    real = module.params
+    traced = {}
+    for name, value in real.items():
+        leaf = s.tape.leaf((id(module), name)) if s.tape is not None else None
+        traced[name] = Traced(value, leaf, False)
+    s.modules.append(module)
+    module.params = traced
+    try:
+        yield
+    finally:
+        module.params = real
+
+
+def _output(out, module) -> Traced:
+    if isinstance(out, Traced):
+        return out
+    raise TypeError(f"{type(module).__name__}.forward must return an array computed from its "
+                    f"input and parameters with gg.ops (a traced array), got "
+                    f"{type(out).__name__}")
+
+
+def call_composed(module, g, H):
+    """``module(g, H)`` for a composed module."""
+    s = current()
+    if isinstance(H, Traced):
+        if s is None:
+            raise RuntimeError("a traced array outside its composed forward")
+        with _traced_params(module, s):
+            return _output(module.forward(g, H), module)
+    g, H = module._prepare(g, H, None)
+    tape = Tape() if module.training else None
+    with scope(module.executor, tape) as s:
+        Ht = Traced(H, tape.leaf(INPUT) if tape is not None else None, True)
+        with _traced_params(module, s):
+            out = _output(module.forward(g, Ht), module)
+    if tape is None:
+        module._cache = None
+    else:
+        module._cache = Recording(tape, out.node, list(s.modules), tuple(H.shape),
+                                  tuple(out.shape))
+    return out.value
+
+
+def call_opaque(module, g, H: Traced):
+    """A module with its own backward, called with a traced input inside a composition."""
+    out = module.forward(g, H.value)
+    s = current()
+    if s is None or s.tape is None or not module.training:
+        return Traced(out, None, True)
+    xp = module.executor.xp
+
+    def vjp(gout):
+        return (module.backward(gout),)
+
+    return record(out, [H], vjp, True, zero=lambda: xp.zeros_like(out))
+
+
+def derived_backward(module, dout) -> Any:
+    """The backward of a composed module: ``dL/dH`` for ``dout``; fills the ``grads`` of the
+    module and of every composed module traced inside its forward."""
+    rec = module._cache
+    if not isinstance(rec, Recording):
+        raise RuntimeError("backward needs a forward in training mode first (module.train() "
+                           "and call it on the input); each forward allows one backward")
+    module._cache = None
+    dout = _check_dout(module, dout, rec.out_shape)
+    xp = module.executor.xp
+    leaves = rec.tape.backward(rec.output, dout) if rec.output is not None else {}
+    for m in rec.modules:
+        m.grads = {name: _grad(leaves.get((id(m), name)), value, xp)
+                   for name, value in m.params.items()}
+    dH = leaves.get(INPUT)
+    return xp.zeros(rec.in_shape, module.dtype) if dH is None else dH
+
+
+def _grad(g, value, xp):
+    if g is None:
+        return xp.zeros_like(value)
+    return g.astype(value.dtype, copy=False)
+
+
+def _check_dout(module, dout, shape: tuple):
+    """``dout`` as an array of the executor with the output's shape and dtype (finite)."""
+    if len(shape) == 2:
+        return module._dense(dout, "dout", rows=shape[0], cols=shape[1], dtype=module.dtype)
+    ex = module.executor
+    with ex.validation():
+        dout = ex.asarray(dout)
+        if tuple(dout.shape) != tuple(shape):
+            raise ValueError(f"dout must have shape {tuple(shape)}, got {tuple(dout.shape)}")
+        if dout.dtype != module.dtype:
+            raise TypeError(f"dout has dtype {dout.dtype} but {module.dtype} is required")
+        if not bool(ex.xp.isfinite(dout).all()):
+            raise ValueError("dout contains NaN or Inf")
+    return dout

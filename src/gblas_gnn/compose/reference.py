@@ -1,0 +1,411 @@
+r"""The reference lowering of edge programs: forward and backward written once against the
+executor interface, so that every executor runs every composition without new code.
+
+An expression is evaluated **per head** as arrays of one value per stored edge (in the CSR
+order of the pattern), with the executor's gathers, reductions and softmax; a channel axis is
+contracted one channel at a time, so no array of more than one value per edge and head ever
+exists (rule 1). The backward is reverse-mode over the same operations, the global rules of
+the paper applied node by node:
+
+===============================  =============================================================
+forward                          backward (cotangent :math:`\bar E` of the output)
+===============================  =============================================================
+:math:`E = X_i` (``rep(X)``)     :math:`\bar X = \mathrm{rs}(\bar E)` — a row reduction
+:math:`E = Y_j` (``rep(Y)ᵀ``)    :math:`\bar Y = \mathrm{cs}(\bar E)` — a column reduction
+:math:`E = a` (a parameter)      :math:`\bar a = \sum \bar E` over every edge
+:math:`E = f(U)`, :math:`U ⊙ V`  elementwise, as in :mod:`.functions`
+:math:`E = \sum_c U_{\cdot c}`   :math:`\bar U_{\cdot c} = \bar E` for every channel
+:math:`\Psi = \mathrm{sm}(E)`    :math:`\bar E = \Psi \odot (\bar\Psi - \mathrm{rep}(t))`,
+                                 :math:`t = \mathrm{sum}(\Psi \odot \bar\Psi)`
+:math:`Z = S \oplus X`           ``aggregate_backward`` (an SDDMM and a transposed SpMM),
+                                 or the semiring rules of :mod:`.semiring_grad`
+===============================  =============================================================
+
+When the softmax feeds the aggregation directly (or through factors that do not depend on
+it, such as dropout scales) and the aggregation is homogeneous of degree one in its weights
+(sum, mean, max, min, ``plus_times``, ``max_times``, ``min_times``),
+:math:`t_i = \langle \bar Z_i, Z_i \rangle` is a dense row product and needs no pass over the
+edges (and no communication on a grid).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import functions as F
+from .program import Program
+
+__all__ = ["forward", "backward", "Context"]
+
+#: aggregations whose output is homogeneous of degree one in the edge weights
+HOMOGENEOUS = ("sum", "mean", "max", "min", "plus_times", "max_times", "min_times")
+
+
+def _child_index(idx: tuple, parent: tuple, child: tuple) -> tuple:
+    """The index into a broadcast operand of trailing shape ``child``."""
+    off = len(parent) - len(child)
+    return tuple(0 if child[k] == 1 else idx[off + k] for k in range(len(child)))
+
+
+@dataclass
+class Context:
+    """What the reference backward needs: the evaluator (with the kept edge values), the
+    sink's per-head contexts and outputs."""
+
+    ev: Any
+    sink_ctx: list = field(default_factory=list)
+    out: Any = None
+
+
+class _Evaluator:
+    """Evaluates the operations of a program on its pattern (see the module docstring)."""
+
+    def __init__(self, ex, prog: Program):
+        self.ex, self.prog = ex, prog
+        self.A = prog.pattern
+        self.s = prog.structure
+        self.ops = self.s.ops
+        self.xp = ex.xp
+        self.dtype = np.dtype(self.s.dtype)
+        self.base = len(self.ops[self.s.root].trail)
+        self.memo: dict[tuple, Any] = {}
+        self.frames: list[list] = []
+        self.cols: dict[int, Any] = {}
+        self.scales: dict[int, Any] = {}
+        self.nnz = int(self.A.nvals)
+
+    # ------------------------------------------------------------------ operands
+    def operand(self, slot: int):
+        return self.prog.operands[slot].value
+
+    def column_copy(self, slot: int):
+        """The source-side rows of operand ``slot`` (fetched once per program)."""
+        if slot not in self.cols:
+            self.cols[slot] = self.ex.columns(self.A, self.operand(slot))
+        return self.cols[slot]
+
+    def edges(self, v):
+        """``v`` (an edge array or a scalar) as an edge tensor on the pattern."""
+        xp = self.xp
+        if getattr(v, "ndim", 0) == 0:
+            v = xp.full(self.nnz, v, dtype=self.dtype)
+        return self.ex.edge_from_values(self.A, xp.ascontiguousarray(v, dtype=self.dtype))
+
+    def full(self, v):
+        """``v`` as an array over the edges (a scalar is broadcast)."""
+        if getattr(v, "ndim", 0) == 0:
+            return self.xp.full(self.nnz, v, dtype=self.dtype)
+        return v
+
+    # ------------------------------------------------------------------ forward values
+    def value(self, i: int, idx: tuple):
+        key = (i, idx)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        v = self._compute(i, idx)
+        self.memo[key] = v
+        if len(idx) > self.base and self.frames:
+            self.frames[-1].append(key)
+        return v
+
+    def _input(self, i: int, k: int, idx: tuple):
+        op = self.ops[i]
+        c = op.inputs[k]
+        return self.value(c, _child_index(idx, op.trail, self.ops[c].trail))
+
+    def _compute(self, i: int, idx: tuple):
+        op, ex, xp = self.ops[i], self.ex, self.xp
+        kind = op.kind
+        if kind == "row":
+            vec = self.operand(op.args[0])[(slice(None), *idx)]
+            return ex.gather_rows(self.A, xp.ascontiguousarray(vec))
+        if kind == "col":
+            vec = self.column_copy(op.args[0])[(slice(None), *idx)]
+            return ex.gather_columns(self.A, xp.ascontiguousarray(vec))
+        if kind == "param":
+            return self.operand(op.args[0])[idx]
+        if kind == "const":
+            return self.dtype.type(op.args[0])
+        if kind == "avals":
+            return xp.asarray(ex.edge_values(self.A), dtype=self.dtype)
+        if kind == "edges":
+            return xp.asarray(ex.edge_values(self.operand(op.args[0])), dtype=self.dtype)
+        if kind == "dropout":
+            return self._dropout(op)[idx[0] if idx else 0]
+        if kind == "map":
+            fn, alpha = op.args
+            return F.unary(xp, fn, self._input(i, 0, idx), alpha)
+        if kind == "zip":
+            return F.binary_forward(xp, op.args[0], self._input(i, 0, idx),
+                                    self._input(i, 1, idx))
+        if kind == "sum":
+            child = op.inputs[0]
+            total = None
+            for c in range(self.ops[child].trail[-1]):
+                self.frames.append([])
+                v = self.value(child, (*idx, c))
+                for key in self.frames.pop():
+                    self.memo.pop(key, None)
+                total = v if total is None else total + v
+            return total
+        if kind == "softmax":
+            E = self.edges(self._input(i, 0, idx))
+            return xp.asarray(ex.edge_values(ex.softmax(E)), dtype=self.dtype)
+        raise ValueError(f"unknown operation {kind!r}")
+
+    def _dropout(self, op):
+        slot, p, heads = op.args
+        if slot not in self.scales:
+            key = int(self.operand(slot))
+            self.scales[slot] = self.ex.dropout_edges(self.A, key, p, heads or 1, self.dtype)
+        return self.scales[slot]
+
+    def root_values(self) -> list:
+        """The root's edge values, one array per head."""
+        heads = self.s.heads
+        r = self.s.root
+        if heads is None:
+            return [self.full(self.value(r, ()))]
+        return [self.full(self.value(r, (h,))) for h in range(heads)]
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, seeds: dict, t_for: dict) -> list:
+        """Cotangents of the operands for edge cotangents ``seeds`` ``{(op, idx): array}``;
+        ``t_for`` maps ``(softmax op, idx)`` to its row term when the sink supplies it."""
+        grads: list = [None] * len(self.prog.operands)
+        adj = dict(seeds)
+        self._reverse(sorted({i for i, _ in adj}, reverse=True), adj, grads, t_for, None)
+        return grads
+
+    def _region(self, sum_op: int) -> list[int]:
+        """The operations evaluated per channel under ``sum_op`` (deeper than it)."""
+        depth = len(self.ops[sum_op].trail)
+        seen, stack = set(), [self.ops[sum_op].inputs[0]]
+        while stack:
+            i = stack.pop()
+            if i in seen or len(self.ops[i].trail) <= depth:
+                continue
+            seen.add(i)
+            stack.extend(self.ops[i].inputs)
+        return sorted(seen, reverse=True)
+
+    def _reverse(self, order: list[int], adj: dict, grads: list, t_for: dict, region):
+        """Process the cotangents in ``adj`` in reverse topological order. In a channel
+        region (``region`` not None) only its operations are processed here; the rest are
+        left in ``adj`` for the enclosing pass."""
+        pending = sorted({i for i, _ in adj if region is None or i in region}, reverse=True) \
+            if region is not None else None
+        todo = order if region is None else pending
+        ops = self.ops
+        for i in (range(max(todo), -1, -1) if region is None and todo else (todo or [])):
+            if region is not None and i not in region:
+                continue
+            keys = [k for k in adj if k[0] == i]
+            for key in keys:
+                g = adj.pop(key)
+                self._rule(i, key[1], g, adj, grads, t_for)
+        del ops
+
+    def _push(self, adj: dict, i: int, k: int, idx: tuple, g):
+        op = self.ops[i]
+        c = op.inputs[k]
+        key = (c, _child_index(idx, op.trail, self.ops[c].trail))
+        prev = adj.get(key)
+        adj[key] = g if prev is None else prev + g
+
+    def _rule(self, i: int, idx: tuple, g, adj: dict, grads: list, t_for: dict):
+        op, ex, xp = self.ops[i], self.ex, self.xp
+        kind = op.kind
+        if kind in ("const", "avals", "edges", "dropout"):
+            return
+        if kind in ("row", "col", "param"):
+            self._leaf(op, idx, self.full(g), grads)
+            return
+        if kind == "map":
+            fn, alpha = op.args
+            x = self._input(i, 0, idx)
+            y = self.value(i, idx)
+            self._push(adj, i, 0, idx, g * F.UNARY[fn].derivative(xp, self.full(x),
+                                                                 self.full(y), alpha))
+            return
+        if kind == "zip":
+            u, v = self._input(i, 0, idx), self._input(i, 1, idx)
+            gu, gv = F.binary_vjp(xp, op.args[0], u, v, self.value(i, idx), g)
+            self._push(adj, i, 0, idx, gu)
+            self._push(adj, i, 1, idx, gv)
+            return
+        if kind == "softmax":
+            psi = self.value(i, idx)
+            t = t_for.get((i, idx))
+            if t is None:
+                t = ex.row_reduce(self.edges(psi * g), "sum")
+            self._push(adj, i, 0, idx, psi * (g - ex.gather_rows(self.A, t)))
+            return
+        if kind == "sum":
+            child = op.inputs[0]
+            region = set(self._region(i))
+            for c in range(self.ops[child].trail[-1]):
+                self.frames.append([])
+                inner = {(child, (*idx, c)): g}
+                self._reverse([], inner, grads, t_for, region)
+                for key in self.frames.pop():
+                    self.memo.pop(key, None)
+                for key, val in inner.items():         # cotangents of shallower operations
+                    prev = adj.get(key)
+                    adj[key] = val if prev is None else prev + val
+            return
+        raise ValueError(f"unknown operation {kind!r}")
+
+    def _leaf(self, op, idx: tuple, g, grads: list):
+        ex = self.ex
+        slot = op.args[0]
+        value = self.operand(slot)
+        if grads[slot] is None:
+            grads[slot] = self.xp.zeros(value.shape, value.dtype)
+        if op.kind == "row":
+            part = ex.row_reduce(self.edges(g), "sum")
+            grads[slot][(slice(None), *idx)] += part
+        elif op.kind == "col":
+            part = ex.col_reduce(self.edges(g), "sum")
+            grads[slot][(slice(None), *idx)] += part
+        else:
+            total = ex.vertex_sum(ex.row_reduce(self.edges(g), "sum")[:, None])[0]
+            grads[slot][idx] += total
+
+
+# ---------------------------------------------------------------------- sinks
+def _softmax_feeding_root(ev: _Evaluator) -> int | None:
+    """The softmax op whose output reaches the root only through factors independent of it
+    (the root itself, or ``softmax ⊙ m`` / ``softmax ⊘ m``), else None."""
+    ops, r = ev.ops, ev.s.root
+    op = ops[r]
+    if op.kind == "softmax":
+        return r
+    if op.kind == "zip" and op.args[0] in ("mul", "div"):
+        a, b = op.inputs
+        if ops[a].kind == "softmax" and not _depends_on(ops, b, a):
+            return a
+        if op.args[0] == "mul" and ops[b].kind == "softmax" and not _depends_on(ops, a, b):
+            return b
+    return None
+
+
+def _depends_on(ops, i: int, target: int) -> bool:
+    stack, seen = [i], set()
+    while stack:
+        j = stack.pop()
+        if j == target:
+            return True
+        if j in seen:
+            continue
+        seen.add(j)
+        stack.extend(ops[j].inputs)
+    return False
+
+
+def _heads_of(X, heads):
+    """The per-head slices of a dense ``(n, heads, f)`` array (``(n, f)`` without heads)."""
+    if heads is None:
+        return [X]
+    return [X[:, h] for h in range(heads)]
+
+
+def forward(ex, prog: Program, keep: bool):
+    """Run ``prog`` on ``ex``: the sink's output and, with ``keep``, its context."""
+    from .semiring_grad import semiring_forward
+
+    ev = _Evaluator(ex, prog)
+    sink = prog.structure.sink
+    values = ev.root_values()
+    xp = ex.xp
+    ctx = Context(ev)
+    kind = sink[0]
+    if kind == "values":
+        out = [ev.edges(v) for v in values]
+    elif kind in ("rows", "cols"):
+        reduce = ex.row_reduce if kind == "rows" else ex.col_reduce
+        parts = [reduce(ev.edges(v), sink[1]) for v in values]
+        out = parts[0] if prog.heads is None else xp.stack(parts, axis=1)
+    elif kind in ("aggregate", "spmm_t"):
+        X = _x_operand(prog)
+        parts = []
+        for S_vals, Xh in zip(values, _heads_of(X, prog.heads), strict=True):
+            Z, c = semiring_forward(ex, kind, sink[1], ev.edges(S_vals),
+                                    xp.ascontiguousarray(Xh), keep)
+            parts.append(Z)
+            ctx.sink_ctx.append(c)
+        out = parts[0] if prog.heads is None else xp.stack(parts, axis=1)
+    else:
+        raise ValueError(f"unknown sink {sink!r}")
+    ctx.out = out
+    return out, (ctx if keep else None)
+
+
+def _x_operand(prog: Program):
+    for o in prog.operands:
+        if o.role == "x":
+            return o.value
+    raise ValueError("an aggregation program needs its messages")
+
+
+def backward(ex, ctx: Context, dout) -> list:
+    """Cotangents of every operand of the program (None where there is none) for the
+    cotangent ``dout`` of its output."""
+    from .semiring_grad import semiring_backward
+
+    ev = ctx.ev
+    prog = ev.prog
+    sink = prog.structure.sink
+    heads = prog.heads
+    r = prog.structure.root
+    xp = ex.xp
+    idxs = [()] if heads is None else [(h,) for h in range(heads)]
+    seeds, t_for = {}, {}
+    x_grad = None
+    kind = sink[0]
+    if kind in ("rows", "cols"):
+        douts = [dout] if heads is None else [dout[:, h] for h in range(heads)]
+        for idx, d in zip(idxs, douts, strict=True):
+            seeds[(r, idx)] = _reduction_cotangent(ev, kind, sink[1], idx, d)
+    elif kind in ("aggregate", "spmm_t"):
+        sm = _softmax_feeding_root(ev) if kind == "aggregate" else None
+        homogeneous = isinstance(sink[1], str) and sink[1] in HOMOGENEOUS
+        douts = _heads_of(dout, heads)
+        outs = _heads_of(ctx.out, heads)
+        parts = []
+        for idx, d, Z, c in zip(idxs, douts, outs, ctx.sink_ctx, strict=True):
+            d = xp.ascontiguousarray(d)
+            dS, dX = semiring_backward(ex, kind, sink[1], c, d)
+            seeds[(r, idx)] = ev.xp.asarray(ex.edge_values(dS), dtype=ev.dtype)
+            parts.append(dX)
+            if sm is not None and homogeneous:
+                t_for[(sm, _child_index(idx, ev.ops[r].trail, ev.ops[sm].trail))] = \
+                    ex.row_dot(d, xp.ascontiguousarray(Z))
+        x_grad = parts[0] if heads is None else xp.stack(parts, axis=1)
+    else:
+        raise ValueError(f"the sink {sink!r} has no backward")
+    grads = ev.backward(seeds, t_for)
+    if x_grad is not None:
+        slot = next(k for k, o in enumerate(prog.operands) if o.role == "x")
+        grads[slot] = x_grad if grads[slot] is None else grads[slot] + x_grad
+    return grads
+
+
+def _reduction_cotangent(ev: _Evaluator, kind: str, op: str, idx: tuple, d):
+    """Edge cotangent of a row or column reduction of the root: the reduction's cotangent
+    gathered to every edge (sum), or to the winning edge (max/min; ties to the first stored
+    entry, the lowest source id, as every aggregation)."""
+    ex = ev.ex
+    gather = ex.gather_rows if kind == "rows" else ev.gather_cols_of_row_layout
+    g = gather(ev.A, ev.xp.ascontiguousarray(d))
+    if op == "sum":
+        return g
+    from .semiring_grad import winners
+
+    values = ev.full(ev.value(ev.s.root, idx))
+    win = winners(ex, ev.A, values, op == "max", rows=(kind == "rows"))
+    return ev.xp.where(win, g, ev.dtype.type(0))

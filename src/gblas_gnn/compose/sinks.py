@@ -1,0 +1,48 @@
+"""Where a sparse expression becomes dense: aggregations, reductions and materialisation.
+
+Each function builds the expression's :class:`~.program.Program`, runs it with the
+executor's :meth:`~gblas_gnn.executors.Executor.program_forward` and, in training mode,
+records one tape node whose vector-Jacobian product is the executor's
+:meth:`~gblas_gnn.executors.Executor.program_backward`: the cotangents of every traced array
+the expression read (gathered rows and columns, parameters, the messages) come back from it.
+"""
+
+from __future__ import annotations
+
+from ..executors import get_executor
+from .expr import Expr
+from .program import build
+from .tape import current
+from .traced import Traced, record
+
+__all__ = ["run", "materialize"]
+
+
+def run(root: Expr, sink: tuple, x=None):
+    """The dense result of ``sink`` over the sparse expression ``root`` (``x``: the messages
+    of an aggregation); a traced array inside a composed forward."""
+    s = current()
+    ex = s.executor if s is not None else get_executor(None)
+    prog = build(root, sink, x)
+    traced = [o.traced for o in prog.operands]
+    keep = s is not None and s.tape is not None and any(t is not None for t in traced)
+    out, ctx = ex.program_forward(prog, keep)
+    if s is None:
+        return out
+    if not keep:
+        return Traced(out, None, True)
+
+    def vjp(g):
+        return ex.program_backward(ctx, g)
+
+    return record(out, traced, vjp, True)
+
+
+def materialize(e: Expr):
+    """The values of a sparse expression as the executor's edge tensor (a tuple of them, one
+    per head, for an expression with a heads axis). Not differentiable."""
+    s = current()
+    ex = s.executor if s is not None else get_executor(None)
+    prog = build(e, ("values",))
+    out, _ = ex.program_forward(prog, False)
+    return out[0] if prog.heads is None else tuple(out)
