@@ -254,7 +254,15 @@ def gat(f=8, c=3, seed=0):
     return build_gat(f, c, hidden=4, heads=2, seed=seed)
 
 
-@pytest.mark.parametrize("make", [gcn, gat], ids=["gcn", "gat"])
+def composed(f=8, c=3, seed=0):
+    """Composed layers (the backward derived) with attention and feature dropout."""
+    from gblas_gnn.nn import ELU, Dropout, GATv2Conv, Sequential
+    s = [int(x) for x in np.random.SeedSequence(seed).generate_state(3)]
+    return Sequential(Dropout(0.2, seed=s[0]), GATv2Conv(f, 4, heads=2, dropout=0.3, seed=s[1]),
+                      ELU(), GATv2Conv(8, c, seed=s[2]))
+
+
+@pytest.mark.parametrize("make", [gcn, gat, composed], ids=["gcn", "gat", "composed"])
 def test_in_process_resume_is_bit_identical(data, tmp_path, make):
     # GAT also draws attention-dropout masks from its layers' own generators
     kw = dict(epochs=12, patience=50, progress=False, restore_best=False)

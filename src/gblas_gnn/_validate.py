@@ -92,3 +92,28 @@ def positive_ints(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def check_bools(**values) -> None:
+    """Raise ``TypeError`` unless every keyword value is a bool."""
+    for name, value in values.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be a bool, got {value!r}")
+
+
+def finite_real(value, name: str, low: float | None = None, high: float | None = None,
+                open_high: bool = False) -> float:
+    """``value`` as a float, refusing anything but a finite real number in ``[low, high]``
+    (``[low, high)`` with ``open_high``)."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not np.isfinite(float(value)):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    v = float(value)
+    if (low is not None and v < low) or (high is not None and (v >= high if open_high
+                                                                   else v > high)):
+        bounds = f"≥ {low:g}" if high is None else \
+            f"in [{low:g}, {high:g}{')' if open_high else ']'}"
+        raise ValueError(f"{name} must be {bounds}, got {value}")
+    return v

@@ -74,6 +74,9 @@ def as_sparse(S, name: str = "S"):
         if S.dtype not in FLOAT_DTYPES:
             raise TypeError(f"{name} must hold float32 or float64 values, got {S.dtype}")
         S = gb.io.from_scipy_sparse(S.tocsr())
+    if type(S).__name__ in ("MatrixExpression", "TransposedMatrix", "MatrixEwiseMultExpr",
+                            "MatrixEwiseAddExpr") and hasattr(S, "new"):
+        S = S.new()                       # a graphblas expression such as ``A * 2.0``
     if not is_edge_tensor(S):
         raise TypeError(f"{name} must be a graphblas.Matrix or scipy.sparse matrix (or an "
                         f"executor's edge tensor), got {type(S).__name__}")

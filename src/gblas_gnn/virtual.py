@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import graphblas as gb
 
-from .compose.expr import MATERIALIZE_LIMIT, Expr, Structure, factor, masked, rep
+from .compose.expr import MATERIALIZE_LIMIT, Expr, Structure, expr_binary, factor, masked, rep
 
 __all__ = ["MATERIALIZE_LIMIT", "Virtual", "rep", "factor", "masked"]
 
@@ -24,19 +24,30 @@ Virtual = Expr
 
 
 def _install_matrix_mul() -> None:
-    """Let ``graphblas.Matrix * expr`` mean :func:`masked` (python-graphblas raises else),
-    and ``A.S * expr`` its structural form."""
-    original = gb.Matrix.__mul__
-    if getattr(original, "_gblas_gnn", False):
+    """Let ``graphblas.Matrix`` arithmetic with an expression build the expression (``A *
+    expr`` is :func:`masked`; ``E + expr`` evaluates ``expr`` on E's entries), where
+    python-graphblas would raise, and ``A.S * expr`` mean the structural mask."""
+    if getattr(gb.Matrix.__mul__, "_gblas_gnn", False):
         return
 
-    def __mul__(self, other):
-        if isinstance(other, Expr):
-            return masked(self, other)
-        return original(self, other)
+    def defer(name: str, lazy):
+        original = getattr(gb.Matrix, name)
 
-    __mul__._gblas_gnn = True
-    gb.Matrix.__mul__ = __mul__
+        def method(self, other):
+            if isinstance(other, Expr):
+                return lazy(self, other)
+            return original(self, other)
+
+        method._gblas_gnn = True
+        setattr(gb.Matrix, name, method)
+
+    defer("__mul__", masked)
+    defer("__rmul__", masked)
+    for name, op, swap in (("__add__", "add", False), ("__radd__", "add", True),
+                           ("__sub__", "sub", False), ("__rsub__", "sub", True),
+                           ("__truediv__", "div", False), ("__rtruediv__", "div", True)):
+        defer(name, lambda self, other, op=op, swap=swap:
+              expr_binary(op, other, self) if swap else expr_binary(op, self, other))
     mask_type = type(gb.Matrix(float, 1, 1).S)
     mask_mul = getattr(mask_type, "__mul__", None)
 

@@ -11,7 +11,7 @@ once against the executor interface), :mod:`.semiring_grad` (aggregations and th
 gradients), :mod:`.sinks`, :mod:`.modules` and :mod:`.functional`.
 """
 
-from .functional import value_and_grad, vjp
+from .functional import evaluate, value_and_grad, vjp
 from .traced import Traced
 
-__all__ = ["Traced", "vjp", "value_and_grad"]
+__all__ = ["Traced", "vjp", "value_and_grad", "evaluate"]

@@ -506,8 +506,10 @@ def as_expr(x) -> Expr | Any:
 
 
 def _finish(e: Expr):
-    """Outside a composed forward a sparse result is evaluated now (an edge tensor)."""
-    if e.is_sparse and not in_scope():
+    """Outside a composed forward a sparse result of one value per edge is evaluated now
+    (an edge tensor); one with a heads axis stays lazy until an aggregation or reduction
+    consumes it (no edge tensor holds several values per edge)."""
+    if e.is_sparse and not e.trail and not in_scope():
         from .sinks import materialize
 
         return materialize(e)

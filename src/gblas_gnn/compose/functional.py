@@ -33,7 +33,7 @@ from ..executors import get_executor
 from .tape import Tape, scope
 from .traced import Traced
 
-__all__ = ["vjp", "value_and_grad"]
+__all__ = ["vjp", "value_and_grad", "evaluate"]
 
 
 def _is_array(x, xp) -> bool:
@@ -115,6 +115,21 @@ def vjp(fn: Callable, *args, executor=None, vertex: Sequence[int] | None = None)
         return tuple(_gather(a, leaves, ex, (k,)) for k, a in enumerate(args))
 
     return out.value, pullback
+
+
+def evaluate(fn: Callable, *args, executor=None, vertex: Sequence[int] | None = None):
+    """``fn(*args)`` as a composed forward in evaluation mode: lazy sparse expressions,
+    vertex-aware reductions, nothing recorded (the value :func:`vjp` returns, without the
+    tape)."""
+    ex = get_executor(executor)
+    positions = _vertex_positions(args, vertex)
+    with scope(ex, None):
+        traced = [_trace(a, None, ex, (k,), k in positions) for k, a in enumerate(args)]
+        out = fn(*traced)
+    if not isinstance(out, Traced):
+        raise TypeError(f"fn must return an array computed from its arguments, got "
+                        f"{type(out).__name__}")
+    return out.value
 
 
 def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, executor=None,

@@ -400,7 +400,7 @@ def _reduction_cotangent(ev: _Evaluator, kind: str, op: str, idx: tuple, d):
     gathered to every edge (sum), or to the winning edge (max/min; ties to the first stored
     entry, the lowest source id, as every aggregation)."""
     ex = ev.ex
-    gather = ex.gather_rows if kind == "rows" else ev.gather_cols_of_row_layout
+    gather = ex.gather_rows if kind == "rows" else ex.gather_cols
     g = gather(ev.A, ev.xp.ascontiguousarray(d))
     if op == "sum":
         return g

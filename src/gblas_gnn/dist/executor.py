@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import semirings
 from ..executors import get_executor
-from ..executors.base import Executor, check_bias
+from ..executors.base import AggregateContext, Executor, check_bias
 from ..executors.cpu import (
     ArgExtremeContext,
     FusedAdditiveContext,
@@ -71,6 +71,15 @@ def _like(S, M):
     """``M`` as an edge tensor of the same block as ``S`` (it keeps the global ids of the
     block's rows and columns, which ties of max/min and the random masks need)."""
     return S.with_matrix(M) if isinstance(S, Block) else M
+
+
+@dataclass
+class _ColumnsContext(AggregateContext):
+    """sum/mean aggregation on a block: ``S``, the messages' column copy ``H[C_y]`` (the
+    backward's SDDMM reads it again without a second exchange) and the row counts of
+    ``mean`` (None for ``sum``)."""
+
+    counts: np.ndarray | None = None
 
 
 @dataclass
@@ -293,6 +302,26 @@ class DistExecutor(Executor):
     def row_counts(self, S, dtype):
         return np.maximum(self._counts.get(_local(S)), 1).astype(dtype)
 
+    def aggregate(self, S, H, aggr, keep_context=False):
+        if not (keep_context and isinstance(aggr, str) and aggr in ("sum", "mean")):
+            return super().aggregate(S, H, aggr, keep_context)
+        with self._op("aggregate"):
+            H_cols = self._columns(H, S, "aggregate.columns")
+            Z = self._semiring_product(_local(S), H_cols, "plus_times", transpose=False)
+            counts = None
+            if aggr == "mean":
+                counts = self.row_counts(S, H.dtype)
+                Z /= counts[:, None]
+            return Z, _ColumnsContext(S, H_cols, counts)
+
+    def aggregate_backward(self, ctx, dZ, need_dS=True):
+        if not isinstance(ctx, _ColumnsContext):
+            return super().aggregate_backward(ctx, dZ, need_dS)
+        with self._op("aggregate_backward"):
+            G = dZ if ctx.counts is None else dZ / ctx.counts[:, None]
+            dS = _like(ctx.S, self.local.sddmm(_local(ctx.S), G, ctx.H)) if need_dS else None
+            return dS, self.spmm_t(ctx.S, G)
+
     def extreme_aggregate(self, S, H, is_max, keep_context):
         with self._op("extreme_aggregate"):
             M = _local(S)
@@ -305,8 +334,9 @@ class DistExecutor(Executor):
             pairs = np.empty(Z.shape, np.dtype([("v", Z.dtype), ("i", np.int32)], align=True))
             owned = ctx.arg >= 0
             pairs["v"] = np.where(owned, Z, -np.inf if is_max else np.inf)
-            winners = np.where(owned, col_ids[ctx.indices[np.maximum(ctx.arg, 0)]],
-                               np.iinfo(np.int32).max)
+            # (a block without entries owns nothing: there is no column to look up)
+            ids = col_ids[ctx.indices[np.maximum(ctx.arg, 0)]] if ctx.indices.size else 0
+            winners = np.where(owned, ids, np.iinfo(np.int32).max)
             pairs["i"] = winners
             # the extreme over the grid row and its owner: ties to the lowest global id, as
             # on one process (a block's columns are in global id order)

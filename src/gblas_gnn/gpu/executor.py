@@ -111,7 +111,7 @@ class CUDAExecutor(Executor):
     # ================================================================== arrays and copies
     def _put(self, host: np.ndarray, reason: str):
         """A device copy of the host array ``host`` (counted)."""
-        host = np.ascontiguousarray(host)
+        host = np.asarray(host, order="C")          # (ascontiguousarray makes 0-d 1-d)
         self.transfers.add("to_device", host.nbytes, reason)
         return np.array(host) if SIMULATOR else self.xp.asarray(host)
 

@@ -5,13 +5,16 @@ from .activation import ELU, Identity, ReLU
 from .agnn import AGNNConv
 from .dropout import Dropout
 from .gat import GATConv
+from .gatv2 import GATv2Conv
 from .gcn import GCNConv
 from .gin import GINConv
 from .linear import Linear
 from .module import Module
 from .sequential import Sequential
 from .sgc import SGConv
+from .transformer import TransformerConv
 from .va import VAConv
 
-__all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GATConv", "GCNConv", "SGConv",
-           "GINConv", "ReLU", "ELU", "Identity", "Dropout", "Sequential", "models"]
+__all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GATConv", "GATv2Conv", "TransformerConv",
+           "GCNConv", "SGConv", "GINConv", "ReLU", "ELU", "Identity", "Dropout", "Sequential",
+           "models"]

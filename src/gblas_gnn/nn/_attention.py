@@ -25,7 +25,7 @@ from ..executors.base import AGGREGATIONS, check_aggregation, is_named
 __all__ = ["AGGREGATIONS", "ORDERS", "check_aggr", "is_named", "check_order",
            "EdgeAggregation", "DotAttention", "ForwardOnly", "ProjectAggregateCache",
            "project_aggregate", "project_aggregate_backward", "check_backward_aggr",
-           "check_weight", "OrderMixin"]
+           "check_weight", "OrderMixin", "affine"]
 
 ORDERS = ("auto", "aggregate_first", "project_first")
 
@@ -189,6 +189,14 @@ def project_aggregate_backward(ex, cache: ProjectAggregateCache, dZ, need_dPsi: 
             dW = ex.inner(cache.H, dX)
             dH = ex.gemm(dX, W.T)
     return dPsi, dH, dW
+
+
+def affine(params: dict, H, suffix: str):
+    """``H W_s + b_s`` of the parameters ``W_<suffix>`` and (when declared) ``b_<suffix>``:
+    the projections of the composed attention layers."""
+    Y = H @ params[f"W_{suffix}"]
+    bias = params.get(f"b_{suffix}")
+    return Y if bias is None else Y + bias
 
 
 def check_weight(W, shape: tuple[int, int], dtype, name: str = "W", xp=np) -> None:

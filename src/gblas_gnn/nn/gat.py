@@ -6,11 +6,9 @@ the backward is derived step by step in ``docs/derivation_gat.md``.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from .._validate import positive_ints
+from .._validate import check_bools, finite_real, positive_ints
 from ..executors._random import draw_key
 from ._attention import (
     AGGREGATIONS,  # noqa: F401  (re-exported: gat.AGGREGATIONS)
@@ -27,19 +25,6 @@ from .module import Module
 __all__ = ["GATConv"]
 
 _LINEAR = ("sum", "mean")
-
-def _check_bool(**values) -> None:
-    for name, value in values.items():
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"{name} must be a bool, got {value!r}")
-
-
-def _real(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not np.isfinite(float(value)):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    return float(value)
-
 
 class GATConv(PyGInterop, Module):
     r"""Graph attention convolution, exactly PyTorch Geometric's ``GATConv`` (no edge features).
@@ -102,13 +87,9 @@ class GATConv(PyGInterop, Module):
                  dtype=np.float32, executor=None):
         super().__init__(dtype, executor)
         positive_ints(in_dim=in_dim, out_dim=out_dim, heads=heads)
-        _check_bool(concat=concat, bias=bias, add_self_loops=add_self_loops)
-        slope = _real(negative_slope, "negative_slope")
-        if slope < 0:
-            raise ValueError(f"negative_slope must be ≥ 0, got {negative_slope}")
-        p = _real(dropout, "dropout")
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        check_bools(concat=concat, bias=bias, add_self_loops=add_self_loops)
+        slope = finite_real(negative_slope, "negative_slope", low=0.0)
+        p = finite_real(dropout, "dropout", 0.0, 1.0, open_high=True)
         self._named = is_named(check_aggr(aggr))
         self.in_dim, self.out_dim, self.heads = int(in_dim), int(out_dim), int(heads)
         self.concat, self.add_self_loops = bool(concat), bool(add_self_loops)

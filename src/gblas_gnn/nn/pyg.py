@@ -13,14 +13,19 @@ SGConv       ``W`` (in, out), ``bias`` (out,)        ``lin.weight`` = Wᵀ, ``li
 AGNNConv     ``beta`` (1,) (no ``W``)                ``beta`` (parameter or buffer)
 GINConv      ``lin{l}.W``, ``lin{l}.bias``           ``nn.lins[l].weight`` = Wᵀ, ``.bias``
              ``eps`` (1,) when ``train_eps``         ``eps`` (parameter or buffer)
+GATv2Conv    ``W_l``, ``W_r`` (in, heads·out)        ``lin_l.weight``, ``lin_r.weight`` = Wᵀ
+             ``b_l``, ``b_r``, ``bias``              ``lin_l.bias``, ``lin_r.bias``, ``bias``
+             ``att`` (heads, out)                    ``att`` (1, heads, out)
+Transformer  ``W_q``, ``W_k``, ``W_v``, ``W_skip``    ``lin_query``, ``lin_key``,
+Conv         and their ``b_*``                        ``lin_value``, ``lin_skip`` (weight = Wᵀ)
 ===========  ======================================  =======================================
 
 :func:`from_pyg` builds our layer from a PyG module (configuration and weights, in the
 module's floating-point type: float32 or float64), :func:`to_pyg` the PyG module from our
 layer (in our layer's dtype). Both refuse what has no counterpart, naming it: GAT's edge
-features and residual connection, GCN's ``improved``, an AGNN layer with a projection ``W``
-(PyG's ``AGNNConv`` has none: put a ``Linear`` before it), a semiring aggregation, a GIN
-network other than a plain ReLU MLP with biases.
+features and residual connection, TransformerConv's ``beta``, GCN's ``improved``, an AGNN
+layer with a projection ``W`` (PyG's ``AGNNConv`` has none: put a ``Linear`` before it), a
+semiring aggregation, a GIN network other than a plain ReLU MLP with biases.
 
 The aggregation names map ``"add"`` ↔ ``"sum"``; ``"mean"``, ``"max"``, ``"min"`` are the same
 in both (attention layers only).
@@ -38,10 +43,12 @@ import numpy as np
 from ..executors import to_numpy
 from .agnn import AGNNConv
 from .gat import GATConv
+from .gatv2 import GATv2Conv
 from .gcn import GCNConv
 from .gin import GINConv
 from .module import Module
 from .sgc import SGConv
+from .transformer import TransformerConv
 
 __all__ = ["from_pyg", "to_pyg", "layer_from_pyg", "PYG_EXTRA"]
 
@@ -144,6 +151,82 @@ def _gat_to(layer: GATConv):
     values = {"lin.weight": p["W"].T, "att_src": p["att_src"], "att_dst": p["att_dst"]}
     if "bias" in p:
         values["bias"] = p["bias"]
+    return _store(torch, conv, layer, values)
+
+
+# ---------------------------------------------------------------------------- GATv2
+def _gatv2_from(conv) -> GATv2Conv:
+    _refuse(conv.edge_dim is not None, "GATv2Conv with edge features (edge_dim)")
+    _refuse(bool(getattr(conv, "residual", False)), "GATv2Conv with residual=True")
+    bias = conv.lin_l.bias is not None
+    layer = GATv2Conv(conv.in_channels, conv.out_channels, heads=conv.heads,
+                      concat=conv.concat, negative_slope=conv.negative_slope,
+                      dropout=conv.dropout, add_self_loops=conv.add_self_loops, bias=bias,
+                      share_weights=conv.share_weights, aggr=_aggr_from(conv, attention=True),
+                      dtype=_dtype(conv.lin_l.weight))
+    values = {ours: _named(conv, theirs) for ours, theirs in _gatv2_names(layer).items()}
+    values = {k: v.T if k.startswith("W_") else v[0] if k == "att" else v
+              for k, v in values.items()}
+    return _load(layer, values)
+
+
+def _gatv2_names(layer) -> dict[str, str]:
+    """Our parameter name -> PyG's, for the parameters ``layer`` has."""
+    names = {"W_l": "lin_l.weight", "b_l": "lin_l.bias", "W_r": "lin_r.weight",
+             "b_r": "lin_r.bias", "att": "att", "bias": "bias"}
+    return {k: v for k, v in names.items() if k in layer.params}
+
+
+def _named(module, name: str):
+    return dict(module.named_parameters())[name]
+
+
+def _gatv2_to(layer: GATv2Conv):
+    torch, pyg = _torch()
+    conv = pyg.GATv2Conv(layer.in_dim, layer.out_dim, heads=layer.heads, concat=layer.concat,
+                         negative_slope=layer.negative_slope, dropout=layer.dropout,
+                         add_self_loops=layer.add_self_loops, bias="b_l" in layer.params,
+                         share_weights=layer.share_weights, aggr=_aggr_to(layer))
+    p = layer.params
+    return _store(torch, conv, layer, {theirs: p[ours].T if ours.startswith("W_") else p[ours]
+                                       for ours, theirs in _gatv2_names(layer).items()})
+
+
+# ---------------------------------------------------------------------------- Transformer
+_TRANSFORMER = {"q": "lin_query", "k": "lin_key", "v": "lin_value", "skip": "lin_skip"}
+
+
+def _transformer_from(conv) -> TransformerConv:
+    _refuse(conv.edge_dim is not None, "TransformerConv with edge features (edge_dim)")
+    _refuse(bool(conv.beta), "TransformerConv with beta=True")
+    bias = conv.lin_key.bias is not None
+    layer = TransformerConv(conv.in_channels, conv.out_channels, heads=conv.heads,
+                            concat=conv.concat, dropout=conv.dropout,
+                            root_weight=conv.root_weight, bias=bias,
+                            aggr=_aggr_from(conv, attention=True),
+                            dtype=_dtype(conv.lin_key.weight))
+    values = {}
+    for ours, theirs in _TRANSFORMER.items():
+        if f"W_{ours}" in layer.params:
+            lin = getattr(conv, theirs)
+            values[f"W_{ours}"] = lin.weight.T
+            if bias:
+                values[f"b_{ours}"] = lin.bias
+    return _load(layer, values)
+
+
+def _transformer_to(layer: TransformerConv):
+    torch, pyg = _torch()
+    conv = pyg.TransformerConv(layer.in_dim, layer.out_dim, heads=layer.heads,
+                               concat=layer.concat, dropout=layer.dropout,
+                               root_weight=layer.root_weight, bias=layer.bias,
+                               aggr=_aggr_to(layer))
+    values = {}
+    for ours, theirs in _TRANSFORMER.items():
+        if f"W_{ours}" in layer.params:
+            values[f"{theirs}.weight"] = layer.params[f"W_{ours}"].T
+            if layer.bias:
+                values[f"{theirs}.bias"] = layer.params[f"b_{ours}"]
     return _store(torch, conv, layer, values)
 
 
@@ -267,10 +350,10 @@ def _gin_to(layer: GINConv):
 
 
 # ---------------------------------------------------------------------------- dispatch
-_FROM = {"GATConv": _gat_from, "GCNConv": _gcn_from, "SGConv": _sgc_from,
-         "GINConv": _gin_from}
-_TO = {GATConv: _gat_to, GCNConv: _gcn_to, SGConv: _sgc_to, AGNNConv: _agnn_to,
-       GINConv: _gin_to}
+_FROM = {"GATConv": _gat_from, "GATv2Conv": _gatv2_from, "TransformerConv": _transformer_from,
+         "GCNConv": _gcn_from, "SGConv": _sgc_from, "GINConv": _gin_from}
+_TO = {GATConv: _gat_to, GATv2Conv: _gatv2_to, TransformerConv: _transformer_to,
+       GCNConv: _gcn_to, SGConv: _sgc_to, AGNNConv: _agnn_to, GINConv: _gin_to}
 
 
 def from_pyg(conv, in_dim: int | None = None) -> Module:
@@ -278,7 +361,8 @@ def from_pyg(conv, in_dim: int | None = None) -> Module:
     (in ``conv``'s dtype, float32 or float64).
 
     Args:
-        conv: a ``torch_geometric.nn`` ``GATConv``, ``GCNConv``, ``SGConv``, ``AGNNConv`` or
+        conv: a ``torch_geometric.nn`` ``GATConv``, ``GATv2Conv``, ``TransformerConv``,
+            ``GCNConv``, ``SGConv``, ``AGNNConv`` or
             ``GINConv``.
         in_dim: the feature size, for ``AGNNConv`` only (PyG's layer works on any width).
 
@@ -300,7 +384,7 @@ def layer_from_pyg(cls: type | None, conv, in_dim: int | None = None) -> Module:
                 None)
     if kind is None or (cls is not None and kind != cls.__name__):
         wanted = cls.__name__ if cls is not None else \
-            "GATConv, GCNConv, SGConv, AGNNConv or GINConv"
+            "GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv, AGNNConv or GINConv"
         raise TypeError(f"from_pyg takes a torch_geometric.nn {wanted}, got "
                         f"{type(conv).__module__}.{type(conv).__name__}")
     if kind == "AGNNConv":
@@ -321,11 +405,13 @@ def to_pyg(layer: Module) -> Any:
     Raises:
         ImportError: torch or torch-geometric is not installed (the message names the
             ``pyg`` extra).
-        TypeError: ``layer`` is not a GATConv, GCNConv, SGConv, AGNNConv or GINConv.
+        TypeError: ``layer`` is not a GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv,
+            AGNNConv or GINConv.
         ValueError: ``layer`` uses a feature PyG lacks (named in the message).
     """
     convert = _TO.get(type(layer))
     if convert is None:
-        raise TypeError(f"to_pyg takes a gblas_gnn GATConv, GCNConv, SGConv, AGNNConv or "
+        raise TypeError(f"to_pyg takes a gblas_gnn GATConv, GATv2Conv, TransformerConv, "
+                        f"GCNConv, SGConv, AGNNConv or "
                         f"GINConv, got {type(layer).__name__}")
     return convert(layer)

@@ -1,0 +1,323 @@
+"""Composed modules and functions: a forward written with ``gg.ops`` gets its backward
+derived, on the executor under test.
+
+* the built-in attention layers written as compositions (``tests/composed.py``) equal the
+  built-in layers, forward and every gradient, for every named aggregation;
+* the composed ``GATv2Conv`` and ``TransformerConv`` equal PyTorch Geometric's, one and four
+  heads, with copied weights (forward, input and weight gradients);
+* gradients of composed modules match central finite differences, nested modules (built-in
+  and composed) included;
+* the tie rule of max/min, evaluation mode, tracing never changing a result, the functional
+  form, and the errors the composition promises.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from composed import TWINS, ComposedAGNN, ComposedGAT, ComposedVA
+from gradcheck import check_module_grads
+from layer_cases import graph_and_inputs
+
+import gblas_gnn as gg
+from gblas_gnn import compose, ops, semirings
+from gblas_gnn.executors import CPUExecutor, to_numpy
+from gblas_gnn.ops import factor, leaky_relu, rep
+
+CPU = CPUExecutor()
+TWIN_CASES = [
+    (ComposedGAT, dict(in_dim=5, out_dim=3, heads=1), ("sum", "max", "min", "mean")),
+    (ComposedGAT, dict(in_dim=5, out_dim=3, heads=3, concat=False), ("sum", "max")),
+    (ComposedGAT, dict(in_dim=5, out_dim=3, heads=2, dropout=0.4), ("sum", "mean")),
+    (ComposedAGNN, dict(in_dim=5), ("sum", "min")),
+    (ComposedAGNN, dict(in_dim=5, out_dim=4), ("sum", "max")),
+    (ComposedVA, dict(in_dim=5, out_dim=4), ("sum", "mean")),
+    (ComposedVA, dict(in_dim=5, out_dim=4, softmax=True), ("sum", "min")),
+]
+TWINS_FLAT = [(cls, kw, a) for cls, kw, aggrs in TWIN_CASES for a in aggrs]
+
+
+def host(x):
+    return to_numpy(x)
+
+
+def run_layer(layer, ex, g, H, dout=None):
+    if hasattr(layer, "dropout_rng"):
+        layer.dropout_rng = np.random.default_rng(11)
+    out = layer(g, ex.asarray(H))
+    if dout is None:
+        dout = np.random.default_rng(8).standard_normal(host(out).shape)
+    dH = layer.backward(ex.asarray(dout))
+    return host(out), host(dH), {k: host(v) for k, v in layer.grads.items()}, dout
+
+
+def assert_close(got, want, what, rtol=1e-9):
+    scale = max(float(np.abs(want).max()), 1e-12)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * scale, err_msg=what)
+
+
+# ---------------------------------------------------------------------- equal to built-ins
+@pytest.mark.parametrize("cls, kw, aggr", TWINS_FLAT,
+                         ids=[f"{c.__name__}-{i}-{a}" for i, (c, _, a) in enumerate(TWINS_FLAT)])
+def test_composed_layer_equals_the_builtin_layer(cls, kw, aggr, executor):
+    g, H, _ = graph_and_inputs(7, kw["in_dim"], 1)
+    builtin = getattr(gg.nn, TWINS[cls])(**kw, aggr=aggr, dtype=np.float64, seed=3,
+                                         executor=CPU)
+    out, dH, grads, dout = run_layer(builtin, CPU, g, H)
+    composed = cls(**kw, aggr=aggr, dtype=np.float64, seed=3, executor=executor)
+    got, got_dH, got_grads, _ = run_layer(composed, executor, g, H, dout)
+    assert_close(got, out, "forward")
+    assert_close(got_dH, dH, "input gradient")
+    assert got_grads.keys() == grads.keys()
+    for k, v in grads.items():
+        assert_close(got_grads[k], v, f"gradient of {k}")
+
+
+# ---------------------------------------------------------------------- equal to PyG
+def _pyg_graph(seed=0, n=12):
+    rng = np.random.default_rng(seed)
+    g = gg.Graph.from_edges(rng.integers(0, 10, 30), rng.integers(0, 10, 30), n,
+                            dtype=np.float64)
+    return g, rng.standard_normal((n, 5)), rng
+
+
+@pytest.mark.parametrize("heads, concat", [(1, True), (4, True), (4, False)])
+def test_gatv2_equals_pyg(heads, concat, executor):
+    torch = pytest.importorskip("torch")
+    pyg = pytest.importorskip("torch_geometric.nn")
+    g, H, rng = _pyg_graph()
+    ours = gg.nn.GATv2Conv(5, 3, heads=heads, concat=concat, dtype=np.float64, seed=1,
+                           executor=executor)
+    for v in ours.params.values():
+        v += executor.asarray(rng.standard_normal(v.shape) * 0.3)
+    conv = ours.to_pyg()
+    assert isinstance(conv, pyg.GATv2Conv)
+    _check_against_torch(torch, conv, ours, g, H, executor, rng,
+                         {"W_l": conv.lin_l.weight, "W_r": conv.lin_r.weight,
+                          "att": conv.att, "b_r": conv.lin_r.bias})
+
+
+@pytest.mark.parametrize("heads, concat", [(1, True), (4, True), (2, False)])
+def test_transformer_equals_pyg(heads, concat, executor):
+    torch = pytest.importorskip("torch")
+    pyg = pytest.importorskip("torch_geometric.nn")
+    g, H, rng = _pyg_graph(1)
+    ours = gg.nn.TransformerConv(5, 3, heads=heads, concat=concat, dtype=np.float64, seed=1,
+                                 executor=executor)
+    for v in ours.params.values():
+        v += executor.asarray(rng.standard_normal(v.shape) * 0.3)
+    conv = ours.to_pyg()
+    assert isinstance(conv, pyg.TransformerConv)
+    # the key bias has a zero gradient (softmax ignores a constant per row): absolute check
+    _check_against_torch(torch, conv, ours, g, H, executor, rng,
+                         {"W_q": conv.lin_query.weight, "W_skip": conv.lin_skip.weight,
+                          "b_v": conv.lin_value.bias, "b_k": conv.lin_key.bias})
+
+
+def _check_against_torch(torch, conv, ours, g, H, executor, rng, tensors):
+    A = g.to_scipy().tocoo()
+    edge_index = torch.tensor(np.vstack([A.col, A.row]), dtype=torch.long)
+    Ht = torch.from_numpy(H).requires_grad_()
+    conv.train()
+    ref = conv(Ht, edge_index)
+    out = host(ours(g, executor.asarray(H)))
+    R = rng.standard_normal(out.shape)
+    (ref * torch.from_numpy(R)).sum().backward()
+    dH = host(ours.backward(executor.asarray(R)))
+    assert_close(out, ref.detach().numpy(), "forward")
+    assert_close(dH, Ht.grad.numpy(), "input gradient")
+    for name, tensor in tensors.items():
+        want = tensor.grad.numpy()
+        want = want.T if name.startswith("W_") else want.reshape(host(ours.grads[name]).shape)
+        np.testing.assert_allclose(host(ours.grads[name]), want, rtol=1e-9, atol=1e-10,
+                                   err_msg=f"gradient of {name}")
+
+
+def test_from_pyg_round_trip():
+    pytest.importorskip("torch_geometric")
+    layer = gg.nn.GATv2Conv(4, 2, heads=2, seed=3)
+    back = gg.nn.GATv2Conv.from_pyg(layer.to_pyg())
+    for k, v in layer.params.items():
+        np.testing.assert_array_equal(back.params[k], v)
+    t = gg.nn.TransformerConv(4, 2, heads=3, concat=False, seed=3)
+    back = gg.nn.TransformerConv.from_pyg(t.to_pyg())
+    assert back.heads == 3 and not back.concat
+    for k, v in t.params.items():
+        np.testing.assert_array_equal(back.params[k], v)
+
+
+# ---------------------------------------------------------------------- finite differences
+class Nested(gg.nn.Module):
+    """A composition holding a built-in layer and a composed one, with its own parameters."""
+
+    def __init__(self, dtype=np.float64, executor=None):
+        super().__init__(dtype, executor)
+        rng = np.random.default_rng(0)
+        self.gat = gg.nn.GATConv(3, 2, heads=2, seed=1, dtype=dtype, executor=executor)
+        self.v2 = gg.nn.GATv2Conv(4, 2, seed=2, dtype=dtype, executor=executor)
+        self.add_param("a", rng.standard_normal(4).astype(dtype))
+        self.add_param("W", rng.standard_normal((3, 4)).astype(dtype))
+
+    def forward(self, g, H):
+        A = g.with_self_loops().A
+        Z = ops.elu(self.gat(g, H)) + self.v2(g, H @ self.params["W"]).sum(1)[:, None]
+        E = A * (ops.sigmoid(rep(Z) - rep(Z).T) @ self.params["a"])
+        return ops.aggregate(ops.softmax(E), Z, "max") + Z
+
+
+def test_nested_modules_match_finite_differences(executor):
+    g, H, _ = graph_and_inputs(4, 3, 1)
+    m = Nested(executor=executor)
+    assert [type(c).__name__ for c in m.children()] == ["GATConv", "GATv2Conv"]
+    assert {name for name, _ in m.named_parameters()} == {
+        "a", "W", "0.W", "0.att_src", "0.att_dst", "0.bias", "1.W_l", "1.b_l", "1.W_r",
+        "1.b_r", "1.att", "1.bias"}
+    if executor.name == "cpu":
+        check_module_grads(m, g, H)
+        for child in m.children():                 # the children's grads are filled too
+            assert all(np.abs(v).sum() > 0 for v in child.grads.values())
+
+
+def test_gatv2_matches_finite_differences():
+    g, H, _ = graph_and_inputs(5, 3, 1)
+    m = gg.nn.GATv2Conv(3, 2, heads=2, dtype=np.float64, seed=4, executor=CPU)
+    check_module_grads(m, g, H)
+
+
+# ---------------------------------------------------------------------- semantics
+def test_max_and_min_route_ties_to_the_lowest_source_id(executor):
+    # row 0 aggregates sources 1, 2, 3 whose messages tie
+    g = gg.Graph.from_edges([1, 2, 3], [0, 0, 0], 4, dtype=np.float64)
+    X = np.array([[0.0], [2.0], [2.0], [1.0]])
+    for aggr, tie in (("max", 1), ("min", 1), ("max_plus", 1)):
+        Xt = X if aggr != "min" else -X
+        out, pull = compose.vjp(lambda A, X, aggr=aggr: ops.aggregate(A, X, aggr), g.A,
+                                executor.asarray(Xt), executor=executor, vertex=(1,))
+        dX = host(pull(executor.asarray(np.ones((4, 1))))[1])
+        want = np.zeros((4, 1))
+        want[tie] = 1.0
+        np.testing.assert_array_equal(dX, want, err_msg=aggr)
+
+
+def test_evaluation_mode_records_nothing_and_tracing_changes_no_result(executor):
+    g, H, _ = graph_and_inputs(3, 5, 1)
+    m = gg.nn.GATv2Conv(5, 3, heads=2, dtype=np.float64, executor=executor)
+    train_out = host(m.train()(g, executor.asarray(H)))
+    assert m._cache is not None
+    eval_out = host(m.eval()(g, executor.asarray(H)))
+    assert m._cache is None
+    np.testing.assert_array_equal(train_out, eval_out)
+    with pytest.raises(RuntimeError, match="forward in training mode"):
+        m.backward(executor.asarray(np.ones_like(eval_out)))
+    # the same function run as a traced forward and as plain calls on concrete tensors
+    A = g.with_self_loops().A
+    d, s = H[:, 0].copy(), H[:, 1].copy()
+
+    def fn(A, X, d, s):
+        return ops.aggregate(ops.softmax(A * leaky_relu(rep(d) + rep(s).T)), X)
+
+    with gg.executors.default(executor):
+        plain = host(fn(A, *(executor.asarray(a) for a in (H, d, s))))
+    traced, _ = compose.vjp(fn, A, *(executor.asarray(a) for a in (H, d, s)),
+                            executor=executor, vertex=(1, 2, 3))
+    np.testing.assert_array_equal(host(traced), plain)
+
+
+def test_functional_form_gives_gradients_in_the_structure_of_the_arguments(executor):
+    g, H, _ = graph_and_inputs(6, 4, 1)
+    w = np.linspace(-1, 1, 4)
+
+    def loss(A, X, params):
+        E = A * (ops.tanh(rep(X) + rep(X).T) @ params["w"])
+        return (ops.aggregate(ops.softmax(E), X) * params["scale"]).sum()
+
+    params = {"w": executor.asarray(w), "scale": executor.asarray(np.asarray(2.0))}
+    value, grads = compose.value_and_grad(loss, argnums=(1, 2), executor=executor,
+                                          vertex=(1,))(g.A, executor.asarray(H), params)
+    assert np.shape(value) == () and grads[0].shape == H.shape
+    assert set(grads[1]) == {"w", "scale"}
+    # the gradient of the scale is the loss divided by it
+    np.testing.assert_allclose(float(host(grads[1]["scale"])), float(host(value)) / 2.0)
+
+
+def test_a_user_semiring_with_derivatives_trains_and_one_without_is_refused_at_backward():
+    name, bare = "test_softplus_times", "test_bare_max_min"
+    semirings.register(name, "plus", lambda s, h: s * h,
+                       add_identity=0.0, mul_grad=(lambda s, h: h, lambda s, h: s))
+    semirings.register(bare, "max", "min")
+    try:
+        g, H, _ = graph_and_inputs(2, 3, 1)
+        S = g.A
+        out, pull = compose.vjp(lambda X: ops.aggregate(S, X, name), H, executor=CPU)
+        np.testing.assert_allclose(out, ops.aggregate(S, H, "sum"))
+        np.testing.assert_allclose(pull(np.ones_like(out))[0],
+                                   ops.spmm_t(S, np.ones_like(out)))
+        out, pull = compose.vjp(lambda X: ops.aggregate(S, X, bare), H, executor=CPU)
+        with pytest.raises(ValueError, match=f"semiring '{bare}' has no backward"):
+            pull(np.ones_like(out))
+    finally:
+        semirings.registry._unregister(name)
+        semirings.registry._unregister(bare)
+
+
+# ---------------------------------------------------------------------- errors
+class Broken(gg.nn.Module):
+    def __init__(self, kind):
+        super().__init__(np.float64)
+        self.kind = kind
+        self.add_param("W", np.ones((4, 3)))
+
+    def forward(self, g, H):
+        A = g.A
+        if self.kind == "shapes":
+            return ops.aggregate(A * (rep(H) + rep(H @ self.params["W"]).T).sum(-1), H)
+        if self.kind == "matmul":
+            return H @ self.params["W"].T
+        if self.kind == "float":
+            return H * float(self.params["W"][0, 0])
+        if self.kind == "avg":
+            return ops.aggregate(A * (rep(H) @ self.params["W"][:, 0] - 100.0), H, "avg")
+        return np.zeros(3)
+
+
+@pytest.mark.parametrize("kind, error, match", [
+    ("shapes", ValueError, r"add: shapes \(10, 10, 4\) and \(10, 10, 3\) do not broadcast"),
+    ("matmul", ValueError, r"@: inner dimensions differ, \(10, 4\) @ \(3, 4\)"),
+    ("float", TypeError, "would drop its gradient"),
+    ("avg", ValueError, "nonnegative edge weights"),
+    ("none", TypeError, "must return an array computed"),
+])
+def test_errors_inside_a_composed_forward(kind, error, match):
+    g = gg.Graph.from_edges([0, 1, 2], [1, 2, 3], 10, dtype=np.float64)
+    with pytest.raises(error, match=match):
+        Broken(kind)(g, np.ones((10, 4)))
+
+
+def test_backward_needs_exactly_one_forward_per_backward():
+    g, H, _ = graph_and_inputs(1, 5, 1)
+    m = ComposedVA(5, 2, dtype=np.float64)
+    with pytest.raises(RuntimeError, match="forward in training mode first"):
+        m.backward(np.ones((H.shape[0], 2)))
+    out = m(g, H)
+    m.backward(np.ones_like(out))
+    with pytest.raises(RuntimeError, match="one backward"):
+        m.backward(np.ones_like(out))
+    m(g, H)
+    with pytest.raises(ValueError, match="dout"):
+        m.backward(np.ones((H.shape[0], 3)))
+
+
+def test_declared_parameters_are_checked():
+    m = ComposedVA(5, 2, dtype=np.float64)
+    with pytest.raises(ValueError, match="declared twice"):
+        m.add_param("W", np.ones((5, 2)))
+    with pytest.raises(TypeError, match="float32"):
+        m.add_param("V", np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        m.add_param("V", np.array([np.nan]))
+    with pytest.raises(TypeError, match="vertex-indexed"):
+        compose.vjp(lambda A, X, w: ops.aggregate(A * (rep(X) * X).sum(-1), X),
+                    gg.Graph.from_edges([0], [1], 2).A, np.ones((2, 2), np.float32),
+                    np.ones(2, np.float32), vertex=(1,))
+    with pytest.raises(TypeError, match="only factor"):
+        factor(np.ones((2, 2))) @ factor(np.ones((2, 2)))
