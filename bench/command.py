@@ -41,6 +41,7 @@ from pathlib import Path
 from .agreement import DEFAULT_TOL
 from .cases import CASES
 from .layers import LAYERS
+from .peer_env import PEERS
 from .worker import with_root_on_path
 
 __all__ = ["main", "build_parser"]
@@ -174,6 +175,12 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     c.add_argument("--models", type=lambda t: t.split(","), default=["gat", "agnn", "gcn"])
     c.add_argument("--ks", type=lambda t: [int(v) for v in t.split(",")], default=[16, 128])
     c.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    pe = sub.add_parser("peers", help="the peer libraries' own environments (DGL): print "
+                                      "their versions, or create them with --setup")
+    pe.add_argument("--setup", action="store_true",
+                    help="create the environments (a venv per peer, from PyPI)")
+    pe.add_argument("--dry-run", action="store_true", help="with --setup: print the commands")
+    pe.add_argument("--peer", choices=sorted(PEERS), default="dgl")
     for sp in (r, k):
         sp.add_argument("--executor", type=_executor, default="cpu",
                         metavar="{" + ",".join(_executor_names()) + "}",
@@ -260,6 +267,32 @@ def _cuda_kernels(a) -> int:
     return 0
 
 
+def _peers(a) -> int:
+    import subprocess
+
+    from .peer_env import PeerMissing, installed_versions, peers_dir, setup
+
+    if a.setup:
+        try:
+            versions = setup(a.peer, dry_run=a.dry_run)
+        except subprocess.CalledProcessError as exc:
+            print(f"error: {' '.join(map(str, exc.cmd))} failed (exit {exc.returncode})",
+                  file=sys.stderr)
+            return 1
+        if a.dry_run:
+            return 0
+    else:
+        try:
+            versions = installed_versions(a.peer)
+        except PeerMissing as exc:
+            print(f"{a.peer}: {exc}", file=sys.stderr)
+            return 1
+    print(f"{a.peer} peer environment ({peers_dir()}):")
+    for k, v in versions.items():
+        print(f"  {k}: {v}")
+    return 0
+
+
 def _kernels(a) -> int:
     from .kernels import kernels_table, run_kernels
 
@@ -309,8 +342,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
         a = p.parse_args(argv)
     except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
         return int(exc.code or 0)
-    if a.command in ("dist", "comm", "scale", "cuda-kernels"):
-        return {"dist": _dist, "comm": _comm, "scale": _scale,
+    if a.command in ("dist", "comm", "scale", "cuda-kernels", "peers"):
+        return {"dist": _dist, "comm": _comm, "scale": _scale, "peers": _peers,
                 "cuda-kernels": _cuda_kernels}[a.command](a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
