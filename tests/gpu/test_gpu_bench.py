@@ -11,7 +11,7 @@ pytest.importorskip("torch_geometric")
 from bench import main  # noqa: E402
 from bench.cases import graph_from_csr  # noqa: E402
 from bench.device import device_for  # noqa: E402
-from bench.memory import tiny_data, measure_layer  # noqa: E402
+from bench.memory import measure_layer, tiny_data  # noqa: E402
 from bench.pair import LayerPair  # noqa: E402
 from gblas_gnn.gpu import SIMULATOR  # noqa: E402
 
