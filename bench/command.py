@@ -59,15 +59,22 @@ REFUSED_EXECUTORS = {"dist": "the distributed study is a separate command (an MP
                              "python -m bench compares one process with PyTorch Geometric"}
 
 
-def _layers(text: str) -> list[str]:
-    if text.strip() == "all":
-        return list(LAYERS)
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in names if s not in LAYERS]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"layers must be 'all' or a comma list of {LAYERS}, "
-                                         f"got {text!r}")
-    return names
+def _layer_list(allowed: tuple[str, ...]):
+    """Parser of ``--layers``: ``all`` or a comma list of ``allowed``."""
+    def parse(text: str) -> list[str]:
+        if text.strip() == "all":
+            return list(allowed)
+        names = [s.strip() for s in text.split(",") if s.strip()]
+        if not names or any(s not in allowed for s in names):
+            raise argparse.ArgumentTypeError(f"layers must be 'all' or a comma list of "
+                                             f"{allowed}, got {text!r}")
+        return names
+    return parse
+
+
+_layers = _layer_list(LAYERS)
+#: the layers the distributed study runs (ours only, no PyG)
+DIST_LAYERS = ("gat", "agnn", "gcn")
 
 
 def _peers_list(text: str) -> list[str]:
@@ -170,7 +177,7 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     d.add_argument("--case", required=True, choices=list(CASES))
     d.add_argument("--procs", type=_procs, default=[1, 4],
                    help="comma list of square process counts (default 1,4)")
-    d.add_argument("--layers", type=_layers, default=["gat", "agnn"])      # ours only
+    d.add_argument("--layers", type=_layer_list(DIST_LAYERS), default=["gat", "agnn"])
     d.add_argument("--reps", type=_positive(int), default=5)
     d.add_argument("--warmup", type=int, default=1)
     d.add_argument("--relabel", action="store_true", help="seeded random vertex relabelling")

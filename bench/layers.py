@@ -123,10 +123,14 @@ def _gcn_ours(k_in, k_out, seed, executor):
     return nn.GCNConv(k_in, k_out, seed=seed, executor=executor)
 
 
+#: propagation steps of the ``sgc`` row on every side
+SGC_K = 2
+
+
 def _sgc_ours(k_in, k_out, seed, executor):
     from gblas_gnn import nn
 
-    return nn.SGConv(k_in, k_out, K=2, cached=False, seed=seed, executor=executor)
+    return nn.SGConv(k_in, k_out, K=SGC_K, cached=False, seed=seed, executor=executor)
 
 
 def _gin_ours(k_in, k_out, seed, executor):
@@ -198,9 +202,9 @@ ROWS: dict[str, Row] = {
     "gcn": Row("gcn", lambda k_in, k_out: _pyg_nn().GCNConv(
         k_in, k_out, add_self_loops=False, normalize=True, cached=True), _gcn_ours,
         dgl=("dgl",)),
-    "sgc": Row("sgc", lambda k_in, k_out: _pyg_nn().SGConv(k_in, k_out, K=2,
+    "sgc": Row("sgc", lambda k_in, k_out: _pyg_nn().SGConv(k_in, k_out, K=SGC_K,
                                                            add_self_loops=False),
-               _sgc_ours, config={"K": 2}, dgl=("dgl",)),
+               _sgc_ours, config={"K": SGC_K}, dgl=("dgl",)),
     "gin": Row("gin", _gin_pyg, _gin_ours, looped=True, dgl=("dgl",)),
     "gatv2": Row("gatv2", _gatv2_pyg(1), init=_gatv2_init(1), dgl=("dgl",)),
     "gatv2-h4": Row("gatv2-h4", _gatv2_pyg(4), init=_gatv2_init(4), heads=4, dgl=("dgl",)),

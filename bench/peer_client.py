@@ -69,8 +69,12 @@ class PeerWorker:
         self.proc = subprocess.Popen([str(python), "-m", MODULE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True,
                                      env=peer_env(threads, env))
-        self.versions = self._read()["versions"]
-        self.call("setup", data=str(data_path), threads=threads)
+        try:
+            self.versions = self._read()["versions"]
+            self.call("setup", data=str(data_path), threads=threads)
+        except BaseException:
+            self.close()
+            raise
 
     def _read(self) -> dict:
         for line in self.proc.stdout:
@@ -102,7 +106,8 @@ class PeerWorker:
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
-        self._stderr.close()
+        if not self._stderr.closed:
+            self._stderr.close()
         shutil.rmtree(self.files, ignore_errors=True)
 
     def __enter__(self) -> PeerWorker:
