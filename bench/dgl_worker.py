@@ -16,7 +16,8 @@ when it failed) and starts with ``{"versions": ...}``. Requests (``op``):
 * ``build`` — ``row``, ``impl``, ``params`` (``.npz`` of the shared weights), ``k_in``,
   ``k_out``, ``heads``, ``config``: a layer, kept under ``impl``;
 * ``check`` — ``impl``, ``out``: one training forward+backward and an inference forward,
-  ``Z``, ``dH``, ``grad_<name>`` (our layout) and ``Z_eval`` written to ``out``;
+  ``Z``, ``dH``, ``grad_<name>`` (our layout) and ``Z_eval`` written to ``out`` (the
+  layer in its ``checking`` mode: see ``gcn`` in :mod:`.dgl_layers`);
 * ``time`` — ``impl``, ``what`` (``fwd`` | ``fwd+bwd``): one call, timed here after an
   untimed ``gc.collect()``; answers ``{"seconds": s}``;
 * ``drop`` — ``impl``: forget the layer; ``quit``.
@@ -101,11 +102,15 @@ class DGLSide:
         from .mapping import DGL, read_params
 
         row, module, _ = self.layers[impl]
-        Z, dH = self.fwd_bwd(impl)
-        arrays = {"Z": Z.detach().numpy(), "dH": dH.numpy(),
-                  **{f"grad_{k}": v for k, v in
-                     read_params(module, DGL[row, impl], grads=True).items()}}
-        arrays["Z_eval"] = self.forward(impl).numpy()
+        module.checking = True          # GraphConv: PyG's normalisation (dgl_layers)
+        try:
+            Z, dH = self.fwd_bwd(impl)
+            arrays = {"Z": Z.detach().numpy(), "dH": dH.numpy(),
+                      **{f"grad_{k}": v for k, v in
+                         read_params(module, DGL[row, impl], grads=True).items()}}
+            arrays["Z_eval"] = self.forward(impl).numpy()
+        finally:
+            module.checking = False
         np.savez(out, **arrays)
         return {"out": out, "names": sorted(arrays)}
 

@@ -115,13 +115,13 @@ def test_layouts_round_trip(layout):
         to_module_layout(a, "flip")
 
 
-def test_gcn_edge_weight_is_pygs_normalisation():
-    """DGL's GraphConv gets PyG's in-degree normalisation as edge weights (its own
-    ``norm="both"`` uses the out-degree of the source)."""
+def test_gcn_check_weights_turn_dgls_normalisation_into_pygs():
+    """DGL's ``GraphConv(norm="both")`` scales a source by its out-degree; the edge weights
+    of its agreement run make that PyG's in-degree normalisation."""
     import torch
     from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-    from bench.dgl_layers import gcn_edge_weight
+    from bench.dgl_layers import both_to_pyg_weight, gcn_edge_weight
 
     rng = np.random.default_rng(0)
     n = 40
@@ -130,6 +130,12 @@ def test_gcn_edge_weight_is_pygs_normalisation():
     ei, w = gcn_norm(torch.from_numpy(np.stack([src, dst])), None, n, add_self_loops=False)
     np.testing.assert_allclose(gcn_edge_weight(src, dst, n), w.numpy(), rtol=1e-6)
     assert torch.equal(ei, torch.from_numpy(np.stack([src, dst])))
+    d_out = np.maximum(np.bincount(src, minlength=n), 1)       # DGL clamps at 1
+    d_in = np.bincount(dst, minlength=n)
+    dgl_both = d_out[src] ** -0.5 * d_in[dst] ** -0.5
+    np.testing.assert_allclose(dgl_both * both_to_pyg_weight(src, dst, n), w.numpy(),
+                               rtol=1e-6)
+    assert not np.allclose(dgl_both, w.numpy())               # a directed graph: they differ
 
 
 def test_self_timed_calls_are_billed_their_own_seconds():
