@@ -14,7 +14,8 @@ DEFAULT_TOL = 1e-4
 
 
 class DisagreementError(RuntimeError):
-    """Our output and PyG's differ by more than the tolerance: the case is aborted."""
+    """Two implementations' outputs differ by more than the tolerance: the case is
+    aborted."""
 
     def __init__(self, message: str, report: dict):
         super().__init__(message)
@@ -22,17 +23,21 @@ class DisagreementError(RuntimeError):
 
 
 def compare(ours: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray],
-            tol: float = DEFAULT_TOL, what: str = "") -> dict[str, dict]:
+            tol: float = DEFAULT_TOL, what: str = "",
+            names: tuple[str, str] = ("ours", "PyG")) -> dict[str, dict]:
     """Compare arrays of the same names; raise :class:`DisagreementError` if any differs.
 
     Parameters
     ----------
     ours, ref : mapping of name → ndarray
-        Our results and the reference's (PyG), same names and shapes.
+        Our results and the reference's (PyG's; or a peer's and ours), same names and
+        shapes.
     tol : float
         Largest allowed ``max|ours − ref| / max(max|ref|, tiny)``.
     what : str
         Label for the error message (the layer or case).
+    names : (str, str)
+        What the two sides are called in the error message.
 
     Returns
     -------
@@ -59,6 +64,6 @@ def compare(ours: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray],
     if bad:
         lines = ", ".join(f"{k}: max|Δ| = {report[k]['max_abs_diff']:.3g} "
                           f"(scale {report[k]['max_abs_ref']:.3g})" for k in bad)
-        raise DisagreementError(f"{what}: ours and PyG disagree beyond tol={tol:g} — {lines}",
-                                report)
+        raise DisagreementError(f"{what}: {names[0]} and {names[1]} disagree beyond "
+                                f"tol={tol:g} — {lines}", report)
     return report

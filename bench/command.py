@@ -1,13 +1,19 @@
 """Command line of the benchmark harness.
 
-    python -m bench run --case M|L|ER1M|XL|tiny|tinyXL [--k K] [--layers gat,agnn,gcn]
-                        [--reps 5] [--warmup 1] [--threads 2] [--blas-threads N]
+    python -m bench run --case M|L|ER1M|XL|tiny|tinyXL [--k K] [--layers gat,agnn,gcn|all]
+                        [--peers dgl] [--reps 5] [--warmup 1] [--threads 2] [--blas-threads N]
                         [--out bench/results] [--tol 1e-4] [--executor cpu]
                         [--mem-limit-gib 20] [--self-limit-gib G] [--no-memory]
                         [--keep-data] [--timeout S] [--omp-wait-policy passive]
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
                             [--executor cpu] [--out bench/results]
     python -m bench cuda-kernels [--cases M,L] [--out bench/results]
+    python -m bench peers [--setup [--dry-run]]
+
+``--layers`` takes rows of :data:`bench.layers.ROWS` (gat, gat-h4, agnn, gcn, sgc, gin,
+gatv2, gatv2-h4, transformer, transformer-h4) or ``all``; ``--peers dgl`` times DGL's layers
+beside them, in DGL's own environment, which ``python -m bench peers --setup`` creates once
+(:mod:`bench.peer_env`); ``python -m bench peers`` prints its versions.
 
 Run from a checkout: the repository root as working directory or on ``PYTHONPATH``. Exit
 status: 0 done, 1 case aborted (ours and PyG disagree, or our side failed), 2 bad arguments.
@@ -40,7 +46,8 @@ from pathlib import Path
 
 from .agreement import DEFAULT_TOL
 from .cases import CASES
-from .layers import LAYERS
+from .layers import DEFAULT_LAYERS, LAYERS
+from .peer_env import PEERS
 from .worker import with_root_on_path
 
 __all__ = ["main", "build_parser"]
@@ -52,11 +59,28 @@ REFUSED_EXECUTORS = {"dist": "the distributed study is a separate command (an MP
                              "python -m bench compares one process with PyTorch Geometric"}
 
 
-def _layers(text: str) -> list[str]:
+def _layer_list(allowed: tuple[str, ...]):
+    """Parser of ``--layers``: ``all`` or a comma list of ``allowed``."""
+    def parse(text: str) -> list[str]:
+        if text.strip() == "all":
+            return list(allowed)
+        names = [s.strip() for s in text.split(",") if s.strip()]
+        if not names or any(s not in allowed for s in names):
+            raise argparse.ArgumentTypeError(f"layers must be 'all' or a comma list of "
+                                             f"{allowed}, got {text!r}")
+        return names
+    return parse
+
+
+_layers = _layer_list(LAYERS)
+#: the layers the distributed study runs (ours only, no PyG)
+DIST_LAYERS = ("gat", "agnn", "gcn")
+
+
+def _peers_list(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in names if s not in LAYERS]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"layers must be a comma list of {LAYERS}, "
+    if not names or any(n not in PEERS for n in names):
+        raise argparse.ArgumentTypeError(f"peers must be a comma list of {sorted(PEERS)}, "
                                          f"got {text!r}")
     return names
 
@@ -107,8 +131,12 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     r.add_argument("--case", required=True, choices=list(CASES))
     r.add_argument("--k", type=_positive(int), default=None,
                    help="feature width of a layer case instead of its own (k_in = k_out)")
-    r.add_argument("--layers", type=_layers, default=list(LAYERS),
-                   help="comma list of gat,agnn,gcn (layer cases)")
+    r.add_argument("--layers", type=_layers, default=list(DEFAULT_LAYERS),
+                   help="'all' or a comma list of " + ",".join(LAYERS)
+                        + " (layer cases; default " + ",".join(DEFAULT_LAYERS) + ")")
+    r.add_argument("--peers", type=_peers_list, default=[],
+                   help="also time these libraries' layers, each in its own environment "
+                        "(dgl; create it with: python -m bench peers --setup)")
     r.add_argument("--reps", type=_positive(int), default=5,
                    help="timed repetitions (epochs for XL); ≥ 5 for reportable numbers")
     r.add_argument("--warmup", type=int, default=1)
@@ -149,7 +177,7 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     d.add_argument("--case", required=True, choices=list(CASES))
     d.add_argument("--procs", type=_procs, default=[1, 4],
                    help="comma list of square process counts (default 1,4)")
-    d.add_argument("--layers", type=_layers, default=["gat", "agnn"])
+    d.add_argument("--layers", type=_layer_list(DIST_LAYERS), default=["gat", "agnn"])
     d.add_argument("--reps", type=_positive(int), default=5)
     d.add_argument("--warmup", type=int, default=1)
     d.add_argument("--relabel", action="store_true", help="seeded random vertex relabelling")
@@ -174,6 +202,12 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     c.add_argument("--models", type=lambda t: t.split(","), default=["gat", "agnn", "gcn"])
     c.add_argument("--ks", type=lambda t: [int(v) for v in t.split(",")], default=[16, 128])
     c.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    pe = sub.add_parser("peers", help="the peer libraries' own environments (DGL): print "
+                                      "their versions, or create them with --setup")
+    pe.add_argument("--setup", action="store_true",
+                    help="create the environments (a venv per peer, from PyPI)")
+    pe.add_argument("--dry-run", action="store_true", help="with --setup: print the commands")
+    pe.add_argument("--peer", choices=sorted(PEERS), default="dgl")
     for sp in (r, k):
         sp.add_argument("--executor", type=_executor, default="cpu",
                         metavar="{" + ",".join(_executor_names()) + "}",
@@ -197,6 +231,19 @@ def _run(a) -> int:
     except DeviceUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if a.peers:
+        from .peer_env import PeerMissing, require
+
+        if a.executor == "cuda" or CASES[a.case].kind != "layer":
+            print("error: --peers runs the layer cases on the host (DGL on the CPU) only",
+                  file=sys.stderr)
+            return 2
+        try:
+            for peer in a.peers:
+                require(peer)
+        except PeerMissing as exc:
+            print(f"error: --peers {','.join(a.peers)}: {exc}", file=sys.stderr)
+            return 2
     if a.executor == "cuda" and CASES[a.case].kind != "layer":
         print(f"error: case {a.case} trains a model in worker processes; with --executor "
               "cuda only the layer cases run", file=sys.stderr)
@@ -207,7 +254,7 @@ def _run(a) -> int:
                           a.mem_limit_gib, a.memory, a.out / "tmp", a.keep_data, a.timeout,
                           a.quiet, worker_env=policy_env(a.omp_wait_policy),
                           self_limit_gib=a.self_limit_gib, blas_threads=a.blas_threads,
-                          executor=a.executor, k=a.k)
+                          executor=a.executor, k=a.k, peers=tuple(a.peers))
     except CaseAborted as exc:
         print(f"bench: case {a.case} aborted: {exc}", file=sys.stderr)
         result, code = exc.result, 1
@@ -260,6 +307,32 @@ def _cuda_kernels(a) -> int:
     return 0
 
 
+def _peers(a) -> int:
+    import subprocess
+
+    from .peer_env import PeerMissing, installed_versions, peers_dir, setup
+
+    if a.setup:
+        try:
+            versions = setup(a.peer, dry_run=a.dry_run)
+        except subprocess.CalledProcessError as exc:
+            print(f"error: {' '.join(map(str, exc.cmd))} failed (exit {exc.returncode})",
+                  file=sys.stderr)
+            return 1
+        if a.dry_run:
+            return 0
+    else:
+        try:
+            versions = installed_versions(a.peer)
+        except PeerMissing as exc:
+            print(f"{a.peer}: {exc}", file=sys.stderr)
+            return 1
+    print(f"{a.peer} peer environment ({peers_dir()}):")
+    for k, v in versions.items():
+        print(f"  {k}: {v}")
+    return 0
+
+
 def _kernels(a) -> int:
     from .kernels import kernels_table, run_kernels
 
@@ -309,8 +382,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
         a = p.parse_args(argv)
     except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
         return int(exc.code or 0)
-    if a.command in ("dist", "comm", "scale", "cuda-kernels"):
-        return {"dist": _dist, "comm": _comm, "scale": _scale,
+    if a.command in ("dist", "comm", "scale", "cuda-kernels", "peers"):
+        return {"dist": _dist, "comm": _comm, "scale": _scale, "peers": _peers,
                 "cuda-kernels": _cuda_kernels}[a.command](a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from .cases import CaseData, graph_from_csr, load_case_data
-from .layers import make_pyg, pyg_grads, pyg_params
+from .layers import make_pyg, pyg_grads, pyg_params, shared_params
 from .rss import peak_rss_bytes, rss_bytes
 from .threads import set_threads
 from .worker import worker_main
@@ -68,7 +68,8 @@ def _pyg_model(ours):
                 x = conv(x, edge_index)
             return x
 
-    return GAT([make_pyg("gat", m) for m in list(ours)[::2]])
+    return GAT([make_pyg("gat", shared_params("gat", m.in_dim, m.out_dim, m), m.in_dim,
+                         m.out_dim) for m in list(ours)[::2]])
 
 
 def _named(per_layer: list[dict[str, np.ndarray]]) -> dict[str, list]:

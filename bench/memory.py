@@ -29,15 +29,16 @@ import numpy as np
 
 from .cases import CaseData, graph_from_csr, load_case_data
 from .device import BenchDevice, device_for
-from .layers import LAYERS, make_ours, make_pyg
+from .layers import LAYERS, get_row, make_ours, make_pyg, ours_graph, shared_params
 from .rss import peak_rss_bytes, reset_hwm, rss_bytes
 from .threads import set_threads
 from .worker import worker_main
 
-__all__ = ["measure_layer", "main"]
+__all__ = ["measure_layer", "tiny_data", "main"]
 
 
-def _tiny_data(k_in: int, k_out: int) -> CaseData:
+def tiny_data(k_in: int, k_out: int) -> CaseData:
+    """A 64-vertex case (random pattern with every self loop) for a worker's warm-up."""
     rng = np.random.default_rng(1)
     n = 64
     dense = rng.random((n, n)) < 0.1
@@ -52,12 +53,14 @@ def _tiny_data(k_in: int, k_out: int) -> CaseData:
 def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str,
             device: BenchDevice):
     """A zero-argument forward+backward of ``impl``'s layer on ``data`` (ours on
-    ``executor``; PyG copies the weights of ours, the same on every executor, and runs on
-    ``device``), synchronised on a GPU."""
-    ours = make_ours(layer, data.H.shape[1], k_out, executor=executor)
+    ``executor``; PyG gets the row's shared weights, the same on every executor, and runs
+    on ``device``), synchronised on a GPU."""
+    k_in = data.H.shape[1]
+    ours = (make_ours(layer, k_in, k_out, executor=executor)
+            if impl == "ours" or get_row(layer).init is None else None)
     H, dZ = data.H, np.ascontiguousarray(data.dZ[:, :k_out])
     if impl == "ours":
-        g = graph_from_csr(data.n, data.indptr, data.indices)
+        g = ours_graph(layer, graph_from_csr(data.n, data.indptr, data.indices))
         H, dZ = ours.executor.asarray(H), ours.executor.asarray(dZ)
         ours.train()
 
@@ -65,7 +68,8 @@ def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str,
             ours(g, H)
             ours.backward(dZ)
         return device.timed(step)
-    pyg = make_pyg(layer, ours).to(device.torch_device)
+    pyg = make_pyg(layer, shared_params(layer, k_in, k_out, ours), k_in,
+                   k_out).to(device.torch_device)
     pyg.train()
     ei = device.tensor(data.edge_index)
     x = device.tensor(H, requires_grad=True)
@@ -88,7 +92,7 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
     executor = executor if impl == "ours" else "cpu"    # PyG's process loads no other one
     set_threads(threads, torch=impl == "pyg", blas=blas_threads, executor=executor)
     tracker = device.peak_tracker(impl)
-    _runner(impl, layer, _tiny_data(k_in, k_out), k_out, executor, device)()      # warm-up
+    _runner(impl, layer, tiny_data(k_in, k_out), k_out, executor, device)()      # warm-up
     baseline = rss_bytes()
     parts = ("indptr", "indices", "H", "dZ") if impl == "ours" else ("edge_index", "H", "dZ")
     data = load_case_data(data_path, parts)

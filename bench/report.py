@@ -7,10 +7,16 @@ Layout of the JSON (all times in milliseconds, memory in bytes):
   ``threads_set``, ``reps``, ``warmup``, ``tolerance``, ``mem_limit_bytes``, ``protocol``,
   ``environment`` (machine, load average at start and end, versions, git commit), ``graph``
   (n, nnz, nnz with self loops);
-* ``layers[layer]``: ``agreement`` (per output: max abs difference, reference scale,
-  relative difference), ``times`` (``ours fwd``, ``pyg fwd``, ``ours fwd+bwd``,
-  ``pyg fwd+bwd`` → median, quartiles, min, max, all runs), ``speedup`` (PyG / ours),
-  ``memory[impl]`` (status, ``peak_rss_bytes``, setup and run increment), ``memory_ratio``;
+* ``layers[layer]``: ``agreement`` (ours against PyG, per output: max abs difference,
+  reference scale, relative difference; None in a row without a layer of ours),
+  ``times`` (``ours fwd``, ``pyg fwd``, ``ours fwd+bwd``, ``pyg fwd+bwd`` and, with
+  ``--peers dgl``, ``dgl …`` and ``dgl.sparse …`` → median, quartiles, min, max, all runs),
+  ``speedup`` (PyG / ours), ``memory[impl]`` (status, ``peak_rss_bytes``, setup and run
+  increment), ``memory_ratio``; with peers also ``peer_agreement`` (``reference``: ``ours``
+  or ``pyg``, and per DGL implementation a report like ``agreement``) and ``speedup_peers``
+  (``{impl: {fwd, fwd+bwd}}``, peer / ours);
+* ``environment.peers`` (with peers): the versions of the peer's environment and of its
+  worker process;
 * ``spmm``: the plain SpMM baselines' times; ``gat_fwd_over_spmm``;
 * ``epochs[impl]`` (epoch cases): status, epoch time stats, losses, peak RSS; ``speedup``;
 * ``targets``: ``{name, value, goal, op, met}``.
@@ -64,6 +70,11 @@ def _header(r: dict) -> list[str]:
                   f"warm-up; {env['cpu']} ({env['cpu_count']} cores); load average "
                   f"{env.get('load_average_start')} → {env.get('load_average_end')}; "
                   f"commit {commit}; {env['date']}.")
+    peers = env.get("peers", {})
+    if peers:
+        lines += ["", "Peers in their own environments: " + "; ".join(
+            f"DGL {v.get('dgl')} with torch {v.get('torch')}, numpy {v.get('numpy')} "
+            f"({v.get('venv')})" for v in peers.values()) + "."]
     if r["reps"] < 5:
         lines.append("")
         lines.append(f"**Only {r['reps']} timed runs (fewer than 5): provisional.**")
@@ -77,6 +88,59 @@ def _table_head(intro: str, *columns: str) -> list[str]:
     return ["", intro, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
 
 
+#: how each implementation is named in the tables, in table order
+_IMPL_LABELS = {"ours": "ours", "pyg": "PyG", "dgl": "DGL", "dgl.sparse": "DGL sparse GAT"}
+
+
+def _worst(report: dict | None) -> str:
+    return (f"{max(v['rel_diff'] for v in report.values()):.1e}" if report else
+            "not checked")
+
+
+def _has_ours(e: dict) -> bool:
+    """Whether a row ran a layer of ours (a row like ``gatv2`` may have none yet)."""
+    return ("ours fwd" in e.get("times", {}) or "ours" in e.get("memory", {})
+            or e.get("agreement") is not None)
+
+
+def _impl_rows(layer: str, e: dict) -> list[str]:
+    """One line per implementation of a row (PyG always, as recorded before DGL)."""
+    t, mem, lines = e.get("times", {}), e.get("memory", {}), []
+    peers = e.get("peer_agreement", {})
+    for impl, label in _IMPL_LABELS.items():
+        if impl == "ours" and not _has_ours(e):
+            continue
+        if impl not in ("ours", "pyg") and f"{impl} fwd" not in t and impl not in mem:
+            continue
+        if impl == "ours":
+            agree = _worst(e.get("agreement"))
+        elif impl == "pyg":
+            agree = ""
+        else:
+            agree = _worst(peers.get(impl)) + (" (vs PyG)" if peers.get("reference") == "pyg"
+                                               else "")
+        lines.append(f"| {layer} | {label} | {_fmt_time(t.get(f'{impl} fwd'))} | "
+                     f"{_fmt_time(t.get(f'{impl} fwd+bwd'))} | {_fmt_mem(mem.get(impl))} | "
+                     f"{agree} |")
+    return lines
+
+
+def _ratio_rows(layer: str, e: dict) -> list[str]:
+    """``PyG / ours`` (with the memory ratio) and ``<peer> / ours`` lines of a row."""
+    if not _has_ours(e):
+        return []
+    sp = e.get("speedup", {})
+    mem = (f" {_fmt_ratio(e['memory_ratio'], '')} (ours/PyG) " if "memory_ratio" in e
+           else " ")
+    lines = [f"| {layer} | **PyG / ours** | **{_fmt_ratio(sp.get('fwd'))}** | "
+             f"**{_fmt_ratio(sp.get('fwd+bwd'))}** |{mem}| |"]
+    for impl, ps in e.get("speedup_peers", {}).items():
+        lines.append(f"| {layer} | **{_IMPL_LABELS[impl]} / ours** | "
+                     f"**{_fmt_ratio(ps.get('fwd'))}** | **{_fmt_ratio(ps.get('fwd+bwd'))}**"
+                     " | | |")
+    return lines
+
+
 def _layer_tables(r: dict) -> list[str]:
     on_gpu = r.get("device") == "gpu"
     lines = _table_head("Times in ms: median [min–max]" + (
@@ -85,20 +149,7 @@ def _layer_tables(r: dict) -> list[str]:
         ". Peak RSS in MiB of a fresh process (VmHWM)."), "layer", "impl", "fwd", "fwd+bwd",
         "peak GPU MiB" if on_gpu else "peak RSS MiB", "agreement max rel. Δ")
     for layer, e in r["layers"].items():
-        t = e.get("times", {})
-        agree = e.get("agreement")
-        worst = (f"{max(v['rel_diff'] for v in agree.values()):.1e}" if agree else
-                 "not checked")
-        for impl, label in (("ours", "ours"), ("pyg", "PyG")):
-            lines.append(f"| {layer} | {label} | {_fmt_time(t.get(f'{impl} fwd'))} | "
-                         f"{_fmt_time(t.get(f'{impl} fwd+bwd'))} | "
-                         f"{_fmt_mem(e.get('memory', {}).get(impl))} | "
-                         f"{worst if impl == 'ours' else ''} |")
-        sp = e.get("speedup", {})
-        mem = (f" {_fmt_ratio(e['memory_ratio'], '')} (ours/PyG) " if "memory_ratio" in e
-               else " ")
-        lines.append(f"| {layer} | **PyG / ours** | **{_fmt_ratio(sp.get('fwd'))}** | "
-                     f"**{_fmt_ratio(sp.get('fwd+bwd'))}** |{mem}| |")
+        lines += _impl_rows(layer, e) + _ratio_rows(layer, e)
     if r.get("spmm"):
         lines += ["", "Plain SpMM `A @ H` (same A with self loops, same H):", "",
                   "| SpMM | ms |", "|---|---|"]
@@ -160,38 +211,44 @@ def plot(r: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
-    colors = {"ours": "#1f77b4", "pyg": "#ff7f0e"}
+    colors = {"ours": "#1f77b4", "pyg": "#ff7f0e", "dgl": "#2ca02c", "dgl.sparse": "#9467bd"}
+    impls = ["ours", "pyg"]
     if r["case"]["kind"] == "layer":
+        impls += [i for i in ("dgl", "dgl.sparse")
+                  if any(f"{i} fwd" in e.get("times", {}) for e in r["layers"].values())]
+        width = 0.76 / len(impls)
+        offset = {impl: (j - (len(impls) - 1) / 2) * width for j, impl in enumerate(impls)}
         groups = [(layer, kind) for layer in r["layers"] for kind in ("fwd", "fwd+bwd")]
-        for j, impl in enumerate(("ours", "pyg")):
+        for impl in impls:
             med, lo, hi, xs = [], [], [], []
             for i, (layer, kind) in enumerate(groups):
                 t = r["layers"][layer].get("times", {}).get(f"{impl} {kind}")
                 if t:
-                    xs.append(i + (j - 0.5) * 0.38)
+                    xs.append(i + offset[impl])
                     med.append(t["median_ms"])
                     lo.append(t["median_ms"] - t["min_ms"])
                     hi.append(t["max_ms"] - t["median_ms"])
-            ax_t.bar(xs, med, 0.38, yerr=[lo, hi], capsize=3, color=colors[impl],
-                     label="ours" if impl == "ours" else "PyG")
+            ax_t.bar(xs, med, width, yerr=[lo, hi], capsize=3, color=colors[impl],
+                     label=_IMPL_LABELS[impl])
         ax_t.set_xticks(range(len(groups)), [f"{a}\n{b}" for a, b in groups])
         ax_t.set_ylabel("ms (median, min–max)")
         mem_groups = list(r["layers"])
         mems = {impl: [r["layers"][lay].get("memory", {}).get(impl, {}).get("peak_rss_bytes")
-                       for lay in mem_groups] for impl in ("ours", "pyg")}
+                       for lay in mem_groups] for impl in impls}
     else:
         _plot_epoch(r, ax_t, ax_m, colors)
         mem_groups, mems = None, None
     if mems is not None:
-        for j, impl in enumerate(("ours", "pyg")):
-            xs = [i + (j - 0.5) * 0.38 for i, v in enumerate(mems[impl]) if v is not None]
+        for impl in impls:
+            xs = [i + offset[impl] for i, v in enumerate(mems[impl]) if v is not None]
             vals = [v / _MIB for v in mems[impl] if v is not None]
-            ax_m.bar(xs, vals, 0.38, color=colors[impl])
+            ax_m.bar(xs, vals, width, color=colors[impl])
         ax_m.set_xticks(range(len(mem_groups)), mem_groups)
     ax_m.set_ylabel("peak RSS, MiB (fresh process)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in colors]
-    ax_t.legend(handles=handles, labels=["ours", "PyG"])
-    ax_m.legend(handles=handles, labels=["ours", "PyG"])
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in impls]
+    labels = [_IMPL_LABELS[k] for k in impls]
+    ax_t.legend(handles=handles, labels=labels)
+    ax_m.legend(handles=handles, labels=labels)
     c = r["case"]
     fig.suptitle(f"case {c['name']}: {c['description']} — executor "
                  f"{r.get('executor', 'cpu')}, {r['threads']} threads", fontsize=9)

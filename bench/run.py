@@ -1,13 +1,18 @@
 """Run one benchmark case end to end and collect its result dict.
 
-``layer`` cases (tiny, M, L), for every layer:
+``layer`` cases (tiny, M, L), for every layer row (:mod:`.layers`):
 
 1. peak memory of ours and of PyG, each in a fresh guarded subprocess (:mod:`.memory`);
-   an implementation that runs out of memory there is not run in this process;
-2. agreement: both run forward+backward once on the same graph, input, weights and upstream
-   gradient; ``Z``, ``dH``, every parameter gradient and the inference ``Z`` are compared
-   (:mod:`.agreement`) — a disagreement aborts the case;
-3. timing: warm-up, then ``reps`` rounds of *ours fwd, PyG fwd, ours fwd+bwd, PyG fwd+bwd*;
+   an implementation that runs out of memory there is not run in this process; with
+   ``peers=("dgl",)`` also of each DGL implementation, in a fresh process of DGL's own
+   environment (:mod:`.dgl_worker`);
+2. agreement: every side runs forward+backward once on the same graph, input, weights and
+   upstream gradient; ``Z``, ``dH``, every parameter gradient and the inference ``Z`` are
+   compared (:mod:`.agreement`), ours with PyG, DGL with ours (with PyG in a row that has
+   no layer of ours) — a disagreement aborts the case;
+3. timing: warm-up, then ``reps`` rounds of *ours fwd, PyG fwd, [DGL fwd, ...], ours
+   fwd+bwd, PyG fwd+bwd, [DGL fwd+bwd, ...]* (DGL's calls run in its worker process,
+   which times them itself: :mod:`.peer_client`);
 
 then the plain SpMM baselines (scipy, torch.sparse, GraphBLAS) are timed the same way. With
 ``executor="cuda"`` both sides run on one GPU (:mod:`.device`): every timed call ends with a
@@ -34,7 +39,9 @@ from .cases import Case, build_case_data, case_dict, get_case, save_case_data, w
 from .device import BenchDevice, device_for
 from .environment import environment, load_average
 from .guard import RSSWatchdog
+from .layers import DEFAULT_LAYERS, get_row, make_ours, shared_params
 from .pair import LayerPair
+from .peer_env import require
 from .rss import GIB
 from .threads import set_threads
 from .timing import interleaved
@@ -62,13 +69,8 @@ def _worker_args(threads: int, blas: int | None, executor: str) -> list[str]:
             + ([] if blas is None else ["--blas-threads", str(blas)]))
 
 
-def _memory(data_path: Path, layer: str, impl: str, case: Case, worker_args: list[str],
-            limit: int, timeout: float | None, env: dict | None) -> dict:
-    res, answer = launch("bench.memory",
-                         ["--data", str(data_path), "--layer", layer, "--impl", impl,
-                          "--k-in", str(case.k_in), "--k-out", str(case.k_out),
-                          *worker_args],
-                         limit, timeout, env)
+def _memory_entry(res, answer: dict | None, limit: int) -> dict:
+    """A memory worker's outcome as recorded in ``layers[layer]["memory"][impl]``."""
     out = {"status": res.status, "message": res.message,
            "observed_peak_bytes": res.observed_peak_bytes, "limit_bytes": limit,
            "wall_seconds": res.seconds}
@@ -77,6 +79,16 @@ def _memory(data_path: Path, layer: str, impl: str, case: Case, worker_args: lis
     else:
         out["stderr_tail"] = res.stderr[-2000:]
     return out
+
+
+def _memory(data_path: Path, layer: str, impl: str, case: Case, worker_args: list[str],
+            limit: int, timeout: float | None, env: dict | None) -> dict:
+    res, answer = launch("bench.memory",
+                         ["--data", str(data_path), "--layer", layer, "--impl", impl,
+                          "--k-in", str(case.k_in), "--k-out", str(case.k_out),
+                          *worker_args],
+                         limit, timeout, env)
+    return _memory_entry(res, answer, limit)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -90,10 +102,98 @@ def _target(name: str, value: float | None, goal: float, op: str) -> dict:
     return {"name": name, "value": value, "goal": goal, "op": op, "met": met}
 
 
+def _log_memory(layer: str, impl: str, m: dict, quiet: bool) -> None:
+    _log(f"{layer} {impl}: memory {m['status']}"
+         + (f", peak {m['peak_rss_bytes'] / 2**20:.0f} MiB"
+            if "peak_rss_bytes" in m else f" — {m['message']}"), quiet)
+
+
+def _row_memory(ctx: dict, layer: str, entry: dict) -> bool:
+    """Peak memory of every side of row ``layer`` in fresh processes; False if PyG's
+    failed (then it is not run here)."""
+    case, row = ctx["case"], get_row(layer)
+    for impl in (("ours",) if row.ours is not None else ()) + ("pyg",):
+        m = _memory(ctx["data_path"], layer, impl, case, ctx["worker_args"], ctx["limit"],
+                    ctx["timeout"], ctx["env"])
+        entry["memory"][impl] = m
+        _log_memory(layer, impl, m, ctx["quiet"])
+        if m["status"] != "ok" and impl == "ours":
+            raise CaseAborted(f"{layer}: our layer failed in the memory run: "
+                              f"{m['message']}", ctx["result"])
+    if ctx["worker"] is not None and row.dgl:
+        from .peer_client import peer_memory
+
+        ours = make_ours(layer, case.k_in, case.k_out) if row.ours is not None else None
+        params = shared_params(layer, case.k_in, case.k_out, ours)
+        for impl in row.dgl:
+            res, answer = peer_memory(ctx["data_path"], layer, impl, params, case.k_in,
+                                      case.k_out, ctx["result"]["threads"], ctx["limit"],
+                                      ctx["timeout"], ctx["env"], ctx["workdir"])
+            entry["memory"][impl] = m = _memory_entry(res, answer, ctx["limit"])
+            _log_memory(layer, impl, m, ctx["quiet"])
+    return entry["memory"]["pyg"]["status"] == "ok"
+
+
+def _row_agreement(pair: LayerPair, entry: dict, tol: float, ctx: dict) -> None:
+    """Ours against PyG, then every DGL implementation against ours (or PyG); a
+    disagreement aborts the case before anything is timed."""
+    layer, quiet = pair.name, ctx["quiet"]
+    entry["agreement"] = None
+    try:
+        if pair.ours is not None and pair.pyg is not None:
+            entry["agreement"] = pair.check(tol)
+            worst = max(r["rel_diff"] for r in entry["agreement"].values())
+            _log(f"{layer}: ours and PyG agree (max relative difference {worst:.2e})", quiet)
+        if pair.peers:
+            if pair.ours is None and pair.pyg is None:
+                raise CaseAborted(f"{layer}: no reference for DGL (no layer of ours, PyG "
+                                  "failed its memory run)", ctx["result"])
+            entry["peer_agreement"] = {}
+            entry["peer_agreement"] = pair.check_peers(tol)
+            for impl, rep in entry["peer_agreement"].items():
+                if impl != "reference":
+                    _log(f"{layer}: {impl} agrees with {entry['peer_agreement']['reference']}"
+                         f" (max relative difference "
+                         f"{max(r['rel_diff'] for r in rep.values()):.2e})", quiet)
+    except DisagreementError as exc:
+        if "peer_agreement" in entry:
+            entry["peer_agreement"]["failed"] = exc.report
+        else:
+            entry["agreement"] = exc.report
+        raise CaseAborted(str(exc), ctx["result"]) from exc
+
+
+def _layer_row(ctx: dict, layer: str) -> None:
+    """Memory, agreement and interleaved times of one row (see the module docstring)."""
+    result, quiet, device = ctx["result"], ctx["quiet"], ctx["device"]
+    entry: dict = {"memory": {}}
+    result["layers"][layer] = entry
+    pyg_ok = _row_memory(ctx, layer, entry) if ctx["memory"] else True
+    pair = LayerPair(layer, ctx["g"], ctx["data"], ctx["case"].k_out, with_pyg=pyg_ok,
+                     executor=result["executor"], device=device,
+                     peers=ctx["worker"] if get_row(layer).dgl else None)
+    peer_impls = list(pair.peers)
+    try:
+        _row_agreement(pair, entry, ctx["tol"], ctx)
+        entry["times"] = interleaved({k: device.timed(f) for k, f in pair.calls().items()},
+                                     ctx["reps"], ctx["warmup"])
+    finally:
+        pair.close()
+    med = {k: v["median_ms"] for k, v in entry["times"].items()}
+    entry["speedup"] = {kind: _ratio(med.get(f"pyg {kind}"), med.get(f"ours {kind}"))
+                        for kind in ("fwd", "fwd+bwd")}
+    if peer_impls:
+        entry["speedup_peers"] = {impl: {kind: _ratio(med.get(f"{impl} {kind}"),
+                                                      med.get(f"ours {kind}"))
+                                         for kind in ("fwd", "fwd+bwd")}
+                                  for impl in peer_impls}
+    _log(f"{layer}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()), quiet)
+
+
 def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
                 worker_args: list[str], tol: float, limit: int, memory: bool, workdir: Path,
                 timeout: float | None, env: dict | None, result: dict, quiet: bool,
-                device: BenchDevice) -> None:
+                device: BenchDevice, peers: tuple[str, ...] = ()) -> None:
     executor = result["executor"]
     t = time.perf_counter()
     g, data = build_case_data(case)
@@ -101,53 +201,46 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
                        "build_seconds": time.perf_counter() - t}
     _log(f"graph n={data.n} nnz={data.nnz} (+loops {data.nnz_looped}) built in "
          f"{result['graph']['build_seconds']:.1f} s", quiet)
-    data_path = save_case_data(data, workdir / f"{case.name}.npz") if memory else None
-    for layer in layers:
-        entry: dict = {"memory": {}}
-        result["layers"][layer] = entry
-        pyg_ok = True
-        if memory:
-            for impl in ("ours", "pyg"):
-                m = _memory(data_path, layer, impl, case, worker_args, limit, timeout, env)
-                entry["memory"][impl] = m
-                _log(f"{layer} {impl}: memory {m['status']}"
-                     + (f", peak {m['peak_rss_bytes'] / 2**20:.0f} MiB"
-                        if "peak_rss_bytes" in m else f" — {m['message']}"), quiet)
-                if m["status"] != "ok" and impl == "ours":
-                    raise CaseAborted(f"{layer}: our layer failed in the memory run: "
-                                      f"{m['message']}", result)
-            pyg_ok = entry["memory"]["pyg"]["status"] == "ok"
-        pair = LayerPair(layer, g, data, case.k_out, with_pyg=pyg_ok, executor=executor,
-                         device=device)
-        if pyg_ok:
-            try:
-                entry["agreement"] = pair.check(tol)
-            except DisagreementError as exc:
-                entry["agreement"] = exc.report
-                raise CaseAborted(str(exc), result) from exc
-            worst = max(r["rel_diff"] for r in entry["agreement"].values())
-            _log(f"{layer}: ours and PyG agree (max relative difference {worst:.2e})", quiet)
-        else:
-            entry["agreement"] = None
-        fns = {"ours fwd": pair.ours_forward}
-        if pyg_ok:
-            fns["pyg fwd"] = pair.pyg_forward
-        fns["ours fwd+bwd"] = pair.ours_fwd_bwd
-        if pyg_ok:
-            fns["pyg fwd+bwd"] = pair.pyg_fwd_bwd
-        entry["times"] = interleaved({k: device.timed(f) for k, f in fns.items()}, reps,
-                                     warmup)
-        med = {k: v["median_ms"] for k, v in entry["times"].items()}
-        entry["speedup"] = {"fwd": _ratio(med.get("pyg fwd"), med["ours fwd"]),
-                            "fwd+bwd": _ratio(med.get("pyg fwd+bwd"), med["ours fwd+bwd"])}
-        _log(f"{layer}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()), quiet)
-        del pair, fns
-        gc.collect()
+    data_path = (save_case_data(data, workdir / f"{case.name}.npz") if memory or peers
+                 else None)
+    ctx = {"case": case, "g": g, "data": data, "data_path": data_path, "reps": reps,
+           "warmup": warmup, "worker_args": worker_args, "tol": tol, "limit": limit,
+           "memory": memory, "workdir": workdir, "timeout": timeout, "env": env,
+           "result": result, "quiet": quiet, "device": device, "worker": None}
+    try:
+        if peers:
+            ctx["worker"] = _start_peer(data_path, result, workdir, env, quiet)
+        for layer in layers:
+            _layer_row(ctx, layer)
+            gc.collect()
+    finally:
+        if ctx["worker"] is not None:
+            ctx["worker"].close()
     spmm = spmm_baselines(g, data.H, executor=executor, device=device)
     result["spmm"] = interleaved({k: device.timed(f) for k, f in spmm.items()}, reps, warmup)
     _log("SpMM: " + ", ".join(f"{k} {v['median_ms']:.1f} ms"
                               for k, v in result["spmm"].items()), quiet)
     _layer_targets(case, result)
+
+
+def _start_peer(data_path: Path, result: dict, workdir: Path, env: dict | None,
+                quiet: bool):
+    """The DGL worker of the case, its versions recorded in the result's environment."""
+    from .peer_client import PeerWorker
+    from .peer_env import installed_versions
+
+    worker = PeerWorker(data_path, result["threads"], workdir, env)
+    result["environment"]["peers"] = {"dgl": {**installed_versions("dgl"),
+                                              "worker": worker.versions}}
+    result["protocol"]["dgl"] = (
+        "DGL 2.1.0 in its own venv (torch 2.2.1), one worker process for the case, its calls "
+        "interleaved with ours and PyG's and timed inside the worker; same graph (our "
+        "self-looped pattern as src -> dst edges), same weights, agreement with ours (PyG "
+        "where we have no layer) checked first; GraphConv gets PyG's normalisation as "
+        "edge_weight (norm='none')")
+    _log(f"DGL worker: dgl {worker.versions['dgl']}, torch {worker.versions['torch']}",
+         quiet)
+    return worker
 
 
 def _layer_targets(case: Case, result: dict) -> None:
@@ -160,8 +253,8 @@ def _layer_targets(case: Case, result: dict) -> None:
                                    entry["speedup"]["fwd+bwd"], goal, ">="))
         if "memory_ratio_max" in goals and entry["memory"]:
             key = "peak_device_bytes" if result.get("device") == "gpu" else "peak_rss_bytes"
-            ours = entry["memory"]["ours"].get(key)
-            pyg = entry["memory"]["pyg"].get(key)
+            ours = entry["memory"].get("ours", {}).get(key)
+            pyg = entry["memory"].get("pyg", {}).get(key)
             entry["memory_ratio"] = _ratio(ours, pyg)
             targets.append(_target(f"{layer.upper()} peak RSS ours / PyG",
                                    entry["memory_ratio"], goals["memory_ratio_max"], "<="))
@@ -260,7 +353,8 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
              timeout: float | None = None, quiet: bool = False,
              worker_env: dict[str, str] | None = None,
              self_limit_gib: float | None = None, blas_threads: int | None = None,
-             executor: str = "cpu", k: int | None = None) -> dict:
+             executor: str = "cpu", k: int | None = None,
+             peers: tuple[str, ...] = ()) -> dict:
     """Run case ``name`` and return its result dict (see :mod:`.report` for the layout).
 
     Parameters
@@ -268,7 +362,7 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
     name : str
         A key of :data:`~.cases.CASES`.
     layers : list of str, optional
-        Layers of a ``layer`` case (default all: gat, agnn, gcn).
+        Rows of a ``layer`` case (:data:`~.layers.ROWS`; default gat, agnn, gcn).
     reps, warmup : int
         Timed and untimed repetitions (epochs for an ``epoch`` case).
     threads : int
@@ -300,6 +394,11 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
     k : int, optional
         Feature width of the case's layers instead of its own (``k_in = k_out = k``; the
         result is named ``<case>-k<k>``).
+    peers : tuple of str
+        Peer libraries timed beside ours and PyG (``("dgl",)``): each row's DGL layers run in
+        a worker of DGL's own environment (:mod:`.peer_client`), with the same weights,
+        agreement checked (``layers[layer]["peer_agreement"]``), times interleaved and peak
+        memory in a fresh process of that environment. Host only.
 
     Raises
     ------
@@ -316,7 +415,13 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
     if device.kind != "host" and case.kind != "layer":
         raise ValueError(f"case {name} trains a model in worker processes; with "
                          f"--executor {executor} only the layer cases run")
-    layers = list(layers or ("gat", "agnn", "gcn"))
+    layers = list(layers or DEFAULT_LAYERS)
+    for layer in layers:
+        get_row(layer)
+    if peers and (device.kind != "host" or case.kind != "layer"):
+        raise ValueError("peers (DGL) run in the layer cases on the host only")
+    for peer in peers:
+        require(peer)                                  # PeerMissing: run bench peers --setup
     limit = int(mem_limit_gib * GIB)
     workdir = Path(workdir) if workdir is not None else Path("bench/results/tmp")
     env = environment()
@@ -346,7 +451,7 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         with RSSWatchdog(self_limit):
             if case.kind == "layer":
                 _layer_case(case, layers, reps, warmup, wargs, tol, limit, memory,
-                            workdir, timeout, worker_env, result, quiet, device)
+                            workdir, timeout, worker_env, result, quiet, device, tuple(peers))
             else:
                 _epoch_case(case, reps, warmup, wargs, tol, limit, workdir, timeout,
                             worker_env, result, quiet)

@@ -8,7 +8,18 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-__all__ = ["interleaved", "stats"]
+__all__ = ["interleaved", "stats", "Measured"]
+
+
+class Measured:
+    """What a callable returns when it timed itself: a call that runs in another process
+    (:mod:`.peer_client`) reports the seconds the worker measured around the work, not the
+    round trip of the request."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float):
+        self.seconds = float(seconds)
 
 
 def stats(seconds: list[float]) -> dict:
@@ -27,7 +38,8 @@ def interleaved(fns: Mapping[str, Callable[[], object]], reps: int, warmup: int 
     Parameters
     ----------
     fns : mapping of label → zero-argument callable
-        Called in insertion order within each round.
+        Called in insertion order within each round. A call that returns a
+        :class:`Measured` is billed its ``seconds`` instead of the wall time around it.
     reps : int
         Timed rounds (≥ 1).
     warmup : int
@@ -59,7 +71,8 @@ def interleaved(fns: Mapping[str, Callable[[], object]], reps: int, warmup: int 
                     gc.collect()
                 t = time.perf_counter()
                 out = fn()
-                times[key].append(time.perf_counter() - t)
+                seconds = time.perf_counter() - t
+                times[key].append(out.seconds if isinstance(out, Measured) else seconds)
                 del out
     finally:
         if collect:

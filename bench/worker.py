@@ -76,15 +76,17 @@ def worker_main(fn: Callable[[], dict]) -> int:
 
 
 def launch(module: str, args: list[str], limit_bytes: int, timeout: float | None = None,
-           env: dict[str, str] | None = None) -> tuple[GuardedResult, dict | None]:
+           env: dict[str, str] | None = None,
+           python: str | None = None) -> tuple[GuardedResult, dict | None]:
     """Run ``python -m <module> <args>`` under :func:`~.guard.run_guarded` (environment
     ``env``, default ours, with the repository root on ``PYTHONPATH``: ``module`` is
-    ``bench.memory`` or ``bench.epoch``).
+    ``bench.memory``, ``bench.epoch`` or ``bench.dgl_worker``; ``python`` the interpreter,
+    default this one, a peer's for :mod:`.dgl_worker`, whose ``env`` the caller prepares).
 
     Returns the guard's result and the worker's parsed answer (None unless it finished).
     """
-    res = run_guarded([sys.executable, "-m", module, *args], limit_bytes, timeout=timeout,
-                      env=with_root_on_path(env))
+    res = run_guarded([python or sys.executable, "-m", module, *args], limit_bytes,
+                      timeout=timeout, env=with_root_on_path(env))
     answer = parse_result(res.stdout) if res.status == "ok" else None
     if res.status == "ok" and answer is None:
         res.status, res.message = "error", "worker printed no result"

@@ -11,14 +11,14 @@ pytest.importorskip("torch_geometric")
 from bench import main  # noqa: E402
 from bench.cases import graph_from_csr  # noqa: E402
 from bench.device import device_for  # noqa: E402
-from bench.memory import _tiny_data, measure_layer  # noqa: E402
+from bench.memory import measure_layer, tiny_data  # noqa: E402
 from bench.pair import LayerPair  # noqa: E402
 from gblas_gnn.gpu import SIMULATOR  # noqa: E402
 
 
 @pytest.mark.parametrize("layer", ["gat", "agnn", "gcn"])
 def test_our_layer_on_the_device_agrees_with_pyg(cuda, layer):
-    data = _tiny_data(8, 8)
+    data = tiny_data(8, 8)
     device = device_for("cuda")
     assert device.kind == ("simulator" if SIMULATOR else "gpu")
     pair = LayerPair(layer, graph_from_csr(data.n, data.indptr, data.indices), data, 8,
@@ -31,7 +31,7 @@ def test_our_layer_on_the_device_agrees_with_pyg(cuda, layer):
 def test_the_memory_worker_runs_our_layer_on_the_device(cuda, tmp_path):
     from bench.cases import save_case_data
 
-    path = save_case_data(_tiny_data(8, 8), tmp_path / "case.npz")
+    path = save_case_data(tiny_data(8, 8), tmp_path / "case.npz")
     r = measure_layer(str(path), "gat", "ours", 8, 8, threads=1, iters=1, executor="cuda")
     assert r["executor"] == "cuda" and r["peak_rss_bytes"] > 0
     assert ("peak_device_bytes" in r) == (not SIMULATOR)
