@@ -13,18 +13,17 @@ row              ours                                  PyG (``add_self_loops=Fal
                  cached=False)``
 ``gin``          ``GINConv([k_in, k_out, k_out],       ``GINConv(MLP([k_in, k_out, k_out]),
                  train_eps=True)``                     train_eps=True)``
-``gatv2``,       not yet (the composed module of       ``GATv2Conv(k_in, k_out/h, heads=h,
-``gatv2-h4``     issue 20 plugs in here)               share_weights=False)``
-``transformer``, not yet                               ``TransformerConv(k_in, k_out/h,
-``-h4``                                                heads=h, root_weight=True)``
+``gatv2``,       ``GATv2Conv(k_in, k_out/h,            ``GATv2Conv(k_in, k_out/h, heads=h,
+``gatv2-h4``     heads=h)`` (composed)                 share_weights=False)``
+``transformer``, ``TransformerConv(k_in, k_out/h,      ``TransformerConv(k_in, k_out/h,
+``-h4``          heads=h)`` (composed)                 heads=h, root_weight=True)``
 ===============  ====================================  ======================================
 
 Our side of a row is a factory ``ours(k_in, k_out, seed, executor) -> Module``; ``None``
-leaves the row to PyG and DGL (then PyG is the reference of the agreement). Adding the
-composed GATv2 is one line, e.g. ``ROWS["gatv2"] = replace(ROWS["gatv2"], ours=lambda k_in,
-k_out, seed, executor: GATv2(k_in, k_out, seed=seed, executor=executor))``, provided its
-``params`` use the names and layouts of :func:`_gatv2_init` (:mod:`.mapping` holds where
-each sits in PyG and DGL).
+leaves the row to PyG and DGL (then PyG is the reference of the agreement). The ``gatv2`` and
+``transformer`` rows time our composed layers (forward written with ``gg.ops``, backward
+derived); their ``params`` use the names and layouts of :func:`_gatv2_init` and
+:func:`_transformer_init` (:mod:`.mapping` holds where each sits in PyG and DGL).
 
 **One set of weights.** :func:`shared_params` gives the row's arrays in our layout: our
 layer's seeded initialisation when it has one, else the row's ``init``. PyG's and DGL's
@@ -77,6 +76,9 @@ class Row:
         What the DGL side needs besides the weights (:mod:`.dgl_layers`).
     dgl : tuple of str
         DGL implementations of the row: ``dgl`` (``dgl.nn``), ``dgl.sparse``.
+    zero : tuple of str
+        Outputs that are zero in exact arithmetic, compared on the scale of their kind
+        (:func:`~bench.agreement.compare`).
     """
 
     name: str
@@ -87,6 +89,7 @@ class Row:
     looped: bool = False
     config: dict = field(default_factory=dict)
     dgl: tuple[str, ...] = ()
+    zero: tuple[str, ...] = ()
 
 
 def _pyg_nn():
@@ -182,6 +185,23 @@ def _transformer_init(heads: int):
     return init
 
 
+def _gatv2_ours(heads: int):
+    def make(k_in, k_out, seed, executor):
+        from gblas_gnn import nn
+
+        return nn.GATv2Conv(k_in, k_out // heads, heads=heads, seed=seed, executor=executor)
+    return make
+
+
+def _transformer_ours(heads: int):
+    def make(k_in, k_out, seed, executor):
+        from gblas_gnn import nn
+
+        return nn.TransformerConv(k_in, k_out // heads, heads=heads, seed=seed,
+                                  executor=executor)
+    return make
+
+
 def _gatv2_pyg(heads: int):
     return lambda k_in, k_out: _pyg_nn().GATv2Conv(k_in, k_out // heads, heads=heads,
                                                    dropout=0.0, add_self_loops=False,
@@ -206,12 +226,15 @@ ROWS: dict[str, Row] = {
                                                            add_self_loops=False),
                _sgc_ours, config={"K": SGC_K}, dgl=("dgl",)),
     "gin": Row("gin", _gin_pyg, _gin_ours, looped=True, dgl=("dgl",)),
-    "gatv2": Row("gatv2", _gatv2_pyg(1), init=_gatv2_init(1), dgl=("dgl",)),
-    "gatv2-h4": Row("gatv2-h4", _gatv2_pyg(4), init=_gatv2_init(4), heads=4, dgl=("dgl",)),
-    "transformer": Row("transformer", _transformer_pyg(1), init=_transformer_init(1),
-                       looped=True),
-    "transformer-h4": Row("transformer-h4", _transformer_pyg(4), init=_transformer_init(4),
-                          heads=4, looped=True),
+    "gatv2": Row("gatv2", _gatv2_pyg(1), _gatv2_ours(1), init=_gatv2_init(1),
+                 dgl=("dgl",)),
+    "gatv2-h4": Row("gatv2-h4", _gatv2_pyg(4), _gatv2_ours(4), init=_gatv2_init(4), heads=4,
+                    dgl=("dgl",)),
+    "transformer": Row("transformer", _transformer_pyg(1), _transformer_ours(1),
+                       init=_transformer_init(1), looped=True, zero=("grad_b_k",)),
+    "transformer-h4": Row("transformer-h4", _transformer_pyg(4), _transformer_ours(4),
+                          init=_transformer_init(4), heads=4, looped=True,
+                          zero=("grad_b_k",)),
 }
 
 #: every row, in report order

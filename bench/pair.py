@@ -54,7 +54,7 @@ class LayerPair:
                  seed: int = 0, executor: str = "cpu", device: BenchDevice | None = None,
                  peers=None):
         self.name = name
-        row = get_row(name)
+        self.row = row = get_row(name)
         k_in = data.H.shape[1]
         self.H, self.dZ = data.H, data.dZ[:, :k_out]
         self.ours = (make_ours(name, k_in, k_out, seed=seed, executor=executor)
@@ -146,7 +146,8 @@ class LayerPair:
         gradient and the inference ``Z``; raises :class:`~bench.agreement.
         DisagreementError`."""
         self._ours_checked = self._ours_outputs()           # DGL's reference, if any
-        return compare(self._ours_checked, self._pyg_outputs(), tol, what=self.name)
+        return compare(self._ours_checked, self._pyg_outputs(), tol, what=self.name,
+                       zero=self.row.zero)
 
     def check_peers(self, tol: float = DEFAULT_TOL) -> dict[str, dict]:
         """Compare every DGL implementation with ours (with PyG for a row without ours) the
@@ -161,7 +162,8 @@ class LayerPair:
         out: dict = {"reference": reference}
         for impl, layer in self.peers.items():
             out[impl] = compare(layer.outputs(), ref, tol, what=f"{self.name} ({impl})",
-                                names=(impl, "ours" if reference == "ours" else "PyG"))
+                                names=(impl, "ours" if reference == "ours" else "PyG"),
+                                zero=self.row.zero)
         return out
 
     def close(self) -> None:
