@@ -209,7 +209,7 @@ def test_evaluation_mode_records_nothing_and_tracing_changes_no_result(executor)
     np.testing.assert_array_equal(train_out, eval_out)
     with pytest.raises(RuntimeError, match="forward in training mode"):
         m.backward(executor.asarray(np.ones_like(eval_out)))
-    # the same function run as a traced forward and as plain calls on concrete tensors
+    # the same function traced (recording) and evaluated (nothing recorded): bit for bit
     A = g.with_self_loops().A
     d, s = H[:, 0].copy(), H[:, 1].copy()
 
@@ -220,7 +220,11 @@ def test_evaluation_mode_records_nothing_and_tracing_changes_no_result(executor)
         plain = host(fn(A, *(executor.asarray(a) for a in (H, d, s))))
     traced, _ = compose.vjp(fn, A, *(executor.asarray(a) for a in (H, d, s)),
                             executor=executor, vertex=(1, 2, 3))
-    np.testing.assert_array_equal(host(traced), plain)
+    evaluated = compose.evaluate(fn, A, *(executor.asarray(a) for a in (H, d, s)),
+                                 executor=executor, vertex=(1, 2, 3))
+    np.testing.assert_array_equal(host(traced), host(evaluated))
+    # the eager building blocks (one operation at a time) agree to rounding
+    np.testing.assert_allclose(host(traced), plain, rtol=1e-12, atol=1e-14)
 
 
 def test_functional_form_gives_gradients_in_the_structure_of_the_arguments(executor):

@@ -42,11 +42,15 @@ __all__ = ["Unary", "UNARY", "BINARY", "unary", "binary_forward", "binary_vjp",
 @dataclass(frozen=True)
 class Unary:
     """``forward(xp, x, a)`` and ``derivative(xp, x, y, a)`` (:math:`f'(x)` given
-    :math:`y = f(x)`), both in the dtype of ``x``."""
+    :math:`y = f(x)`), both in the dtype of ``x``; ``code`` and ``code_derivative`` are the
+    same for one scalar, as templates of the kernel generators (``{x}``, ``{y}``, ``{a}``,
+    ``{one}``, ``{zero}``; ``math`` functions only)."""
 
     forward: Callable
     derivative: Callable
     needs_alpha: bool = False
+    code: str = ""
+    code_derivative: str = ""
 
 
 def _t(x, value):
@@ -55,22 +59,39 @@ def _t(x, value):
 
 
 UNARY: dict[str, Unary] = {
-    "neg": Unary(lambda xp, x, a: -x, lambda xp, x, y, a: xp.full_like(x, -1)),
-    "exp": Unary(lambda xp, x, a: xp.exp(x), lambda xp, x, y, a: y),
-    "log": Unary(lambda xp, x, a: xp.log(x), lambda xp, x, y, a: _t(x, 1) / x),
+    "neg": Unary(lambda xp, x, a: -x, lambda xp, x, y, a: xp.full_like(x, -1),
+                 code="(-{x})", code_derivative="(-{one})"),
+    "exp": Unary(lambda xp, x, a: xp.exp(x), lambda xp, x, y, a: y,
+                 code="math.exp({x})", code_derivative="{y}"),
+    "log": Unary(lambda xp, x, a: xp.log(x), lambda xp, x, y, a: _t(x, 1) / x,
+                 code="math.log({x})", code_derivative="({one} / {x})"),
     "relu": Unary(lambda xp, x, a: xp.maximum(x, _t(x, 0)),
-                  lambda xp, x, y, a: (x > 0).astype(x.dtype)),
+                  lambda xp, x, y, a: (x > 0).astype(x.dtype),
+                  code="({x} if {x} > {zero} else {zero})",
+                  code_derivative="({one} if {x} > {zero} else {zero})"),
     "leaky_relu": Unary(lambda xp, x, a: xp.where(x > 0, x, x * _t(x, a)),
-                        lambda xp, x, y, a: xp.where(x > 0, _t(x, 1), _t(x, a)), True),
+                        lambda xp, x, y, a: xp.where(x > 0, _t(x, 1), _t(x, a)), True,
+                        code="({x} if {x} > {zero} else {x} * {a})",
+                        code_derivative="({one} if {x} > {zero} else {a})"),
     "elu": Unary(lambda xp, x, a: xp.where(x > 0, x, _t(x, a) * xp.expm1(xp.minimum(x, 0))),
-                 lambda xp, x, y, a: xp.where(x > 0, _t(x, 1), y + _t(x, a)), True),
-    "tanh": Unary(lambda xp, x, a: xp.tanh(x), lambda xp, x, y, a: _t(x, 1) - y * y),
+                 lambda xp, x, y, a: xp.where(x > 0, _t(x, 1), y + _t(x, a)), True,
+                 code="({x} if {x} > {zero} else {a} * math.expm1({x}))",
+                 code_derivative="({one} if {x} > {zero} else {y} + {a})"),
+    "tanh": Unary(lambda xp, x, a: xp.tanh(x), lambda xp, x, y, a: _t(x, 1) - y * y,
+                  code="math.tanh({x})", code_derivative="({one} - {y} * {y})"),
     "sigmoid": Unary(lambda xp, x, a: _t(x, 1) / (_t(x, 1) + xp.exp(-x)),
-                     lambda xp, x, y, a: y * (_t(x, 1) - y)),
-    "sqrt": Unary(lambda xp, x, a: xp.sqrt(x), lambda xp, x, y, a: _t(x, 0.5) / y),
-    "abs": Unary(lambda xp, x, a: xp.abs(x), lambda xp, x, y, a: xp.sign(x)),
+                     lambda xp, x, y, a: y * (_t(x, 1) - y),
+                     code="({one} / ({one} + math.exp(-{x})))",
+                     code_derivative="({y} * ({one} - {y}))"),
+    "sqrt": Unary(lambda xp, x, a: xp.sqrt(x), lambda xp, x, y, a: _t(x, 0.5) / y,
+                  code="math.sqrt({x})", code_derivative="({half} / {y})"),
+    "abs": Unary(lambda xp, x, a: xp.abs(x), lambda xp, x, y, a: xp.sign(x),
+                 code="abs({x})",
+                 code_derivative="({one} if {x} > {zero} else (-{one} if {x} < {zero} "
+                                 "else {zero}))"),
     "pow": Unary(lambda xp, x, a: x ** _t(x, a),
-                 lambda xp, x, y, a: _t(x, a) * x ** _t(x, a - 1), True),
+                 lambda xp, x, y, a: _t(x, a) * x ** _t(x, a - 1), True,
+                 code="({x} ** {a})", code_derivative="({a} * {x} ** {am1})"),
 }
 
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")

@@ -2,8 +2,9 @@
 
 It keeps the ``cpu`` executor's tier-1 operations (GraphBLAS products, reductions, the edge
 primitives and the max/min kernels) and takes everything else from the base class: softmax,
-the two attentions and their backward, the random masks and the whole edge algebra are the
-defaults written with the primitives. Running the layer and training tests on it
+the two attentions and their backward, the random masks, the whole edge algebra and the edge
+programs of compositions (the reference lowering) are the defaults written with the
+primitives. Running the layer and training tests on it
 (``python -m pytest --executor primitives``) proves that an executor implementing only tier
 1 runs every layer, and it is the reference the fused kernels are held to.
 """
@@ -20,7 +21,7 @@ DEFAULTED = ("softmax", "softmax_backward", "additive_attention",
              "additive_attention_backward", "dot_attention", "dot_attention_backward",
              "dropout_edges", "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise",
              "row_scale", "col_scale", "scale_edges", "outer_add", "row_counts", "inner",
-             "generic_lowering")
+             "generic_lowering", "program_forward", "program_backward")
 
 
 class PrimitivesExecutor(CPUExecutor):

@@ -31,7 +31,7 @@ from .._fused import (
     output_gradient,
 )
 from ..base import Executor, check_bias
-from . import _argext, _gbio, _random_kernels
+from . import _argext, _gbio, _programs, _random_kernels
 from . import _attention_kernels as _attn
 from . import semirings as _semirings
 from ._kernel_primitives import aligned_empty
@@ -102,6 +102,7 @@ class CPUExecutor(Executor):
 
     def __init__(self, threads: int | None = None, blas_threads: int = 1):
         self._patterns = MatrixCache(CSRPattern)
+        self._values = MatrixCache(lambda A: _gbio.csr_arrays(A)[2])
         self._transposes = MatrixCache(lambda A: A.T.new())
         self.blas_threads = 1
         self.set_threads(threads, blas_threads)
@@ -166,6 +167,24 @@ class CPUExecutor(Executor):
     def edge_ids(self, A):
         pattern = self._patterns.get(A)
         return pattern.rows(), pattern.indices.astype(np.int64)
+
+    def pattern_values(self, A, dtype) -> np.ndarray:
+        """A's stored values in CSR order as ``dtype`` (exported once per matrix)."""
+        values = self._values.get(A)
+        return values if values.dtype == dtype else values.astype(dtype)
+
+    # ------------------------------------------------------------------ edge programs
+    def program_forward(self, program, keep):
+        # the generated kernels of ._program_kernels (one row pass); the reference
+        # lowering for what they do not cover (a user semiring's aggregation)
+        if not _programs.fused(program.structure):
+            return super().program_forward(program, keep)
+        return _programs.forward(self, program, keep)
+
+    def program_backward(self, ctx, dout):
+        if not isinstance(ctx, _programs.ProgramContext):
+            return super().program_backward(ctx, dout)
+        return _programs.backward(self, ctx, dout)
 
     def transposed(self, S: gb.Matrix) -> gb.Matrix:
         """``Sᵀ`` stored as a matrix of its own, built once per matrix (:mod:`._pattern`)."""

@@ -1,0 +1,132 @@
+r"""How an edge program lowers to passes over the pattern: the analysis every kernel generator
+shares (the ``cpu`` executor's numba kernels, the ``cuda`` executor's, and the grid's phases).
+
+**Forward: one row pass.** For each target row, every softmax of the program in topological
+order (its input at every edge of the row, the row maximum, the exponentials, the row sum,
+the normalisation: a *stage*), then the root at every edge and the sink (the aggregation of
+the row, its reduction, or the values). Softmax outputs are the only per-edge values kept
+(one per edge and head); everything else is recomputed where it is needed, so no array of
+more than one value per edge and head exists.
+
+**Backward.** Two strategies, chosen by :func:`plan`:
+
+* ``"column"`` — the common attention: one softmax feeding a ``sum`` / ``mean`` aggregation
+  directly or through factors that do not depend on it (dropout scales, weights). Then the
+  softmax term is :math:`t_i = \langle \bar Z_i, Z_i \rangle`, a dense row product, and one
+  pass over the columns computes every edge's cotangent
+  :math:`\bar e_{ij} = \Psi_{ij}(F_{ij} \langle \bar Z_i, X_j\rangle - t_i)`, the messages'
+  gradient :math:`\bar X_j = \sum_i W_{ij} \bar Z_i` and the gradients of everything the
+  scores read by source; a light row pass (recomputing the scores from what they read by
+  target) gives the rest. It generalises the hand-written GAT and AGNN backward.
+* ``"row"`` — anything else (several softmaxes, max/min and semiring aggregations, a
+  softmax read non-linearly, reductions): a row pass computes the root's cotangent at every
+  edge from the sink, walks the stages backwards (each softmax backward needs its row's
+  :math:`t_i = \sum_j \Psi_{ij} \bar\Psi_{ij}`), and accumulates what is read by target and
+  the parameters; a column pass then gives what is read by source and the messages' gradient
+  from the cotangents the row pass stored (one per edge and head per stage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .program import Structure
+
+__all__ = ["Plan", "plan", "FUSED_AGGREGATIONS"]
+
+#: aggregations the generated kernels run (any other: the reference lowering)
+FUSED_AGGREGATIONS = ("sum", "mean", "max", "min", "plus_times", "max_times", "min_times",
+                      "max_plus", "min_plus", "avg")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The lowering of one structure (see the module docstring)."""
+
+    structure: Structure
+    #: softmax operations in topological order (the stages)
+    softmaxes: tuple[int, ...]
+    #: heads of the root (1 without a heads axis)
+    heads: int
+    #: ``"column"`` or ``"row"``
+    strategy: str
+    #: for ``"column"``: the softmax and the factor operations of the root
+    softmax: int | None = None
+    factor: int | None = None
+    factor_op: str = "mul"
+    #: slots read by target / by source, parameters, and whether any exist
+    rows: tuple[int, ...] = field(default_factory=tuple)
+    cols: tuple[int, ...] = field(default_factory=tuple)
+    params: tuple[int, ...] = field(default_factory=tuple)
+
+    @property
+    def sink(self) -> tuple:
+        return self.structure.sink
+
+    @property
+    def aggr(self) -> str | None:
+        return self.sink[1] if self.sink[0] in ("aggregate", "spmm_t") else None
+
+    def heads_of(self, op: int) -> int:
+        trail = self.structure.ops[op].trail
+        return trail[0] if trail else 1
+
+
+def _depends_on(ops, i: int, target: int) -> bool:
+    stack, seen = [i], set()
+    while stack:
+        k = stack.pop()
+        if k == target:
+            return True
+        if k in seen:
+            continue
+        seen.add(k)
+        stack.extend(ops[k].inputs)
+    return False
+
+
+def fusable(structure: Structure) -> bool:
+    """Whether the generated kernels run this structure (else the reference lowering)."""
+    sink = structure.sink
+    if sink[0] == "aggregate":
+        return sink[1] in FUSED_AGGREGATIONS
+    if sink[0] == "spmm_t":
+        return sink[1] == "plus_times"
+    return sink[0] in ("rows", "values", "cols") and (sink[0] != "cols" or sink[1] == "sum")
+
+
+def plan(structure: Structure) -> Plan:
+    """The lowering of ``structure`` (:func:`fusable` must hold)."""
+    ops = structure.ops
+    softmaxes = tuple(i for i, op in enumerate(ops) if op.kind == "softmax")
+    heads = structure.heads or 1
+    slots = {role: tuple(sorted({op.args[0] for op in ops if op.kind == role}))
+             for role in ("row", "col", "param")}
+    common = dict(rows=slots["row"], cols=slots["col"], params=slots["param"])
+    sink = structure.sink
+    if sink[0] == "aggregate" and sink[1] in ("sum", "mean", "plus_times") \
+            and len(softmaxes) == 1:
+        found = _linear_softmax(structure, softmaxes[0])
+        if found is not None:
+            factor, factor_op = found
+            return Plan(structure, softmaxes, heads, "column", softmaxes[0], factor,
+                        factor_op, **common)
+    return Plan(structure, softmaxes, heads, "row", **common)
+
+
+def _linear_softmax(structure: Structure, sm: int):
+    """``(factor, op)`` when the root is the softmax ``sm`` (factor None) or ``sm ⊙ F`` /
+    ``sm ⊘ F`` with ``F`` independent of it; None otherwise."""
+    ops, r = structure.ops, structure.root
+    if r == sm:
+        return None, "mul"
+    op = ops[r]
+    if op.kind != "zip" or op.args[0] not in ("mul", "div"):
+        return None
+    a, b = op.inputs
+    if a == sm and not _depends_on(ops, b, sm) and ops[a].trail == op.trail:
+        return b, op.args[0]
+    if op.args[0] == "mul" and b == sm and not _depends_on(ops, a, sm) \
+            and ops[b].trail == op.trail:
+        return a, "mul"
+    return None

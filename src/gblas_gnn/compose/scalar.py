@@ -1,0 +1,326 @@
+r"""Scalar code for one edge of an edge program: the values of its operations and their
+reverse mode, emitted as Python source for a kernel compiler (numba on the cpu, numba-cuda on
+a GPU).
+
+The generators build a kernel from a :class:`~.program.Structure`: the loops over rows,
+columns, heads and edges are theirs; what happens at one edge ``(i, j)`` at CSR position
+``p`` is emitted here. An operation's value at an index (its trailing axes: a head, a channel)
+becomes a local variable; a contraction ``Σ_c`` becomes a loop over ``c``. The reverse mode
+walks the same operations backwards from a cotangent and hands every leaf's cotangent to the
+generator (:class:`Leaves`), which decides where it goes (a row or column accumulator, a
+parameter partial, the cotangent buffer of an earlier softmax).
+
+Everything emitted comes from a closed set of templates (:mod:`.functions`) and from the
+structure's numbers and slot indices; no text of a user ever reaches the source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import functions as F
+from .program import Structure
+
+__all__ = ["Block", "Scope", "Leaves", "EdgeCode", "child_index", "literal"]
+
+
+def literal(value: float, dtype: np.dtype) -> str:
+    """A float constant in the program's dtype (float32 work must stay float32)."""
+    name = "np.float32" if np.dtype(dtype) == np.float32 else "np.float64"
+    return f"{name}({float(value)!r})"
+
+
+def child_index(idx: tuple, parent: tuple, child: tuple) -> tuple:
+    """The index (expressions) of a broadcast operand of trailing shape ``child``."""
+    off = len(parent) - len(child)
+    return tuple("0" if child[k] == 1 else idx[off + k] for k in range(len(child)))
+
+
+class Block:
+    """Lines of source at an indentation, with fresh names."""
+
+    def __init__(self, indent: int = 0, counter: list | None = None):
+        self.lines: list[str] = []
+        self.indent = indent
+        self._counter = counter if counter is not None else [0]
+
+    def fresh(self, stem: str) -> str:
+        self._counter[0] += 1
+        return f"{stem}{self._counter[0]}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def nested(self) -> Block:
+        """A block one level deeper writing into the same lines."""
+        inner = Block(self.indent + 1, self._counter)
+        inner.lines = self.lines
+        return inner
+
+
+@dataclass
+class Scope:
+    """Values already computed where the code is emitted: ``(op, index) -> name``; a loop
+    body sees its parent's values, not the other way round."""
+
+    values: dict = field(default_factory=dict)
+    parent: Scope | None = None
+
+    def get(self, key):
+        s = self
+        while s is not None:
+            if key in s.values:
+                return s.values[key]
+            s = s.parent
+        return None
+
+    def child(self) -> Scope:
+        return Scope(parent=self)
+
+
+class Leaves:
+    """How a kernel reads its operands at an edge and where the reverse mode's cotangents
+    go; a generator subclasses it. Indices are tuples of expressions over the leaf's own
+    trailing shape."""
+
+    def row(self, slot: int, idx: tuple) -> str:
+        raise NotImplementedError
+
+    def col(self, slot: int, idx: tuple) -> str:
+        raise NotImplementedError
+
+    def param(self, slot: int, idx: tuple) -> str:
+        raise NotImplementedError
+
+    def avals(self) -> str:
+        raise NotImplementedError
+
+    def edges(self, slot: int) -> str:
+        raise NotImplementedError
+
+    def dropout(self, op: int, idx: tuple) -> str:
+        raise NotImplementedError
+
+    def softmax(self, op: int, idx: tuple) -> str:
+        """The value of an earlier softmax at this edge (its buffer)."""
+        raise NotImplementedError
+
+    # reverse mode: emit ``target += g`` where the cotangent of a leaf goes
+    def grad_row(self, block: Block, slot: int, idx: tuple, g: str) -> None:
+        pass
+
+    def grad_col(self, block: Block, slot: int, idx: tuple, g: str) -> None:
+        pass
+
+    def grad_param(self, block: Block, slot: int, idx: tuple, g: str) -> None:
+        pass
+
+    def grad_softmax(self, block: Block, op: int, idx: tuple, g: str) -> None:
+        pass
+
+
+class EdgeCode:
+    """Emits the value and the reverse mode of a structure's operations at one edge."""
+
+    def __init__(self, structure: Structure, leaves: Leaves):
+        self.s = structure
+        self.ops = structure.ops
+        self.leaves = leaves
+        self.dtype = np.dtype(structure.dtype)
+        self.one = literal(1.0, self.dtype)
+        self.zero = literal(0.0, self.dtype)
+        #: softmax outputs read from buffers (their own op is the stage boundary)
+        self.cut: set[int] = set()
+
+    def _lit(self, v: float) -> str:
+        return literal(v, self.dtype)
+
+    # ------------------------------------------------------------------ values
+    def value(self, block: Block, scope: Scope, i: int, idx: tuple) -> str:
+        key = (i, idx)
+        hit = scope.get(key)
+        if hit is not None:
+            return hit
+        expr = self._expr(block, scope, i, idx)
+        name = block.fresh("v")
+        block.emit(f"{name} = {expr}")
+        scope.values[key] = name
+        return name
+
+    def _input(self, block, scope, i: int, k: int, idx: tuple) -> str:
+        op = self.ops[i]
+        c = op.inputs[k]
+        return self.value(block, scope, c, child_index(idx, op.trail, self.ops[c].trail))
+
+    def _fmt(self, fn: str, template: str, x: str, y: str | None = None, alpha=None) -> str:
+        a = self._lit(alpha) if alpha is not None else ""
+        am1 = self._lit(alpha - 1) if alpha is not None else ""
+        return template.format(x=x, y=y or "", a=a, am1=am1, one=self.one, zero=self.zero,
+                               half=self._lit(0.5))
+
+    def _expr(self, block, scope, i: int, idx: tuple) -> str:
+        op = self.ops[i]
+        kind, L = op.kind, self.leaves
+        if i in self.cut or kind == "softmax":
+            if i not in self.cut:
+                raise ValueError("a softmax is read from its buffer only")
+            return L.softmax(i, idx)
+        if kind == "row":
+            return L.row(op.args[0], idx)
+        if kind == "col":
+            return L.col(op.args[0], idx)
+        if kind == "param":
+            return L.param(op.args[0], idx)
+        if kind == "const":
+            return self._lit(op.args[0])
+        if kind == "avals":
+            return L.avals()
+        if kind == "edges":
+            return L.edges(op.args[0])
+        if kind == "dropout":
+            return L.dropout(i, idx)
+        if kind == "map":
+            fn, alpha = op.args
+            x = self._input(block, scope, i, 0, idx)
+            return self._fmt(fn, F.UNARY[fn].code, x, alpha=alpha)
+        if kind == "zip":
+            a = self._input(block, scope, i, 0, idx)
+            b = self._input(block, scope, i, 1, idx)
+            return _binary(op.args[0], a, b)
+        if kind == "sum":
+            child = op.inputs[0]
+            acc = block.fresh("acc")
+            c = block.fresh("c")
+            block.emit(f"{acc} = {self.zero}")
+            block.emit(f"for {c} in range({self.ops[child].trail[-1]}):")
+            inner = block.nested()
+            v = self.value(inner, scope.child(), child, (*idx, c))
+            inner.emit(f"{acc} += {v}")
+            return acc
+        raise ValueError(f"unknown operation {kind!r}")
+
+    # ------------------------------------------------------------------ reverse mode
+    def reverse(self, block: Block, scope: Scope, seeds: dict) -> None:
+        """Emit the reverse mode from ``seeds`` ``{(op, index): cotangent expression}``:
+        every operation with a cotangent passes it to its inputs, in reverse topological
+        order; leaves and earlier softmax outputs hand theirs to :attr:`leaves`."""
+        pending: dict = {}
+        for key, expr in seeds.items():
+            self._accumulate(block, pending, key, expr)
+        self._drain(block, scope, pending, inner=None, outer=None)
+
+    def _drain(self, block, scope, pending: dict, inner: str | None, outer: dict | None):
+        """Process ``pending`` cotangents; inside a channel loop (``inner`` its variable)
+        the cotangents of values that do not depend on it go to ``outer`` (accumulators
+        declared before the loop)."""
+        while pending:
+            key = max(pending, key=lambda k: k[0])
+            var = pending.pop(key)
+            if inner is not None and inner not in key[1]:
+                name = outer.get(key)
+                if name is None:
+                    name = outer[key] = block.fresh("g")
+                block.emit(f"{name} += {var}")
+                continue
+            self._rule(block, scope, key[0], key[1], var, pending)
+
+    def _accumulate(self, block, pending: dict, key, expr: str) -> None:
+        var = pending.get(key)
+        if var is None:
+            var = block.fresh("g")
+            block.emit(f"{var} = {expr}")
+            pending[key] = var
+        else:
+            block.emit(f"{var} += {expr}")
+
+    def _push(self, block, pending, i: int, k: int, idx: tuple, expr: str) -> None:
+        op = self.ops[i]
+        c = op.inputs[k]
+        self._accumulate(block, pending,
+                         (c, child_index(idx, op.trail, self.ops[c].trail)), expr)
+
+    def _rule(self, block, scope, i, idx, g, pending):
+        op, L = self.ops[i], self.leaves
+        kind = op.kind
+        if i in self.cut:
+            L.grad_softmax(block, i, idx, g)
+            return
+        if kind in ("const", "avals", "edges", "dropout"):
+            return
+        if kind == "row":
+            L.grad_row(block, op.args[0], idx, g)
+            return
+        if kind == "col":
+            L.grad_col(block, op.args[0], idx, g)
+            return
+        if kind == "param":
+            L.grad_param(block, op.args[0], idx, g)
+            return
+        if kind == "map":
+            fn, alpha = op.args
+            x = self._input(block, scope, i, 0, idx)
+            y = self.value(block, scope, i, idx)
+            d = self._fmt(fn, F.UNARY[fn].code_derivative, x, y, alpha)
+            self._push(block, pending, i, 0, idx, f"{g} * {d}")
+            return
+        if kind == "zip":
+            a = self._input(block, scope, i, 0, idx)
+            b = self._input(block, scope, i, 1, idx)
+            ga, gb = _binary_vjp(op.args[0], a, b, self.value(block, scope, i, idx), g,
+                                 self.zero)
+            self._push(block, pending, i, 0, idx, ga)
+            self._push(block, pending, i, 1, idx, gb)
+            return
+        if kind == "sum":
+            self._sum_rule(block, scope, i, idx, g, pending)
+            return
+        raise ValueError(f"no reverse rule for {kind!r}")
+
+    def _sum_rule(self, block, scope, i, idx, g, pending):
+        """``Σ_c`` passes its cotangent to every channel: a loop whose body is the reverse
+        mode of one channel; what it gives to values outside the loop is summed into
+        accumulators declared before it."""
+        child = self.ops[i].inputs[0]
+        c = block.fresh("c")
+        body = Block(block.indent + 1, block._counter)
+        outer: dict = {}
+        inner_pending: dict = {}
+        self._accumulate(body, inner_pending, (child, (*idx, c)), g)
+        self._drain(body, scope.child(), inner_pending, c, outer)
+        for name in outer.values():
+            block.emit(f"{name} = {self.zero}")
+        block.emit(f"for {c} in range({self.ops[child].trail[-1]}):")
+        block.lines.extend(body.lines)
+        for key, name in outer.items():
+            self._accumulate(block, pending, key, name)
+
+
+def _binary(op: str, a: str, b: str) -> str:
+    if op == "add":
+        return f"({a} + {b})"
+    if op == "sub":
+        return f"({a} - {b})"
+    if op == "mul":
+        return f"({a} * {b})"
+    if op == "div":
+        return f"({a} / {b})"
+    if op == "maximum":
+        return f"({a} if {a} > {b} else {b})"
+    if op == "minimum":
+        return f"({a} if {a} < {b} else {b})"
+    raise ValueError(f"unknown binary function {op!r}")
+
+
+def _binary_vjp(op: str, a: str, b: str, out: str, g: str, zero: str) -> tuple[str, str]:
+    if op == "add":
+        return g, g
+    if op == "sub":
+        return g, f"(-{g})"
+    if op == "mul":
+        return f"{g} * {b}", f"{g} * {a}"
+    if op == "div":
+        return f"{g} / {b}", f"(-{g} * {out} / {b})"
+    win = f"{a} > {b}" if op == "maximum" else f"{a} < {b}"
+    return f"({g} if {win} else {zero})", f"({zero} if {win} else {g})"

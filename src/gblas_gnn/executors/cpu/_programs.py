@@ -1,0 +1,309 @@
+r"""Edge programs on the cpu executor: the generated kernels of
+:mod:`._program_kernels` over the cached CSR/CSC buffers of the pattern.
+
+:func:`forward` prepares the operands (rows by target, rows by source, parameters, edge
+values, dropout keys, the messages as ``(n, heads, f)`` views), runs the fused row pass and
+finishes the sink (``mean``'s division, ``avg``'s, a column reduction); :func:`backward` runs
+the plan's passes. The grid executor runs the same kernels in phases (:func:`run_phases`) with
+its collectives in between; a program the kernels do not cover runs the reference lowering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...compose.plan import Plan, fusable, plan
+from ._attention_kernels import head_row_dots
+from ._kernel_primitives import aligned_empty
+from ._program_kernels import kernel, kernels
+
+__all__ = ["ProgramContext", "Buffers", "fused", "forward", "backward", "prepare",
+           "finish_forward", "column_gradients", "row_gradients", "sink_outputs",
+           "root_cotangent_inputs"]
+
+_EMPTY_I = np.zeros(0, np.int64)
+_EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
+
+
+def fused(structure) -> bool:
+    """Whether the generated kernels run this program."""
+    return fusable(structure)
+
+
+@dataclass
+class Buffers:
+    """A program's arrays in the order of the kernels' arguments."""
+
+    pattern: Any                    # the CSRPattern of A
+    csr: tuple                      # indptr, indices
+    csc: tuple                      # colptr, perm, rows (empty until a backward needs it)
+    ids: tuple                      # global row and column ids (dropout), or empty
+    avals: np.ndarray
+    operands: list
+    softmax: list                   # S<k>, (heads_k, nnz)
+    heads: int
+    x_shape: tuple | None = None    # the messages' original shape
+
+    def args(self, csc: bool = False) -> list:
+        return [*self.csr, *(self.csc if csc else (_EMPTY_I,) * 3), *self.ids, self.avals,
+                *self.operands, *self.softmax]
+
+
+@dataclass
+class ProgramContext:
+    """What the backward of a fused program needs."""
+
+    plan: Plan
+    buffers: Buffers
+    Z: Any = None                   # the raw aggregate (n, heads, f) or reduction
+    extra: dict = field(default_factory=dict)
+    counts: Any = None              # mean: the row counts (n, 1, 1)
+
+
+def _heads_view(X, heads: int):
+    """``(n, f)`` or ``(n, heads, f)`` as the kernels' ``(n, heads, f)``."""
+    X = np.ascontiguousarray(X)
+    return X.reshape(X.shape[0], 1, X.shape[1]) if X.ndim == 2 else X
+
+
+def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
+    """The kernels' arrays for ``prog`` on the local pattern ``A``; ``columns(slot, value)``
+    gives a source-side operand's rows for A's columns (identity on one process)."""
+    s = p.structure
+    dt = np.dtype(s.dtype)
+    pattern = ex._patterns.get(A)
+    operands = []
+    x_shape = None
+    for slot, op in enumerate(prog.operands):
+        v = op.value
+        if op.role == "row":
+            operands.append(np.ascontiguousarray(v, dtype=dt))
+        elif op.role == "col":
+            operands.append(np.ascontiguousarray(columns(slot, v), dtype=dt))
+        elif op.role == "param":
+            v = np.ascontiguousarray(v, dtype=dt)
+            operands.append(v.reshape(1) if v.ndim == 0 else v)
+        elif op.role == "edges":
+            operands.append(np.ascontiguousarray(ex.edge_values(v), dtype=dt))
+        elif op.role == "key":
+            operands.append(np.array([v], np.uint64))
+        else:                                       # the messages
+            x_shape = tuple(v.shape)
+            side = columns(slot, v) if s.sink[0] == "aggregate" else v
+            operands.append(_heads_view(np.asarray(side, dtype=dt), p.heads))
+    needs_ids = any(o.kind == "dropout" for o in s.ops)
+    if needs_ids:
+        ids = ids or (np.arange(pattern.nrows, dtype=np.int64),
+                      np.arange(pattern.ncols, dtype=np.int64))
+    else:
+        ids = (_EMPTY_I, _EMPTY_I)
+    avals = ex.pattern_values(A, dt) if any(o.kind == "avals" for o in s.ops) else \
+        np.zeros(0, dt)
+    softmax = [np.empty((p.heads_of(k), pattern.nnz), dt) for k in p.softmaxes]
+    return Buffers(pattern, (pattern.indptr, pattern.indices), (), ids, avals, operands,
+                   softmax, p.heads, x_shape)
+
+
+def sink_outputs(p: Plan, b: Buffers) -> dict:
+    """The sink's output arrays of the row pass (by kernel argument name)."""
+    s, dt = p.structure, np.dtype(p.structure.dtype)
+    n, nnz, H = b.pattern.nrows, b.pattern.nnz, p.heads
+    kind = s.sink[0]
+    if kind in ("values", "cols", "spmm_t"):
+        return {"W": np.empty((H, nnz), dt)}
+    if kind == "rows":
+        return {"OUT": np.empty((n, H), dt)}
+    f = b.operands[_x_slot(p)].shape[2]
+    out = {"Z": aligned_empty((n, H, f), dt)}
+    if p.aggr in _EXTREME:
+        out["ARG"] = np.empty((n, H, f), np.int64)
+    if p.aggr == "avg":
+        out["DEN"] = np.empty((n, H), dt)
+        out["NEG"] = np.zeros(1, np.int64)
+    return out
+
+
+def _x_slot(p: Plan) -> int:
+    return next(k for k, (role, _) in enumerate(p.structure.roles) if role == "x")
+
+
+def _stats(p: Plan, b: Buffers) -> list:
+    dt = np.dtype(p.structure.dtype)
+    return [np.empty((p.heads_of(k), b.pattern.nrows), dt)
+            for k in p.softmaxes for _ in ("max", "sum")]
+
+
+def forward(ex, prog, keep: bool):
+    """``(out, ctx)`` of a fused program on one process (see the module docstring)."""
+    p = plan(prog.structure)
+    mod = kernels(p)
+    b = prepare(ex, prog, p, prog.pattern, lambda slot, v: v)
+    outs = sink_outputs(p, b)
+    kernel(mod, "forward", b.pattern.nnz)(*b.args(), *outs.values(), *_stats(p, b))
+    return finish_forward(ex, p, b, outs, prog.pattern, keep)
+
+
+def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool):
+    """The program's output from the row pass's arrays (and its context with ``keep``)."""
+    s = p.structure
+    kind = s.sink[0]
+    heads = s.heads
+    ctx = ProgramContext(p, b, extra=outs) if keep else None
+    if kind == "values":
+        return [ex.edge_from_values(A, outs["W"][h].copy()) for h in range(p.heads)], None
+    if kind == "rows":
+        out = outs["OUT"]
+        result = out[:, 0].copy() if heads is None else out
+        if ctx is not None:
+            ctx.Z = out
+        return result, ctx
+    if kind in ("cols", "spmm_t"):
+        W = outs["W"]
+        parts = []
+        for h in range(p.heads):
+            E = ex.edge_from_values(A, W[h].copy())
+            if kind == "cols":
+                parts.append(ex.col_reduce(E, "sum"))
+            else:
+                X = b.operands[_x_slot(p)]
+                parts.append(ex.spmm_t(E, np.ascontiguousarray(X[:, h])))
+        out = parts[0] if heads is None else np.stack(parts, axis=1)
+        return out, ctx
+    Z = outs["Z"]
+    if p.aggr == "avg":
+        if outs["NEG"][0]:
+            raise ValueError("the semiring 'avg' needs nonnegative edge weights; the "
+                             "aggregation's weights have a negative one")
+        den = outs["DEN"]
+        pos = den > 0
+        np.divide(Z, np.where(pos, den, 1)[:, :, None], out=Z)
+        Z[~pos] = 0
+    out = Z
+    if p.aggr == "mean":
+        counts = np.maximum(b.pattern.row_counts, 1).astype(Z.dtype)[:, None, None]
+        out = Z / counts
+        if ctx is not None:
+            ctx.counts = counts
+    if ctx is not None:
+        ctx.Z = Z if out is not Z else Z.copy()
+    result = out[:, 0] if heads is None else out
+    return (result.copy() if result is Z and keep else result), ctx
+
+
+def root_cotangent_inputs(p: Plan, ctx: ProgramContext, dout):
+    """``dZ`` in the kernels' layout for the backward (``mean`` divided by the counts)."""
+    dt = np.dtype(p.structure.dtype)
+    dout = np.asarray(dout, dtype=dt)
+    kind = p.structure.sink[0]
+    if kind in ("rows", "cols"):
+        d = dout.reshape(dout.shape[0], -1)
+        return np.ascontiguousarray(d)
+    dZ = _heads_view(dout, p.heads)
+    if ctx.counts is not None:
+        dZ = dZ / ctx.counts
+    return np.ascontiguousarray(dZ)
+
+
+def backward(ex, ctx: ProgramContext, dout) -> list:
+    """The operands' cotangents of a fused program on one process."""
+    p, b = ctx.plan, ctx.buffers
+    b.csc = b.pattern.csc()
+    dZ = root_cotangent_inputs(p, ctx, dout)
+    if p.strategy == "column":
+        grads = column_gradients(p, ctx, dZ, row_t=None)
+    else:
+        grads = row_gradients(p, ctx, dZ)
+    return _finish_grads(p, b, grads)
+
+
+def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str]) -> dict:
+    """Zeroed cotangent arrays by slot, in the kernels' argument order (the rows read by
+    target, by source, then the parameters' per-row partials)."""
+    out = {}
+    for role in ("row", "col", "param"):
+        if role not in roles:
+            continue
+        for slot, (r, _) in enumerate(p.structure.roles):
+            if r == role:
+                v = b.operands[slot]
+                out[slot] = np.zeros((b.pattern.nrows, *v.shape), v.dtype) \
+                    if role == "param" else np.zeros_like(v)
+    return out
+
+
+def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None) -> dict:
+    """Strategy ``"column"``: the softmax term ``t`` (given, or the dense row product of
+    ``dZ`` and the kept ``Z``), the column pass and the light row pass. Returns the
+    cotangents by slot (column-side ones in the column layout, parameters per row)."""
+    b, mod = ctx.buffers, kernels(p)
+    dt = np.dtype(p.structure.dtype)
+    H, nnz = p.heads, b.pattern.nnz
+    if row_t is None:
+        row_t = np.empty((H, b.pattern.nrows), dt)
+        head_row_dots(dZ, ctx.Z, row_t)
+    X = b.operands[_x_slot(p)]
+    dX = aligned_empty(X.shape, dt)
+    EB = np.empty((H, nnz), dt)
+    GF = np.empty((H, nnz), dt) if p.factor is not None else np.empty((1, 1), dt)
+    col = _zeros_like_operands(p, b, {"col"})
+    kernel(mod, "column_pass", nnz)(*b.args(csc=True), dZ, row_t, dX, EB, GF, *col.values())
+    row = _zeros_like_operands(p, b, {"row", "param"})
+    if row:
+        kernel(mod, "column_rows", nnz)(*b.args(), EB, GF, *row.values())
+    return {**col, **row, _x_slot(p): dX}
+
+
+def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
+    """Strategy ``"row"``: the row pass through every stage, then the column pass."""
+    b, mod = ctx.buffers, kernels(p)
+    dt = np.dtype(p.structure.dtype)
+    H, nnz = p.heads, b.pattern.nnz
+    GB = np.empty((H, nnz), dt)
+    stage = []
+    for k in p.softmaxes:
+        stage += [np.empty((p.heads_of(k), nnz), dt), np.empty((p.heads_of(k), nnz), dt)]
+    kind = p.structure.sink[0]
+    extra = list(ctx.extra.values())[1:] if kind == "aggregate" else []
+    Z = ctx.Z if p.aggr == "avg" else np.empty((1, 1, 1), dt)
+    spmm_t = kind == "spmm_t"
+    if spmm_t:
+        dZ = _heads_view(dZ, H)
+    dXr = np.zeros(b.operands[_x_slot(p)].shape, dt) if spmm_t else np.empty((1, 1, 1), dt)
+    row = _zeros_like_operands(p, b, {"row", "param"})
+    kernel(mod, "row_pass", nnz)(*b.args(), dZ, GB, Z, *stage, *extra, dXr, *row.values())
+    col = _zeros_like_operands(p, b, {"col"})
+    grads = {**row}
+    if kind == "aggregate":
+        X = b.operands[_x_slot(p)]
+        dX = aligned_empty(X.shape, dt)
+    else:
+        dX = np.empty((1, 1, 1), dt)
+    kernel(mod, "row_columns", nnz)(*b.args(csc=True), dZ, GB, Z, *stage, *extra, dX,
+                                      *col.values())
+    grads.update(col)
+    if kind == "aggregate":
+        grads[_x_slot(p)] = dX
+    elif spmm_t:
+        grads[_x_slot(p)] = dXr
+    return grads
+
+
+def _finish_grads(p: Plan, b: Buffers, grads: dict) -> list:
+    """Cotangents by slot in the operands' own shapes (parameters summed over rows)."""
+    out: list = [None] * len(p.structure.roles)
+    for slot, (role, _) in enumerate(p.structure.roles):
+        g = grads.get(slot)
+        if g is None:
+            continue
+        if role == "param":
+            g = g.sum(axis=0)
+            out[slot] = g.reshape(()) if b.operands[slot].shape == (1,) and \
+                p.structure.roles[slot][1] == () else g
+        elif role == "x":
+            out[slot] = g.reshape(b.x_shape)
+        else:
+            out[slot] = g
+    return out

@@ -1,0 +1,190 @@
+"""Generated kernels equal the unfused reference on random expressions, forward and
+backward, on the executor under test (hypothesis): random elementwise chains over gathered
+rows, columns, parameters, A's values and dropout scales, rank-3 contractions, zero, one or
+two softmaxes, heads, every fused aggregation and semiring, row and column reductions, the
+transposed product, float32 and float64, graphs with empty rows and isolated vertices.
+
+The reference is the reference lowering (the ``primitives`` executor runs it); under
+``--executor primitives`` the cpu executor's generated kernels are held to it instead. Also:
+the kernel cache is keyed by the whole structure (two formulations never share a module), and
+the generated source is built from the structure alone (no user text in it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gblas_gnn as gg
+from gblas_gnn import compose, ops
+from gblas_gnn.compose.plan import plan
+from gblas_gnn.compose.expr import Masked, Softmax
+from gblas_gnn.compose.program import Op, build
+from gblas_gnn.executors import CPUExecutor, PrimitivesExecutor, to_numpy
+from gblas_gnn.executors.cpu._program_kernels import signature_key, source
+from gblas_gnn.ops import rep
+
+UNARY = [lambda e: ops.tanh(e), lambda e: ops.sigmoid(e), lambda e: ops.leaky_relu(e, 0.1),
+         lambda e: ops.elu(e, 0.7), lambda e: ops.relu(e), lambda e: -e, lambda e: e ** 2,
+         lambda e: ops.exp(-(e * e)), lambda e: ops.sqrt(e * e + 1.0),
+         lambda e: ops.log(ops.exp(e) + 1.0)]
+SINKS = ["sum", "mean", "max", "min", "max_plus", "min_plus", "max_times", "min_times",
+         "avg", "rows_sum", "rows_max", "rows_min", "cols", "spmm_t"]
+
+
+def _reference_for(executor):
+    return CPUExecutor() if isinstance(executor, PrimitivesExecutor) else PrimitivesExecutor()
+
+
+def _leaf(rng, A, X, Y, u, v, P, heads):
+    kind = rng.integers(6)
+    if kind == 0:
+        return rep(u)
+    if kind == 1:
+        return rep(v).T
+    if kind == 2:                               # a rank-3 (rank-4 with heads) contraction
+        inner = UNARY[rng.integers(len(UNARY))](rep(X) + rep(Y).T)
+        return (inner * P["a"]).sum(-1)
+    if kind == 3:
+        return (rep(X) * rep(Y).T).sum(-1) * P["beta"]
+    if kind == 4:
+        return rep(u) * rep(v).T + 0.5
+    return rep(ops.tanh(u)).T - P["beta"]
+
+
+def _chain(rng, e, A, X, Y, u, v, P, heads, depth):
+    for _ in range(depth):
+        if rng.random() < 0.5:
+            e = UNARY[rng.integers(len(UNARY))](e)
+        else:
+            other = _leaf(rng, A, X, Y, u, v, P, heads)
+            op = rng.integers(5)
+            e = [e + other, e - other, e * other, e / (ops.exp(other) + 1.0),
+                 ops.maximum(e, other)][op]
+    return e
+
+
+def random_formulation(seed: int, heads, sink: str):
+    """A function ``fn(A, X, Y, u, v, P)`` built from the seed (see the module docstring)."""
+    def fn(A, X, Y, u, v, P):
+        rng = np.random.default_rng(seed)
+        e = _chain(rng, _leaf(rng, A, X, Y, u, v, P, heads), A, X, Y, u, v, P, heads,
+                   int(rng.integers(1, 4)))
+        masked = A * e if rng.random() < 0.5 else ops.structure(A) * e
+        S = masked
+        for _ in range(int(rng.integers(0, 3))):
+            S = ops.softmax(S)
+            if rng.random() < 0.5:
+                S = _chain(rng, S, A, X, Y, u, v, P, heads, 1)
+        if rng.random() < 0.3:
+            S = ops.edge_dropout(S, 0.3, key=int(rng.integers(1 << 30)))
+        if sink == "avg":
+            S = ops.softmax(S)                      # nonnegative weights
+        if sink.startswith("rows_"):
+            return _rows(S, sink[5:])
+        if sink == "cols":
+            return ops.col_sum(S)
+        if sink == "spmm_t":
+            return ops.spmm_t(S, Y)
+        return ops.aggregate(S, Y, sink)
+    return fn
+
+
+def _rows(S, op):
+    return {"sum": ops.row_sum, "max": ops.row_max, "min": ops.row_min}[op](S)
+
+
+def _inputs(seed: int, n: int, edges: int, heads, dtype):
+    rng = np.random.default_rng(seed)
+    active = max(n - 2, 1)
+    g = gg.Graph.from_edges(rng.integers(0, active, edges), rng.integers(0, active, edges),
+                            n, values=rng.uniform(0.5, 2.0, edges), dtype=dtype)
+    hshape = () if heads is None else (heads,)
+    arrays = [rng.standard_normal((n, *hshape, 3)), rng.standard_normal((n, *hshape, 3)),
+              rng.standard_normal((n, *hshape)), rng.standard_normal((n, *hshape))]
+    P = {"a": rng.standard_normal(3), "beta": np.asarray(0.8)}
+    return g, [a.astype(dtype) for a in arrays], {k: v.astype(dtype) for k, v in P.items()}
+
+
+def _run(fn, ex, g, arrays, P, R_seed):
+    args = [ex.asarray(a) for a in arrays] + [{k: ex.asarray(v) for k, v in P.items()}]
+    out, pull = compose.vjp(lambda *a: fn(g.A, *a), *args, executor=ex, vertex=(0, 1, 2, 3))
+    R = np.random.default_rng(R_seed).standard_normal(np.shape(out)).astype(out.dtype)
+    grads = pull(ex.asarray(R))
+    return to_numpy(out), [to_numpy(x) for x in grads[:4]], \
+        {k: to_numpy(v) for k, v in grads[4].items()}
+
+
+def _examples(executor) -> int:
+    return 2 if executor.name == "cuda" else 8
+
+
+@pytest.mark.parametrize("heads", [None, 2], ids=["one-head", "two-heads"])
+def test_generated_kernels_equal_the_reference(executor, heads):
+    reference = _reference_for(executor)
+
+    @settings(max_examples=_examples(executor), deadline=None)
+    @given(seed=st.integers(0, 2**20), n=st.integers(2, 9), edges=st.integers(0, 28),
+           sink=st.sampled_from(SINKS), dtype=st.sampled_from([np.float32, np.float64]))
+    def check(seed, n, edges, sink, dtype):
+        if sink in ("max", "min", "max_plus", "min_plus", "max_times", "min_times",
+                    "rows_max", "rows_min"):
+            dtype = np.float64          # near-ties must not flip between two roundings
+        fn = random_formulation(seed, heads, sink)
+        g, arrays, P = _inputs(seed, n, edges, heads, dtype)
+        got = _run(fn, executor, g, arrays, P, seed)
+        want = _run(fn, reference, g, arrays, P, seed)
+        tol = dict(rtol=2e-4, atol=2e-5) if dtype == np.float32 else \
+            dict(rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(got[0], want[0], err_msg=f"{sink}: forward", **tol)
+        for k in range(4):
+            np.testing.assert_allclose(got[1][k], want[1][k], err_msg=f"{sink}: argument {k}",
+                                       **tol)
+        for key in P:
+            np.testing.assert_allclose(got[2][key], want[2][key],
+                                       err_msg=f"{sink}: parameter {key}", **tol)
+
+    check()
+
+
+def _structure(A, e, sink, X=None):
+    return plan(build(Softmax(Masked(A, e, True)), sink, X).structure)
+
+
+def test_two_formulations_never_share_a_kernel_module():
+    g = gg.Graph.from_edges([0, 1], [1, 2], 3)
+    X = np.ones((3, 2), np.float32)
+    d = np.arange(3, dtype=np.float32)
+    variants = [
+        ops.leaky_relu(rep(d) + rep(d).T, 0.2),
+        ops.leaky_relu(rep(d) + rep(d).T, 0.3),          # another constant
+        ops.leaky_relu(rep(d) - rep(d).T, 0.2),          # another operation
+        ops.elu(rep(d) + rep(d).T, 0.2),                 # another function
+    ]
+    keys = {signature_key(_structure(g.A, e, sink, X if sink[0] == "aggregate" else None))
+            for e in variants
+            for sink in (("aggregate", "sum"), ("aggregate", "max"), ("rows", "sum"))}
+    g64 = gg.Graph.from_edges([0, 1], [1, 2], 3, dtype=np.float64)
+    d64 = d.astype(np.float64)
+    keys.add(signature_key(_structure(g64.A, ops.leaky_relu(rep(d64) + rep(d64).T, 0.2),
+                                      ("aggregate", "sum"), X.astype(np.float64))))
+    assert len(keys) == 4 * 3 + 1                     # every one its own module
+
+
+def test_generated_source_is_a_function_of_the_structure_alone():
+    """Equal structures built from different arrays give the same source (no value, no user
+    text reaches it), and an operation outside the closed set is refused."""
+    g = gg.Graph.from_edges([0, 1], [1, 2], 3)
+    X1, X2 = np.ones((3, 2), np.float32), np.full((3, 2), 7, np.float32)
+    a, b = (_structure(g.A, ops.tanh((rep(X) * rep(X).T).sum(-1)), ("aggregate", "sum"), X)
+            for X in (X1, X2))
+    assert source(a) == source(b) and signature_key(a) == signature_key(b)
+    ops_ = list(a.structure.ops)
+    ops_[0] = Op("__import__('os')", (), (), ops_[0].trail)
+    bad = dataclasses.replace(a.structure, ops=tuple(ops_))
+    with pytest.raises(ValueError, match="unknown operation"):
+        source(plan(bad))
