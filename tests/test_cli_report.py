@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -24,6 +25,10 @@ def test_summary_after_early_stopping(tmp_path, capsys):
     m = json.loads(mj.read_text())
     best, last = m["best_epoch"], m["history"]["epoch"][-1]
     assert m["history"]["stopped_early"] and last < 500
+    run = m["run"]
+    assert (run["executor"], run["grid"], run["vertices"]) == ("cpu", None, 300)
+    assert re.fullmatch(rf"ran on executor cpu, one process; graph of 300 vertices and "
+                        rf"{run['edges']:,} edges; peak memory \d+\.\d MiB", lines.pop(4))
     assert lines == [
         f"CSBM: gcn test accuracy {m['test_acc'] * 100:.2f}% (validation "
         f"{m['val_acc'] * 100:.2f}%, training {m['train_acc'] * 100:.2f}%) with the weights "
@@ -54,7 +59,8 @@ def test_summary_of_a_resumed_run(tmp_path, capsys):
     assert lines[1] == ("stopped at the epoch limit, epoch 5 (--epochs 5; --patience 50 did "
                         "not run out)")
     assert lines[3].startswith("5 epochs, ") and lines[3].endswith(", 3 of them before --resume")
-    assert "--resume with a larger --epochs continues after epoch 5" in lines[4]
+    assert lines[4].startswith("ran on executor cpu, one process; graph of 300 vertices")
+    assert "--resume with a larger --epochs continues after epoch 5" in lines[5]
 
 
 @pytest.mark.parametrize("spec", ["kronecker:scale=7,edge_factor=4",
