@@ -15,8 +15,9 @@ CLASSES = {"ogbn-arxiv": 40, "ogbn-products": 47, "ogbn-papers100M": 172}
 
 def write_csv_gz(path: Path, rows, fmt: str = "{}") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    rows = rows if isinstance(rows, list) else list(np.atleast_1d(rows))
     with gzip.open(path, "wt") as f:
-        for row in np.atleast_1d(rows):
+        for row in rows:
             f.write(",".join(fmt.format(v) for v in np.atleast_1d(row)) + "\n")
 
 

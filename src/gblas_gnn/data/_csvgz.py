@@ -81,6 +81,8 @@ def _parse(path: Path, text: bytes, dtype, line: int) -> np.ndarray:
         return np.loadtxt(io.BytesIO(text), delimiter=",", dtype=dtype, ndmin=2,
                           comments=None)
     except ValueError as exc:
-        message = re.sub(r"\brow (\d+)", lambda m: f"line {line + int(m.group(1))}",
+        # numpy counts rows from 0 in conversion errors and from 1 in column-count errors
+        base = line + ("could not convert" in str(exc))
+        message = re.sub(r"\brow (\d+)", lambda m: f"line {base + int(m.group(1))}",
                          str(exc))
         raise ValueError(f"{path}: {message}") from None

@@ -94,10 +94,10 @@ def ogb_help(path: Path | None = None) -> str:
     """Where to put an OGB data set, and that gblas_gnn does not fetch it."""
     where = f" at {path}" if path is not None else ""
     return (f"gblas_gnn never downloads data sets: put the folder{where} yourself, as OGB's "
-            "own downloader leaves it (python -c \"from ogb.nodeproppred import "
-            "NodePropPredDataset as D; D('ogbn-arxiv', root='DIR')\" makes DIR/ogbn_arxiv; "
-            "or unzip " + OGB_NODE_DATASETS["ogbn-arxiv"].url + " and name the folder "
-            "ogbn_arxiv), with raw/ and split/ inside; then --dataset ogb:DIR/ogbn_arxiv")
+            "own downloader leaves it, with raw/ and split/ inside (python -c \"from "
+            "ogb.nodeproppred import NodePropPredDataset as D; D('ogbn-arxiv', root='DIR')\" "
+            "makes DIR/ogbn_arxiv; or unzip " + OGB_NODE_DATASETS["ogbn-arxiv"].url + " in DIR "
+            "and rename DIR/arxiv to DIR/ogbn_arxiv); then --dataset ogb:DIR/ogbn_arxiv")
 
 
 def _conventions(path: Path) -> OgbConventions:
