@@ -60,8 +60,9 @@ def _graph_arrays(path: Path) -> tuple[dict, int]:
 
 
 class _BlockEntries:
-    """The entries of this rank's block, kept chunk by chunk from a source holding others
-    too; ``examined`` counts the bytes of the chunks looked at."""
+    """The entries of this rank's block, kept chunk by chunk (as local ids) from a source
+    holding others too; ``examined`` counts the bytes of the chunks looked at. Memory: about
+    8 bytes per kept entry (12 with values) while collecting, twice that while building."""
 
     def __init__(self, n: int, rows: np.ndarray, cols: np.ndarray, source):
         self.n, self.rows, self.cols, self.source = n, rows, cols, source
@@ -69,6 +70,7 @@ class _BlockEntries:
         self.in_rows[rows] = True
         self.in_cols = np.zeros(n, bool)
         self.in_cols[cols] = True
+        self.local = np.int32 if max(rows.size, cols.size) < 2**31 else np.int64
         self.kept: list[tuple] = []
         self.examined = 0
 
@@ -82,19 +84,20 @@ class _BlockEntries:
             v = np.asarray(v)[keep]
             if not np.isfinite(v).all():
                 raise ValueError(f"{self.source}: edge values contain NaN or Inf")
-        self.kept.append((r[keep], c[keep], v))
+        self.kept.append((np.searchsorted(self.rows, r[keep]).astype(self.local),
+                          np.searchsorted(self.cols, c[keep]).astype(self.local), v))
 
     def matrix(self, dtype, merge: str = "sum") -> sp.csr_matrix:
         """The block (local ids); duplicates summed, or merged into one entry of value 1
         (``merge="pattern"``)."""
-        r = np.concatenate([k[0] for k in self.kept] or [np.zeros(0, np.int64)])
-        c = np.concatenate([k[1] for k in self.kept] or [np.zeros(0, np.int64)])
-        weighted = self.kept and self.kept[0][2] is not None
-        v = np.concatenate([k[2] for k in self.kept]) if weighted else np.ones(r.size)
-        self.kept = []
-        block = sp.csr_matrix((v.astype(dtype), (np.searchsorted(self.rows, r),
-                                                 np.searchsorted(self.cols, c))),
-                              shape=(self.rows.size, self.cols.size))
+        kept, self.kept = self.kept, []
+        r = np.concatenate([k[0] for k in kept] or [np.zeros(0, self.local)])
+        c = np.concatenate([k[1] for k in kept] or [np.zeros(0, self.local)])
+        weighted = kept and kept[0][2] is not None
+        v = np.concatenate([k[2] for k in kept]).astype(dtype) if weighted else \
+            np.ones(r.size, dtype)
+        del kept
+        block = sp.csr_matrix((v, (r, c)), shape=(self.rows.size, self.cols.size))
         block.sum_duplicates()
         if merge == "pattern":
             block.data[:] = 1
