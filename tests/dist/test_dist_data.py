@@ -191,3 +191,12 @@ def test_streaming_an_ogb_folder_holds_its_block_not_the_graph(dex, tmp_path, mo
     assert peak < bound, (peak, bound, whole)
     if dex.grid.q > 1:
         assert bound < whole, "the test needs a graph larger than a rank's bound"
+
+
+def test_progress_shows_on_rank_0_only(dex, capsys, monkeypatch):
+    monkeypatch.setattr("gblas_gnn._progress.PROGRESS_EDGES", 100)
+    load_dataset("kronecker:scale=8,edge_factor=4", dex.grid)
+    shown = "kronecker (rank 0's share):" in capsys.readouterr().err
+    assert dex.grid.allgather(shown, "test.progress") == [True] + [False] * (dex.grid.size - 1)
+    load_dataset("kronecker:scale=8,edge_factor=4", dex.grid, progress=False)
+    assert capsys.readouterr().err == ""
