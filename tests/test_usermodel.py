@@ -182,3 +182,21 @@ def test_the_help_says_how_a_model_file_runs(capsys):
         main(["infer", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "infer never runs it unless named here" in text
+
+
+def test_an_error_of_the_model_while_predicting_names_its_line(models, tmp_path, capsys,
+                                                               monkeypatch):
+    (tmp_path / "fragile.py").write_text(
+        "import os\n\nfrom my_models import SkipGAT\n\n\nclass Fragile(SkipGAT):\n"
+        "    def forward(self, g, H):\n"
+        "        if os.environ.get('FRAGILE_BREAK'):\n"
+        "            raise RuntimeError('broken on purpose')\n"
+        "        return super().forward(g, H)\n")
+    spec = f"{tmp_path / 'fragile.py'}:Fragile"
+    assert train("--model", spec, "--epochs", "1", "--checkpoint", str(tmp_path / "ck.npz")) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("FRAGILE_BREAK", "1")
+    assert main(["infer", "--checkpoint", str(tmp_path / "ck.npz"), "--model", spec]) == 2
+    err = capsys.readouterr().err
+    assert (f"--model {spec}: your model failed: RuntimeError: broken on purpose (fragile.py, "
+            "line 9)") in err and err.count("\n") == 1

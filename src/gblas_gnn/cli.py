@@ -472,7 +472,11 @@ def _infer(args) -> dict:
     model = _build(cfg, dataset, ex, mf)
     # the weights `train` selected and reported on, not the last epoch's (kept for --resume)
     ck = load_checkpoint(args.checkpoint, model, restore_rng=False, weights="selected")
-    logits = predict(model, dataset.graph, dataset.x)
+    try:
+        logits = predict(model, dataset.graph, dataset.x)
+    except Exception as exc:
+        _blame_model_file(exc, mf)
+        raise
     pred = to_numpy(logits.argmax(axis=1))
     if getattr(ex, "grid", None) is not None:            # every rank's rows, in vertex order
         pred = dataset.graph.gather(pred)
