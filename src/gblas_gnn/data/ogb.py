@@ -90,17 +90,20 @@ _REFUSED = {"ogbn-proteins": "its 112 binary tasks are multi-label prediction",
             "ogbn-mag": "it is a heterogeneous graph (papers, authors, institutions, fields)"}
 
 
-def ogb_help(path: Path | None = None) -> str:
-    """Where to put an OGB data set, and that gblas_gnn does not fetch it."""
+def ogb_help(path: Path | None = None, conventions: OgbConventions | None = None) -> str:
+    """Where to put an OGB data set (``conventions``' one, else ogbn-arxiv as the example),
+    and that gblas_gnn does not fetch it."""
+    c = conventions or OGB_NODE_DATASETS["ogbn-arxiv"]
     where = f" at {path}" if path is not None else ""
     return (f"gblas_gnn never downloads data sets: put the folder{where} yourself, as OGB's "
             "own downloader leaves it, with raw/ and split/ inside (python -c \"from "
-            "ogb.nodeproppred import NodePropPredDataset as D; D('ogbn-arxiv', root='DIR')\" "
-            "makes DIR/ogbn_arxiv; or unzip " + OGB_NODE_DATASETS["ogbn-arxiv"].url + " in DIR "
-            "and rename DIR/arxiv to DIR/ogbn_arxiv); then --dataset ogb:DIR/ogbn_arxiv")
+            f"ogb.nodeproppred import NodePropPredDataset as D; D('{c.name}', root='DIR')\" "
+            f"makes DIR/{c.folder}; or unzip {c.url} in DIR and rename DIR/{c.download} to "
+            f"DIR/{c.folder}); then --dataset ogb:DIR/{c.folder}")
 
 
-def _conventions(path: Path) -> OgbConventions:
+def _conventions(path: Path) -> OgbConventions | None:
+    """The data set a folder's name names (``None``: none); a refused one raises."""
     key = path.name.lower().replace("_", "-")
     for c in OGB_NODE_DATASETS.values():
         if key in (c.name.lower(), c.download.lower(), "ogbn-" + c.download.lower()):
@@ -109,9 +112,7 @@ def _conventions(path: Path) -> OgbConventions:
         if key in (name, name.removeprefix("ogbn-")):
             raise ValueError(f"{path}: {name} is not supported: {why}, not single-label node "
                              "classification")
-    raise ValueError(f"{path}: the folder's name does not say which OGB data set it holds; "
-                     f"name it {', '.join(c.folder for c in OGB_NODE_DATASETS.values())} "
-                     "(as OGB's downloader does)")
+    return None
 
 
 class OgbFolder:
@@ -138,10 +139,16 @@ class OgbFolder:
 
     def __init__(self, path):
         self.path = path = Path(path)
+        c = _conventions(path)
         if not path.is_dir():
             raise FileNotFoundError(f"no OGB data set at {path} (no such folder); "
-                                    + ogb_help(path))
-        self.conventions = c = _conventions(path)
+                                    + ogb_help(path, c))
+        if c is None:
+            raise ValueError(f"{path}: the folder's name does not say which OGB data set it "
+                             "holds; name it " + ", ".join(c.folder for c in
+                                                          OGB_NODE_DATASETS.values())
+                             + " (as OGB's downloader does)")
+        self.conventions = c
         raw, split = path / "raw", path / "split" / c.split
         self._split = [split / f"{part}.csv.gz" for part in ("train", "valid", "test")]
         if c.binary:
@@ -155,7 +162,7 @@ class OgbFolder:
         missing = [str(p.relative_to(path)) for p in [*need, *self._split] if not p.is_file()]
         if missing:
             raise FileNotFoundError(f"{path} is not a complete {c.name} folder: "
-                                    f"{', '.join(missing)} missing; " + ogb_help(path))
+                                    f"{', '.join(missing)} missing; " + ogb_help(path, c))
         if c.binary:
             self.n, self.raw_edges, self.num_features = self._binary_sizes()
         else:
