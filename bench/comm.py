@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gblas_gnn.dist.cost import bound_words
+
 from .comm_worker import parse_graph, scheme_words
 from .dist import launch
 from .environment import environment
@@ -96,7 +98,7 @@ def run_comm(procs: list[int], graphs: list[str], models: list[str], ks: list[in
                     "graph": spec, "n": n, "nnz": nnz, "degree": nnz / n, "p": p,
                     "model": row["model"], "k": k, "fwd": row["fwd"], "bwd": row["bwd"],
                     "scheme_fwd": row["scheme_fwd"], "scheme_bwd": row["scheme_bwd"],
-                    "bound": n * k / math.sqrt(p) + k * k,
+                    "bound": bound_words(n, k, p),
                     "local": local_words(g, p, k) if p > 1 else 0,
                     "cagnet": (8 * n * k + 2 * nnz) / math.sqrt(p) + k * k
                     if row["model"] == "gcn" and p > 1 else None,

@@ -309,9 +309,10 @@ def test_show_config_prints_the_resolved_configuration_and_loads_nothing(capsys,
     assert main(["train", "--epochs", "0", "--show-config"]) == 2     # still validated
 
 
-def test_convert_writes_an_uncompressed_csr_ordered_npz(tmp_path, capsys):
+def test_convert_writes_the_tiled_layout(tmp_path, capsys):
     """``gblas-gnn convert`` rewrites a compressed, shuffled data-set .npz (and a .mtx) as the
-    layout ranks map and read in parts; the graph and the data arrays are unchanged."""
+    layout ranks map and read in parts (tiles); the graph and the data arrays are
+    unchanged."""
     from gblas_gnn._io import map_npz
 
     rng = np.random.default_rng(0)
@@ -324,9 +325,9 @@ def test_convert_writes_an_uncompressed_csr_ordered_npz(tmp_path, capsys):
     np.savez_compressed(src, row=r[perm], col=c[perm], data=v[perm], shape=[n, n], x=x)
     out = tmp_path / "out.npz"
     assert main(["convert", str(src), str(out)]) == 0
-    assert f"{n} vertices, {g.nnz} edges in CSR order, and x" in capsys.readouterr().out
+    assert f"{n} vertices, {g.nnz} edges in 6x6 tiles, and x" in capsys.readouterr().out
     mapped = map_npz(out, "graph file")                 # uncompressed: maps
-    assert str(mapped["order"]) == "csr"
+    assert str(mapped["order"]) == "tiles" and int(mapped["tiles"]) == 6
     np.testing.assert_array_equal(np.asarray(mapped["x"]), x)
     again = gg.Graph.from_npz(out)
     assert (again.to_scipy() != g.to_scipy()).nnz == 0

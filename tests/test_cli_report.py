@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -24,6 +25,10 @@ def test_summary_after_early_stopping(tmp_path, capsys):
     m = json.loads(mj.read_text())
     best, last = m["best_epoch"], m["history"]["epoch"][-1]
     assert m["history"]["stopped_early"] and last < 500
+    run = m["run"]
+    assert (run["executor"], run["grid"], run["vertices"]) == ("cpu", None, 300)
+    assert re.fullmatch(rf"ran on executor cpu, one process; graph of 300 vertices and "
+                        rf"{run['edges']:,} edges; peak memory \d+\.\d MiB", lines.pop(4))
     assert lines == [
         f"CSBM: gcn test accuracy {m['test_acc'] * 100:.2f}% (validation "
         f"{m['val_acc'] * 100:.2f}%, training {m['train_acc'] * 100:.2f}%) with the weights "
@@ -54,7 +59,8 @@ def test_summary_of_a_resumed_run(tmp_path, capsys):
     assert lines[1] == ("stopped at the epoch limit, epoch 5 (--epochs 5; --patience 50 did "
                         "not run out)")
     assert lines[3].startswith("5 epochs, ") and lines[3].endswith(", 3 of them before --resume")
-    assert "--resume with a larger --epochs continues after epoch 5" in lines[4]
+    assert lines[4].startswith("ran on executor cpu, one process; graph of 300 vertices")
+    assert "--resume with a larger --epochs continues after epoch 5" in lines[5]
 
 
 @pytest.mark.parametrize("spec", ["kronecker:scale=7,edge_factor=4",
@@ -83,3 +89,36 @@ def test_interrupted_line(tmp_path):
     assert line == (f"interrupted at epoch 3; the checkpoint {tmp_path / 'ck.npz'} holds epoch "
                     f"2; resume with: gblas-gnn train --checkpoint {tmp_path / 'ck.npz'} "
                     "--resume --lr 0.1")
+
+
+def _grid_facts(**extra):
+    return {"executor": "dist", "grid": [2, 2], "processes": 4, "vertices": 1000,
+            "edges": 5000, "peak_rss_bytes": 3 * 2**30, "peak_rank": 2,
+            "bytes_sent_per_epoch": [1024, 2048, 2048, 1024], "layer_widths": [64, 8],
+            "scheme_bound_bytes": 1024.0, **extra}
+
+
+def test_the_run_lines_of_a_grid():
+    from gblas_gnn.cli_report import run_lines
+
+    lines = run_lines(_grid_facts(read={"edge_bytes": 3000, "total_edge_bytes": 12000,
+                                        "row_bytes": 512, "how": "the tiles of its block"}))
+    assert lines == [
+        "ran on executor dist, a 2x2 grid of 4 processes; graph of 1,000 vertices and 5,000 "
+        "edges; peak memory 3.0 GiB (rank 2, the largest)",
+        "bytes sent per epoch by each rank (the last epoch; rank: bytes): 0: 1.0 KiB, 1: 2.0 "
+        "KiB, 2: 2.0 KiB, 3: 1.0 KiB",
+        "  the scheme's formula, the sum over the graph layers of (n k/sqrt(p) + k^2) words "
+        "for one forward and backward (n = 1,000, sqrt(p) = 2, k = 64, 8): 1.0 KiB; the "
+        "largest rank sent 2.00 times that per epoch (training forward and backward, and the "
+        "evaluation forward)",
+        "data: each rank read at most 2.9 KiB of the 11.7 KiB of edges (the tiles of its "
+        "block) and 512 B of vertex rows"]
+    # a model whose layers the command does not know (a composed module), and many ranks
+    many = run_lines(_grid_facts(grid=[5, 5], processes=25, layer_widths=None,
+                                 scheme_bound_bytes=None,
+                                 bytes_sent_per_epoch=list(range(1024, 1049))))
+    assert many[1].endswith("min 1.0 KiB, median 1.0 KiB, max 1.0 KiB")
+    assert many[2] == ("  the scheme's formula: (n k/sqrt(p) + k^2) words per graph layer of "
+                       "width k, forward and backward (n = 1,000, sqrt(p) = 5; this model's "
+                       "layer widths are not known to the command)")

@@ -9,6 +9,7 @@ timeout (Open MPI's wheel; as root and oversubscribed on a small machine).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -95,3 +96,66 @@ def test_the_console_script_aborts_the_job_when_a_rank_fails():
     assert done.returncode != 0
     assert "rank 2 gives up inside the command" in done.stdout + done.stderr
     assert time.perf_counter() - t0 < 60
+
+
+def test_a_model_file_on_an_ogb_folder_trains_and_infers_on_a_grid(tmp_path):
+    """``mpiexec -n 4 ... train --model FILE.py:NAME --dataset ogb:DIR``: one process's test
+    accuracy, printed once, with the run's facts (grid, graph, memory, bytes per rank per
+    epoch beside the scheme's formula, what each rank read); infer on the grid with the same
+    file predicts with the selected weights."""
+    import shutil
+
+    from ogb_helpers import toy, write_ogb
+
+    folder = write_ogb(tmp_path, "ogbn-arxiv", toy(n=120, m=600, f=8))
+    shutil.copy(ROOT / "tests" / "model_files" / "my_models.py", tmp_path)
+    args = ["train", "--model", "my_models.py:SkipGAT", "--dataset", f"ogb:{folder}",
+            "--epochs", "4", "--no-progress"]
+    one = subprocess.run([sys.executable, "-m", "gblas_gnn", *args], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path, env=mpi_env())
+    assert one.returncode == 0, one.stderr
+    line = re.search(r"test accuracy (\d+\.\d\d)%", one.stdout).group(0)
+    grid = run_mpi(4, ["-m", "gblas_gnn", *args, "--executor", "dist", "--checkpoint",
+                       "ck.npz"], cwd=tmp_path, timeout=300)
+    assert grid.returncode == 0, grid.stdout + grid.stderr
+    assert grid.stdout.count("test accuracy") == 1 and line in grid.stdout
+    assert "ran on executor dist, a 2x2 grid of 4 processes; graph of 120 vertices" in \
+        grid.stdout
+    sent = re.search(r"bytes sent per epoch by each rank \(the last epoch; rank: bytes\): "
+                     r"0: .*, 1: .*, 2: .*, 3: [\d.]+ \w+\n", grid.stdout)
+    assert sent, grid.stdout
+    assert re.search(r"the scheme's formula, the sum over the graph layers of \(n k/sqrt\(p\) "
+                     r"\+ k\^2\) words .*\(n = 120, sqrt\(p\) = 2, k = 8, 40\)", grid.stdout)
+    assert "data: each rank read at most" in grid.stdout
+    infer = run_mpi(4, ["-m", "gblas_gnn", "infer", "--executor", "dist", "--checkpoint",
+                        "ck.npz", "--model", "my_models.py:SkipGAT"], cwd=tmp_path,
+                    timeout=300)
+    assert infer.returncode == 0, infer.stdout + infer.stderr
+    assert line.split()[-1] in infer.stdout and infer.stdout.count("predicted") == 1
+
+
+def test_a_converted_ogb_folder_is_read_block_by_block_on_a_grid(tmp_path):
+    """``gblas-gnn convert ogb:DIR OUT.npz``, then a 2×2 grid job on ``npz:OUT.npz``: each
+    rank reads the tiles of its block only, under half of the whole edge list, and trains
+    to one process's accuracy."""
+    from ogb_helpers import toy, write_ogb
+
+    from gblas_gnn.cli import main
+
+    folder = write_ogb(tmp_path, "ogbn-products", toy(n=400, m=6000, f=8))
+    out = tmp_path / "products.npz"
+    assert main(["convert", f"ogb:{folder}", str(out), "--no-progress"]) == 0
+    args = ["train", "--model", "gcn", "--dataset", f"npz:{out}", "--epochs", "3",
+            "--no-progress"]
+    one = subprocess.run([sys.executable, "-m", "gblas_gnn", *args], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path, env=mpi_env())
+    assert one.returncode == 0, one.stderr
+    line = re.search(r"test accuracy (\d+\.\d\d)%", one.stdout).group(0)
+    grid = run_mpi(4, ["-m", "gblas_gnn", *args, "--executor", "dist", "--metrics-json",
+                       str(tmp_path / "m.json")], cwd=tmp_path, timeout=300)
+    assert grid.returncode == 0, grid.stdout + grid.stderr
+    assert line in grid.stdout
+    read = json.loads((tmp_path / "m.json").read_text())["run"]["read"]
+    assert read["how"] == "the tiles of its block"
+    assert read["edge_bytes"] < read["total_edge_bytes"] / 2, read
+    assert "data: each rank read at most" in grid.stdout

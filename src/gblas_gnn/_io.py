@@ -165,3 +165,68 @@ def map_npz(path, what: str, error: type[Exception] = ValueError) -> dict:
             raise
         raise error(f"{path} is a corrupt .npz {what} ({type(exc).__name__}: {exc})") from exc
     return out
+
+
+class NpyStream:
+    """One ``.npy`` member of a ``.npz`` (compressed or not) read front to back in pieces:
+    ``shape``, ``dtype``, ``fortran`` from its header, then :meth:`read` and :meth:`skip`.
+    Memory is the piece asked for, whatever the size of the member."""
+
+    def __init__(self, path: Path, key: str, what: str, error: type[Exception] = ValueError):
+        import zipfile
+
+        import numpy as np
+
+        self.path, self.key, self._error = path, key, error
+        if not path.is_file():
+            raise FileNotFoundError(f"no such {what}: {path} (the file does not exist)")
+        try:
+            self._zip = zipfile.ZipFile(path)
+            self._f = self._zip.open(key + ".npy")
+            version = np.lib.format.read_magic(self._f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            self.shape, self.fortran, self.dtype = read_header(self._f)
+        except KeyError:
+            self.close()
+            raise error(f"{path} has no array {key!r}") from None
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+            self.close()
+            raise error(f"{path} is a corrupt .npz {what} ({type(exc).__name__}: {exc})"
+                        ) from exc
+        if self.dtype.hasobject:
+            self.close()
+            raise error(f"{path} holds an object array ({key!r}): pickled Python objects, "
+                        "which gblas_gnn refuses to load")
+
+    def read(self, count: int):
+        """The next ``count`` items (in file order) as a 1-D array."""
+        import numpy as np
+
+        nbytes = count * self.dtype.itemsize
+        try:
+            data = self._f.read(nbytes)
+        except (EOFError, OSError, ValueError) as exc:
+            raise self._error(f"{self.path} is corrupt: member {self.key!r} cannot be read "
+                              f"({type(exc).__name__}: {exc})") from exc
+        if len(data) != nbytes:
+            raise self._error(f"{self.path} is corrupt: member {self.key!r} is truncated")
+        return np.frombuffer(data, self.dtype)
+
+    def skip(self, count: int, piece: int = 1 << 22) -> None:
+        """Pass over the next ``count`` items."""
+        while count > 0:
+            step = min(count, piece)
+            self.read(step)
+            count -= step
+
+    def close(self) -> None:
+        for f in (getattr(self, "_f", None), getattr(self, "_zip", None)):
+            if f is not None:
+                f.close()
+
+    def __enter__(self) -> NpyStream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

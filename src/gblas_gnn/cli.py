@@ -1,7 +1,7 @@
 """The ``gblas-gnn`` command: full-batch training and all-node inference.
 
-    gblas-gnn train [--model gat] [--dataset csbm] [--epochs ...] [--checkpoint PATH] ...
-    gblas-gnn infer --checkpoint PATH [--dataset SPEC] [--output preds.npy]
+    gblas-gnn train [--model gat|FILE.py:NAME] [--dataset csbm] [--epochs ...] [--checkpoint PATH]
+    gblas-gnn infer --checkpoint PATH [--model FILE.py:NAME] [--dataset SPEC] [--output preds.npy]
     gblas-gnn convert INPUT OUTPUT.npz
     mpiexec -n 4 python -m mpi4py -m gblas_gnn train --executor dist ...
 
@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from .cli_facts import CommMeter, run_facts
 
 # Per-model defaults of the published setups (GAT / GCN / AGNN papers and PyG's examples);
 # every one can be overridden on the command line. The training schedule is part of the
@@ -42,6 +44,8 @@ DEFAULTS = {
     "sgc": {**_PYG, "lr": 0.2, "weight_decay": 5e-5, "dropout": 0.0, "epochs": 100},
     "gin": {**_PYG, "lr": 0.01, "hidden": 64, "dropout": 0.5},
 }
+#: the schedule of a model from a file (--model FILE.py:NAME): PyG's examples' (lr 0.01)
+USER_DEFAULTS = {**_PYG, "lr": 0.01}
 _MONITORS = ("val_acc", "val_loss", "val_loss_acc")
 _TAKES = {"gat": {"hidden", "heads", "dropout", "aggr"}, "agnn": {"hidden", "dropout", "aggr"},
           "va": {"hidden", "dropout", "aggr"}, "gcn": {"hidden", "dropout"},
@@ -59,7 +63,7 @@ class Interrupted(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .cli_report import INFER_EPILOG, train_epilog
+    from .cli_report import CONVERT_EPILOG, INFER_EPILOG, train_epilog
 
     raw = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(
@@ -71,11 +75,13 @@ def _parser() -> argparse.ArgumentParser:
                        description="Train a model full-batch and report the test accuracy of "
                        "the weights\nselected on the validation set.",
                        epilog=train_epilog(DEFAULTS, _TAKES), formatter_class=raw)
-    t.add_argument("--model", default="gat", choices=sorted(DEFAULTS),
-                   help="the architecture, with its published setup as defaults (table "
-                        "below; default: gat)")
+    t.add_argument("--model", default="gat", type=_model_arg,
+                   help="the architecture: " + ", ".join(sorted(DEFAULTS)) + " with its "
+                        "published setup as defaults (table below; default: gat), or "
+                        "FILE.py:NAME, your own model: FILE.py runs as Python code (see "
+                        "'your own model' below)")
     t.add_argument("--dataset", default="csbm",
-                   help="csbm (default), planetoid:DIR/cora, npz:PATH, "
+                   help="csbm (default), planetoid:DIR/cora, npz:PATH, ogb:DIR/ogbn_arxiv, "
                         "kronecker:scale=S,edge_factor=E, erdos_renyi:n=N,degree=D "
                         "(described below)")
     t.add_argument("--epochs", type=int, help="training epochs (default: per model)")
@@ -123,7 +129,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="write the configuration, the results and every epoch's metrics "
                         "as JSON")
     t.add_argument("--no-progress", action="store_true",
-                   help="no progress bar (nor the kernel warm-up before it)")
+                   help="no progress bars (training, and loading or generating a graph of "
+                        "10^7 edges or more), nor the kernel warm-up before training")
     t.add_argument("--show-config", action="store_true",
                    help="print the resolved configuration (defaults and flags) as JSON and "
                         "exit without training")
@@ -133,21 +140,49 @@ def _parser() -> argparse.ArgumentParser:
                        formatter_class=raw)
     i.add_argument("--checkpoint", type=Path, required=True,
                    help="a checkpoint written by gblas-gnn train --checkpoint")
+    i.add_argument("--model", metavar="FILE.py:NAME",
+                   help="the model file a checkpoint of your own model was trained with; "
+                        "it runs as Python code, so infer never runs it unless named here, "
+                        "and refuses it when it changed since training")
     i.add_argument("--dataset", help="default: the dataset the checkpoint was trained on")
     i.add_argument("--output", type=Path,
                    help="write the predicted class of every node (.npy, int64) to this path")
     i.add_argument("--threads", type=int, default=None, help="GraphBLAS / numba threads")
+    i.add_argument("--no-progress", action="store_true",
+                   help="no progress bars while loading a graph of 10^7 edges or more")
     _executor_flags(i)
-    c = sub.add_parser("convert", help="rewrite a graph or data-set file as an uncompressed, "
-                                       "row-ordered .npz that MPI ranks read in parts",
-                       description="Rewrite a graph (.npz, .mtx) or data-set .npz as an "
-                       "uncompressed .npz in CSR order, the layout\n'--executor dist' reads "
-                       "blockwise (each rank maps the file and reads only its rows).",
-                       formatter_class=raw)
-    c.add_argument("input", type=Path, help="a graph .npz (row, col, shape[, data]), a "
-                                            "data-set .npz (also x, y, masks) or a .mtx")
+    c = sub.add_parser("convert", help="rewrite a graph, a data-set file or an OGB folder in "
+                                       "the blockwise layout MPI ranks read in parts",
+                       description="Rewrite a graph (.npz, .mtx), a data-set .npz or an OGB "
+                       "folder (ogb:DIR/ogbn_arxiv) as one\nuncompressed .npz whose entries "
+                       "are grouped in tiles, so that each rank of\n'--executor dist' reads "
+                       "the tiles of its block and the rows of its vertices only.\nTrain on "
+                       "it with --dataset npz:OUTPUT.npz (on a grid or on one process).",
+                       epilog=CONVERT_EPILOG, formatter_class=raw)
+    c.add_argument("input", help="a graph .npz (row, col, shape[, data]), a data-set .npz "
+                                 "(also x, y, masks), a .mtx, or ogb:DIR/ogbn_NAME")
     c.add_argument("output", type=Path, help="the .npz to write")
+    c.add_argument("--relabel", action="store_true",
+                   help="lay the blocks out for jobs run with --relabel (they then read "
+                        "only their blocks; a file converted without it serves jobs without)")
+    c.add_argument("--tiles", type=int,
+                   help="tiles per side T (default: the largest of 1, 2, 6, 12, 60, 120, "
+                        "360, 840, 2520 with T^2 <= entries/4); a grid whose side divides T "
+                        "reads exactly its block")
+    c.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (shown for graphs of 10^7 edges or more)")
     return p
+
+
+def _model_arg(value: str) -> str:
+    """``--model``: a built-in name or ``FILE.py:NAME`` (checked for form only here)."""
+    from .usermodel import is_model_file
+
+    if value in DEFAULTS or is_model_file(value):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"invalid choice: {value!r} (choose from {', '.join(sorted(DEFAULTS))}, or "
+        "FILE.py:NAME for your own model)")
 
 
 def _executor_flags(parser) -> None:
@@ -162,16 +197,22 @@ def _executor_flags(parser) -> None:
                              "blocks by a seeded random permutation (load balance)")
 
 
-def _config(args) -> dict:
+def _config(args, mf=None) -> dict:
     """The configuration of a ``train`` run (model, data and schedule), validated before any
-    work."""
-    cfg = dict(DEFAULTS[args.model])
+    work. ``mf``: the :class:`~gblas_gnn.usermodel.ModelFile` of ``--model FILE.py:NAME``
+    (read here when not given; the file is read, never run)."""
+    from .usermodel import is_model_file, model_file
+
+    user = is_model_file(args.model)
+    cfg = dict(USER_DEFAULTS if user else DEFAULTS[args.model])
+    takes = set() if user else _TAKES[args.model]
     for key in _OVERRIDABLE:
         value = getattr(args, key)
         if value is None:
             continue
-        if key not in cfg and key not in _TAKES[args.model]:
-            raise UsageError(f"--{key.replace('_', '-')} does not apply to --model {args.model}")
+        if key not in cfg and key not in takes:
+            raise UsageError(f"--{key.replace('_', '-')} does not apply to --model {args.model}"
+                             + (": the file decides its model's architecture" if user else ""))
         cfg[key] = value
     if cfg["epochs"] <= 0:
         raise UsageError(f"--epochs must be positive, got {cfg['epochs']}")
@@ -186,7 +227,7 @@ def _config(args) -> dict:
             raise UsageError(f"--{key} must be positive, got {cfg[key]}")
     if not 0 <= cfg.get("dropout", 0) < 1:
         raise UsageError(f"--dropout must lie in [0, 1), got {cfg['dropout']}")
-    if "aggr" in _TAKES[args.model]:
+    if "aggr" in takes:
         cfg["aggr"] = "sum" if args.aggr is None else args.aggr
         if cfg["aggr"] not in ("sum", "max", "min", "mean"):
             raise UsageError(f"--aggr must be sum, max, min or mean, got {args.aggr!r}")
@@ -203,6 +244,8 @@ def _config(args) -> dict:
         normalize = default_normalize_features(args.dataset)
     elif normalize and not default_normalize_features(args.dataset):
         raise UsageError("--normalize-features applies to planetoid data sets only")
+    if user:
+        cfg["model_file"] = (mf or model_file(args.model)).record()
     return {"model": args.model, "dataset": args.dataset, "seed": args.seed,
             "dtype": args.dtype, "normalize_features": bool(normalize), **cfg}
 
@@ -237,22 +280,35 @@ def _write(path: Path, write) -> None:
     atomic_write(path, write)
 
 
-def _build(cfg: dict, dataset, executor=None):
+def _build(cfg: dict, dataset, executor=None, mf=None):
+    """The model of ``cfg`` for ``dataset``: a built-in one, or the one ``mf`` (the
+    :class:`~gblas_gnn.usermodel.ModelFile` the user named) defines; a model from a file is
+    never built from the configuration alone."""
+    from . import usermodel
+    from .executors import get_executor
     from .nn import models
 
+    shape = (dataset.x.shape[1], dataset.num_classes)
+    common = {"seed": cfg["seed"], "dtype": np.dtype(cfg["dtype"]), "executor": executor}
+    if "model_file" in cfg:
+        if mf is None:
+            raise UsageError(f"the model {cfg['model']} is your own code; name its file with "
+                             "--model to run it")
+        with get_executor(executor).validation():     # an error on any rank, on every rank
+            return usermodel.build(mf, *shape, **common)
     kw = {k: cfg[k] for k in ("hidden", "heads", "dropout", "aggr") if k in cfg}
-    return models.build(cfg["model"], dataset.x.shape[1], dataset.num_classes,
-                        seed=cfg["seed"], dtype=np.dtype(cfg["dtype"]), executor=executor,
-                        **kw)
+    return models.build(cfg["model"], *shape, **common, **kw)
 
 
-def _load_dataset(spec: str, cfg: dict, executor=None, relabel: bool = False):
-    """The data set of ``spec``; on a grid (``executor.grid``) this rank's block and rows."""
+def _load_dataset(spec: str, cfg: dict, executor=None, relabel: bool = False,
+                  progress: bool | None = None):
+    """The data set of ``spec``; on a grid (``executor.grid``) this rank's block and rows.
+    ``progress``: bars while generating or loading a graph of 10⁷ edges or more."""
     from .datasets import parse_dataset
 
     # a configuration written before the option existed trained on unnormalised features
     kw = {"seed": cfg["seed"], "dtype": np.dtype(cfg["dtype"]),
-          "normalize_features": cfg.get("normalize_features", False)}
+          "normalize_features": cfg.get("normalize_features", False), "progress": progress}
     grid = getattr(executor, "grid", None)
     if grid is not None:
         from .dist.data import load_dataset
@@ -271,7 +327,8 @@ def _data_shape(dataset) -> dict:
             "num_classes": int(dataset.num_classes)}
 
 
-def _infer_dataset(spec: str | None, cfg: dict, executor=None, relabel: bool = False):
+def _infer_dataset(spec: str | None, cfg: dict, executor=None, relabel: bool = False,
+                   progress: bool | None = None):
     """The data set ``infer`` predicts on: the training one, or ``spec`` with the training
     run's seed and dtype. Feature normalisation follows the training run on a planetoid
     spec and is off on any other kind (it exists for planetoid only); the features and
@@ -280,7 +337,8 @@ def _infer_dataset(spec: str | None, cfg: dict, executor=None, relabel: bool = F
 
     spec = spec or cfg["dataset"]
     normalize = cfg.get("normalize_features", False) and default_normalize_features(spec)
-    dataset = _load_dataset(spec, {**cfg, "normalize_features": normalize}, executor, relabel)
+    dataset = _load_dataset(spec, {**cfg, "normalize_features": normalize}, executor, relabel,
+                            progress)
     trained, here = cfg.get("data"), _data_shape(dataset)
     if trained and (trained["num_features"], trained["num_classes"]) != \
             (here["num_features"], here["num_classes"]):
@@ -305,39 +363,84 @@ def _train(args) -> dict:
     from . import cli_report
     from .train import Adam, evaluate, fit, resume_epoch
 
-    cfg = _config(args)
+    mf = _model_file(args.model)
+    cfg = _config(args, mf)
     if args.show_config:
         print(json.dumps(cfg, indent=2))
         return cfg
     _check_outputs(checkpoint=args.checkpoint, metrics_json=args.metrics_json)
+    if args.resume and mf is not None:
+        _checked_model_file(args.checkpoint, mf)
     running: list[int] = []     # the epoch under way: the last completed one + 1
     ex = _executor(args)
     try:
-        dataset = _load_dataset(args.dataset, cfg, ex, args.relabel)
-        model = _build(cfg, dataset, ex)
+        dataset = _load_dataset(args.dataset, cfg, ex, args.relabel, not args.no_progress)
+        model = _build(cfg, dataset, ex, mf)
         opt = Adam(model, lr=cfg["lr"], weight_decay=_weight_decay(cfg, model))
         running.append((resume_epoch(args.checkpoint) if args.resume else 0) + 1)
+        meter = CommMeter(ex)
+
+        def after_epoch(epoch: int, _) -> None:
+            running.append(epoch + 1)
+            meter.epoch_done()
+
         hist = fit(model, dataset, opt, cfg["epochs"], patience=cfg["patience"] or None,
                    checkpoint=args.checkpoint, resume=args.resume,
                    progress=not args.no_progress, monitor=cfg["monitor"],
                    metadata={**cfg, "data": _data_shape(dataset)},
-                   metrics_callback=lambda epoch, _: running.append(epoch + 1),
-                   restore_best=True)
+                   metrics_callback=after_epoch, restore_best=True)
     except KeyboardInterrupt:
         raise Interrupted(cli_report.interrupted(running[-1] if running else None,
                                                  args.checkpoint, args.argv)) from None
+    except FloatingPointError:
+        raise
+    except Exception as exc:
+        _blame_model_file(exc, mf)
+        raise
+    facts = run_facts(ex, args.executor, dataset, model, meter, np.dtype(cfg["dtype"]))
     result = {**evaluate(model, dataset), "epochs_run": len(hist),
               "best_epoch": hist.best_epoch,
               "median_epoch_ms": float(np.median(hist.epoch_time) * 1e3) if len(hist) else None,
-              "config": cfg, "dataset_name": dataset.name}
+              "config": cfg, "dataset_name": dataset.name, "run": facts}
     if args.metrics_json is not None:
         text = json.dumps({**result, "history": hist.to_dict()}, indent=2)
         ex.on_root(lambda: _write(args.metrics_json, lambda f: f.write(text.encode())))
     for line in cli_report.summary(result, hist, cfg, dataset_name=dataset.name,
                                    epochs_here=len(running) - 1,
-                                   checkpoint=args.checkpoint, metrics_json=args.metrics_json):
+                                   checkpoint=args.checkpoint, metrics_json=args.metrics_json,
+                                   facts=facts):
         print(line)
     return result
+
+
+def _model_file(spec: str | None):
+    """The :class:`~gblas_gnn.usermodel.ModelFile` ``--model`` names, read once (``None``
+    for a built-in model)."""
+    from .usermodel import is_model_file, model_file
+
+    return model_file(spec) if spec is not None and is_model_file(spec) else None
+
+
+def _checked_model_file(checkpoint: Path, mf) -> None:
+    """Refuse a model file other than the one ``checkpoint`` was trained with."""
+    from .train import read_checkpoint
+    from .usermodel import check_unchanged
+
+    cfg = read_checkpoint(checkpoint).trainer.get("metadata") or {}
+    if "model_file" not in cfg:
+        raise UsageError(f"--model {mf.spec}: {checkpoint} holds the built-in "
+                         f"{cfg.get('model', 'unknown')} model, not one from a file")
+    check_unchanged(mf, cfg["model_file"])
+
+
+def _blame_model_file(exc: Exception, mf) -> None:
+    """An error raised in the user's model file, reported as such (with its line)."""
+    from .usermodel import blame
+
+    if mf is not None:
+        blamed = blame(exc, mf)
+        if blamed is not None:
+            raise blamed from exc
 
 
 def _infer(args) -> dict:
@@ -353,12 +456,27 @@ def _infer(args) -> dict:
     if not cfg:
         raise UsageError(f"{args.checkpoint} holds no model configuration "
                          "(it was not written by `gblas-gnn train`)")
+    mf = _model_file(args.model)
+    if args.model is not None and mf is None:
+        raise UsageError(f"--model takes FILE.py:NAME, got {args.model!r}")
+    recorded = cfg.get("model_file")
+    if recorded is not None and mf is None:
+        raise UsageError(
+            f"{args.checkpoint} holds a model defined by your code, {recorded['name']} in "
+            f"{recorded['path']}; infer runs that code only when you name the file: --model "
+            f"{recorded['path']}:{recorded['name']}")
+    if mf is not None:
+        _checked_model_file(args.checkpoint, mf)
     ex = _executor(args)
-    dataset = _infer_dataset(args.dataset, cfg, ex, args.relabel)
-    model = _build(cfg, dataset, ex)
+    dataset = _infer_dataset(args.dataset, cfg, ex, args.relabel, not args.no_progress)
+    model = _build(cfg, dataset, ex, mf)
     # the weights `train` selected and reported on, not the last epoch's (kept for --resume)
     ck = load_checkpoint(args.checkpoint, model, restore_rng=False, weights="selected")
-    logits = predict(model, dataset.graph, dataset.x)
+    try:
+        logits = predict(model, dataset.graph, dataset.x)
+    except Exception as exc:
+        _blame_model_file(exc, mf)
+        raise
     pred = to_numpy(logits.argmax(axis=1))
     if getattr(ex, "grid", None) is not None:            # every rank's rows, in vertex order
         pred = dataset.graph.gather(pred)
@@ -385,25 +503,63 @@ def _executor(args):
 
 
 def _convert(args) -> None:
-    """``gblas-gnn convert``: a graph or data set as an uncompressed ``.npz`` in CSR order."""
+    """``gblas-gnn convert``: a graph, data set or OGB folder in the tiled layout
+    (:mod:`gblas_gnn.data.tiles`)."""
+    from .data.tiles import write_tiled_npz
+
+    _check_outputs(output=args.output)
+    if args.tiles is not None and args.tiles < 1:
+        raise UsageError(f"--tiles must be positive, got {args.tiles}")
+    show = not args.no_progress
+    kind, _, rest = args.input.partition(":")
+    if kind == "ogb":
+        source = _ogb_source(Path(rest), show)
+    else:
+        source = _file_source(Path(args.input))
+    stats = write_tiled_npz(args.output, source["n"], source["entries"],
+                            vertex_arrays=source["vertex_arrays"], tiles=args.tiles,
+                            relabel=args.relabel, weighted=source["weighted"], show=show,
+                            size=source["size"])
+    extra = sorted(k for k in source["vertex_arrays"] if k != "name")
+    t = stats["tiles"]
+    print(f"{args.output}: {stats['n']:,} vertices, {stats['nnz']:,} edges in {t}x{t} tiles"
+          + (" laid out for --relabel" if args.relabel else "")
+          + (f", and {', '.join(extra)}" if extra else "")
+          + f" ({stats['bytes']:,} bytes); train on it with --dataset npz:{args.output}")
+
+
+def _file_source(path: Path) -> dict:
+    """A graph or data-set ``.npz``, or a ``.mtx``: loaded whole (one process), values kept."""
     from ._io import read_npz
     from .graph import Graph
 
-    _check_outputs(output=args.output)
-    src = args.input
-    if src.suffix == ".mtx":
-        graph, extra = Graph.from_mtx(src), {}
+    if path.suffix == ".mtx":
+        graph, extra = Graph.from_mtx(path), {}
     else:
-        arrays = read_npz(src, "graph or data-set file")
-        graph = Graph.from_npz(src)
-        extra = {k: v for k, v in arrays.items() if k not in ("row", "col", "data", "shape",
-                                                             "order")}
+        arrays = read_npz(path, "graph or data-set file")
+        graph = Graph.from_npz(path)
+        extra = {k: v for k, v in arrays.items()
+                 if k not in ("row", "col", "data", "shape", "order", "tiles", "tile_ptr",
+                              "relabel", "relabel_seed")}
     rows, cols, vals = graph.A.to_coo()
-    _write(args.output, lambda f: np.savez(f, row=rows, col=cols, data=vals,
-                                           shape=np.array([graph.n, graph.n]),
-                                           order=np.array("csr"), **extra))
-    print(f"{args.output}: {graph.n} vertices, {graph.nnz} edges in CSR order"
-          + (f", and {', '.join(sorted(extra))}" if extra else ""))
+    return {"n": graph.n, "size": rows.size, "weighted": True, "vertex_arrays": extra,
+            "entries": lambda: iter([(rows, cols, vals)])}
+
+
+def _ogb_source(path: Path, show: bool) -> dict:
+    """An OGB folder, streamed (entries twice, features once): no whole-file read."""
+    from .data.ogb import OgbFolder
+    from .data.tiles import Streamed
+
+    folder = OgbFolder(path)
+    y, *masks = folder.labels_and_split()
+    x = Streamed((folder.n, folder.num_features), np.dtype(np.float32),
+                 lambda: (piece for _, piece in folder.feature_pieces(np.float32, show)))
+    arrays = {"x": x, "y": y, "train_mask": masks[0], "val_mask": masks[1],
+              "test_mask": masks[2], "num_classes": np.array(folder.conventions.num_classes),
+              "name": np.array(folder.name)}
+    return {"n": folder.n, "size": folder.num_entries, "weighted": False,
+            "vertex_arrays": arrays, "entries": lambda: folder.edges(show=show)}
 
 
 def _on_grid(args) -> bool:

@@ -20,7 +20,8 @@ from .datasets import synthetic_labels_note
 if TYPE_CHECKING:
     from .train import History
 
-__all__ = ["summary", "interrupted", "train_epilog", "INFER_EPILOG"]
+__all__ = ["summary", "run_lines", "interrupted", "train_epilog", "INFER_EPILOG",
+           "CONVERT_EPILOG"]
 
 #: how each monitor picks the reported epoch, and what "not improving" means for it
 _SELECTION = {
@@ -52,6 +53,13 @@ data sets (--dataset):
                            train_mask, val_mask, test_mask   (n,) bool
                            num_classes   optional C (default max(y) + 1)
                          object arrays (pickled data) are refused
+  ogb:DIR/ogbn_arxiv     an OGB node-property data set (ogbn_arxiv, ogbn_products,
+                         ogbn_papers100M) in the folder OGB's own downloader leaves: raw/ and
+                         split/ (never downloaded; OGB's conventions: products gets its
+                         inverse edges, arxiv and papers100M stay directed; unlabelled
+                         vertices are in no split). Under mpiexec every rank streams the files
+                         and keeps its block; gblas-gnn convert writes the layout in which a
+                         rank reads its block only (then --dataset npz:OUT.npz)
   kronecker:scale=S[,edge_factor=E]   Graph500 Kronecker graph, 2^S vertices, E*2^S edges
   erdos_renyi:n=N,degree=D            Erdos-Renyi graph, N vertices, average in-degree D
                          the two generated graphs carry random features and labels argmax(x R)
@@ -59,11 +67,31 @@ data sets (--dataset):
                          nothing
 """
 
+USER_MODEL_HELP = """\
+your own model (--model FILE.py:NAME):
+  NAME is a gblas_gnn.nn.Module subclass or a function in FILE.py, called as
+  NAME(in_dim, num_classes, seed=..., dtype=..., executor=...); it returns the module to
+  train (its backward written or derived). It runs on every --executor, mpiexec included.
+  FILE.py runs as Python code with your rights: only the file named on the command line is
+  ever run, never one read from a checkpoint. The checkpoint records the file's path and
+  SHA-256; infer --model FILE.py:NAME refuses a file that changed since. The schedule
+  defaults to lr 0.01, weight decay 5e-4, 200 epochs, kept at the best val_acc.
+"""
+
 INFER_EPILOG = """\
 infer predicts with the weights train selected and reported on (the best epoch by
 --monitor), so both commands print the same test accuracy. Another --dataset must have the
 features and classes the model was trained on; it is drawn with the training run's --seed
 and --dtype, and feature normalisation follows the training run on planetoid data only.
+A checkpoint of your own model needs --model FILE.py:NAME: the same file, unchanged (its
+SHA-256 is checked before it runs); infer never runs code named only by a checkpoint.
+"""
+
+CONVERT_EPILOG = """\
+examples:
+  gblas-gnn convert ogb:data/ogbn_products products.npz
+  mpiexec -n 4 python -m mpi4py -m gblas_gnn train --executor dist --dataset npz:products.npz
+A grid run with --relabel reads only its blocks from a file converted with --relabel.
 """
 
 
@@ -86,7 +114,8 @@ def train_epilog(defaults: Mapping[str, Mapping], takes: Mapping[str, set]) -> s
                                        subsequent_indent=" " * 16)
                          for name, (picked, _) in _SELECTION.items())
     return (f"per-model defaults (flags override them; --show-config prints the result):\n"
-            f"{table}\n\n--monitor keeps the weights of\n{monitors}\n\n{DATASETS_HELP}")
+            f"{table}\n\n--monitor keeps the weights of\n{monitors}\n\n{USER_MODEL_HELP}\n"
+            f"{DATASETS_HELP}")
 
 
 def _pct(x: float) -> str:
@@ -94,7 +123,8 @@ def _pct(x: float) -> str:
 
 
 def summary(result: dict, hist: History, cfg: dict, *, dataset_name: str, epochs_here: int,
-            checkpoint: Path | None, metrics_json: Path | None) -> list[str]:
+            checkpoint: Path | None, metrics_json: Path | None,
+            facts: dict | None = None) -> list[str]:
     """The lines printed after ``gblas-gnn train``.
 
     Args:
@@ -106,11 +136,13 @@ def summary(result: dict, hist: History, cfg: dict, *, dataset_name: str, epochs
         epochs_here: epochs trained by this process (fewer than ``len(hist)`` after
             ``--resume``).
         checkpoint, metrics_json: the files written, or ``None``.
+        facts: :func:`gblas_gnn.cli_facts.run_facts` of the run (:func:`run_lines`).
 
     Returns:
-        the selected epoch's accuracies; why the run stopped; how long an epoch took; what
-        was written where (or that nothing was saved and which flag saves it); and, for data
-        with synthetic labels, that the accuracy means nothing.
+        the selected epoch's accuracies; why the run stopped; how long an epoch took; where
+        it ran and on what (:func:`run_lines`); what was written where (or that nothing was
+        saved and which flag saves it); and, for data with synthetic labels, that the
+        accuracy means nothing.
     """
     best, last = hist.best_epoch, (hist.epoch[-1] if len(hist) else 0)
     picked, stalled = _SELECTION[hist.monitor]
@@ -130,6 +162,8 @@ def summary(result: dict, hist: History, cfg: dict, *, dataset_name: str, epochs
         resumed = len(hist) - epochs_here
         lines.append(f"{len(hist)} epochs, {np.median(hist.epoch_time) * 1e3:.1f} ms per epoch "
                      f"(median)" + (f", {resumed} of them before --resume" if resumed else ""))
+    if facts is not None:
+        lines += run_lines(facts)
     if checkpoint is not None:
         state = (f"the finished run's state at epoch {last}" if hist.stopped_early else
                  f"--resume with a larger --epochs continues after epoch {last}")
@@ -144,6 +178,52 @@ def summary(result: dict, hist: History, cfg: dict, *, dataset_name: str, epochs
     note = synthetic_labels_note(cfg["dataset"])
     if note:
         lines.append(note)
+    return lines
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def run_lines(facts: dict) -> list[str]:
+    """Where a run ran and on what (:func:`gblas_gnn.cli_facts.run_facts`): executor, grid,
+    graph size and peak memory; on a grid the bytes each rank sent in the last epoch beside
+    the scheme's bound, and what each rank read of a data set read by parts."""
+    where = ("one process" if facts["grid"] is None else
+             f"a {facts['grid'][0]}x{facts['grid'][1]} grid of {facts['processes']} processes")
+    peak = _size(facts["peak_rss_bytes"])
+    peak += "" if facts["grid"] is None else f" (rank {facts['peak_rank']}, the largest)"
+    lines = [f"ran on executor {facts['executor']}, {where}; graph of {facts['vertices']:,} "
+             f"vertices and {facts['edges']:,} edges; peak memory {peak}"]
+    sent = facts.get("bytes_sent_per_epoch")
+    if sent is not None:
+        ranks = ", ".join(f"{rank}: {_size(b)}" for rank, b in enumerate(sent)) \
+            if len(sent) <= 16 else (f"min {_size(min(sent))}, median "
+                                     f"{_size(float(np.median(sent)))}, max {_size(max(sent))}")
+        lines.append(f"bytes sent per epoch by each rank (the last epoch; rank: bytes): "
+                     f"{ranks}")
+        q = facts["grid"][0]
+        if facts.get("scheme_bound_bytes") is not None:
+            widths = ", ".join(map(str, facts["layer_widths"]))
+            lines.append(f"  the scheme's formula, the sum over the graph layers of "
+                         f"(n k/sqrt(p) + k^2) words for one forward and backward (n = "
+                         f"{facts['vertices']:,}, sqrt(p) = {q}, k = {widths}): "
+                         f"{_size(facts['scheme_bound_bytes'])}; the largest rank sent "
+                         f"{max(sent) / facts['scheme_bound_bytes']:.2f} times that per epoch "
+                         "(training forward and backward, and the evaluation forward)")
+        else:
+            lines.append(f"  the scheme's formula: (n k/sqrt(p) + k^2) words per graph layer "
+                         f"of width k, forward and backward (n = {facts['vertices']:,}, "
+                         f"sqrt(p) = {q}; this model's layer widths are not known to the "
+                         "command)")
+    read = facts.get("read")
+    if read is not None:
+        lines.append(f"data: each rank read at most {_size(read['edge_bytes'])} of the "
+                     f"{_size(read['total_edge_bytes'])} of edges ({read['how']}) and "
+                     f"{_size(read['row_bytes'])} of vertex rows")
     return lines
 
 

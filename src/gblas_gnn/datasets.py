@@ -10,6 +10,9 @@ spec                                   data set
 ``npz:PATH``                           a ``.npz`` with ``row``, ``col``, ``shape`` (graph) and
                                        ``x``, ``y``, ``train_mask``, ``val_mask``,
                                        ``test_mask`` (node classification data)
+``ogb:DIR/ogbn_arxiv``                 an OGB node-property data set (arxiv, products,
+                                       papers100M) in the folder OGB's downloader leaves
+                                       (:mod:`gblas_gnn.data.ogb`; never downloaded)
 ``kronecker:scale=S,edge_factor=E``    Graph500 Kronecker graph (2^S vertices, E·2^S edges)
                                        with synthetic features and labels
 ``erdos_renyi:n=N,degree=D``           Erdős–Rényi graph (N vertices, average in-degree D)
@@ -37,11 +40,12 @@ import scipy.sparse as sp
 
 from ._io import read_npz
 from .data import Dataset, csbm, erdos_renyi_edges, kronecker_edges, load_planetoid
+from .data.ogb import load_ogb
 
 __all__ = ["parse_dataset", "default_normalize_features", "synthetic_labels_note",
            "DATASET_KINDS", "SYNTHETIC_LABELS"]
 
-DATASET_KINDS = ("csbm", "planetoid", "npz", "kronecker", "erdos_renyi")
+DATASET_KINDS = ("csbm", "planetoid", "npz", "ogb", "kronecker", "erdos_renyi")
 #: kinds whose labels are a random function of random features, unrelated to the graph
 SYNTHETIC_LABELS = ("kronecker", "erdos_renyi")
 NPZ_KEYS = ("row", "col", "shape", "x", "y", "train_mask", "val_mask", "test_mask")
@@ -64,11 +68,14 @@ def synthetic_labels_note(spec: str) -> str | None:
 
 
 def parse_dataset(spec: str, *, seed: int = 0, features: int = 32, classes: int = 4,
-                  dtype=np.float32, normalize_features: bool | None = None) -> Dataset:
+                  dtype=np.float32, normalize_features: bool | None = None,
+                  progress: bool | None = None) -> Dataset:
     """Build the :class:`~gblas_gnn.data.Dataset` a spec names (see the module docstring).
 
     ``normalize_features``: divide each feature row by its sum (PyG's ``NormalizeFeatures``);
     ``None`` is the kind's default (:func:`default_normalize_features`: on for planetoid).
+    ``progress``: generators and loaders show a bar for graphs from 10⁷ edges (``False``:
+    never).
 
     Raises ``ValueError`` for an unknown kind, malformed arguments or ``normalize_features``
     on a kind other than planetoid, and ``FileNotFoundError`` for a missing file or directory.
@@ -89,17 +96,25 @@ def parse_dataset(spec: str, *, seed: int = 0, features: int = 32, classes: int 
                               normalize_features=bool(normalize_features))
     if kind == "npz":
         return _load_npz_dataset(Path(arg))
+    if kind == "ogb":
+        if not arg:
+            raise ValueError("ogb needs a folder: ogb:DIR/ogbn_arxiv (or ogbn_products, "
+                             "ogbn_papers100M)")
+        return load_ogb(Path(arg), dtype=dtype, progress=progress)
     if kind == "kronecker":
         name, kw = generated_spec(spec)
         return synthetic_dataset(kw["scale"], kw.get("edge_factor", 16), seed=seed,
-                                 features=features, classes=classes, dtype=dtype)
+                                 features=features, classes=classes, dtype=dtype,
+                                 progress=progress)
     if kind == "erdos_renyi":
         name, kw = generated_spec(spec)
-        src, dst, _ = erdos_renyi_edges(kw["n"], kw["degree"] / kw["n"], seed=seed)
+        src, dst, _ = erdos_renyi_edges(kw["n"], kw["degree"] / kw["n"], seed=seed,
+                                        progress=progress)
         return _synthetic_task(name, src, dst, kw["n"], seed=seed, features=features,
                                classes=classes, dtype=dtype)
     raise ValueError(f"unknown dataset {spec!r}; use one of {', '.join(DATASET_KINDS)} "
-                     "(e.g. csbm, planetoid:DIR/cora, npz:PATH, kronecker:scale=10, "
+                     "(e.g. csbm, planetoid:DIR/cora, npz:PATH, ogb:DIR/ogbn_arxiv, "
+                     "kronecker:scale=10, "
                      "erdos_renyi:n=1000,degree=8)")
 
 
@@ -139,10 +154,11 @@ def _keywords(arg: str, spec: str) -> dict:
 
 
 def synthetic_dataset(scale: int, edge_factor: int = 16, *, seed: int = 0, features: int = 32,
-                      classes: int = 4, dtype=np.float32) -> Dataset:
+                      classes: int = 4, dtype=np.float32,
+                      progress: bool | None = None) -> Dataset:
     """Kronecker graph with Gaussian features, labels ``argmax(x R)`` for a random ``R`` and a
     random 60/20/20 split (for throughput runs)."""
-    src, dst, n = kronecker_edges(scale, edge_factor, seed=seed)
+    src, dst, n = kronecker_edges(scale, edge_factor, seed=seed, progress=progress)
     return _synthetic_task(f"Kronecker-{scale}-{edge_factor}", src, dst, n, seed=seed,
                            features=features, classes=classes, dtype=dtype)
 
@@ -203,5 +219,6 @@ def _load_npz_dataset(path: Path) -> Dataset:
                               shape=tuple(arrays["shape"]))
     y = arrays["y"]
     num_classes = int(arrays["num_classes"]) if "num_classes" in arrays else int(y.max()) + 1
-    return Dataset(path.stem, adjacency, arrays["x"], y, arrays["train_mask"],
+    name = str(arrays["name"]) if "name" in arrays else path.stem
+    return Dataset(name, adjacency, arrays["x"], y, arrays["train_mask"],
                    arrays["val_mask"], arrays["test_mask"], num_classes if n else 0)

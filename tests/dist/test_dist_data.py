@@ -92,3 +92,111 @@ def test_bad_files_fail_on_every_rank(dex, tmp_path):
             read_npz_block(path, dex.grid)
     with pytest.raises(FileNotFoundError):
         read_npz_block(tmp_path / "missing.npz", dex.grid)
+
+
+def _write_tiled(g, path, tiles, relabel):
+    from gblas_gnn.data.tiles import write_tiled_npz
+
+    r, c, v = g.A.to_coo()
+    write_tiled_npz(path, g.n, lambda: iter([(r, c, v)]), vertex_arrays={}, tiles=tiles,
+                    relabel=relabel, weighted=True, size=r.size)
+
+
+@pytest.mark.parametrize("relabel", [False, True])
+@pytest.mark.parametrize("tiles", [6, 4])
+def test_a_tiled_file_is_read_by_blocks(dex, tmp_path, relabel, tiles, monkeypatch):
+    """A rank reads the tiles of its block and nothing else when the grid's side divides
+    the tile count (6 tiles: 1×1, 2×2, 3×3), and its block plus boundary tiles otherwise;
+    what it keeps equals the block ``from_graph`` cuts."""
+    g = graph(n=90, m=700)
+    path = shared(dex, tmp_path, "t.npz")
+    if dex.is_root:
+        _write_tiled(g, path, tiles, relabel)
+    dex.grid.barrier()
+    monkeypatch.setattr("gblas_gnn.dist.data.CHUNK", 13)
+    read: dict = {}
+    got = read_npz_block(path, dex.grid, relabel=relabel, read=read)
+    same_block(got, dist.DistGraph.from_graph(g, dex.grid, relabel=relabel))
+    entry = 4 + 4 + 8                                   # int32 row and col, float64 value
+    assert read["total_edge_bytes"] == g.nnz * entry
+    q = dex.grid.q
+    ptr_bytes = 2 * 8 * (tiles // q if tiles % q == 0 else tiles)
+    if tiles % q == 0:
+        assert read["edge_bytes"] - 2 * 8 * (tiles // q) == got.A.nvals * entry
+    else:
+        assert got.A.nvals * entry < read["edge_bytes"] <= g.nnz * entry + ptr_bytes
+
+
+def test_a_tiled_file_refuses_a_job_relabelled_otherwise(dex, tmp_path):
+    path = shared(dex, tmp_path, "t.npz")
+    if dex.is_root:
+        _write_tiled(graph(), path, 6, relabel=False)
+    dex.grid.barrier()
+    with pytest.raises(ValueError, match="was converted without --relabel, and this job runs "
+                                         "with --relabel"):
+        read_npz_block(path, dex.grid, relabel=True)
+
+
+@pytest.mark.parametrize("name", ["ogbn-arxiv", "ogbn-products", "ogbn-papers100M"])
+def test_an_ogb_folder_and_its_conversion_give_every_rank_the_rows_of_one_process(
+        dex, tmp_path, name, monkeypatch):
+    from ogb_helpers import toy, write_ogb
+
+    from gblas_gnn.cli import main
+    from gblas_gnn.data import load_ogb
+
+    root = shared(dex, tmp_path, "ogb")
+    converted = root / "converted.npz"
+    if dex.is_root:
+        write_ogb(root, name, toy(n=70, m=300, unlabelled=5 if "papers" in name else 0))
+        assert main(["convert", f"ogb:{root / name.replace('-', '_')}", str(converted),
+                     "--no-progress"]) == 0
+    dex.grid.barrier()
+    monkeypatch.setattr("gblas_gnn.data._csvgz.CHUNK_BYTES", 100)
+    folder = root / name.replace("-", "_")
+    one = load_ogb(folder)
+    for spec in (f"ogb:{folder}", f"npz:{converted}"):
+        here = load_dataset(spec, dex.grid)
+        assert here.name == name and here.num_classes == one.num_classes
+        for key in ("x", "y", "train_mask", "val_mask", "test_mask"):
+            np.testing.assert_array_equal(getattr(here, key),
+                                          getattr(one, key)[here.graph.vertex_ids])
+        same_block(here.graph, dist.DistGraph.from_graph(one.graph, dex.grid))
+
+
+def test_streaming_an_ogb_folder_holds_its_block_not_the_graph(dex, tmp_path, monkeypatch):
+    """Every rank parses the whole edge file, in chunks, and keeps only its block: its peak
+    of traced allocations while loading stays below its block and rows plus a few chunks,
+    which on a grid is below the whole edge list."""
+    import tracemalloc
+
+    from ogb_helpers import toy, write_ogb
+
+    root = shared(dex, tmp_path, "ogb")
+    n, m = 400, 40000
+    if dex.is_root:
+        write_ogb(root, "ogbn-products", toy(n=n, m=m, f=4))
+    dex.grid.barrier()
+    monkeypatch.setattr("gblas_gnn.data._csvgz.CHUNK_BYTES", 4096)   # ~400 edges a chunk
+    load_dataset(f"ogb:{root / 'ogbn_products'}", dex.grid)   # imports, caches: not traced
+    tracemalloc.start()
+    try:
+        here = load_dataset(f"ogb:{root / 'ogbn_products'}", dex.grid)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    whole = 2 * m * 2 * 8                  # the edge list with its inverse, int64 pairs
+    mine = dex.grid.allreduce(np.array([here.graph.A.nvals]), "max", "world", "test")[0]
+    bound = 32 * mine + 100 * n + 16 * 4096 + 100_000
+    assert peak < bound, (peak, bound, whole)
+    if dex.grid.q > 1:
+        assert bound < whole, "the test needs a graph larger than a rank's bound"
+
+
+def test_progress_shows_on_rank_0_only(dex, capsys, monkeypatch):
+    monkeypatch.setattr("gblas_gnn._progress.PROGRESS_EDGES", 100)
+    load_dataset("kronecker:scale=8,edge_factor=4", dex.grid)
+    shown = "kronecker (rank 0's share):" in capsys.readouterr().err
+    assert dex.grid.allgather(shown, "test.progress") == [True] + [False] * (dex.grid.size - 1)
+    load_dataset("kronecker:scale=8,edge_factor=4", dex.grid, progress=False)
+    assert capsys.readouterr().err == ""

@@ -93,3 +93,21 @@ def test_the_command_line_trains_and_infers_on_the_device(cuda, tmp_path, capsys
     capsys.readouterr()
     assert main(["infer", "--executor", "cpu", "--checkpoint", str(ck)]) == 0
     assert f"{acc * 100:.2f}%" in capsys.readouterr().out
+
+
+def test_a_model_file_trains_on_the_device_and_infers_on_the_host(cuda, tmp_path, capsys):
+    """``--model FILE.py:NAME`` on the cuda executor: the user's module computes with the
+    executor it is given; its checkpoint predicts the same on the cpu."""
+    from pathlib import Path
+
+    spec = "csbm:" + ",".join(f"{k}={v}" for k, v in SMALL.items() if k != "seed")
+    model = f"{Path(__file__).parents[1] / 'model_files' / 'my_models.py'}:small_gcn"
+    ck, metrics = tmp_path / "ck.npz", tmp_path / "m.json"
+    assert main(["train", "--executor", "cuda", "--model", model, "--dataset", spec,
+                 "--epochs", "2", "--checkpoint", str(ck), "--metrics-json", str(metrics),
+                 "--no-progress"]) == 0
+    acc = json.loads(metrics.read_text())["test_acc"]
+    assert "ran on executor cuda, one process" in capsys.readouterr().out
+    assert main(["infer", "--executor", "cpu", "--checkpoint", str(ck), "--model",
+                 model]) == 0
+    assert f"{acc * 100:.2f}%" in capsys.readouterr().out

@@ -11,10 +11,12 @@ from .csbm import csbm
 from .dataset import Dataset
 from .erdos_renyi import erdos_renyi, erdos_renyi_edges
 from .kronecker import kronecker, kronecker_edges
+from .ogb import OGB_NODE_DATASETS, load_ogb
 from .planetoid import PLANETOID_NAMES, find_planetoid_root, load_planetoid
 
 __all__ = [
     "Dataset",
+    "OGB_NODE_DATASETS",
     "PLANETOID_NAMES",
     "UnsafePickleError",
     "csbm",
@@ -24,6 +26,7 @@ __all__ = [
     "find_planetoid_root",
     "kronecker",
     "kronecker_edges",
+    "load_ogb",
     "load_planetoid",
     "safe_load",
 ]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._progress import ticking, work_bar
 from ._edges import check_index_dtype, check_int, check_seed, split_keys, symmetric_keys
 from ._edges import fill_empty_rows as _fill_empty_rows
 
@@ -129,6 +130,7 @@ def erdos_renyi_edges(
     symmetric: bool = False,
     fill_empty_rows: bool = True,
     dtype_index: np.dtype | type = np.int64,
+    progress: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     r"""Edge list of an Erdős–Rényi graph of density :math:`\rho = m / n^2`.
 
@@ -154,6 +156,10 @@ def erdos_renyi_edges(
         probability about :math:`e^{-d}`, so this only matters for sparse graphs.
     dtype_index : numpy integer dtype
         ``int64`` (default) or ``int32``.
+    progress : bool or None
+        Show a progress bar on stderr when about :math:`\rho n^2` edges reach
+        :data:`gblas_gnn._progress.PROGRESS_EDGES` (``None`` or ``True``), or never
+        (``False``).
 
     Returns
     -------
@@ -183,7 +189,10 @@ def erdos_renyi_edges(
         return empty, empty.copy(), n
     p = edge_probability(n, rho)
     _, chunks = chunk_rows(n)
-    keys = np.concatenate([chunk_keys(n, p, seed, c, symmetric) for c in range(chunks)])
+    with work_bar(chunks, "erdos_renyi", size=int(rho * n * n), show=progress,
+                  unit="chunks", unit_scale=False) as bar:
+        keys = np.concatenate([chunk_keys(n, p, seed, c, symmetric)
+                               for c in ticking(bar, range(chunks))])
     if symmetric:
         hi, lo = np.divmod(keys, n)
         del keys
@@ -203,13 +212,15 @@ def erdos_renyi(
     symmetric: bool = False,
     fill_empty_rows: bool = True,
     dtype: np.dtype | type = np.float32,
+    progress: bool | None = None,
 ) -> Graph:
     """Erdős–Rényi graph as a :class:`gblas_gnn.graph.Graph` (all values 1).
 
     Same parameters as :func:`erdos_renyi_edges`; ``dtype`` is the value dtype.
     """
     src, dst, n = erdos_renyi_edges(
-        n, density, seed=seed, symmetric=symmetric, fill_empty_rows=fill_empty_rows
+        n, density, seed=seed, symmetric=symmetric, fill_empty_rows=fill_empty_rows,
+        progress=progress,
     )
     from ._graph import graph_from_sorted_edges
 

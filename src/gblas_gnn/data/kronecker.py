@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._progress import work_bar
 from ._edges import (
     check_index_dtype,
     check_int,
@@ -132,6 +133,7 @@ def kronecker_edges(
     symmetric: bool = False,
     fill_empty_rows: bool = True,
     dtype_index: np.dtype | type = np.int64,
+    progress: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     r"""Edge list of a Graph500 Kronecker graph.
 
@@ -161,6 +163,10 @@ def kronecker_edges(
         and the result can exceed ``edge_factor * n``.
     dtype_index : numpy integer dtype
         ``int64`` (default) or ``int32`` for the returned index arrays.
+    progress : bool or None
+        Show a progress bar on stderr when :math:`m` reaches
+        :data:`gblas_gnn._progress.PROGRESS_EDGES` (``None`` or ``True``), or never
+        (``False``).
 
     Returns
     -------
@@ -198,8 +204,10 @@ def kronecker_edges(
     perm = rng.permutation(n).astype(np.int64)
     keys = np.empty(m, dtype=np.int64)
     filled = 0
+    bar = work_bar(m, "kronecker", size=m, show=progress)
     for start in range(0, m, _BLOCK):
         cnt = min(_BLOCK, m - start)
+        bar.update(cnt)
         u = _uniform_u32(rng, scale * cnt).reshape(scale, cnt)
         i_, j_ = _rmat_indices(u, thr_a, thr_ab, thr_abc)
         del u
@@ -218,6 +226,7 @@ def kronecker_edges(
         np.multiply(dst, n, out=keys[filled : filled + k])
         keys[filled : filled + k] += src
         filled += k
+    bar.close()
     del perm
     uniq = sorted_unique_inplace(keys[:filled])
     del keys
@@ -243,6 +252,7 @@ def kronecker(
     symmetric: bool = False,
     fill_empty_rows: bool = True,
     dtype: np.dtype | type = np.float32,
+    progress: bool | None = None,
 ) -> Graph:
     """Graph500 Kronecker graph as a :class:`gblas_gnn.graph.Graph` (all values 1).
 
@@ -258,6 +268,7 @@ def kronecker(
         seed=seed,
         symmetric=symmetric,
         fill_empty_rows=fill_empty_rows,
+        progress=progress,
     )
     from ._graph import graph_from_sorted_edges
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._progress import ticking, work_bar
 from ..data._edges import check_int, check_seed
 from ..data.erdos_renyi import (
     _check_density,
@@ -103,10 +104,11 @@ def _fill(grid: Grid, owners: _Owners, keys, rng, symmetric: bool) -> np.ndarray
 def kronecker(grid: Grid, scale: int, edge_factor: int = 16, *, a: float = 0.57,
               b: float = 0.19, c: float = 0.19, seed: int = 0, symmetric: bool = False,
               fill_empty_rows: bool = True, relabel: bool = False, relabel_seed: int = 0,
-              dtype=np.float32) -> DistGraph:
+              dtype=np.float32, progress: bool | None = None) -> DistGraph:
     """This rank's block of :func:`gblas_gnn.data.kronecker` with the same arguments,
     generated in place (see the module docstring). ``relabel`` spreads the vertices over the
-    blocks by a seeded permutation (load balance; the graph is the same)."""
+    blocks by a seeded permutation (load balance; the graph is the same). ``progress``: rank
+    0 shows its share of the drawing on a bar from 10⁷ edges (``False``: never)."""
     scale, edge_factor, (a, b, c) = check_arguments(scale, edge_factor, a, b, c)
     n = 1 << scale
     rng = np.random.default_rng(check_seed(seed))
@@ -119,7 +121,10 @@ def kronecker(grid: Grid, scale: int, edge_factor: int = 16, *, a: float = 0.57,
     owners = _Owners(n, parts, grid.q)
     received = []
     bitgen = np.random.PCG64()
-    for t in range(grid.rank, -(-m // block), grid.size):
+    mine = range(grid.rank, -(-m // block), grid.size)
+    bar = work_bar(len(mine), "kronecker (rank 0's share)", size=m, unit="blocks",
+                   unit_scale=False, show=progress is not False and grid.rank == 0)
+    for t in ticking(bar, mine):
         count = min(block, m - t * block)
         bitgen.state = start_state
         bitgen.advance(t * ((scale * block + 1) // 2))      # the draws of blocks 0..t-1
@@ -131,6 +136,7 @@ def kronecker(grid: Grid, scale: int, edge_factor: int = 16, *, a: float = 0.57,
         dst, src = dst[keep], src[keep]
         keys = [dst * n + src] + ([src * n + dst] if symmetric else [])
         received.append(np.concatenate(keys))
+    bar.close()
     del perm
     # every rank takes part in the exchange, also with nothing to send
     mine = _route(grid, owners, np.concatenate(received) if received else
@@ -152,9 +158,9 @@ def kronecker(grid: Grid, scale: int, edge_factor: int = 16, *, a: float = 0.57,
 
 def erdos_renyi(grid: Grid, n: int, density: float, *, seed: int = 0, symmetric: bool = False,
                 fill_empty_rows: bool = True, relabel: bool = False, relabel_seed: int = 0,
-                dtype=np.float32) -> DistGraph:
+                dtype=np.float32, progress: bool | None = None) -> DistGraph:
     """This rank's block of :func:`gblas_gnn.data.erdos_renyi` with the same arguments,
-    generated in place (see the module docstring)."""
+    generated in place (see the module docstring; ``progress`` as for :func:`kronecker`)."""
     n = check_int("n", n, 0)
     rho = _check_density(density, n)
     seed = check_seed(seed)
@@ -164,13 +170,22 @@ def erdos_renyi(grid: Grid, n: int, density: float, *, seed: int = 0, symmetric:
     if n > 1:
         p = edge_probability(n, rho)
         _, chunks = chunk_rows(n)
-        for chunk in range(grid.rank, chunks, grid.size):
-            keys = chunk_keys(n, p, seed, chunk, symmetric)
-            if symmetric:                            # both directions of each pair
-                hi, lo = np.divmod(keys, n)
-                keys = np.concatenate([keys, lo * n + hi])
-            drawn.append(keys)
+        mine = range(grid.rank, chunks, grid.size)
+        with work_bar(len(mine), "erdos_renyi (rank 0's share)", size=int(rho * n * n),
+                      unit="chunks", unit_scale=False,
+                      show=progress is not False and grid.rank == 0) as bar:
+            drawn = [_drawn_chunk(n, p, seed, chunk, symmetric)
+                     for chunk in ticking(bar, mine)]
     mine = _route(grid, owners, np.concatenate(drawn) if drawn else np.zeros(0, np.int64),
                   "generate.route")
     fill = fill_rng(seed) if fill_empty_rows else None
     return _blocks(grid, owners, mine, fill, symmetric, dtype)
+
+
+def _drawn_chunk(n: int, p: float, seed, chunk: int, symmetric: bool) -> np.ndarray:
+    """The keys of one chunk of the Erdős–Rényi draw (both directions when symmetric)."""
+    keys = chunk_keys(n, p, seed, chunk, symmetric)
+    if symmetric:
+        hi, lo = np.divmod(keys, n)
+        keys = np.concatenate([keys, lo * n + hi])
+    return keys

@@ -27,7 +27,7 @@ from ..executors.base import EdgeTensorBase
 from ..graph import as_graph
 from .grid import Grid
 
-__all__ = ["Block", "DistDataset", "DistGraph", "partition"]
+__all__ = ["Block", "DistDataset", "DistGraph", "partition", "relabel_order"]
 
 
 #: the relabelling permutation's own stream (``SeedSequence((seed, RELABEL_STREAM))``): a
@@ -45,8 +45,14 @@ def partition(n: int, q: int, relabel: bool = False, seed: int = 0) -> list[np.n
     starts = [(i * n) // q for i in range(q + 1)]
     if not relabel:
         return [np.arange(starts[i], starts[i + 1], dtype=np.int64) for i in range(q)]
-    order = np.random.default_rng(np.random.SeedSequence((seed, RELABEL_STREAM))).permutation(n)
+    order = relabel_order(n, seed)
     return [np.sort(order[starts[i]:starts[i + 1]]).astype(np.int64) for i in range(q)]
+
+
+def relabel_order(n: int, seed: int = 0) -> np.ndarray:
+    """The vertices in the order ``partition(..., relabel=True, seed=seed)`` deals them out:
+    part i of q holds ``order[(i n) // q : ((i + 1) n) // q]`` (sorted)."""
+    return np.random.default_rng(np.random.SeedSequence((seed, RELABEL_STREAM))).permutation(n)
 
 
 @dataclass(frozen=True, eq=False)
@@ -258,7 +264,12 @@ class DistGraph:
 @dataclass(eq=False)
 class DistDataset:
     """A node-classification data set on a grid: the :class:`DistGraph` and this rank's
-    rows of the features, labels and masks (what :func:`gblas_gnn.train.fit` reads)."""
+    rows of the features, labels and masks (what :func:`gblas_gnn.train.fit` reads).
+
+    ``read``: for a data set read from files by parts, what this rank read
+    (:func:`gblas_gnn.dist.data.load_dataset`: ``edge_bytes`` of the ``total_edge_bytes`` of
+    the file's entries, ``row_bytes`` of vertex rows, and ``how``); ``None`` otherwise.
+    """
 
     name: str
     graph: DistGraph
@@ -268,6 +279,7 @@ class DistDataset:
     val_mask: np.ndarray
     test_mask: np.ndarray | None
     num_classes: int
+    read: dict | None = None
 
 
 @as_graph.register
