@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import gblas_gnn as gg
 from gblas_gnn import compose, ops
-from gblas_gnn.compose.plan import plan
 from gblas_gnn.compose.expr import Masked, Softmax
+from gblas_gnn.compose.plan import plan
 from gblas_gnn.compose.program import Op, build
 from gblas_gnn.executors import CPUExecutor, PrimitivesExecutor, to_numpy
 from gblas_gnn.executors.cpu._program_kernels import signature_key, source

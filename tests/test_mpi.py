@@ -109,7 +109,7 @@ def test_a_model_file_on_an_ogb_folder_trains_and_infers_on_a_grid(tmp_path):
 
     folder = write_ogb(tmp_path, "ogbn-arxiv", toy(n=120, m=600, f=8))
     shutil.copy(ROOT / "tests" / "model_files" / "my_models.py", tmp_path)
-    args = ["train", "--model", "my_models.py:SkipGAT", "--dataset", f"ogb:{folder}",
+    args = ["train", "--model", "my_models.py:TropicalGATv2", "--dataset", f"ogb:{folder}",
             "--epochs", "4", "--no-progress"]
     one = subprocess.run([sys.executable, "-m", "gblas_gnn", *args], capture_output=True,
                          text=True, timeout=300, cwd=tmp_path, env=mpi_env())
@@ -128,7 +128,7 @@ def test_a_model_file_on_an_ogb_folder_trains_and_infers_on_a_grid(tmp_path):
                      r"\+ k\^2\) words .*\(n = 120, sqrt\(p\) = 2, k = 8, 40\)", grid.stdout)
     assert "data: each rank read at most" in grid.stdout
     infer = run_mpi(4, ["-m", "gblas_gnn", "infer", "--executor", "dist", "--checkpoint",
-                        "ck.npz", "--model", "my_models.py:SkipGAT"], cwd=tmp_path,
+                        "ck.npz", "--model", "my_models.py:TropicalGATv2"], cwd=tmp_path,
                     timeout=300)
     assert infer.returncode == 0, infer.stdout + infer.stderr
     assert line.split()[-1] in infer.stdout and infer.stdout.count("predicted") == 1

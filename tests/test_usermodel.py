@@ -38,7 +38,7 @@ def train(*argv) -> int:
     return main(["train", "--dataset", SMALL, "--no-progress", *argv])
 
 
-@pytest.mark.parametrize("name", ["SkipGAT", "small_gcn"])
+@pytest.mark.parametrize("name", ["SkipGAT", "TropicalGATv2", "small_gcn"])
 @pytest.mark.parametrize("executor", ["cpu", "primitives"])
 def test_a_model_file_trains_and_infers(name, executor, models, tmp_path, capsys):
     spec = f"{models / 'my_models.py'}:{name}"

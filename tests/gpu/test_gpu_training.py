@@ -101,7 +101,7 @@ def test_a_model_file_trains_on_the_device_and_infers_on_the_host(cuda, tmp_path
     from pathlib import Path
 
     spec = "csbm:" + ",".join(f"{k}={v}" for k, v in SMALL.items() if k != "seed")
-    model = f"{Path(__file__).parents[1] / 'model_files' / 'my_models.py'}:small_gcn"
+    model = f"{Path(__file__).parents[1] / 'model_files' / 'my_models.py'}:TropicalGATv2"
     ck, metrics = tmp_path / "ck.npz", tmp_path / "m.json"
     assert main(["train", "--executor", "cuda", "--model", model, "--dataset", spec,
                  "--epochs", "2", "--checkpoint", str(ck), "--metrics-json", str(metrics),

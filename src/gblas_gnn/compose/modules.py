@@ -73,6 +73,7 @@ def call_composed(module, g, H):
         Ht = Traced(H, tape.leaf(INPUT) if tape is not None else None, True)
         with _traced_params(module, s):
             out = _output(module.forward(g, Ht), module)
+    module.graph_widths = list(s.widths)
     if tape is None:
         module._cache = None
     else:

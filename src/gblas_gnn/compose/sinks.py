@@ -9,11 +9,13 @@ the expression read (gathered rows and columns, parameters, the messages) come b
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..executors import get_executor
 from .expr import Expr
 from .program import build
 from .tape import current
-from .traced import Traced, record
+from .traced import Traced, record, value_of
 
 __all__ = ["run", "materialize"]
 
@@ -29,6 +31,8 @@ def run(root: Expr, sink: tuple, x=None):
     out, ctx = ex.program_forward(prog, keep)
     if s is None:
         return out
+    s.widths.append(int(np.prod(np.shape(value_of(x))[1:])) if x is not None else
+                    (prog.heads or 1))
     if not keep:
         return Traced(out, None, True)
 

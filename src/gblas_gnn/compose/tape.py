@@ -100,6 +100,8 @@ class Scope:
         self.tape = tape
         #: the modules whose parameters are traced leaves of this tape
         self.modules: list = []
+        #: the width of every graph operation run (the features an aggregation moves)
+        self.widths: list[int] = []
 
     def record(self, parents: Sequence[Any], vjp: Callable,
                zero: Callable[[], Any] | None = None) -> Node | None:

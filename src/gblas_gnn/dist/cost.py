@@ -21,8 +21,9 @@ def bound_words(n: int, k: int, p: int) -> float:
 
 def graph_layer_widths(model) -> list[int] | None:
     """The width k of every graph layer of ``model`` (the widest feature matrix it moves:
-    its input or its output, heads included), found by walking ``children()``; ``None``
-    when the model has none the command knows (a composed module, say)."""
+    its input or its output, heads included), found by walking ``children()``; a composed
+    module's are the widths of the messages its last forward aggregated; ``None`` when
+    the model has no graph layer."""
     from ..nn import AGNNConv, GATConv, GCNConv, GINConv, SGConv, VAConv
     from ..train.checkpoint import named_modules
 
@@ -31,6 +32,8 @@ def graph_layer_widths(model) -> list[int] | None:
         if isinstance(m, (GATConv, AGNNConv, VAConv, GCNConv, SGConv, GINConv)):
             out = m.out_dim * getattr(m, "heads", 1)
             widths.append(max(int(m.in_dim), int(out)))
+        elif m.composed:                 # what its last forward aggregated (after one)
+            widths.extend(getattr(m, "graph_widths", ()))
     return widths or None
 
 

@@ -73,6 +73,14 @@ class Block:
     def with_matrix(self, M: gb.Matrix) -> Block:
         return Block(M, self.row_ids, self.col_ids)
 
+    @property
+    def S(self):
+        """The block's pattern without its values: ``A.S * expr``, as for a
+        ``graphblas.Matrix`` (:func:`gblas_gnn.ops.structure`)."""
+        from ..compose.expr import Structure
+
+        return Structure(self)
+
 
 EdgeTensorBase.register(Block)            # the edge-tensor protocol (executors.edges)
 
