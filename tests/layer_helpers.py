@@ -220,9 +220,9 @@ def assert_attention_orders_agree(make_layer, g, H, dout, z_atol=1e-13):
     for order in ("auto", "aggregate_first", "project_first"):
         layer = make_layer()
         layer.order = order
-        Z = layer(g, H)
         if order == "auto":         # aggregate at the smaller width
-            assert layer._cache["pa"].agg_first == (in_dim < out_dim)
+            assert layer.aggregates_first() == (in_dim < out_dim)
+        Z = layer(g, H)
         dH = layer.backward(dout)
         results.append((Z, dH, layer.grads))
     for Z, dH, grads in results[1:]:

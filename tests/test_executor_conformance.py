@@ -256,51 +256,6 @@ def test_aggregate_backward_of_a_semiring_is_refused():
         ex.aggregate(E, ex.asarray(case.dense(2)), "max_plus", keep_context=True)
 
 
-# ---------------------------------------------------------------------- fused attention
-@SETTINGS
-@given(case=cases, heads=st.integers(1, 3), width=st.integers(1, 3),
-       aggr=st.sampled_from(["sum", "mean", "max", "min"]), masked=st.booleans())
-def test_additive_attention_equals_the_primitives(case, heads, width, aggr, masked):
-    ex = under_test()
-    X = case.dense(heads * width)
-    d, s = case.dense(heads), case.dense(heads)
-    mask = None
-    if masked:
-        mask = np.where(case.rng.random((heads, case.nnz)) >= 0.4, 1 / 0.6, 0)
-        mask = mask.astype(case.dtype)
-    bias = case.dense(1)[:1, 0].repeat(heads * width)
-    args = (case.g.A, d, s, X, 0.2, mask, aggr, True, bias)
-    (Zt, ct), (Zr, cr) = (e.additive_attention(*[e.asarray(a) if isinstance(a, np.ndarray)
-                                                  else a for a in args])
-                          for e in (ex, REFERENCE))
-    close(Zt, to_numpy(Zr), case.dtype, 4)
-    dZ = case.dense(heads * width)
-    for a, b in zip(ex.additive_attention_backward(ct, ex.asarray(dZ)),
-                    REFERENCE.additive_attention_backward(cr, dZ), strict=True):
-        close(a, to_numpy(b), case.dtype, 8)
-
-
-@SETTINGS
-@given(case=cases, width=st.integers(1, 3), aggr=st.sampled_from(["sum", "mean", "max"]),
-       scaled=st.booleans())
-def test_dot_attention_equals_the_primitives(case, width, aggr, scaled):
-    ex = under_test()
-    P, Q = case.dense(width), case.dense(width)
-    X, scale = (Q, (case.rng.random(case.n) + 0.5).astype(case.dtype)) if scaled else \
-        (case.dense(width + 1), None)
-    outs = []
-    for e in (ex, REFERENCE):
-        conv = e.asarray
-        outs.append(e.dot_attention(case.g.A, conv(P), conv(Q), 0.7, conv(X), aggr, True,
-                                    None if scale is None else conv(scale)))
-    close(outs[0][0], to_numpy(outs[1][0]), case.dtype, 4)
-    dZ = case.dense(X.shape[1])
-    got = ex.dot_attention_backward(outs[0][1], ex.asarray(dZ))
-    want = REFERENCE.dot_attention_backward(outs[1][1], dZ)
-    for a, b in zip(got, want, strict=True):
-        close(a, to_numpy(b), case.dtype, 16)
-
-
 # ---------------------------------------------------------------------- random masks
 @SETTINGS
 @given(case=cases, heads=st.integers(1, 3), p=st.sampled_from([0.0, 0.3, 0.9]),

@@ -21,7 +21,7 @@ if config.ENABLE_CUDASIM:
 from numba import cuda, float32, void  # noqa: E402
 from numba.core.errors import TypingError  # noqa: E402
 
-from gblas_gnn.gpu import _attention_kernels, _edge_kernels, _sparse_kernels  # noqa: E402
+from gblas_gnn.gpu import _edge_kernels, _sparse_kernels  # noqa: E402
 from gblas_gnn.gpu import compile as gc  # noqa: E402
 from gblas_gnn.gpu._catalogue import KERNELS, KernelSpec, variants  # noqa: E402
 from gblas_gnn.gpu._semiring_kernels import SHIPPED  # noqa: E402
@@ -48,7 +48,7 @@ def test_the_catalogue_lists_every_kernel_the_executor_launches():
     from numba.cuda.dispatcher import CUDADispatcher
 
     launched = {id(k) for k, _ in SHIPPED.values()}
-    for module in (_sparse_kernels, _edge_kernels, _attention_kernels):
+    for module in (_sparse_kernels, _edge_kernels):
         launched |= {id(v) for v in vars(module).values()
                      if isinstance(v, CUDADispatcher) and not v.targetoptions.get("device")}
     assert launched == {id(spec.kernel) for spec in KERNELS}
@@ -65,7 +65,7 @@ def test_a_kernel_with_a_type_error_is_rejected():
 
 
 def test_a_register_cap_that_spills_is_reported():
-    spec = next(s for s in KERNELS if s.name == "additive_backward")
+    spec = next(s for s in KERNELS if s.name == "edge_dots")
     _, signature = next(variants(spec))
     ptx = gc.compile_kernel(spec, signature, (9, 0))
     assert gc.assemble(ptx, (9, 0))["spill_stores"] == 0

@@ -409,27 +409,30 @@ def test_eval_keeps_no_cache():
         make_layer().backward(np.ones((N, 4), np.float32))
 
 
-def _semiring(name):
-    semirings = gg.semirings
-    if not hasattr(semirings, "get") or name not in semirings.names():
-        pytest.skip(f"gblas_gnn.semirings does not provide {name!r} yet")
-    return semirings.get(name)
-
-
 @pytest.mark.parametrize("by_name", [True, False])
-def test_semiring_aggregation_forward_only(by_name):
-    sr = _semiring("max_times")
+def test_a_semiring_with_derivatives_trains_and_one_without_is_forward_only(by_name):
+    # max_times is the named "max" written as a semiring: same forward, same gradients
+    sr = gg.semirings.get("max_times")
     src, dst = random_edges()
     g = graph(src, dst)
     H = features(N, 3, np.float32)
     layer = make_layer(heads=2, aggr="max_times" if by_name else sr)
     named = make_layer(heads=2, aggr="max")
-    layer.eval()
     np.testing.assert_allclose(layer(g, H), named(g, H), rtol=1e-6, atol=1e-7)
-    layer.train()
-    layer(g, H)
-    with pytest.raises(ValueError, match="forward-only"):
-        layer.backward(np.ones((N, 8), np.float32))
+    dout = np.ones((N, 8), np.float32)
+    np.testing.assert_allclose(layer.backward(dout), named.backward(dout), rtol=1e-5,
+                               atol=1e-6)
+    name = "test_gat_max_second"
+    gg.semirings.register(name, "max", "second")          # no derivatives registered
+    try:
+        bare = make_layer(heads=2, aggr=name)
+        bare(g, H)
+        with pytest.raises(ValueError, match=f"semiring '{name}' has no backward"):
+            bare.backward(dout)
+        bare.eval()
+        assert bare(g, H).shape == (N, 8)
+    finally:
+        gg.semirings.registry._unregister(name)
 
 
 # ---------------------------------------------------------------------- errors

@@ -23,14 +23,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SUITE = ["tests/test_executor_conformance.py", "tests/test_executor_attention.py",
+SUITE = ["tests/test_executor_conformance.py", "tests/test_compose_kernels.py",
          "tests/test_ops.py", "tests/test_virtual.py", "tests/test_compose.py",
          "tests/test_compose_rules.py", *sorted(
              str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_nn_*.py")),
          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_train_*.py"))]
-GPU_SUITE = ["tests/gpu", "tests/test_executor_conformance.py",
-             "tests/test_executor_attention.py", "tests/test_ops.py", "tests/test_virtual.py",
-             "tests/test_compose.py", "tests/test_compose_rules.py"]
+GPU_SUITE = ["tests/gpu", "tests/test_executor_conformance.py", "tests/test_ops.py",
+             "tests/test_virtual.py", "tests/test_compose.py", "tests/test_compose_rules.py",
+             "tests/test_compose_kernels.py"]
 
 
 def run_suite(executor: str, timeout: int, suite=SUITE, **env) -> subprocess.CompletedProcess:

@@ -1,21 +1,22 @@
 """The communication of one GAT layer (training forward and backward) on a grid, counted by
 the grid's wrapper, equals the scheme's formula exactly, on every rank.
 
-With ``r = |R_x|`` (this rank's rows), ``c = |C_y|`` (its block's columns), ``k`` the output
-width (heads·width), ``h`` the heads, ``f`` the input width and 8-byte words (float64), per
-rank:
+``GATConv`` is a composition: its attention runs as one edge program
+(:mod:`gblas_gnn.dist.programs`), its projections as dense products. With ``r = |R_x|``
+(this rank's rows), ``c = |C_y|`` (its block's columns), ``k`` the output width
+(heads·width), ``h`` the heads, ``f`` the input width and 8-byte words (float64), per rank:
 
 ========================================  ==================  =====================
 step                                      sent / received     messages
 ========================================  ==================  =====================
-exchange of ``[H' s]`` for the columns    r(k+h) / c(k+h)     2 (0 on the diagonal)
+exchange of ``[s H']`` for the columns    r(h+k) / c(h+k)     2 (0 on the diagonal)
 row max, row sum                          hr each             1 each
 aggregate                                 kr                  1
-backward row sums ``dd``                  hr                  1
-column partials ``[dX ds]``               c(k+h)              1
-their exchange back to the rows           c(k+h) / r(k+h)     2 (0 on the diagonal)
+column partials ``[ds dX]``               c(h+k)              1
+their exchange back to the rows           c(h+k) / r(h+k)     2 (0 on the diagonal)
+row partials ``dd``                       hr                  1
 bias gradient                             k                   1
-``dB = H'ᵀ G`` and ``dW = Hᵀ dH'``        2hk + fk            2
+``dB = H'ᵀ [ds dd]`` and ``dW = Hᵀ dH'``  2hk + fk            2
 ========================================  ==================  =====================
 
 so a rank moves O(nk/q + k²) words per layer; on a 1×1 grid nothing moves.
@@ -38,15 +39,13 @@ def expected(grid, r: int, c: int) -> dict[str, tuple[int, int, int]]:
     off = grid.partner != grid.rank
     rows = grid.q > 1
     table = {
-        "additive_attention.columns": (r * (K + HEADS), c * (K + HEADS), 2) if off else None,
-        "additive_attention.row_max": (HEADS * r, HEADS * r, 1) if rows else None,
-        "additive_attention.row_sum": (HEADS * r, HEADS * r, 1) if rows else None,
-        "additive_attention.aggregate": (K * r, K * r, 1) if rows else None,
-        "additive_attention_backward.row_sums": (HEADS * r, HEADS * r, 1) if rows else None,
-        "additive_attention_backward.column_partials":
-            (c * (K + HEADS), c * (K + HEADS), 1) if rows else None,
-        "additive_attention_backward.to_rows":
-            (c * (K + HEADS), r * (K + HEADS), 2) if off else None,
+        "program.columns": (r * (K + HEADS), c * (K + HEADS), 2) if off else None,
+        "program.row_max": (HEADS * r, HEADS * r, 1) if rows else None,
+        "program.row_sum": (HEADS * r, HEADS * r, 1) if rows else None,
+        "program.aggregate": (K * r, K * r, 1) if rows else None,
+        "program.column_partials": (c * (K + HEADS), c * (K + HEADS), 1) if rows else None,
+        "program.to_rows": (c * (K + HEADS), r * (K + HEADS), 2) if off else None,
+        "program.row_partials": (HEADS * r, HEADS * r, 1) if rows else None,
         "vertex_sum": (K, K, 1) if rows else None,
         "inner": (2 * HEADS * K + F * K, 2 * HEADS * K + F * K, 2) if rows else None,
     }

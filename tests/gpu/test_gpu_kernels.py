@@ -17,6 +17,7 @@ import gblas_gnn as gg
 from gblas_gnn import semirings
 from gblas_gnn.executors import to_numpy
 from gblas_gnn.gpu import LANES, EdgeTensor
+from gblas_gnn.ops import rep
 
 SETTINGS = settings(max_examples=8, deadline=None)
 WIDTHS = st.integers(1, 2 * LANES + 1)
@@ -61,53 +62,6 @@ def test_wide_aggregation_and_its_backward(cpu, cuda, seed, n, k, dtype, aggr):
     dSg, dHg = cuda.aggregate_backward(cg, cuda.asarray(dZ))
     close(cuda.edge_values(dSg), cpu.edge_values(dSc), dtype, 8)
     close(dHg, dHc, dtype, 8)
-
-
-@SETTINGS
-@given(seed=st.integers(0, 2**31 - 1), n=sizes, heads=st.integers(1, 3), width=WIDTHS,
-       dtype=dtypes, aggr=st.sampled_from(["sum", "mean"]), masked=st.booleans(),
-       inference=st.booleans())
-def test_wide_additive_attention_and_its_backward(cpu, cuda, seed, n, heads, width, dtype,
-                                                  aggr, masked, inference):
-    g = graph(seed, n, 2 * n, dtype).with_self_loops()
-    rng = np.random.default_rng(seed)
-    X = feats(n, heads * width, dtype, 3)
-    d, s = feats(n, heads, dtype, 4), feats(n, heads, dtype, 5)
-    mask = None
-    if masked:
-        mask = np.where(rng.random((heads, g.nnz)) >= 0.3, 1 / 0.7, 0).astype(dtype)
-    bias = feats(1, heads * width, dtype, 6)[0]
-    runs = [ex.additive_attention(g.A, *(ex.asarray(a) for a in (d, s, X)), 0.2,
-                                  None if mask is None else ex.asarray(mask), aggr,
-                                  keep_context=not inference, bias=ex.asarray(bias))
-            for ex in (cpu, cuda)]
-    if inference:                  # the bias is the start of every row in the kernel
-        close(runs[1], runs[0], dtype, 4)
-        return
-    close(runs[1][0], runs[0][0], dtype, 4)
-    dZ = feats(n, heads * width, dtype, 7)
-    for a, b in zip(cuda.additive_attention_backward(runs[1][1], cuda.asarray(dZ)),
-                    cpu.additive_attention_backward(runs[0][1], dZ), strict=True):
-        close(a, b, dtype, 16)
-
-
-@SETTINGS
-@given(seed=st.integers(0, 2**31 - 1), n=sizes, k=WIDTHS, width=WIDTHS, dtype=dtypes,
-       scaled=st.booleans())
-def test_wide_dot_attention_and_its_backward(cpu, cuda, seed, n, k, width, dtype, scaled):
-    g = graph(seed, n, 2 * n, dtype).with_self_loops()
-    P, Q = feats(n, k, dtype, 1) / 2, feats(n, k, dtype, 2) / 2
-    X, scale = (Q, np.abs(feats(n, 1, dtype, 3)[:, 0]) + 0.5) if scaled else \
-        (feats(n, width, dtype, 4), None)
-    runs = [ex.dot_attention(g.A, *(ex.asarray(a) for a in (P, Q)), 0.7, ex.asarray(X), "sum",
-                             True, None if scale is None else ex.asarray(scale))
-            for ex in (cpu, cuda)]
-    close(runs[1][0], runs[0][0], dtype, 4)
-    dZ = feats(n, X.shape[1], dtype, 5)
-    got = cuda.dot_attention_backward(runs[1][1], cuda.asarray(dZ))
-    want = cpu.dot_attention_backward(runs[0][1], dZ)
-    for a, b in zip(got, want, strict=True):
-        close(a, b, dtype, 32)
 
 
 @pytest.mark.parametrize("name", ["plus_times", "min_plus", "max_plus", "max_times",
@@ -157,9 +111,11 @@ def test_graphs_without_edges(cpu, cuda, n):
         assert not to_numpy(dH).any()
         assert to_numpy(ex.edge_values(ex.softmax(ex.sddmm(A, *(ex.asarray(H),) * 2)))).size \
             == 0
-        Z = ex.additive_attention(A, *(ex.asarray(feats(n, 1, np.float64, 2)),) * 2,
-                                  ex.asarray(H), 0.2)
-        assert not to_numpy(Z).any()
+        d = feats(n, 1, np.float64, 2)[:, 0].copy()
+        Z = gg.compose.evaluate(
+            lambda A, H, d: gg.ops.aggregate(gg.ops.softmax(A * (rep(d) + rep(d).T)), H),
+            A, ex.asarray(H), ex.asarray(d), executor=ex, vertex=(1, 2))
+        assert to_numpy(Z).shape == (n, 3) and not to_numpy(Z).any()
 
 
 def test_edge_tensors_round_trip_and_errors(cuda):

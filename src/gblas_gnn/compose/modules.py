@@ -67,7 +67,8 @@ def call_composed(module, g, H):
             raise RuntimeError("a traced array outside its composed forward")
         with _traced_params(module, s):
             return _output(module.forward(g, H), module)
-    g, H = module._prepare(g, H, None)
+    g, H = module._prepare(g, H, getattr(module, "in_dim", None))
+    _check_params(module)
     tape = Tape() if module.training else None
     with scope(module.executor, tape) as s:
         Ht = Traced(H, tape.leaf(INPUT) if tape is not None else None, True)
@@ -80,6 +81,28 @@ def call_composed(module, g, H):
         module._cache = Recording(tape, out.node, list(s.modules), tuple(H.shape),
                                   tuple(out.shape))
     return out.value
+
+
+def _check_params(module) -> None:
+    """A parameter keeps the shape and dtype it was declared with and stays finite
+    (optimisers and users write in place): a clear error before the forward, not a wrong
+    gradient after it."""
+    xp = module.executor.xp
+    with module.executor.validation():
+        for name, value in module.params.items():
+            shape = module._declared.get(name)
+            if not isinstance(value, xp.ndarray) or (shape is not None and
+                                                     tuple(value.shape) != shape) \
+                    or value.dtype != module.dtype:
+                got = (tuple(value.shape), value.dtype) if isinstance(value, xp.ndarray) \
+                    else type(value).__name__
+                raise ValueError(f"parameter {name!r} must be an array of shape {shape} and "
+                                 f"dtype {module.dtype}, got {got}")
+        if module.params:                   # one reduction (one device sync on a GPU)
+            finite = xp.stack([xp.isfinite(v).all() for v in module.params.values()])
+            if not bool(finite.all()):
+                bad = [n for n, v in module.params.items() if not bool(xp.isfinite(v).all())]
+                raise ValueError(f"parameter {bad[0]!r} contains NaN or Inf")
 
 
 def call_opaque(module, g, H: Traced):
@@ -103,8 +126,8 @@ def derived_backward(module, dout) -> Any:
     if not isinstance(rec, Recording):
         raise RuntimeError("backward needs a forward in training mode first (module.train() "
                            "and call it on the input); each forward allows one backward")
-    module._cache = None
     dout = _check_dout(module, dout, rec.out_shape)
+    module._cache = None
     xp = module.executor.xp
     leaves = rec.tape.backward(rec.output, dout) if rec.output is not None else {}
     for m in rec.modules:

@@ -84,8 +84,20 @@ class Structure:
 
     @property
     def signature(self) -> tuple:
-        """A hashable description that identifies the computation (kernel cache key)."""
+        """A hashable description that identifies the computation."""
         return (self.ops, self.root, self.sink, self.roles, self.dtype)
+
+    @property
+    def kernel_signature(self) -> tuple:
+        """:attr:`signature` with every extent above one replaced by ``-1`` (a kernel reads
+        its sizes from its arrays; only broadcasting, extent one or not, shapes its code):
+        the key of compiled kernels."""
+        def erase(shape):
+            return tuple(1 if d == 1 else -1 for d in shape)
+
+        ops = tuple(Op(o.kind, _erase_args(o), o.inputs, erase(o.trail)) for o in self.ops)
+        roles = tuple((role, erase(shape)) for role, shape in self.roles)
+        return (ops, self.root, self.sink, roles, self.dtype)
 
 
 @dataclass
@@ -109,6 +121,15 @@ class Program:
     @property
     def heads(self) -> int | None:
         return self.structure.heads
+
+
+def _erase_args(op: Op) -> tuple:
+    """An operation's constants as the kernels see them: a dropout's head count is read
+    from its key operand, not written into the code."""
+    if op.kind == "dropout":
+        slot, p, heads = op.args
+        return (slot, p, None if heads is None or heads == 1 else -1)
+    return op.args
 
 
 class _Builder:

@@ -25,6 +25,10 @@ from .program import Structure
 
 __all__ = ["Block", "Scope", "Leaves", "EdgeCode", "child_index", "literal"]
 
+#: the operations of a structure (:mod:`.program`): the closed set code is emitted for
+_KINDS = ("row", "col", "param", "const", "avals", "edges", "dropout", "map", "zip", "sum",
+          "softmax")
+
 
 def literal(value: float, dtype: np.dtype) -> str:
     """A float constant in the program's dtype (float32 work must stay float32)."""
@@ -107,6 +111,13 @@ class Leaves:
         """The value of an earlier softmax at this edge (its buffer)."""
         raise NotImplementedError
 
+    def size(self, kind: str, ref: int, axis: int) -> str:
+        """An expression for the extent of trailing axis ``axis`` of a leaf (``kind`` in
+        row, col, param, dropout, softmax; ``ref`` its slot or operation), read from the
+        kernel's arrays: kernels take no sizes from the structure, so one kernel serves every
+        width of a formulation."""
+        raise NotImplementedError
+
     # reverse mode: emit ``target += g`` where the cotangent of a leaf goes
     def grad_row(self, block: Block, slot: int, idx: tuple, g: str) -> None:
         pass
@@ -136,6 +147,27 @@ class EdgeCode:
 
     def _lit(self, v: float) -> str:
         return literal(v, self.dtype)
+
+    def size(self, i: int, axis: int) -> str:
+        """An expression for ``trail[axis]`` of operation ``i`` at run time."""
+        op = self.ops[i]
+        kind = op.kind
+        if kind not in _KINDS:
+            raise ValueError(f"unknown operation {kind!r}")
+        if op.trail[axis] == 1:
+            return "1"
+        if kind in ("row", "col", "param", "dropout"):
+            return self.leaves.size(kind, op.args[0], axis)
+        if kind == "softmax" or i in self.cut:
+            return self.leaves.size("softmax", i, axis)
+        if kind in ("map", "sum"):
+            return self.size(op.inputs[0], axis)
+        for c in op.inputs:                            # zip: an input with this axis
+            tc = self.ops[c].trail
+            pos = axis - (len(op.trail) - len(tc))
+            if pos >= 0 and tc[pos] != 1:
+                return self.size(c, pos)
+        raise ValueError(f"no array gives the extent of axis {axis} of operation {i}")
 
     # ------------------------------------------------------------------ values
     def value(self, block: Block, scope: Scope, i: int, idx: tuple) -> str:
@@ -194,7 +226,7 @@ class EdgeCode:
             acc = block.fresh("acc")
             c = block.fresh("c")
             block.emit(f"{acc} = {self.zero}")
-            block.emit(f"for {c} in range({self.ops[child].trail[-1]}):")
+            block.emit(f"for {c} in range({self.size(child, len(op.trail))}):")
             inner = block.nested()
             v = self.value(inner, scope.child(), child, (*idx, c))
             inner.emit(f"{acc} += {v}")
@@ -291,7 +323,7 @@ class EdgeCode:
         self._drain(body, scope.child(), inner_pending, c, outer)
         for name in outer.values():
             block.emit(f"{name} = {self.zero}")
-        block.emit(f"for {c} in range({self.ops[child].trail[-1]}):")
+        block.emit(f"for {c} in range({self.size(child, len(self.ops[i].trail))}):")
         block.lines.extend(body.lines)
         for key, name in outer.items():
             self._accumulate(block, pending, key, name)

@@ -17,17 +17,18 @@ operation                communication (words per rank)
                          the partner exchange of the column-side operand, n/q·k
 ``spmm``                 exchange of ``H[C_y]``, allreduce of the partial rows (⊕)
 ``spmm_t``               allreduce of the partial columns, exchange back to ``R_x``
-``additive_attention``   exchange of ``H'[C_y]`` and ``s[C_y]``; row max, row sum and the
-                         aggregate as row allreduces (n/q, n/q, n/q·k per head);
-                         backward: ``dd`` row allreduce, ``[dX ds]`` column allreduce and
-                         exchange (``t_i = ⟨dZ_i, Z_i⟩`` needs none)
-``dot_attention``        the same skeleton; ``dβ`` one world allreduce of a scalar
+edge programs            one exchange of everything read by source; per softmax a row
+(every attention layer)  max and a row sum (heads·n/q each); the aggregate as a row
+                         allreduce (n/q·k); backward: column partials allreduced over the
+                         column and moved back in one buffer, row partials over the row,
+                         parameters over all ranks (``t_i = ⟨dZ_i, Z_i⟩`` needs none) —
+                         :mod:`.programs`
 =======================  ===========================================================
 
-The local work runs the cpu executor's numba kernels, split only where a collective must sit
-in between: scores and the local row max in one pass, exp and the local row sum in one pass,
-normalisation and aggregation in one pass (on a 1×1 grid the single fused pass). The backward
-is the cpu executor's column pass on the block, whose partial sums the collectives complete.
+The local work runs the cpu executor's numba kernels; an edge program's generated row pass
+runs in phases where a collective must sit in between (scores and the local row max, exp and
+the local row sum, normalisation, the aggregate; on a 1×1 grid the single fused pass), and
+its backward passes on the block give partial sums the collectives complete.
 Validation errors in one rank are raised in every rank (:meth:`DistExecutor.validation`).
 """
 
@@ -42,16 +43,11 @@ import numpy as np
 
 from .. import semirings
 from ..executors import get_executor
-from ..executors.base import AggregateContext, Executor, check_bias
-from ..executors.cpu import (
-    ArgExtremeContext,
-    FusedAdditiveContext,
-    FusedDotContext,
-    _by_head,
-)
-from ..executors.cpu import _attention_kernels as kern
-from ..executors.cpu._kernel_primitives import aligned_empty
+from ..executors.base import AggregateContext, Executor
+from ..executors.cpu import ArgExtremeContext
 from ..executors.cpu._pattern import MatrixCache
+from ..executors.cpu._programs import ProgramContext
+from . import programs as _programs
 from .graph import Block
 from .grid import Grid, rebuild_error
 
@@ -358,147 +354,6 @@ class DistExecutor(Executor):
             return dS, self.grid.exchange(dH_cols, "extreme_aggregate_backward.to_rows",
                                           rows=ctx.rows)
 
-    # ------------------------------------------------------------------ fused attention
-    _FUSED = ("sum", "mean")
-
-    def additive_attention(self, A, d, s, X, slope, mask=None, aggr="sum",
-                           keep_context=False, bias=None):
-        if not (isinstance(aggr, str) and aggr in self._FUSED):
-            return super().additive_attention(A, d, s, X, slope, mask, aggr, keep_context,
-                                              bias)
-        with self._op("additive_attention"):
-            M = _local(A)
-            check_bias(bias, X.shape[1])
-            dt = X.dtype
-            heads, n_cols = d.shape[1], M.ncols
-            # the kernels read one head's scores as a contiguous row: (heads, n)
-            d_h, s_h = (np.ascontiguousarray(v.T, dtype=dt) for v in (d, s))
-            # the messages and the source scores of the columns C_y, in one exchange (on the
-            # diagonal, H' and s themselves)
-            X_cols, s_cols = self.grid.exchange_parts(
-                [np.ascontiguousarray(X), s_h], [(n_cols, X.shape[1]), (heads, n_cols)],
-                "additive_attention.columns")
-            if self.grid.q == 1:               # one block per row: the single fused pass
-                return self.local.additive_attention(M, d_h.T, s_cols.T, X_cols, slope, mask,
-                                                     aggr, keep_context, bias)
-            pattern = self.local._patterns.get(M)
-            psi = np.empty((heads, pattern.nnz), dt)
-            stat = np.empty((heads, pattern.nrows), dt)
-            kern.additive_scores(pattern.indptr, pattern.indices, d_h, s_cols, dt.type(slope),
-                                 psi, stat)
-            use_mask = mask is not None
-            mask = np.ascontiguousarray(mask, dtype=dt) if use_mask else np.empty((1, 1), dt)
-            Z = self._softmax_aggregate(pattern, psi, stat, X_cols, mask, use_mask,
-                                        np.empty(1, dt), False, heads, "additive_attention")
-            counts = None if aggr == "sum" else self.row_counts(M, dt)[:, None]
-            ctx = FusedAdditiveContext(aggr, pattern, counts, X_cols, psi, d=d_h, s=s_cols,
-                                       mask=mask, use_mask=use_mask, slope=dt.type(slope))
-            return self.local._fused_output(Z, ctx, keep_context, bias)
-
-    def _softmax_aggregate(self, pattern, psi, stat, X_cols, mask, use_mask, c, use_c,
-                           heads, label):
-        """From scores and their local row max (``stat``): the global row max, exp, the
-        global row sum, normalisation and the aggregate, completed over the grid row."""
-        self.grid.allreduce(stat, "max", "row", f"{label}.row_max")
-        total = np.empty_like(stat)
-        kern.exp_rows(pattern.indptr, psi, stat, total)
-        self.grid.allreduce(total, "sum", "row", f"{label}.row_sum")
-        Z = aligned_empty((pattern.nrows, X_cols.shape[1]), X_cols.dtype)
-        kern.normalize_aggregate(pattern.indptr, pattern.indices, psi, total,
-                                 _by_head(X_cols, heads), mask, use_mask, c, use_c,
-                                 _by_head(Z, heads))
-        return self.grid.allreduce(Z, "sum", "row", f"{label}.aggregate")
-
-    def _column_gradients(self, ctx, widths, backward, label: str):
-        """Run a fused backward whose column-side gradients (rows ``C_y``, one array per
-        entry of ``widths``: ``(rows, w)`` or ``("heads", h)`` for an (h, rows) array) it
-        writes into views of one buffer; complete them over the column communicator and
-        move them to the rows ``R_x`` as that one buffer (no concatenation, no slicing
-        copies). Returns ``backward``'s own result and the gradients in the row layout."""
-        rows, cols = ctx.pattern.nrows, ctx.pattern.ncols
-        dt = ctx.X.dtype
-
-        def views(buf, n):
-            out, start = [], 0
-            for kind, w in widths:
-                shape = (w, n) if kind == "heads" else (n, w)
-                out.append(buf[start:start + n * w].reshape(shape))
-                start += n * w
-            return out
-
-        size = sum(w for _, w in widths)
-        partial = aligned_empty(cols * size, dt)
-        own = backward(*views(partial, cols))
-        self.grid.allreduce(partial, "sum", "col", f"{label}.column_partials")
-        return own, views(self.grid.exchange(partial, f"{label}.to_rows", rows=rows * size),
-                          rows)
-
-    def additive_attention_backward(self, ctx, dZ):
-        if not isinstance(ctx, FusedAdditiveContext):
-            return super().additive_attention_backward(ctx, dZ)
-        with self._op("additive_attention_backward"):
-            heads = ctx.psi.shape[0]
-            dd, (dX, ds) = self._column_gradients(
-                ctx, [("rows", ctx.X.shape[1]), ("heads", heads)],
-                lambda dX, ds: self.local.additive_backward_into(ctx, dZ, ds, dX),
-                "additive_attention_backward")
-            dd = self.grid.allreduce(dd, "sum", "row", "additive_attention_backward.row_sums")
-            return dd.T, ds.T, dX
-
-    def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False, scale=None):
-        if not (isinstance(aggr, str) and aggr in self._FUSED):
-            return super().dot_attention(A, P, Q, beta, X, aggr, keep_context, scale)
-        with self._op("dot_attention"):
-            M = _local(A)
-            dt = X.dtype
-            n_cols = M.ncols
-            factored = scale is not None and X is Q
-            Q = np.ascontiguousarray(Q, dtype=dt)
-            parts, shapes = [Q], [(n_cols, Q.shape[1])]
-            if not factored:
-                X = np.ascontiguousarray(X)
-                parts.append(X)
-                shapes.append((n_cols, X.shape[1]))
-            if scale is not None:
-                parts.append(np.ascontiguousarray(scale, dt))
-                shapes.append((n_cols,))
-            # the columns C_y of every operand in one exchange (on the diagonal, themselves:
-            # P and Q stay one array when the layer passes the same one, as AGNN does)
-            cols = self.grid.exchange_parts(parts, shapes, "dot_attention.columns")
-            Q_cols = cols[0]
-            X_cols = Q_cols if factored else cols[1]
-            c_cols = cols[-1] if scale is not None else None
-            if self.grid.q == 1:
-                return self.local.dot_attention(M, P, Q_cols, beta, X_cols, aggr,
-                                                keep_context, c_cols)
-            pattern = self.local._patterns.get(M)
-            P = np.ascontiguousarray(P, dtype=dt)
-            psi = np.empty((1, pattern.nnz), dt)
-            stat = np.empty((1, pattern.nrows), dt)
-            kern.dot_scores(pattern.indptr, pattern.indices, P, Q_cols, dt.type(beta), psi,
-                            stat)
-            use_c = c_cols is not None
-            c = c_cols if use_c else np.empty(1, dt)
-            Z = self._softmax_aggregate(pattern, psi, stat, X_cols, np.empty((1, 1), dt),
-                                        False, c, use_c, 1, "dot_attention")
-            counts = None if aggr == "sum" else self.row_counts(M, dt)[:, None]
-            return self.local._fused_output(Z, FusedDotContext(
-                aggr, pattern, counts, X_cols, psi, P=P, Q=Q_cols, beta=dt.type(beta), c=c,
-                use_c=use_c), keep_context)
-
-    def dot_attention_backward(self, ctx, dZ):
-        if not isinstance(ctx, FusedDotContext):
-            return super().dot_attention_backward(ctx, dZ)
-        with self._op("dot_attention_backward"):
-            (dP, dbeta), (dX, dQ) = self._column_gradients(
-                ctx, [("rows", ctx.X.shape[1]), ("rows", ctx.Q.shape[1])],
-                lambda dX, dQ: self.local.dot_backward_into(ctx, dZ, dQ, dX),
-                "dot_attention_backward")
-            dP = self.grid.allreduce(dP, "sum", "row", "dot_attention_backward.row_partials")
-            dbeta = self.grid.allreduce(np.atleast_1d(dbeta), "sum", "world",
-                                        "dot_attention_backward.beta").reshape(())
-            return dP, dQ, dbeta, dX
-
     # ------------------------------------------------------------------ random masks
     def dropout_edges(self, A, key, p, heads, dtype):
         if not isinstance(A, Block):
@@ -547,6 +402,21 @@ class DistExecutor(Executor):
         if X.shape[0] != _local(A).nrows:
             raise ValueError(f"X has {X.shape[0]} rows, this rank's row block "
                              f"{_local(A).nrows}")
+
+    # ------------------------------------------------------------------ edge programs
+    def program_forward(self, program, keep):
+        # the cpu executor's generated kernels on the block, in phases between the
+        # scheme's collectives (dist/programs.py); the reference lowering otherwise
+        if not _programs.runs(program.structure):
+            return super().program_forward(program, keep)
+        with self._op("program_forward"):
+            return _programs.forward(self, program, keep)
+
+    def program_backward(self, ctx, dout):
+        if not isinstance(ctx, ProgramContext):
+            return super().program_backward(ctx, dout)
+        with self._op("program_backward"):
+            return _programs.backward(self, ctx, dout)
 
     def source_rows(self, A) -> int:
         # dense tensors are laid out by the rows R_x; the columns C_y come by exchange

@@ -24,10 +24,11 @@ dense products and the reductions over vertices (:meth:`gemm`, :meth:`inner`,
 :meth:`aggregate_backward`; max/min through :meth:`extreme_aggregate`), the reductions of
 edge tensors (:meth:`row_reduce`, :meth:`col_reduce`), and the edge primitives the rest is
 built from (:meth:`edge_values`, :meth:`edge_from_values`, :meth:`gather_rows`,
-:meth:`gather_cols`, :meth:`edge_ids`). Softmax, its backward, the two fused attentions with
-their backward and the random masks have defaults written with the primitives, so a new
-executor has them at once and may override them with fused kernels that give the same
-result (the ``cpu`` executor does).
+:meth:`gather_cols`, :meth:`edge_ids`). Softmax, its backward, the random masks and the edge
+programs of compositions (:meth:`program_forward`, :meth:`program_backward`: every attention
+layer is one) have defaults written with the primitives, so a new executor has them at once
+and may override them with generated kernels that give the same result (the ``cpu``
+executor does).
 
 **Tier 2, the edge algebra** of :mod:`gblas_gnn.ops` and :mod:`gblas_gnn.virtual`
 (:meth:`pattern`, :meth:`apply`, :meth:`ewise`, :meth:`row_scale`, :meth:`col_scale`,
@@ -51,7 +52,6 @@ import numpy as np
 from . import _random
 
 __all__ = ["AGGREGATIONS", "Executor", "EdgeTensorBase", "AggregateContext", "MeanContext",
-           "AdditiveHeadContext", "AdditiveContext", "DotContext", "check_bias",
            "check_aggregation", "is_named"]
 
 #: the aggregations with a backward; any other ``aggr`` is a semiring (forward only)
@@ -104,12 +104,6 @@ def check_aggregation(aggr: Any) -> Any:
     return aggr
 
 
-def check_bias(bias, width: int) -> None:
-    """Refuse a row bias that is not a 1-D array of ``width`` entries (``None`` is no bias)."""
-    if bias is not None and tuple(bias.shape) != (width,):
-        raise ValueError(f"bias must have shape ({width},), got {tuple(bias.shape)}")
-
-
 class EdgeTensorBase(ABC):
     """An edge tensor of an executor that does not store it as a ``graphblas.Matrix`` (the
     ``cuda`` executor's device edge tensors): one value per stored edge of a pattern, with
@@ -155,37 +149,6 @@ class MeanContext(AggregateContext):
     counts: Any = None
 
     aggr = "mean"
-
-
-@dataclass
-class AdditiveHeadContext:
-    """One head of :meth:`Executor.additive_attention` on the primitive path."""
-
-    C: Any               # the scores before LeakyReLU (edge tensor)
-    Psi: Any             # the attention (edge tensor)
-    mask: Any            # the dropout scales as an edge tensor, or None
-    aggregation: Any     # the aggregation's context
-
-
-@dataclass
-class AdditiveContext:
-    """:meth:`Executor.additive_attention` on the primitive path: one context per head."""
-
-    heads: list[AdditiveHeadContext]
-    slope: float
-    width: int
-
-
-@dataclass
-class DotContext:
-    """:meth:`Executor.dot_attention` on the primitive path."""
-
-    E: Any
-    Psi: Any
-    aggregation: Any
-    P: Any
-    Q: Any
-    beta: float
 
 
 @dataclass
@@ -483,108 +446,6 @@ class Executor(ABC):
         """``dS = Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ)))``, the backward of :meth:`softmax`."""
         t = self.row_reduce(self.ewise(Psi, dPsi, "times"), "sum")
         return self.ewise(Psi, self.row_scale(dPsi, t, "minus"), "times")
-
-    # ------------------------------------------------------------------ fused attention
-    # One semantic operation each, with its gradient rule beside it. The defaults are written
-    # with the primitives (so every executor has them); an executor may override them with a
-    # fused implementation that gives the same result.
-    def additive_attention(self, A, d, s, X, slope: float, mask=None, aggr="sum",
-                           keep_context: bool = False, bias=None):
-        r"""GAT attention and aggregation for every head ``h`` (columns ``h·w:(h+1)·w`` of X):
-
-        .. math::
-            \Psi_h = \mathrm{sm}(A \odot \mathrm{LeakyReLU}_\alpha(\mathrm{rep}(d_h)
-            + \mathrm{rep}(s_h)^\top)), \qquad Z_h = (\Psi_h \odot M_h) \oplus X_h
-            \;(+\, b_h) .
-
-        ``d``, ``s``: (n, heads) target and source scores; ``mask``: None or (heads, nnz)
-        edge scales in CSR order (dropout: 0 or ``1/(1-p)``); ``bias``: None or (heads·w,),
-        added to every row (its gradient is the column sum of ``dZ``, left to the layer).
-        Returns ``Z`` (n, heads·w) or ``(Z, ctx)``.
-        """
-        check_bias(bias, X.shape[1])
-        self._check_sources(A, X)
-        xp = self.xp
-        heads = d.shape[1]
-        width = X.shape[1] // heads
-        outs, per_head = [], []
-        for h in range(heads):
-            C = self.outer_add(A, xp.ascontiguousarray(d[:, h]), xp.ascontiguousarray(s[:, h]))
-            Psi = self.softmax(self.apply(C, "leaky_relu", slope))
-            M = None if mask is None else self.edge_from_values(A, mask[h])
-            S = Psi if M is None else self.ewise(Psi, M, "times")
-            Xh = xp.ascontiguousarray(X[:, h * width:(h + 1) * width])
-            if keep_context:
-                Zh, actx = self.aggregate(S, Xh, aggr, keep_context=True)
-                per_head.append(AdditiveHeadContext(C, Psi, M, actx))
-            else:
-                Zh = self.aggregate(S, Xh, aggr)
-            outs.append(Zh)
-        Z = xp.concatenate(outs, axis=1)
-        if bias is not None:
-            Z += bias
-        if not keep_context:
-            return Z
-        return Z, AdditiveContext(per_head, slope, width)
-
-    def additive_attention_backward(self, ctx: AdditiveContext, dZ):
-        r"""Gradients ``(dd, ds, dX)`` of :meth:`additive_attention` (``dd``, ``ds``:
-        (n, heads)).
-
-        With :math:`dC_h = \mathrm{LeakyReLU}'(C_h) \odot \Psi_h \odot (d\Psi_h -
-        \mathrm{rep}(\mathrm{sum}(\Psi_h \odot d\Psi_h)))`: ``dd[:, h] = rs(dC_h)``,
-        ``ds[:, h] = cs(dC_h)`` (row / column sums), ``dX_h`` from the aggregation backward.
-        """
-        xp = self.xp
-        w = ctx.width
-        dds, dss, dXs = [], [], []
-        for h, head in enumerate(ctx.heads):
-            dS, dXh = self.aggregate_backward(head.aggregation,
-                                              xp.ascontiguousarray(dZ[:, h * w:(h + 1) * w]))
-            if head.mask is not None:
-                dS = self.ewise(dS, head.mask, "times")
-            dC = self.leaky_relu_backward(head.C, self.softmax_backward(head.Psi, dS),
-                                          ctx.slope)
-            dds.append(self.row_reduce(dC, "sum"))
-            dss.append(self.col_reduce(dC, "sum"))
-            dXs.append(dXh)
-        return xp.stack(dds, axis=1), xp.stack(dss, axis=1), xp.concatenate(dXs, axis=1)
-
-    def dot_attention(self, A, P, Q, beta: float, X, aggr="sum", keep_context: bool = False,
-                      scale=None):
-        r"""Dot-product attention and aggregation (AGNN, softmax VA):
-
-        .. math::
-            E = A \odot (P Q^\top), \qquad \Psi = \mathrm{sm}(\beta E), \qquad
-            Z = \Psi \oplus M, \quad M = \mathrm{diag}(c)\, X
-
-        (``M = X`` without ``scale`` ``c``). With ``X = Q`` and a scale, scores and messages
-        read the same rows (AGNN aggregates ``H = diag(‖H‖) Ĥ`` with ``P = Q = Ĥ``).
-        Returns ``Z`` or ``(Z, ctx)``.
-        """
-        self._check_sources(A, X)
-        if scale is not None:
-            X = X * scale[:, None]
-        E = self.sddmm(A, P, Q)
-        Psi = self.softmax(self.apply(E, "scale", beta))
-        if not keep_context:
-            return self.aggregate(Psi, X, aggr)
-        Z, actx = self.aggregate(Psi, X, aggr, keep_context=True)
-        return Z, DotContext(E, Psi, actx, P, Q, beta)
-
-    def dot_attention_backward(self, ctx: DotContext, dZ):
-        r"""Gradients ``(dP, dQ, dβ, dM)`` of :meth:`dot_attention` (``dM``: with respect to
-        the messages ``M = diag(c) X``, which is ``dX`` without a scale; ``dβ`` a 0-d array).
-
-        With :math:`dS = \Psi \odot (d\Psi - \mathrm{rep}(\mathrm{sum}(\Psi \odot
-        d\Psi)))`: :math:`d\beta = \sum dS \odot E`, :math:`dP = \beta\, dS\, Q`,
-        :math:`dQ = \beta\, dS^\top P`.
-        """
-        dPsi, dX = self.aggregate_backward(ctx.aggregation, dZ)
-        dS = self.softmax_backward(ctx.Psi, dPsi)
-        dbeta = self.vertex_sum(self.row_reduce(self.ewise(dS, ctx.E, "times"), "sum"))
-        dE = self.apply(dS, "scale", ctx.beta)
-        return self.spmm(dE, ctx.Q), self.spmm_t(dE, ctx.P), dbeta, dX
 
     # ------------------------------------------------------------------ random masks
     def dropout_edges(self, A, key: int, p: float, heads: int, dtype):

@@ -2,11 +2,11 @@
 
 It keeps the ``cpu`` executor's tier-1 operations (GraphBLAS products, reductions, the edge
 primitives and the max/min kernels) and takes everything else from the base class: softmax,
-the two attentions and their backward, the random masks, the whole edge algebra and the edge
-programs of compositions (the reference lowering) are the defaults written with the
-primitives. Running the layer and training tests on it
-(``python -m pytest --executor primitives``) proves that an executor implementing only tier
-1 runs every layer, and it is the reference the fused kernels are held to.
+the random masks, the whole edge algebra and the edge programs of compositions (the
+reference lowering: every attention layer) are the defaults written with the primitives.
+Running the layer and training tests on it (``python -m pytest --executor primitives``)
+proves that an executor implementing only tier 1 runs every layer, and it is the reference
+the generated kernels are held to.
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ from .cpu import CPUExecutor
 __all__ = ["PrimitivesExecutor"]
 
 #: what the base class defines with the primitives (the cpu executor overrides these)
-DEFAULTED = ("softmax", "softmax_backward", "additive_attention",
-             "additive_attention_backward", "dot_attention", "dot_attention_backward",
-             "dropout_edges", "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise",
-             "row_scale", "col_scale", "scale_edges", "outer_add", "row_counts", "inner",
-             "generic_lowering", "program_forward", "program_backward")
+DEFAULTED = ("softmax", "softmax_backward", "dropout_edges", "keep_mask", "pattern", "apply",
+             "leaky_relu_backward", "ewise", "row_scale", "col_scale", "scale_edges", "outer_add",
+             "row_counts", "inner", "generic_lowering", "program_forward", "program_backward")
 
 
 class PrimitivesExecutor(CPUExecutor):

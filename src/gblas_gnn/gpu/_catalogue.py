@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from numba import boolean, float32, float64, int32, int64, uint64, void
 
-from . import _attention_kernels as attn
 from . import _edge_kernels as edge
 from . import _semiring_kernels as srk
 from . import _sparse_kernels as sparse
@@ -65,18 +64,6 @@ def _specs() -> list[KernelSpec]:
                    lambda F, I: (p64, i1(I), f1(F), f2(F), boolean, f2(F), _c(int64, 2))),
         KernelSpec("argext_features", sparse.argext_features, "group",
                    lambda F, I: (p64, i1(I), i1(I), f1(F), _c(int64, 2), f2(F), f2(F))),
-        KernelSpec("additive_forward", attn.additive_forward, "group",
-                   lambda F, I: (p64, i1(I), f2(F), f2(F), F, f2(F), f2(F), boolean, f2(F),
-                                 f2(F), f2(F))),
-        KernelSpec("dot_forward", attn.dot_forward, "group",
-                   lambda F, I: (p64, i1(I), f2(F), f2(F), F, f2(F), f1(F), boolean, f2(F),
-                                 f2(F), f2(F))),
-        KernelSpec("additive_backward", attn.additive_backward, "group",
-                   lambda F, I: (p64, i1(I), i1(I), f2(F), f2(F), f2(F), F, f2(F), f2(F),
-                                 f2(F), f2(F), boolean, f2(F), f2(F), f2(F))),
-        KernelSpec("dot_backward", attn.dot_backward, "group",
-                   lambda F, I: (p64, i1(I), i1(I), f2(F), f2(F), F, f2(F), f1(F), boolean,
-                                 f2(F), f2(F), f2(F), f2(F), f2(F), f2(F), _c(float64))),
         KernelSpec("edge_unary", edge.edge_unary, "element",
                    lambda F, I: (f1(F), int64, F, f1(F))),
         KernelSpec("edge_binary", edge.edge_binary, "element",

@@ -9,8 +9,7 @@ device arrays only, and the executor's own copies between host and device are co
 and the very same kernels run in Numba's simulator.
 
 =========================  ==========================================================
-operation                  kernel (:mod:`._sparse_kernels`, :mod:`._edge_kernels`,
-                           :mod:`._attention_kernels`)
+operation                  kernel (:mod:`._sparse_kernels`, :mod:`._edge_kernels`)
 =========================  ==========================================================
 ``gemm``, ``inner``,       CuPy (cuBLAS, CuPy reductions)
 ``vertex_sum``
@@ -23,8 +22,8 @@ operation                  kernel (:mod:`._sparse_kernels`, :mod:`._edge_kernels
 ``softmax`` (+ backward)   ``softmax_rows``, ``softmax_backward_rows``
 edge algebra               ``edge_unary``, ``edge_binary``, ``edge_gathered``, ``edge_outer``,
                            ``leaky_relu_backward``
-attention sum/mean         ``additive_forward`` / ``dot_forward`` (one pass per row),
-                           ``additive_backward`` / ``dot_backward`` (one pass per column)
+edge programs (every       the reference lowering of :mod:`gblas_gnn.compose.reference`
+attention layer)           on the kernels above
 random masks               ``dropout_edges``, ``keep_mask`` (the counter-based hash)
 =========================  ==========================================================
 """
@@ -38,18 +37,9 @@ from typing import Any
 import graphblas as gb
 import numpy as np
 
-from ..executors._fused import (
-    FusedAdditiveContext,
-    FusedContext,
-    FusedDotContext,
-    column_pass_inputs,
-    fused_output,
-    output_gradient,
-)
-from ..executors.base import Executor, check_bias
+from ..executors.base import Executor
 from ..executors.cpu._gbio import csr_arrays
 from ..executors.cpu._pattern import CSRPattern, MatrixCache
-from . import _attention_kernels as attn
 from . import _edge_kernels as edge
 from . import _semiring_kernels as srk
 from . import _sparse_kernels as sparse
@@ -430,121 +420,6 @@ class CUDAExecutor(Executor):
             self._launch(edge.edge_outer, element_grid(p.nnz), out, False, u,
                          self._device(v, u.dtype), p.rows, p.indices, out)
         return EdgeTensor(p, out)
-
-    # ================================================================== fused attention
-    # sum/mean: the fused kernels (one pass per row forward, one per column backward);
-    # max/min and semirings: the interface's defaults, on this executor's primitives
-    _FUSED = ("sum", "mean")
-
-    def _fused_setup(self, A, X, aggr):
-        p = self._pattern(A)
-        X = self._device(X)
-        if X.shape[0] != p.ncols:
-            raise ValueError(f"X has {X.shape[0]} rows, the pattern {p.ncols} columns")
-        counts = None if aggr == "sum" else self.row_counts(A, X.dtype)[:, None]
-        return p, X, counts
-
-    def additive_attention(self, A, d, s, X, slope, mask=None, aggr="sum",
-                           keep_context=False, bias=None):
-        if not (isinstance(aggr, str) and aggr in self._FUSED):
-            return super().additive_attention(A, d, s, X, slope, mask, aggr, keep_context,
-                                              bias)
-        xp = self.xp
-        p, X, counts = self._fused_setup(A, X, aggr)
-        dt, heads = X.dtype, d.shape[1]
-        check_bias(bias, X.shape[1])
-        d, s = (self._device(v, dt).T.copy() for v in (d, s))      # (heads, n): a head's row
-        use_mask = mask is not None
-        mask = self._device(mask, dt) if use_mask else xp.empty((1, 1), dt)
-        # inference with sum: every row starts from the bias (as on the cpu executor)
-        bias_in_kernel = bias is not None and counts is None and not keep_context
-        Z0 = self._device(bias, dt).reshape(heads, -1) if bias_in_kernel else \
-            xp.zeros((heads, X.shape[1] // heads), dt)
-        psi = xp.empty((heads, p.nnz), dt)
-        Z = xp.empty((p.nrows, X.shape[1]), dt)
-        if p.nrows:
-            self._launch(attn.additive_forward, group_grid(p.nrows * heads), p.indptr,
-                         p.indices, d, s, dt.type(slope), X, mask, use_mask, psi, Z0, Z)
-        return fused_output(Z, FusedAdditiveContext(
-            aggr, p, counts, X, psi, d=d, s=s, mask=mask, use_mask=use_mask,
-            slope=dt.type(slope)), keep_context,
-            None if bias is None or bias_in_kernel else self._device(bias, dt))
-
-    def additive_attention_backward(self, ctx, dZ):
-        if not isinstance(ctx, FusedAdditiveContext):
-            return super().additive_attention_backward(ctx, dZ)
-        xp = self.xp
-        p, X, psi = ctx.pattern, ctx.X, ctx.psi
-        dt, heads = X.dtype, psi.shape[0]
-        dZ, t = self._fused_dZ(dZ, ctx, heads)
-        colptr, perm, crow, psiT, maskT = column_pass_inputs(ctx, self._to_csc)
-        dC = xp.empty_like(psi)
-        ds = xp.empty((heads, p.ncols), dt)
-        dX = xp.empty((p.ncols, X.shape[1]), dt)
-        if p.ncols:
-            self._launch(attn.additive_backward, group_grid(p.ncols * heads), colptr, perm,
-                         crow, ctx.d, ctx.s, t, ctx.slope, X, dZ, psiT, maskT, ctx.use_mask,
-                         dC, ds, dX)
-        dd = xp.empty((heads, p.nrows), dt)
-        if p.nrows:
-            self._launch(sparse.segment_reduce, group_grid(p.nrows * heads), p.indptr,
-                         p.indices, False, dC, sparse.REDUCE_SUM, dd)
-        return dd.T, ds.T, dX
-
-    def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False, scale=None):
-        if not (isinstance(aggr, str) and aggr in self._FUSED):
-            return super().dot_attention(A, P, Q, beta, X, aggr, keep_context, scale)
-        xp = self.xp
-        p, X, counts = self._fused_setup(A, X, aggr)
-        dt = X.dtype
-        P, Q = self._device(P, dt), self._device(Q, dt)
-        use_c = scale is not None
-        c = self._device(scale, dt) if use_c else xp.empty(1, dt)
-        psi = xp.empty((1, p.nnz), dt)
-        Z = xp.empty((p.nrows, X.shape[1]), dt)
-        if p.nrows:
-            self._launch(attn.dot_forward, group_grid(p.nrows), p.indptr, p.indices, P, Q,
-                         dt.type(beta), X, c, use_c, psi, xp.zeros((1, X.shape[1]), dt), Z)
-        return fused_output(Z, FusedDotContext(aggr, p, counts, X, psi, P=P, Q=Q,
-                                               beta=dt.type(beta), c=c, use_c=use_c),
-                            keep_context)
-
-    def dot_attention_backward(self, ctx, dZ):
-        if not isinstance(ctx, FusedDotContext):
-            return super().dot_attention_backward(ctx, dZ)
-        xp = self.xp
-        p, X, psi, P, Q = ctx.pattern, ctx.X, ctx.psi, ctx.P, ctx.Q
-        dZ, t = self._fused_dZ(dZ, ctx, 1)
-        colptr, perm, crow = p.csc()
-        dE = xp.empty_like(psi)
-        dQ = xp.empty_like(Q)
-        dX = xp.empty((p.ncols, X.shape[1]), X.dtype)
-        dbeta_cols = xp.empty(p.ncols, np.float64)
-        if p.ncols:
-            self._launch(attn.dot_backward, group_grid(p.ncols), colptr, perm, crow, P, Q,
-                         ctx.beta, X, ctx.c, ctx.use_c, dZ, t, self._to_csc(perm, psi), dE,
-                         dQ, dX, dbeta_cols)
-        # dP = β dE Q: the plus_times SpMM over the edge gradients
-        dP = self._product(srk.SHIPPED["plus_times"][0], EdgeTensor(p, dE[0] * ctx.beta), Q,
-                           False, 0.0)
-        return dP, dQ, dbeta_cols.sum().astype(X.dtype), dX
-
-    def _fused_dZ(self, dZ, ctx: FusedContext, heads):
-        """``dZ`` of the kept ``Z`` (divided by the row counts for ``mean``) and the softmax
-        term ``t[h, i] = ⟨dZ_i, Z_i⟩`` of each head."""
-        Z = ctx.Z
-        dZ = output_gradient(self._device(dZ, Z.dtype), ctx)
-        t = self.xp.empty((heads, Z.shape[0]), Z.dtype)
-        if Z.shape[0]:
-            self._launch(sparse.head_dots, group_grid(Z.shape[0] * heads), dZ, Z, heads, t)
-        return dZ, t
-
-    def _to_csc(self, perm, values):
-        """Edge values (heads, nnz) from CSR into CSC order."""
-        out = self.xp.empty_like(values)
-        if out.size:
-            self._launch(edge.gather_heads, element_grid(out.size), perm, values, out)
-        return out
 
 
 for _name, (_kernel, _identity) in srk.SHIPPED.items():

@@ -1,4 +1,5 @@
-r"""Attention-based GNN (AGNN): cosine-similarity attention with a temperature ``β``."""
+r"""Attention-based GNN (AGNN): cosine-similarity attention with a temperature ``β``,
+composed (forward only: the backward is derived and runs as generated kernels)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import ops
 from .._validate import positive_ints
-from ._attention import (
-    DotAttention,
-    OrderMixin,
-    check_aggr,
-    check_backward_aggr,
-    check_weight,
-    project_aggregate,
-    project_aggregate_backward,
-)
+from ..ops import factor, rep
+from ._attention import OrderMixin, check_aggr, project_aggregate
 from ._interop import PyGInterop
 from .init import glorot
 from .module import Module
@@ -101,16 +96,14 @@ class AGNNConv(PyGInterop, OrderMixin, Module):
         self.add_self_loops = bool(add_self_loops)
         self.aggr = check_aggr(aggr)
         self._order = "auto"
-        beta_arr = self._param(np.array([beta], dtype=self.dtype))
         if self.learn_beta:
-            self.params["beta"] = beta_arr
+            self.add_param("beta", np.array([beta], dtype=self.dtype))
             self._beta_buffer = None
         else:
-            self._beta_buffer = beta_arr
+            self._beta_buffer = self._param(np.array([beta], dtype=self.dtype))
         if self.has_weight:
             rng = np.random.default_rng(seed)
-            self.params["W"] = self._param(glorot((self.in_dim, self.out_dim), rng, self.dtype))
-        self.zero_grad()
+            self.add_param("W", glorot((self.in_dim, self.out_dim), rng, self.dtype))
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -127,61 +120,17 @@ class AGNNConv(PyGInterop, OrderMixin, Module):
         return (f"AGNNConv({self.in_dim}, {out}, learn_beta={self.learn_beta}, "
                 f"aggr={self.aggr!r})")
 
-    # ------------------------------------------------------------------ forward / backward
-    def _checked_params(self) -> tuple[float, np.ndarray | None]:
-        beta = self.beta
-        check_weight(beta, (1,), self.dtype, "beta", xp=self.xp)
-        W = None
-        if self.has_weight:
-            W = self.params["W"]
-            check_weight(W, (self.in_dim, self.out_dim), self.dtype, xp=self.xp)
-        return float(beta[0]), W
-
-    def forward(self, g, H: np.ndarray) -> np.ndarray:
-        g, H = self._prepare(g, H, self.in_dim)
-        beta, W = self._checked_params()
-        if self.add_self_loops:
-            g = g.with_self_loops()
-        ex, xp = self.executor, self.xp
-        # row normalisation (F.normalize): Ĥ = H ⊘ rep(max(‖H_i‖, eps)), dense n×k
-        norms = xp.sqrt(ex.row_dot(H, H))
-        nc = xp.maximum(norms, NORM_EPS).astype(self.dtype, copy=False)
-        Hn = H / nc[:, None]
-        # Ψ = sm(β · A ⊙ (Ĥ Ĥᵀ)) and Z = Ψ ⊕ (H W), one fused executor operation
-        # (H = diag(nc) Ĥ: aggregating H reads the same rows of Ĥ as the scores)
-        attention = DotAttention(ex, g.A, Hn, Hn, beta, self.aggr, factored=(H, nc))
-        Z, pa = project_aggregate(ex, attention, H, W, self._order, keep=self.training)
-        if self.training:
-            self._cache = {"Hn": Hn, "nc": nc, "clamped": norms <= NORM_EPS, "pa": pa,
-                           "shape": Z.shape}
-        else:
-            self._cache = None
-        return Z
-
-    def backward(self, dout: np.ndarray) -> np.ndarray:
-        c = self._need_cache()
-        check_backward_aggr(c["pa"])
-        dout = self._check_dout(dout, c["shape"])
-        ex, Hn, nc = self.executor, c["Hn"], c["nc"]
-        # Z = Ψ ⊕ (H W) with Ψ = sm(β P), P = A ⊙ (Ĥ Ĥᵀ): the executor returns the
-        # gradients of the scores' factors, dĤ = β dS Ĥ (rows) and β dSᵀ Ĥ (columns), with
-        # dS = Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ))), and dβ = Σ dS ⊙ P
-        (dP, dQ, dbeta), dH, dW = project_aggregate_backward(ex, c["pa"], dout)
-        grads = {}
-        if self.learn_beta:
-            grads["beta"] = dbeta.reshape(1).astype(self.dtype)
-        if dW is not None:
-            grads["W"] = dW
-        dHn = dP
-        dHn += dQ
-        # Ĥ_i = H_i / n_i:  dH_i = (dĤ_i − Ĥ_i ⟨Ĥ_i, dĤ_i⟩) / n_i ; a clamped row
-        # (‖H_i‖ ≤ eps, Ĥ_i = H_i / eps) is linear: dH_i = dĤ_i / eps.
-        # In place: the executor's gradients are fresh arrays, and n×k temporaries cost more
-        # than the arithmetic here.
-        proj = ex.row_dot(Hn, dHn)
-        proj[c["clamped"]] = 0
-        dHn -= Hn * proj[:, None]
-        dHn /= nc[:, None]
-        dH += dHn
-        self.grads = grads
-        return dH
+    # ------------------------------------------------------------------ forward
+    def forward(self, g, H):
+        A = g.with_self_loops().A if self.add_self_loops else g.A
+        # row normalisation (F.normalize): Ĥ = H ⊘ rep(n), n = max(‖H_i‖, eps)
+        norms = ops.sqrt(ops.maximum((H * H).sum(1), NORM_EPS * NORM_EPS))
+        Hn = H / norms[:, None]
+        beta = self.beta[0]
+        # Ψ = sm(β · A ⊙ (Ĥ Ĥᵀ)): one dot product per edge on A's pattern
+        P = ops.softmax(ops.structure(A) * (beta * (factor(Hn) @ factor(Hn).T)))
+        W = self.params.get("W")
+        if W is None and self.aggr in ("sum", "mean", "max", "min"):
+            # H = diag(n) Ĥ: the messages n_j Ĥ_j read the same rows as the scores
+            return ops.aggregate(P * rep(norms).T, Hn, self.aggr)
+        return project_aggregate(P, H, W, self.aggr, self._order)

@@ -1,20 +1,20 @@
-"""Graph attention layer (GAT, Veličković et al. 2018) in the global tensor formulation.
-
-Forward and backward are written once against the executor interface (rule 3 of docs/design.md);
-the backward is derived step by step in ``docs/derivation_gat.md``.
+"""Graph attention layer (GAT, Veličković et al. 2018) in the global tensor formulation,
+composed: the forward is written with :mod:`gblas_gnn.ops`; the backward is derived
+(:mod:`gblas_gnn.compose`) and both run as generated kernels. The global backward is derived
+step by step in ``docs/derivation_gat.md``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import ops
 from .._validate import check_bools, finite_real, positive_ints
 from ..executors._random import draw_key
+from ..ops import leaky_relu, rep
 from ._attention import (
     AGGREGATIONS,  # noqa: F401  (re-exported: gat.AGGREGATIONS)
-    ForwardOnly,
     check_aggr,
-    check_backward_aggr,
     check_order,
     is_named,
 )
@@ -25,6 +25,7 @@ from .module import Module
 __all__ = ["GATConv"]
 
 _LINEAR = ("sum", "mean")
+
 
 class GATConv(PyGInterop, Module):
     r"""Graph attention convolution, exactly PyTorch Geometric's ``GATConv`` (no edge features).
@@ -69,7 +70,8 @@ class GATConv(PyGInterop, Module):
         bias: add a learnable bias.
         add_self_loops: add the missing self loops (PyG ``add_remaining_self_loops``).
         aggr: ``"sum"``, ``"max"``, ``"min"``, ``"mean"`` or a semiring (object or name from
-            :mod:`gblas_gnn.semirings`; forward only — backward raises ``ValueError``).
+            :mod:`gblas_gnn.semirings`); the backward of a semiring without registered
+            derivatives raises ``ValueError`` (:mod:`gblas_gnn.compose.semiring_grad`).
         seed: seed of the Glorot initialisation and of the dropout generator.
         dtype: ``np.float32`` or ``np.float64``.
         executor: executor instance or name (default ``"cpu"``).
@@ -95,17 +97,14 @@ class GATConv(PyGInterop, Module):
         self.concat, self.add_self_loops = bool(concat), bool(add_self_loops)
         self.negative_slope, self.dropout, self.aggr = slope, p, aggr
         rng = np.random.default_rng(seed)
-        init = {"W": glorot((self.in_dim, self.heads * self.out_dim), rng, self.dtype),
-                "att_src": glorot((self.heads, self.out_dim), rng, self.dtype),
-                "att_dst": glorot((self.heads, self.out_dim), rng, self.dtype)}
+        self.add_param("W", glorot((self.in_dim, self.heads * self.out_dim), rng, self.dtype))
+        self.add_param("att_src", glorot((self.heads, self.out_dim), rng, self.dtype))
+        self.add_param("att_dst", glorot((self.heads, self.out_dim), rng, self.dtype))
         if bias:
-            width = self.heads * self.out_dim if self.concat else self.out_dim
-            init["bias"] = zeros((width,), self.dtype)
-        self.params.update({k: self._param(v) for k, v in init.items()})
+            self.add_param("bias", zeros((self.out_width,), self.dtype))
         self.dropout_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
         # "auto" | "project_first" | "aggregate_first" (the last for 1 head, sum/mean only)
         self._order = "auto"
-        self.zero_grad()
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -127,112 +126,35 @@ class GATConv(PyGInterop, Module):
 
     def _att_matrix(self):
         """``B`` (heads·out, 2·heads) with ``H'_h a_src[h]`` = column h of ``H' B`` and
-        ``H'_h a_dst[h]`` = column heads+h: block-diagonal placement of the attention
-        vectors, so all scores come from one product."""
-        heads, out = self.heads, self.out_dim
-        B = self.xp.zeros((heads * out, 2 * heads), self.dtype)
-        for h in range(heads):
-            B[h * out:(h + 1) * out, h] = self.params["att_src"][h]
-            B[h * out:(h + 1) * out, heads + h] = self.params["att_dst"][h]
-        return B
+        ``H'_h a_dst[h]`` = column heads+h: the attention vectors placed block-diagonally
+        (a traced product of the parameters with a constant, so all scores come from one
+        GEMM and their gradients from its backward)."""
+        h, out, p = self.heads, self.out_dim, self.params
+        eye = np.eye(h, dtype=self.dtype)[:, None, :]                   # (h, 1, h)
+        blocks = [(eye * a[:, :, None]).reshape(h * out, h)
+                  for a in (p["att_src"], p["att_dst"])]
+        return ops.concat(blocks, axis=1)
 
-    def _scores(self, H, Hp):
-        """``(s, d)``, each (n, heads): ``s[:, h] = H'_h a_src[h]``, ``d[:, h] = H'_h
-        a_dst[h]``, i.e. ``[s d] = H' B`` or, without ``H'`` (or when it is wider than
-        ``H``), ``H (W B)``."""
-        ex, B = self.executor, self._att_matrix()
-        if Hp is None or self.in_dim < self.out_dim:
-            SD = ex.gemm(H, ex.gemm(self.params["W"], B))
-        else:
-            SD = ex.gemm(Hp, B)
-        return SD[:, :self.heads], SD[:, self.heads:]
-
-    # ------------------------------------------------------------------ forward
-    def forward(self, g, H: np.ndarray) -> np.ndarray:
-        g, H = self._prepare(g, H, self.in_dim)
+    def forward(self, g, H):
         agg_first = self._aggregate_first()         # validates the order before any work
-        if self.add_self_loops:
-            g = g.with_self_loops()
-        ex = self.executor
-        W = self.params["W"]
-        keep = self.training and self._named        # a semiring has no backward
-        mask = None
-        if self.training and self.dropout > 0:      # (heads, nnz) scales, CSR order of A
-            mask = ex.dropout_edges(g.A, draw_key(self.dropout_rng), self.dropout, self.heads,
-                                    self.dtype)
-
-        # X = H (aggregate first, then Z = Y W) or X = H' = H W, (n, heads·out)
-        X = H if agg_first else ex.gemm(H, W)
-        s, d = self._scores(H, None if agg_first else X)
-        # Ψ_h = sm(A ⊙ LeakyReLU(rep(d_h) + rep(s_h)ᵀ)),  Y_h = (Ψ_h ⊙ M_h) ⊕ X_h
-        bias = self.params.get("bias")
-        # the executor adds the bias when its output is Z itself (it may fuse it)
-        bias_by_executor = bias is not None and not agg_first and \
-            (self.concat or self.heads == 1)
-        result = ex.additive_attention(g.A, d, s, X, self.negative_slope, mask, self.aggr,
-                                       keep_context=keep,
-                                       bias=bias if bias_by_executor else None)
-        Y, ctx = result if keep else (result, None)
-        Z = ex.gemm(Y, W) if agg_first else Y
-        if not self.concat and self.heads > 1:
-            Z = Z.reshape(Z.shape[0], self.heads, self.out_dim).mean(axis=1, dtype=self.dtype)
-        if bias is not None and not bias_by_executor:
-            Z += bias        # Z is a fresh array (executor results are ours)
-
-        if not self.training:
-            self._cache = None
-        elif not self._named:
-            self._cache = ForwardOnly(self.aggr)      # backward says it is forward-only
-        else:
-            self._cache = {"H": H, "X": X, "Y": Y if agg_first else None, "rows": Z.shape[0],
-                           "agg_first": agg_first, "ctx": ctx}
-        return Z
-
-    # ------------------------------------------------------------------ backward
-    def backward(self, dout: np.ndarray) -> np.ndarray:
-        cache = self._need_cache()
-        check_backward_aggr(cache)
-        H, X, agg_first = cache["H"], cache["X"], cache["agg_first"]
-        dout = self._check_dout(dout, (cache["rows"], self.out_width))
-        ex, xp = self.executor, self.xp
-        heads, out = self.heads, self.out_dim
-        W = self.params["W"]
-
-        if "bias" in self.params:
-            self.grads["bias"] = ex.vertex_sum(dout)
-        # mean over heads: every head receives dout / heads
-        dZ = dout if self.concat or heads == 1 else \
-            xp.tile(dout / self.dtype.type(heads), (1, heads))
+        A = g.with_self_loops().A if self.add_self_loops else g.A
+        p, n, h, f = self.params, H.shape[0], self.heads, self.out_dim
         B = self._att_matrix()
-        if agg_first:
-            # Z = Y W:  dW = Yᵀ dZ (+ the score terms below), dY = dZ Wᵀ
-            dW = ex.inner(cache["Y"], dZ)
-            dd, ds, dX = ex.additive_attention_backward(cache["ctx"], ex.gemm(dZ, W.T))
-            # [s d] = H (W B) with one head:  with G = [ds dd] (n, 2),
-            # d(W B) = Hᵀ G, so da = Wᵀ Hᵀ G, dW += Hᵀ G Bᵀ, dH = dX + G (W B)ᵀ
-            G = xp.concatenate([ds, dd], axis=1)
-            HG = ex.inner(H, G)                                   # Hᵀ G, (in, 2)
-            da = ex.gemm(W.T, HG)                                 # (out, 2)
-            da_src, da_dst = da[:, :1].T, da[:, 1:].T
-            dW += ex.gemm(HG, B.T)
-            dH = dX
-            dH += ex.gemm(G, ex.gemm(W, B).T)
+        # [s d] = H' B, or H (W B) without H' (aggregating first) or when it is wider than H
+        X = H if agg_first else H @ p["W"]
+        SD = H @ (p["W"] @ B) if agg_first or self.in_dim < self.out_dim else X @ B
+        s, d = SD[:, :h], SD[:, h:]
+        # Ψ_h = sm(A ⊙ LeakyReLU(rep(d_h) + rep(s_h)ᵀ)) on A's pattern, one per head
+        P = ops.softmax(ops.structure(A) * leaky_relu(rep(d) + rep(s).T, self.negative_slope))
+        if self.training and self.dropout > 0:
+            P = ops.edge_dropout(P, self.dropout, draw_key(self.dropout_rng))
+        if agg_first:                               # (Ψ H) W with one head
+            Z = ops.aggregate(P, H.reshape(n, 1, self.in_dim), self.aggr)
+            Z = Z.reshape(n, self.in_dim) @ p["W"]
         else:
-            dd, ds, dX = ex.additive_attention_backward(cache["ctx"], dZ)
-            # [s d] = H' B:  with G = [ds dd] (n, 2·heads), dB = H'ᵀ G (its diagonal blocks
-            # are da_src, da_dst) and dH' = dX + G Bᵀ
-            G = xp.concatenate([ds, dd], axis=1)
-            dB = ex.inner(X, G).reshape(heads, out, 2, heads)     # H'ᵀ G by head blocks
-            diag = xp.arange(heads)
-            da_src, da_dst = dB[diag, :, 0, diag], dB[diag, :, 1, diag]
-            dHp = dX
-            dHp += ex.gemm(G, B.T)
-            dW = ex.inner(H, dHp)                                 # Hᵀ dH'
-            dH = ex.gemm(dHp, W.T)                                # dH' Wᵀ
-        self.grads["W"] = dW
-        self.grads["att_src"] = da_src.astype(self.dtype, copy=False)
-        self.grads["att_dst"] = da_dst.astype(self.dtype, copy=False)
-        return dH
+            Z = ops.aggregate(P, X.reshape(n, h, f), self.aggr)
+            Z = Z.reshape(n, h * f) if self.concat else Z.mean(axis=1)
+        return Z + p["bias"] if "bias" in p else Z
 
     def __repr__(self) -> str:
         return (f"GATConv({self.in_dim}, {self.out_dim}, heads={self.heads}, "

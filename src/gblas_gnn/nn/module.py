@@ -36,6 +36,7 @@ class Module(ABC):
         self.executor = get_executor(executor)
         self.params: dict[str, np.ndarray] = {}
         self.grads: dict[str, np.ndarray] = {}
+        self._declared: dict[str, tuple] = {}
         self.training = True
         self._cache = None
 
@@ -71,6 +72,7 @@ class Module(ABC):
             raise ValueError(f"parameter {name!r} contains NaN or Inf")
         self.params[name] = value
         self.grads[name] = self.xp.zeros_like(value)
+        self._declared[name] = tuple(value.shape)
 
     @property
     def composed(self) -> bool:

@@ -1,9 +1,9 @@
-r"""Vanilla attention (VA): :math:`\Psi = A \odot (H H^\top)`, :math:`Z = \Psi \oplus (H W)`.
+r"""Vanilla attention (VA): :math:`\Psi = A \odot (H H^\top)`, :math:`Z = \Psi \oplus (H W)`,
+composed (forward only: the backward is derived and runs as generated kernels).
 
-The projection-aggregation step :math:`Z = \Psi \oplus (H W)` with its backward
-(:func:`project_aggregate`, :func:`project_aggregate_backward`) and the ``aggr``/``order``/
-weight checks live in :mod:`gblas_gnn.nn._attention` (shared with AGNN and GAT); they are
-re-exported here. Derivations: ``docs/derivation_agnn_va.md``.
+The projection-aggregation step :math:`Z = \Psi \oplus (H W)` (:func:`project_aggregate`)
+and the ``aggr``/``order`` checks live in :mod:`gblas_gnn.nn._attention` (shared with AGNN
+and GAT); they are re-exported here. Derivations: ``docs/derivation_agnn_va.md``.
 """
 
 from __future__ import annotations
@@ -12,25 +12,17 @@ from typing import Any
 
 import numpy as np
 
+from .. import ops
 from .._validate import positive_ints
-from ._attention import (
-    AGGREGATIONS,
-    EdgeAggregation,
-    OrderMixin,
-    check_aggr,
-    check_backward_aggr,
-    check_weight,
-    project_aggregate,
-    project_aggregate_backward,
-)
+from ..ops import factor
+from ._attention import AGGREGATIONS, OrderMixin, check_aggr, project_aggregate
 from ._attention import ORDERS as ORDERS  # re-exported: the names va.py used to define
 from ._attention import check_order as check_order
 from ._attention import is_named as is_named
 from .init import glorot
 from .module import Module
 
-__all__ = ["VAConv", "AGGREGATIONS", "check_aggr", "project_aggregate",
-           "project_aggregate_backward"]
+__all__ = ["VAConv", "AGGREGATIONS", "check_aggr", "project_aggregate"]
 
 # ---------------------------------------------------------------------- the layer
 class VAConv(OrderMixin, Module):
@@ -80,39 +72,15 @@ class VAConv(OrderMixin, Module):
         self.aggr = check_aggr(aggr)
         self._order = "auto"
         rng = np.random.default_rng(seed)
-        self.params["W"] = self._param(glorot((self.in_dim, self.out_dim), rng, self.dtype))
-        self.zero_grad()
+        self.add_param("W", glorot((self.in_dim, self.out_dim), rng, self.dtype))
 
     def __repr__(self) -> str:
         return (f"VAConv({self.in_dim}, {self.out_dim}, softmax={self.softmax}, "
                 f"aggr={self.aggr!r})")
 
-    def forward(self, g, H: np.ndarray) -> np.ndarray:
-        g, H = self._prepare(g, H, self.in_dim)
-        W = self.params["W"]
-        check_weight(W, (self.in_dim, self.out_dim), self.dtype, xp=self.xp)
-        if self.add_self_loops:
-            g = g.with_self_loops()
-        ex = self.executor
-        Psi = ex.sddmm(g.A, H, H)                        # A ⊙ (H Hᵀ), masked SDDMM
+    def forward(self, g, H):
+        A = g.with_self_loops().A if self.add_self_loops else g.A
+        Psi = ops.structure(A) * (factor(H) @ factor(H).T)      # A ⊙ (H Hᵀ), one SDDMM
         if self.softmax:
-            Psi = ex.softmax(Psi)
-        Z, pa = project_aggregate(ex, EdgeAggregation(ex, Psi, self.aggr), H, W, self._order,
-                                  keep=self.training)
-        if self.training:
-            self._cache = {"H": H, "Psi": Psi, "pa": pa, "shape": Z.shape}
-        else:
-            self._cache = None
-        return Z
-
-    def backward(self, dout: np.ndarray) -> np.ndarray:
-        c = self._need_cache()
-        check_backward_aggr(c["pa"])
-        dout = self._check_dout(dout, c["shape"])
-        ex, H = self.executor, c["H"]
-        dPsi, dH, dW = project_aggregate_backward(ex, c["pa"], dout)
-        dS = ex.softmax_backward(c["Psi"], dPsi) if self.softmax else dPsi
-        # Ψ = A ⊙ (H Hᵀ):  dH += (dS + dSᵀ) H  as an SpMM and an SpMM with the transpose
-        dH = dH + ex.spmm(dS, H) + ex.spmm_t(dS, H)
-        self.grads = {"W": dW}
-        return dH
+            Psi = ops.softmax(Psi)
+        return project_aggregate(Psi, H, self.params["W"], self.aggr, self._order)

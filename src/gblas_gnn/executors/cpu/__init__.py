@@ -8,8 +8,9 @@ objects sharing A's pattern.
 
 Modules: :mod:`._gbio` (moving arrays in and out of GraphBLAS), :mod:`._pattern` (CSR/CSC
 buffers and transposes cached per matrix), :mod:`.semirings` (how each semiring runs here),
-:mod:`._minmax_kernels`, :mod:`._argext`, :mod:`._attention_kernels`,
-:mod:`._kernel_primitives` and :mod:`._random_kernels` (the numba kernels).
+:mod:`._minmax_kernels`, :mod:`._argext`, :mod:`._kernel_primitives` and
+:mod:`._random_kernels` (the numba kernels), :mod:`._program_kernels` and :mod:`._programs`
+(the kernels generated from edge programs: every attention layer, every composition).
 """
 
 from __future__ import annotations
@@ -22,22 +23,13 @@ import graphblas as gb
 import numpy as np
 from graphblas import binary, monoid, semiring, unary
 
-from .._fused import (
-    FusedAdditiveContext,
-    FusedContext,
-    FusedDotContext,
-    column_pass_inputs,
-    fused_output,
-    output_gradient,
-)
-from ..base import Executor, check_bias
+from ..base import Executor
 from . import _argext, _gbio, _programs, _random_kernels
-from . import _attention_kernels as _attn
 from . import semirings as _semirings
 from ._kernel_primitives import aligned_empty
 from ._pattern import CSRPattern, MatrixCache
 
-__all__ = ["CPUExecutor", "ArgExtremeContext", "FusedAdditiveContext", "FusedDotContext"]
+__all__ = ["CPUExecutor", "ArgExtremeContext"]
 
 _REDUCE = {"sum": monoid.plus, "max": monoid.max, "min": monoid.min}
 # colscale / rowscale semirings: the multiply sees (diagonal value, edge value) or
@@ -58,12 +50,6 @@ def _dense_to_gb(X: np.ndarray) -> gb.Matrix:
     """An (n, k) or (n,) ndarray as a full row-major ``graphblas.Matrix`` (one copy)."""
     X = np.ascontiguousarray(X)
     return _gbio.dense_in(X.reshape(-1, 1) if X.ndim == 1 else X)
-
-
-def _by_head(X: np.ndarray, heads: int) -> np.ndarray:
-    """An (n, heads·w) C-contiguous array as an (n, heads, w) view: the kernels index one
-    head's row as ``X[i, h]``, a 1-D view LLVM vectorises (a column slice does not)."""
-    return X.reshape(X.shape[0], heads, X.shape[1] // heads)
 
 
 @functools.cache
@@ -345,130 +331,3 @@ class CPUExecutor(Executor):
         # `u.outer(v)` would not push the mask (docs/performance.md: 26 s at n=1e5).
         t = _tname(u.dtype)
         return _dense_to_gb(u).mxm(_dense_to_gb(v).T, semiring.min_plus[t]).new(mask=A.S)
-
-    # ------------------------------------------------------------------ fused attention
-    # sum/mean run the fused numba kernels of ``_attention_kernels`` over the cached CSR/CSC
-    # buffers of A (one row pass forward; one column pass backward, plus light passes over
-    # the edge values) instead of six GraphBLAS passes that each build a matrix; max/min and
-    # semirings use the primitives (the base class).
-    _FUSED = ("sum", "mean")
-
-    def _fused_setup(self, A, X, aggr):
-        pattern = self._patterns.get(A)
-        if X.shape[0] != pattern.ncols:
-            raise ValueError(f"X has {X.shape[0]} rows, the pattern {pattern.ncols} columns")
-        counts = None
-        if aggr == "mean":
-            counts = np.maximum(pattern.row_counts, 1).astype(X.dtype)[:, None]
-        return pattern, counts
-
-    _fused_output = staticmethod(fused_output)
-
-    def additive_attention(self, A, d, s, X, slope, mask=None, aggr="sum",
-                           keep_context=False, bias=None):
-        if not (isinstance(aggr, str) and aggr in self._FUSED):
-            return super().additive_attention(A, d, s, X, slope, mask, aggr, keep_context,
-                                              bias)
-        X = np.ascontiguousarray(X)
-        dt = X.dtype
-        heads = d.shape[1]
-        check_bias(bias, X.shape[1])
-        pattern, counts = self._fused_setup(A, X, aggr)
-        # the kernels read one head's scores as a contiguous row: (heads, n)
-        d, s = (np.ascontiguousarray(v.T, dtype=dt) for v in (d, s))
-        use_mask = mask is not None
-        mask = np.ascontiguousarray(mask, dtype=dt) if use_mask else np.empty((1, 1), dt)
-        # Inference with sum: the kernel starts every row from the bias, a pass over Z saved.
-        # Otherwise the kept Z (t_i = <dZ_i, Z_i>) and the mean's division need Z without it.
-        bias_in_kernel = bias is not None and counts is None and not keep_context
-        Z0 = (np.ascontiguousarray(bias, dtype=dt) if bias_in_kernel
-              else np.zeros(X.shape[1], dt)).reshape(heads, -1)
-        psi = np.empty((heads, pattern.nnz), dt)
-        Z = aligned_empty((pattern.nrows, X.shape[1]), dt)
-        _attn.additive_forward(pattern.indptr, pattern.indices, d, s, dt.type(slope),
-                               _by_head(X, heads), mask, use_mask, psi, Z0, _by_head(Z, heads))
-        return self._fused_output(Z, FusedAdditiveContext(
-            aggr, pattern, counts, X, psi, d=d, s=s, mask=mask, use_mask=use_mask,
-            slope=dt.type(slope)), keep_context, None if bias_in_kernel else bias)
-
-    def additive_attention_backward(self, ctx, dZ):
-        if not isinstance(ctx, FusedAdditiveContext):
-            return super().additive_attention_backward(ctx, dZ)
-        dt, heads = ctx.X.dtype, ctx.psi.shape[0]
-        ds = np.empty((heads, ctx.pattern.ncols), dt)
-        dX = aligned_empty((ctx.pattern.ncols, ctx.X.shape[1]), dt)
-        dd = self.additive_backward_into(ctx, dZ, ds, dX)
-        return dd.T, ds.T, dX
-
-    def additive_backward_into(self, ctx: FusedAdditiveContext, dZ, ds, dX) -> np.ndarray:
-        """The fused GAT backward writing the column gradients into arrays the caller
-        provides, ``ds`` (heads, n_src) and ``dX`` (n_src, k), both C-contiguous (the
-        distributed executor hands it views of one buffer that it then communicates as
-        one message); returns ``dd`` (heads, n)."""
-        pattern, X, psi = ctx.pattern, ctx.X, ctx.psi
-        dt, heads = X.dtype, psi.shape[0]
-        dZ, t = self._fused_dZ(dZ, ctx, heads)
-        colptr, perm, rows, psiT, maskT = column_pass_inputs(ctx, self._to_csc)
-        dC = np.empty_like(psi)
-        _attn.additive_backward(colptr, perm, rows, ctx.d, ctx.s, t, ctx.slope,
-                                _by_head(X, heads), _by_head(dZ, heads), psiT, maskT,
-                                ctx.use_mask, dC, ds, _by_head(dX, heads))
-        dd = np.empty((heads, pattern.nrows), dt)
-        _attn.row_sums(pattern.indptr, dC, dd)
-        return dd
-
-    def dot_attention(self, A, P, Q, beta, X, aggr="sum", keep_context=False, scale=None):
-        if not (isinstance(aggr, str) and aggr in self._FUSED):
-            return super().dot_attention(A, P, Q, beta, X, aggr, keep_context, scale)
-        X = np.ascontiguousarray(X)
-        dt = X.dtype
-        pattern, counts = self._fused_setup(A, X, aggr)
-        P, Q = (np.ascontiguousarray(v, dtype=dt) for v in (P, Q))
-        use_c = scale is not None
-        c = np.ascontiguousarray(scale, dtype=dt) if use_c else np.empty(1, dt)
-        psi = np.empty((1, pattern.nnz), dt)
-        Z = aligned_empty((pattern.nrows, X.shape[1]), dt)
-        _attn.dot_forward(pattern.indptr, pattern.indices, P, Q, dt.type(beta), _by_head(X, 1),
-                          c, use_c, psi, _by_head(Z, 1))
-        return self._fused_output(Z, FusedDotContext(
-            aggr, pattern, counts, X, psi, P=P, Q=Q, beta=dt.type(beta), c=c, use_c=use_c),
-            keep_context)
-
-    def dot_attention_backward(self, ctx, dZ):
-        if not isinstance(ctx, FusedDotContext):
-            return super().dot_attention_backward(ctx, dZ)
-        dQ = np.empty_like(ctx.Q)
-        dX = aligned_empty((ctx.pattern.ncols, ctx.X.shape[1]), ctx.X.dtype)
-        dP, dbeta = self.dot_backward_into(ctx, dZ, dQ, dX)
-        return dP, dQ, dbeta, dX
-
-    def dot_backward_into(self, ctx: FusedDotContext, dZ, dQ, dX):
-        """The fused dot-score backward writing the column gradients into arrays the caller
-        provides, ``dQ`` (n_src, k) and ``dX`` (n_src, width), both C-contiguous (see
-        :meth:`additive_backward_into`); returns ``(dP, dβ)``."""
-        pattern, X, psi, P, Q, beta = ctx.pattern, ctx.X, ctx.psi, ctx.P, ctx.Q, ctx.beta
-        dZ, t = self._fused_dZ(dZ, ctx, 1)
-        colptr, perm, rows = pattern.csc()
-        dE = np.empty_like(psi)
-        dbeta_cols = _attn.dot_backward(colptr, perm, rows, P, Q, beta, X, ctx.c, ctx.use_c,
-                                        dZ, t, self._to_csc(perm, psi), dE, dQ, dX)
-        dP = np.empty_like(P)
-        _attn.weighted_rows(pattern.indptr, pattern.indices, dE, beta, Q, dP)
-        return dP, np.asarray(dbeta_cols.sum(), dtype=X.dtype)
-
-    @staticmethod
-    def _fused_dZ(dZ, ctx: FusedContext, heads):
-        """``dZ`` of the kept ``Z`` (divided by the row counts for ``mean``) and the softmax
-        term ``t[h, i] = ⟨dZ_i, Z_i⟩`` of each head."""
-        Z = ctx.Z
-        dZ = output_gradient(np.ascontiguousarray(dZ, dtype=Z.dtype), ctx)
-        t = np.empty((heads, Z.shape[0]), Z.dtype)
-        _attn.head_row_dots(_by_head(dZ, heads), _by_head(Z, heads), t)
-        return dZ, t
-
-    @staticmethod
-    def _to_csc(perm, values):
-        """Edge values (heads, nnz) from CSR into CSC order."""
-        out = np.empty_like(values)
-        _attn.gather_edges(perm, values, out)
-        return out

@@ -143,3 +143,17 @@ def _exp_nonpositive_overload(x):
     if isinstance(x, types.Float):
         return lambda x: np.exp(x)
     return None
+
+
+# ---------------------------------------------------------------------- row products
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def head_row_dots(A, B, out):
+    """``out[h, i] = ⟨A[i, h], B[i, h]⟩`` (A, B: (n, heads, width)): the softmax term
+    :math:`t_i = \\langle \\bar Z_i, Z_i \\rangle` of an attention's backward, per head."""
+    for i in nb.prange(A.shape[0]):
+        for h in range(A.shape[1]):
+            a, b = A[i, h], B[i, h]
+            acc = a.dtype.type(0)
+            for c in range(a.shape[0]):
+                acc += a[c] * b[c]
+            out[h, i] = acc

@@ -1,6 +1,6 @@
 """Things derived from a ``graphblas.Matrix`` once and kept while the matrix lives.
 
-The fused attention kernels (:mod:`._attention_kernels`) walk the pattern of ``A`` by rows
+The generated kernels of edge programs (:mod:`._program_kernels`) walk the pattern of ``A`` by rows
 (CSR) in the forward and by columns (CSC) in the backward. Exporting the structure out of
 GraphBLAS and sorting it by column costs far more than one kernel call, so the cpu executor
 keeps one :class:`CSRPattern` per adjacency matrix. Products with a transpose ``Sᵀ H`` are

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from ...compose.plan import Plan, fusable, plan
-from ._attention_kernels import head_row_dots
-from ._kernel_primitives import aligned_empty
+from ._kernel_primitives import aligned_empty, head_row_dots
 from ._program_kernels import kernel, kernels
 
-__all__ = ["ProgramContext", "Buffers", "fused", "forward", "backward", "prepare",
-           "finish_forward", "column_gradients", "row_gradients", "sink_outputs",
-           "root_cotangent_inputs"]
+__all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",
+           "prepare", "finish_forward", "column_gradients", "row_gradients", "sink_outputs",
+           "root_cotangent_inputs", "row_backward_buffers", "row_backward_columns",
+           "finish_grads", "stats"]
 
 _EMPTY_I = np.zeros(0, np.int64)
 _EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
@@ -88,18 +88,18 @@ def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
             operands.append(v.reshape(1) if v.ndim == 0 else v)
         elif op.role == "edges":
             operands.append(np.ascontiguousarray(ex.edge_values(v), dtype=dt))
-        elif op.role == "key":
-            operands.append(np.array([v], np.uint64))
+        elif op.role == "key":                   # the key and the dropout's heads
+            heads = next(o.args[2] for o in s.ops if o.kind == "dropout" and
+                         o.args[0] == slot) or 1
+            operands.append(np.array([v, heads], np.uint64))
         else:                                       # the messages
             x_shape = tuple(v.shape)
             side = columns(slot, v) if s.sink[0] == "aggregate" else v
             operands.append(_heads_view(np.asarray(side, dtype=dt), p.heads))
-    needs_ids = any(o.kind == "dropout" for o in s.ops)
-    if needs_ids:
-        ids = ids or (np.arange(pattern.nrows, dtype=np.int64),
-                      np.arange(pattern.ncols, dtype=np.int64))
-    else:
-        ids = (_EMPTY_I, _EMPTY_I)
+    if ids is None:                 # global ids (a grid passes its block's), for dropout
+        ids = (np.arange(pattern.nrows, dtype=np.int64),
+               np.arange(pattern.ncols, dtype=np.int64)) \
+            if any(o.kind == "dropout" for o in s.ops) else (_EMPTY_I, _EMPTY_I)
     avals = ex.pattern_values(A, dt) if any(o.kind == "avals" for o in s.ops) else \
         np.zeros(0, dt)
     softmax = [np.empty((p.heads_of(k), pattern.nnz), dt) for k in p.softmaxes]
@@ -130,7 +130,7 @@ def _x_slot(p: Plan) -> int:
     return next(k for k, (role, _) in enumerate(p.structure.roles) if role == "x")
 
 
-def _stats(p: Plan, b: Buffers) -> list:
+def stats(p: Plan, b: Buffers) -> list:
     dt = np.dtype(p.structure.dtype)
     return [np.empty((p.heads_of(k), b.pattern.nrows), dt)
             for k in p.softmaxes for _ in ("max", "sum")]
@@ -142,12 +142,13 @@ def forward(ex, prog, keep: bool):
     mod = kernels(p)
     b = prepare(ex, prog, p, prog.pattern, lambda slot, v: v)
     outs = sink_outputs(p, b)
-    kernel(mod, "forward", b.pattern.nnz)(*b.args(), *outs.values(), *_stats(p, b))
+    kernel(mod, "forward", b.pattern.nnz)(*b.args(), *outs.values(), *stats(p, b), -1)
     return finish_forward(ex, p, b, outs, prog.pattern, keep)
 
 
-def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool):
-    """The program's output from the row pass's arrays (and its context with ``keep``)."""
+def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool, counts=None):
+    """The program's output from the row pass's arrays (and its context with ``keep``);
+    ``counts``: the rows' entries for ``mean`` (a grid's are over the whole row)."""
     s = p.structure
     kind = s.sink[0]
     heads = s.heads
@@ -183,7 +184,9 @@ def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool):
         Z[~pos] = 0
     out = Z
     if p.aggr == "mean":
-        counts = np.maximum(b.pattern.row_counts, 1).astype(Z.dtype)[:, None, None]
+        if counts is None:
+            counts = b.pattern.row_counts
+        counts = np.maximum(counts, 1).astype(Z.dtype)[:, None, None]
         out = Z / counts
         if ctx is not None:
             ctx.counts = counts
@@ -216,7 +219,7 @@ def backward(ex, ctx: ProgramContext, dout) -> list:
         grads = column_gradients(p, ctx, dZ, row_t=None)
     else:
         grads = row_gradients(p, ctx, dZ)
-    return _finish_grads(p, b, grads)
+    return finish_grads(p, b, grads)
 
 
 def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str]) -> dict:
@@ -234,10 +237,15 @@ def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str]) -> dict:
     return out
 
 
-def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None) -> dict:
+def _direct(fn, *args) -> None:
+    fn(*args)
+
+
+def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct) -> dict:
     """Strategy ``"column"``: the softmax term ``t`` (given, or the dense row product of
-    ``dZ`` and the kept ``Z``), the column pass and the light row pass. Returns the
-    cotangents by slot (column-side ones in the column layout, parameters per row)."""
+    ``dZ`` and the kept ``Z``), the column pass and the light row pass (each kernel run
+    through ``call``). Returns the cotangents by slot (column-side ones in the column
+    layout, parameters per row)."""
     b, mod = ctx.buffers, kernels(p)
     dt = np.dtype(p.structure.dtype)
     H, nnz = p.heads, b.pattern.nnz
@@ -249,19 +257,46 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None) -> dict:
     EB = np.empty((H, nnz), dt)
     GF = np.empty((H, nnz), dt) if p.factor is not None else np.empty((1, 1), dt)
     col = _zeros_like_operands(p, b, {"col"})
-    kernel(mod, "column_pass", nnz)(*b.args(csc=True), dZ, row_t, dX, EB, GF, *col.values())
+    call(kernel(mod, "column_pass", nnz), *b.args(csc=True), dZ, row_t, dX, EB, GF,
+         *col.values())
     row = _zeros_like_operands(p, b, {"row", "param"})
     if row:
-        kernel(mod, "column_rows", nnz)(*b.args(), EB, GF, *row.values())
+        call(kernel(mod, "column_rows", nnz), *b.args(), EB, GF, *row.values())
     return {**col, **row, _x_slot(p): dX}
 
 
 def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
     """Strategy ``"row"``: the row pass through every stage, then the column pass."""
     b, mod = ctx.buffers, kernels(p)
+    nnz = b.pattern.nnz
+    rb = row_backward_buffers(p, ctx, dZ)
+    kernel(mod, "row_pass", nnz)(*b.args(), *rb.args(), -1)
+    return row_backward_columns(p, ctx, rb)
+
+
+@dataclass
+class RowBackward:
+    """The arrays of the row strategy's backward passes (in the kernels' order)."""
+
+    dZ: Any
+    GB: Any
+    Z: Any
+    stage: list
+    extra: list
+    T: list
+    dXr: Any
+    grads: dict
+
+    def args(self) -> list:
+        return [self.dZ, self.GB, self.Z, *self.stage, *self.extra, *self.T, self.dXr,
+                *self.grads.values()]
+
+
+def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
+    """Fresh arrays for the row strategy's row pass (a grid runs it in phases)."""
+    b = ctx.buffers
     dt = np.dtype(p.structure.dtype)
-    H, nnz = p.heads, b.pattern.nnz
-    GB = np.empty((H, nnz), dt)
+    H, nnz, n = p.heads, b.pattern.nnz, b.pattern.nrows
     stage = []
     for k in p.softmaxes:
         stage += [np.empty((p.heads_of(k), nnz), dt), np.empty((p.heads_of(k), nnz), dt)]
@@ -272,8 +307,21 @@ def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
     if spmm_t:
         dZ = _heads_view(dZ, H)
     dXr = np.zeros(b.operands[_x_slot(p)].shape, dt) if spmm_t else np.empty((1, 1, 1), dt)
-    row = _zeros_like_operands(p, b, {"row", "param"})
-    kernel(mod, "row_pass", nnz)(*b.args(), dZ, GB, Z, *stage, *extra, dXr, *row.values())
+    T = [np.empty((p.heads_of(k), n), dt) for k in p.softmaxes]
+    return RowBackward(dZ, np.empty((H, nnz), dt), Z, stage, extra, T, dXr,
+                       _zeros_like_operands(p, b, {"row", "param"}))
+
+
+def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward,
+                         call=_direct) -> dict:
+    """The row strategy's column pass after its row pass: cotangents by slot."""
+    b, mod = ctx.buffers, kernels(p)
+    dt = np.dtype(p.structure.dtype)
+    nnz = b.pattern.nnz
+    dZ, GB, Z, stage, extra, dXr, row = rb.dZ, rb.GB, rb.Z, rb.stage, rb.extra, rb.dXr, \
+        rb.grads
+    kind = p.structure.sink[0]
+    spmm_t = kind == "spmm_t"
     col = _zeros_like_operands(p, b, {"col"})
     grads = {**row}
     if kind == "aggregate":
@@ -281,8 +329,8 @@ def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
         dX = aligned_empty(X.shape, dt)
     else:
         dX = np.empty((1, 1, 1), dt)
-    kernel(mod, "row_columns", nnz)(*b.args(csc=True), dZ, GB, Z, *stage, *extra, dX,
-                                      *col.values())
+    call(kernel(mod, "row_columns", nnz), *b.args(csc=True), dZ, GB, Z, *stage, *extra, dX,
+         *col.values())
     grads.update(col)
     if kind == "aggregate":
         grads[_x_slot(p)] = dX
@@ -291,7 +339,7 @@ def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
     return grads
 
 
-def _finish_grads(p: Plan, b: Buffers, grads: dict) -> list:
+def finish_grads(p: Plan, b: Buffers, grads: dict) -> list:
     """Cotangents by slot in the operands' own shapes (parameters summed over rows)."""
     out: list = [None] * len(p.structure.roles)
     for slot, (role, _) in enumerate(p.structure.roles):
