@@ -188,3 +188,29 @@ def test_generated_source_is_a_function_of_the_structure_alone():
     bad = dataclasses.replace(a.structure, ops=tuple(ops_))
     with pytest.raises(ValueError, match="unknown operation"):
         source(plan(bad))
+
+
+@pytest.mark.parametrize("aggr", ["sum", "mean"])
+@pytest.mark.parametrize("factor", [None, "dropout", "weights"])
+def test_the_column_strategy_with_heads(executor, aggr, factor):
+    """One softmax feeding the aggregation linearly, two heads: the backward's single column
+    pass (the plan's ``"column"`` strategy) against the reference."""
+    reference = _reference_for(executor)
+
+    def fn(A, X, Y, u, v, P):
+        S = ops.softmax(ops.structure(A) * ops.leaky_relu(rep(u) + rep(v).T, 0.2))
+        if factor == "dropout":
+            S = ops.edge_dropout(S, 0.4, key=7)
+        elif factor == "weights":
+            S = S * ops.sigmoid(rep(v).T)
+        return ops.aggregate(S, Y, aggr)
+
+    g, arrays, P = _inputs(3, 9, 30, 2, np.float64)
+    with gg.executors.default("cpu"):
+        prog = build(Softmax(Masked(g.A, rep(arrays[2]) + rep(arrays[3]).T, True)),
+                     ("aggregate", aggr), arrays[1])
+    assert plan(prog.structure).strategy == "column"
+    got, want = (_run(fn, ex, g, arrays, P, 5) for ex in (executor, reference))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-11)
+    for a, b in zip(got[1], want[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)

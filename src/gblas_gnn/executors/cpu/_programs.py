@@ -43,7 +43,8 @@ class Buffers:
     ids: tuple                      # global row and column ids (dropout), or empty
     avals: np.ndarray
     operands: list
-    softmax: list                   # S<k>, (heads_k, nnz)
+    softmax: list                   # S<k>, (nnz, heads_k): edge-major, a column pass reads
+                                    # every head of an edge from one cache line
     heads: int
     x_shape: tuple | None = None    # the messages' original shape
 
@@ -102,7 +103,7 @@ def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
             if any(o.kind == "dropout" for o in s.ops) else (_EMPTY_I, _EMPTY_I)
     avals = ex.pattern_values(A, dt) if any(o.kind == "avals" for o in s.ops) else \
         np.zeros(0, dt)
-    softmax = [np.empty((p.heads_of(k), pattern.nnz), dt) for k in p.softmaxes]
+    softmax = [np.empty((pattern.nnz, p.heads_of(k)), dt) for k in p.softmaxes]
     return Buffers(pattern, (pattern.indptr, pattern.indices), (), ids, avals, operands,
                    softmax, p.heads, x_shape)
 
@@ -254,8 +255,8 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct)
         head_row_dots(dZ, ctx.Z, row_t)
     X = b.operands[_x_slot(p)]
     dX = aligned_empty(X.shape, dt)
-    EB = np.empty((H, nnz), dt)
-    GF = np.empty((H, nnz), dt) if p.factor is not None else np.empty((1, 1), dt)
+    EB = np.empty((nnz, H), dt)
+    GF = np.empty((nnz, H), dt) if p.factor is not None else np.empty((1, 1), dt)
     col = _zeros_like_operands(p, b, {"col"})
     call(kernel(mod, "column_pass", nnz), *b.args(csc=True), dZ, row_t, dX, EB, GF,
          *col.values())
@@ -299,7 +300,7 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
     H, nnz, n = p.heads, b.pattern.nnz, b.pattern.nrows
     stage = []
     for k in p.softmaxes:
-        stage += [np.empty((p.heads_of(k), nnz), dt), np.empty((p.heads_of(k), nnz), dt)]
+        stage += [np.empty((nnz, p.heads_of(k)), dt), np.empty((nnz, p.heads_of(k)), dt)]
     kind = p.structure.sink[0]
     extra = list(ctx.extra.values())[1:] if kind == "aggregate" else []
     Z = ctx.Z if p.aggr == "avg" else np.empty((1, 1, 1), dt)
@@ -308,7 +309,7 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
         dZ = _heads_view(dZ, H)
     dXr = np.zeros(b.operands[_x_slot(p)].shape, dt) if spmm_t else np.empty((1, 1, 1), dt)
     T = [np.empty((p.heads_of(k), n), dt) for k in p.softmaxes]
-    return RowBackward(dZ, np.empty((H, nnz), dt), Z, stage, extra, T, dXr,
+    return RowBackward(dZ, np.empty((nnz, H), dt), Z, stage, extra, T, dXr,
                        _zeros_like_operands(p, b, {"row", "param"}))
 
 
