@@ -2,9 +2,11 @@
 
 The yardstick for "our GAT forward costs at most 3× the fastest plain SpMM of the same ``A``
 and ``H``": scipy's CSR product (on the host only), ``torch.sparse.mm`` on a CSR tensor (on
-PyG's device: cuSPARSE on a GPU) and ``plus_times`` through :func:`gblas_gnn.ops.spmm` on
-the executor under test (labelled ``<name> plus_times`` when that is not a cpu one). All
-read float32 values 1.
+PyG's device: cuSPARSE on a GPU), ``plus_times`` through :func:`gblas_gnn.ops.spmm` on the
+executor under test (``gblas_gnn plus_times`` on the cpu executor, whose kernel is a numba
+row pass, ``<name> plus_times`` on another) and, on the host, SuiteSparse's own in-place
+``saxpy5`` (``GraphBLAS plus_times``: ``Z << 0; Z(accum=plus) << A plus_times H``, the copy
+of ``H`` into GraphBLAS included). All read float32 values 1.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True, executor: str = "c
     Returns
     -------
     dict
-        ``{"scipy csr @ H", "torch.sparse.mm (CSR)", "GraphBLAS plus_times"}`` → callable.
+        ``{"scipy csr @ H", "torch.sparse.mm (CSR)", "GraphBLAS plus_times",
+        "gblas_gnn plus_times"}`` → callable (the executor's name instead of ``gblas_gnn``
+        off the cpu executor; no scipy or GraphBLAS row on a GPU).
     """
     import scipy.sparse as sp
 
@@ -63,8 +67,15 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True, executor: str = "c
         if not on_host:
             At, Ht = At.to(device.torch_device), Ht.to(device.torch_device)
         fns["torch.sparse.mm (CSR)"] = lambda: torch.sparse.mm(At, Ht)
+    if on_host:
+        from graphblas import binary, semiring
+
+        from gblas_gnn.executors.cpu._gbio import inplace_mxm
+
+        fns["GraphBLAS plus_times"] = lambda: inplace_mxm(
+            A, H, semiring.plus_times["FP32"], binary.plus["FP32"], 0)
     ex = get_executor(executor)
     Hx = ex.asarray(H)
-    label = "GraphBLAS" if isinstance(ex, CPUExecutor) else ex.name
+    label = "gblas_gnn" if isinstance(ex, CPUExecutor) else ex.name
     fns[f"{label} plus_times"] = lambda: ops.spmm(A, Hx, executor=ex)
     return fns

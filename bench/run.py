@@ -14,9 +14,9 @@
    fwd+bwd, PyG fwd+bwd, [DGL fwd+bwd, ...]* (DGL's calls run in its worker process,
    which times them itself: :mod:`.peer_client`);
 
-then the plain SpMM baselines (scipy, torch.sparse, GraphBLAS) are timed the same way. With
-``executor="cuda"`` both sides run on one GPU (:mod:`.device`): every timed call ends with a
-device synchronisation and memory is each side's peak device allocation.
+then the plain SpMM baselines (scipy, torch.sparse, GraphBLAS and our kernel) are timed the
+same way. With ``executor="cuda"`` both sides run on one GPU (:mod:`.device`): every timed
+call ends with a device synchronisation and memory is each side's peak device allocation.
 
 ``epoch`` cases (XL): the model is first checked against PyG on a small Kronecker graph in
 this process; then each implementation trains in its own guarded subprocess

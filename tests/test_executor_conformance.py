@@ -179,6 +179,29 @@ def test_spmm_over_every_semiring(name, case, k):
         close(got, want, case.dtype, 8)
 
 
+@SETTINGS
+@given(case=cases, k=st.integers(1, 4), weight=st.sampled_from([None, 0.0, 1.5]),
+       with_bias=st.booleans())
+def test_spmm_affine(case, k, weight, with_bias):
+    """``op(S) H + w H + 1 bᵀ``: the plus_times product with the self term and bias that the
+    convolution layers fuse into it, both orientations."""
+    ex = under_test()
+    v = case.values()
+    E, S = edge(ex, case, v), case.full(v)
+    H = case.dense(k)
+    b = case.dense(k)[0] if with_bias else None
+    w = None if weight is None else np.asarray([weight], case.dtype)
+    for transpose in (False, True):
+        want = (S.T if transpose else S) @ H.astype(np.float64)
+        if w is not None:
+            want = want + weight * H
+        if b is not None:
+            want = want + b
+        got = ex.spmm_affine(E, ex.asarray(H), None if w is None else ex.asarray(w),
+                             None if b is None else ex.asarray(b), transpose=transpose)
+        close(got, want, case.dtype, 8)
+
+
 # ---------------------------------------------------------------------- softmax
 @SETTINGS
 @given(case=cases, scale=st.sampled_from([1.0, 1e3]))

@@ -255,8 +255,8 @@ def test_bad_inputs(cached):
 
 @pytest.mark.cpu_only
 def test_backward_builds_the_transpose_once_and_inference_never():
-    """The cpu executor stores Âᵀ at the first backward, reuses it after, and never builds it
-    in evaluation mode."""
+    """The cpu executor stores Âᵀ (the CSC buffers of Â) at the first backward, reuses it
+    after, and never builds it in evaluation mode."""
     from gblas_gnn import Graph
     from gblas_gnn.executors import CPUExecutor
 
@@ -267,9 +267,10 @@ def test_backward_builds_the_transpose_once_and_inference_never():
     layer = GCNConv(4, 3, executor=ex)
     layer.eval()
     layer(g, H)
-    assert len(ex._transposes._entries) == 0
+    assert len(ex._csc._entries) == 0
     layer.train()
     for _ in range(3):
         out = layer(g, H)
         layer.backward(np.ones_like(out))
-    assert len(ex._transposes._entries) == 1
+    assert len(ex._csc._entries) == 1
+    assert len(ex._transposes._entries) == 0

@@ -20,7 +20,7 @@ The interface has two tiers.
 **Tier 1, the layer contract** — what layers call, and what a new executor implements:
 dense products and the reductions over vertices (:meth:`gemm`, :meth:`inner`,
 :meth:`vertex_sum`, :meth:`row_dot`), the sparse products (:meth:`sddmm`, :meth:`spmm`,
-:meth:`spmm_t`), aggregation with its backward (:meth:`aggregate`,
+:meth:`spmm_t`, :meth:`spmm_affine`), aggregation with its backward (:meth:`aggregate`,
 :meth:`aggregate_backward`; max/min through :meth:`extreme_aggregate`), the reductions of
 edge tensors (:meth:`row_reduce`, :meth:`col_reduce`), and the edge primitives the rest is
 built from (:meth:`edge_values`, :meth:`edge_from_values`, :meth:`gather_rows`,
@@ -275,6 +275,24 @@ class Executor(ABC):
     def spmm_t(self, S, H, semiring="plus_times"):
         """``Z[j] = ⊕_i S[i,j] ⊗ H[i]`` (the product with ``Sᵀ``); an empty column gives 0."""
         return self.semiring_lowering(semiring).spmm_t(S, H)
+
+    def spmm_affine(self, S, H, self_weight=None, bias=None, transpose: bool = False):
+        r"""The ``plus_times`` product with a self term and a row bias,
+
+        .. math::
+            Z = \mathrm{op}(S)\, H + w H + \mathbf{1} b^\top, \qquad
+            \mathrm{op}(S) = S \text{ (or } S^\top \text{ with ``transpose``)},
+
+        ``w`` (``self_weight``: a scalar or a (1,) array, e.g. GIN's :math:`1 + \varepsilon`;
+        square ``S`` only) and ``b`` (``bias``: (k,)) each optional. The layers' SpMMs go
+        through here so that an executor can fuse the terms into the product (the ``cpu``
+        executor does); this default is :meth:`spmm` / :meth:`spmm_t` and two updates."""
+        Z = self.spmm_t(S, H) if transpose else self.spmm(S, H)
+        if self_weight is not None:
+            Z = self_weight * H + Z
+        if bias is not None:
+            Z += bias
+        return Z
 
     # ------------------------------------------------------------------ semirings
     #: hand-written lowerings by semiring name, per executor class (``lowers`` fills it)

@@ -28,11 +28,11 @@ class PropagateCache:
     P: Any = None
 
 
-def propagate(ex, S, X, K: int = 1, transpose: bool = False):
-    r""":math:`S^K X` (:math:`(S^\top)^K X` with ``transpose``): ``K`` SpMMs."""
-    step = ex.spmm_t if transpose else ex.spmm
-    for _ in range(K):
-        X = step(S, X)
+def propagate(ex, S, X, K: int = 1, transpose: bool = False, bias=None):
+    r""":math:`S^K X` (:math:`(S^\top)^K X` with ``transpose``): ``K`` SpMMs, the last one
+    adding the row bias ``bias`` when given (in its pass, on executors that fuse it)."""
+    for step in range(K):
+        X = ex.spmm_affine(S, X, bias=bias if step == K - 1 else None, transpose=transpose)
     return X
 
 
@@ -45,16 +45,14 @@ def project_propagate(ex, S, H, W, bias, K: int, project_first: bool, P=None
     ``P = S^K H`` (pass ``P`` when it is known already).
     """
     if project_first:
-        Z = propagate(ex, S, ex.gemm(H, W), K)
-        saved = PropagateCache(S, Z.shape[0], H=H)
-    else:
-        if P is None:
-            P = propagate(ex, S, H, K)
-        Z = ex.gemm(P, W)
-        saved = PropagateCache(S, Z.shape[0], P=P)
+        Z = propagate(ex, S, ex.gemm(H, W), K, bias=bias)
+        return Z, PropagateCache(S, Z.shape[0], H=H)
+    if P is None:
+        P = propagate(ex, S, H, K)
+    Z = ex.gemm(P, W)
     if bias is not None:
         Z += bias
-    return Z, saved
+    return Z, PropagateCache(S, Z.shape[0], P=P)
 
 
 def project_propagate_backward(ex, saved: PropagateCache, dout, W, K: int, project_first: bool,

@@ -78,11 +78,12 @@ class GINConv(PyGInterop, Module):
         self.in_dim, self.out_dim = dims[0], dims[-1]
         self.train_eps = bool(train_eps)
         self._eps = eps
+        # the MLP's weights are those of Linear layers (seeded each); the layer runs the
+        # products itself, so that its own intermediates are not validated again
         seeds = np.random.SeedSequence(seed).generate_state(len(dims) - 1)
-        self._lins = [Linear(dims[i], dims[i + 1], bias=True, seed=int(seeds[i]),
-                             dtype=self.dtype, executor=self.executor)
-                      for i in range(len(dims) - 1)]
-        for i, lin in enumerate(self._lins):
+        for i in range(len(dims) - 1):
+            lin = Linear(dims[i], dims[i + 1], bias=True, seed=int(seeds[i]), dtype=self.dtype,
+                         executor=self.executor)
             for k, v in lin.params.items():
                 self.params[f"lin{i}.{k}"] = v
         if self.train_eps:
@@ -99,22 +100,8 @@ class GINConv(PyGInterop, Module):
         """The current :math:`\\varepsilon` (a host float: reading it copies one scalar)."""
         return float(self.params["eps"][0]) if self.train_eps else self._eps
 
-    def train(self, mode: bool = True) -> GINConv:
-        super().train(mode)
-        for lin in self._lins:
-            lin.train(mode)
-        return self
-
-    def _sync(self) -> None:
-        """Point the inner linear layers at the current parameter arrays (an optimiser may
-        have replaced them in ``params``)."""
-        for i, lin in enumerate(self._lins):
-            for k in lin.params:
-                lin.params[k] = self.params[f"lin{i}.{k}"]
-
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         graph, H = self._prepare(g, H, self.in_dim)
-        self._sync()
         ex, xp, A = self.executor, self.xp, graph.A
         # 1 + ε as an array of the executor (a learnt ε stays where it lives)
         one_eps = (self.params["eps"] if self.train_eps else
@@ -123,21 +110,23 @@ class GINConv(PyGInterop, Module):
         saved: dict = {"A": A, "one_eps": one_eps, "rows": H.shape[0]}
         if self._project_first or self.train_eps:
             saved["H"] = H
+        # the self term (and the bias) in the SpMM's own pass on executors that fuse them
         if self._project_first:
             Y = ex.gemm(H, W0)                                  # H W0
-            X = one_eps * Y + ex.spmm(A, Y)                     # (1+ε) H W0 + A (H W0)
+            # (1+ε) H W0 + A (H W0) + b0
+            X = ex.spmm_affine(A, Y, self_weight=one_eps, bias=b0)
             saved["Y"] = Y
         else:
-            X0 = one_eps * H + ex.spmm(A, H)                    # (1+ε) H + A H
+            X0 = ex.spmm_affine(A, H, self_weight=one_eps)      # (1+ε) H + A H
             X = ex.gemm(X0, W0)
+            X += b0
             saved["X0"] = X0
-        X += b0
         acts = []
-        for lin in self._lins[1:]:
-            X = xp.maximum(X, 0)
+        for i in range(1, len(self.mlp_dims) - 1):
+            X = xp.maximum(X, 0, out=X)                         # ReLU, in place (X is ours)
             acts.append(X)
-            lin.training = self.training
-            X = lin(None, X)
+            X = ex.gemm(X, self.params[f"lin{i}.W"])
+            X += self.params[f"lin{i}.bias"]
         saved["acts"] = acts
         self._cache = saved if self.training else None
         return X
@@ -146,18 +135,17 @@ class GINConv(PyGInterop, Module):
         cache = self._need_cache()
         A, one_eps = cache["A"], cache["one_eps"]
         dout = self._check_dout(dout, (cache["rows"], self.out_dim))
-        self._sync()
         ex, W0 = self.executor, self.params["lin0.W"]
         d = dout
-        for i in range(len(self._lins) - 1, 0, -1):
-            lin = self._lins[i]
-            d = lin.backward(d)
-            for k, v in lin.grads.items():
-                self.grads[f"lin{i}.{k}"] = v
-            d = d * (cache["acts"][i - 1] > 0)                  # ReLU'
+        for i in range(len(self.mlp_dims) - 2, 0, -1):
+            X = cache["acts"][i - 1]                            # the input of lin i
+            self.grads[f"lin{i}.W"] = ex.inner(X, d)
+            self.grads[f"lin{i}.bias"] = ex.vertex_sum(d)
+            d = ex.gemm(d, self.params[f"lin{i}.W"].T)
+            d *= X > 0                                          # ReLU' (d is ours)
         self.grads["lin0.bias"] = ex.vertex_sum(d)
         if self._project_first:
-            G = one_eps * d + ex.spmm_t(A, d)                   # ∂(H W0), hidden columns
+            G = ex.spmm_affine(A, d, self_weight=one_eps, transpose=True)  # ∂(H W0)
             self.grads["lin0.W"] = ex.inner(cache["H"], G)
             dH = ex.gemm(G, W0.T)
             if self.train_eps:                                  # Σ G0 ⊙ (H W0)
@@ -165,7 +153,7 @@ class GINConv(PyGInterop, Module):
         else:
             self.grads["lin0.W"] = ex.inner(cache["X0"], d)
             dX0 = ex.gemm(d, W0.T)
-            dH = one_eps * dX0 + ex.spmm_t(A, dX0)
+            dH = ex.spmm_affine(A, dX0, self_weight=one_eps, transpose=True)
             if self.train_eps:                                  # Σ ∂X0 ⊙ H
                 deps = ex.vertex_sum(ex.row_dot(dX0, cache["H"]))
         if self.train_eps:

@@ -5,7 +5,8 @@
 * dense ``Z`` out: ``Matrix.ss.unpack("fullr")`` of a matrix we created (zero-copy);
 * CSR buffers of ``S`` for the numba kernels: ``S.ss.unpack("csr")`` and a
   ``pack_csr(..., take_ownership=True)`` back in a ``finally`` (both ~0 ms, no copy)
-  when ``S`` is stored as CSR, else an exported copy.
+  when ``S`` is stored as CSR, else an exported copy (:func:`csr_view`,
+  :func:`csr_buffers`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from graphblas import Matrix
 __all__ = [
     "csr_arrays",
     "csr_buffers",
+    "csr_view",
     "dense_in",
     "full_out",
     "general_mxm",
@@ -69,27 +71,21 @@ def full_out(Z: Matrix, dtype: np.dtype) -> np.ndarray:
 
 
 @contextmanager
-def csr_buffers(S: Matrix, dtype: np.dtype | None = None) -> Iterator[tuple]:
-    """CSR arrays ``(indptr, indices, values)`` of ``S`` for the duration of a block.
+def csr_view(S: Matrix) -> Iterator[tuple]:
+    """``(indptr, indices, values, is_iso)`` of ``S``'s CSR form for the duration of a block,
+    column indices sorted within rows.
 
-    A matrix stored as CSR is unpacked zero-copy (it is empty inside the block) and
-    packed back in a ``finally``, so ``S`` must not be used by anything else
-    meanwhile; any other storage format is exported from a copy (``S`` untouched).
-    Index arrays come back as ``int64`` views; an iso-valued ``S`` gets its values
-    expanded; ``values`` is cast to ``dtype`` when given (a copy only if it differs).
+    A matrix stored as CSR is unpacked zero-copy (it is empty inside the block; a jumbled
+    one is sorted first) and packed back in a ``finally``, so ``S`` must not be used by
+    anything else meanwhile; any other storage format is exported from a copy (``S``
+    untouched). Index arrays come back as ``int64`` views; an iso-valued ``S`` has a single
+    value (``is_iso`` True).
     """
     in_place = S.ss.format == "csr"
-    info = S.ss.unpack("csr") if in_place else S.ss.export("csr")
+    info = S.ss.unpack("csr", sort=True) if in_place else S.ss.export("csr", sort=True)
     try:
-        indptr = info["indptr"].view(np.int64)
-        indices = info["col_indices"].view(np.int64)
-        values = info["values"]
-        if info["is_iso"]:
-            fill = values.reshape(-1)[0] if values.size else 0
-            values = np.full(indices.size, fill, dtype=values.dtype)
-        if dtype is not None:
-            values = values.astype(dtype, copy=False)
-        yield indptr, indices, values
+        yield (info["indptr"].view(np.int64), info["col_indices"].view(np.int64),
+               info["values"], bool(info["is_iso"]))
     finally:
         if in_place:
             S.ss.pack_csr(
@@ -97,9 +93,23 @@ def csr_buffers(S: Matrix, dtype: np.dtype | None = None) -> Iterator[tuple]:
                 col_indices=info["col_indices"],
                 values=info["values"],
                 is_iso=info["is_iso"],
-                sorted_cols=info["sorted_cols"],
+                sorted_cols=True,
                 take_ownership=True,
             )
+
+
+@contextmanager
+def csr_buffers(S: Matrix, dtype: np.dtype | None = None) -> Iterator[tuple]:
+    """CSR arrays ``(indptr, indices, values)`` of ``S`` for the duration of a block
+    (:func:`csr_view`, the same rules), with the values of an iso-valued ``S`` expanded and
+    cast to ``dtype`` when given (a copy only if it differs)."""
+    with csr_view(S) as (indptr, indices, values, is_iso):
+        if is_iso:
+            fill = values.reshape(-1)[0] if values.size else 0
+            values = np.full(indices.size, fill, dtype=values.dtype)
+        if dtype is not None:
+            values = values.astype(dtype, copy=False)
+        yield indptr, indices, values
 
 
 def _operand(S: Matrix, transpose: bool):

@@ -3,12 +3,12 @@
 ==========  ==========================  ==========================  ==========================
 name        ``spmm`` runs               ``spmm_t`` runs             general form runs
 ==========  ==========================  ==========================  ==========================
-plus_times  factory saxpy5, in place    saxpy5 on the cached Sᵀ     factory saxpy→dot
+plus_times  numba CSR row kernel        the kernel on cached CSC    factory saxpy→dot
 min_plus    numba CSR row kernel        the same kernel on Sᵀ       factory saxpy→dot
 max_plus    numba CSR row kernel        the same kernel on Sᵀ       generic
 max_times   numba CSR row kernel        the same kernel on Sᵀ       generic
 min_times   numba CSR row kernel        the same kernel on Sᵀ       generic
-avg         two saxpy5 and a division   the same on Sᵀ              generic, over a pair UDT
+avg         two plus_times, a division  the same on Sᵀ              generic, over a pair UDT
 user        in place ``Z(accum=⊕) << S ⊕.⊗ H`` (saxpy5 for a factory pair, generic for UDFs)
 ==========  ==========================  ==========================  ==========================
 
@@ -31,7 +31,7 @@ freshly built record safely (records are returned as pointers, cf. python-graphb
 through GraphBLAS's ``z`` pointer; they are created with ``GrB_BinaryOp_new`` and attached
 to python-graphblas ``BinaryOp`` objects (``BinaryOp._add(..., is_jit=True)``, the hook
 python-graphblas uses for externally compiled operators).  The fast lowering is
-``(S @ H) / (S @ 1)``: saxpy5 in place and a row sum (both factory kernels).
+``(S @ H) / (S @ 1)``: the ``plus_times`` kernel and a row sum (a factory kernel).
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ def spmm_general(sr, S, H: np.ndarray, *, transpose: bool = False) -> np.ndarray
 
 # ---------------------------------------------------------------------- fast lowerings
 def _plus_times(ex, sr):
-    # factory saxpy5 in place: Z << 0; Z(accum=plus) << S plus_times H; Sᵀ from the cache
-    return ex.spmm_plus_times, lambda S, H: ex.spmm_plus_times(ex.transposed(S), H)
+    # the numba kernel of ._spmm over S's cached CSR indices, or the CSC buffers of Sᵀ
+    return ex.spmm_plus_times, lambda S, H: ex.spmm_affine(S, H, transpose=True)
 
 
 def _minmax(ex, sr):
@@ -119,7 +119,7 @@ def _minmax(ex, sr):
 
 
 def _avg(ex, sr):
-    # Z = (S @ H) / (S @ 1): saxpy5 in place + row sums (both factory kernels)
+    # Z = (S @ H) / (S @ 1): the plus_times kernel + row sums (a factory kernel)
     def run(S, H):
         num = ex.spmm_plus_times(S, H)
         den = _gbio.vector_to_dense(S.reduce_rowwise(gb.monoid.plus[_gbio.gb_dtype(H.dtype)])

@@ -1,0 +1,47 @@
+r"""numba kernels of the reductions over vertices of the ``cpu`` executor.
+
+:func:`column_sums` is :math:`\sum_i X_i` (the bias gradient :math:`\partial Z^\top
+\mathbf{1}` of every layer) as one pass over the rows, a partial sum per fixed chunk of rows
+added into a float64 total (more accurate than one running float32 sum, and independent of
+any thread count). It runs on one thread: the pass is bound by memory, and a parallel region
+costs more than it saves when another job holds a core. Measured at n = 10⁵, k = 32
+(float32, ``OMP_WAIT_POLICY=passive``, another job on the second core): numpy's
+``X.sum(axis=0)`` 2.1 ms, this kernel 0.47 ms, a parallel version 0.53 ms (8 ms with the
+default spinning wait policy).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+__all__ = ["ROWS_PER_CHUNK", "column_sums"]
+
+_FAST = {"reassoc", "contract"}
+#: rows per chunk of a reduction over vertices (fixed: it decides the summation order)
+ROWS_PER_CHUNK = 4096
+
+
+@nb.njit(cache=True, fastmath=_FAST)
+def _column_sums(X, rows_per_chunk, partial, total):
+    n = X.shape[0]
+    for c in range(total.shape[0]):
+        total[c] = 0
+    for start in range(0, n, rows_per_chunk):
+        for c in range(partial.shape[0]):
+            partial[c] = 0
+        for i in range(start, min(n, start + rows_per_chunk)):
+            xi = X[i]
+            for c in range(partial.shape[0]):
+                partial[c] += xi[c]
+        for c in range(total.shape[0]):
+            total[c] += partial[c]
+
+
+def column_sums(X: np.ndarray) -> np.ndarray:
+    r""":math:`s_c = \sum_i X_{ic}` of a C-contiguous 2-D float array, shape ``(k,)`` and
+    ``X``'s dtype: a partial sum per chunk of :data:`ROWS_PER_CHUNK` rows in ``X``'s dtype,
+    the partial sums added in float64."""
+    total = np.empty(X.shape[1], np.float64)
+    _column_sums(X, ROWS_PER_CHUNK, np.empty(X.shape[1], X.dtype), total)
+    return total.astype(X.dtype)

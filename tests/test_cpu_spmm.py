@@ -1,0 +1,249 @@
+"""The cpu executor's ``plus_times`` kernel (:mod:`gblas_gnn.executors.cpu._spmm`) and its
+buffers: held to scipy on random matrices (rectangular, empty rows and columns, iso-valued,
+integer- and bool-valued, every GraphBLAS storage format), bitwise the same for any thread
+count and chunking, and the matrix handed back as it came."""
+
+from __future__ import annotations
+
+import graphblas as gb
+import numba
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gblas_gnn.executors import CPUExecutor
+from gblas_gnn.executors.cpu import _dense_kernels
+from gblas_gnn.executors.cpu._pattern import CSCOperand, CSRPattern, balanced_bounds
+from gblas_gnn.executors.cpu._spmm_kernels import spmm_rows, transpose_csr
+
+pytestmark = pytest.mark.cpu_only
+SETTINGS = settings(max_examples=40, deadline=None)
+
+
+def random_csr(rng, m, n, density, dtype=np.float64, empty_row=True, empty_col=True):
+    """A scipy CSR matrix; its last row and last column are empty when asked."""
+    M = sp.random(m, n, density=density, format="csr", random_state=rng, dtype=np.float64)
+    M.data = rng.standard_normal(M.nnz)
+    M = M.tolil()
+    if empty_row and m > 0:
+        M[m - 1, :] = 0
+    if empty_col and n > 0:
+        M[:, n - 1] = 0
+    M = M.tocsr()
+    M.eliminate_zeros()
+    M.sort_indices()
+    return M.astype(dtype)
+
+
+def to_gb(M, storage="by_row"):
+    coo = M.tocoo()
+    S = gb.Matrix.from_coo(coo.row, coo.col, coo.data, nrows=M.shape[0], ncols=M.shape[1])
+    S.ss.config["format"] = storage
+    return S
+
+
+matrices = st.builds(
+    lambda seed, m, n, density, dtype, storage: (
+        np.random.default_rng(seed), m, n, density, np.dtype(dtype), storage),
+    seed=st.integers(0, 2**31 - 1), m=st.integers(0, 40), n=st.integers(0, 40),
+    density=st.sampled_from([0.0, 0.05, 0.3, 1.0]),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    storage=st.sampled_from(["by_row", "by_col"]))
+
+
+def tol(dtype):
+    return {"rtol": 1e-5, "atol": 1e-5} if dtype == np.float32 else {"rtol": 1e-12,
+                                                                     "atol": 1e-12}
+
+
+@SETTINGS
+@given(spec=matrices, k=st.integers(0, 6))
+def test_products_match_scipy(spec, k):
+    rng, m, n, density, dtype, storage = spec
+    M = random_csr(rng, m, n, density)
+    S = to_gb(M, storage)
+    ex = CPUExecutor()
+    H = rng.standard_normal((n, k)).astype(dtype)
+    G = rng.standard_normal((m, k)).astype(dtype)
+    np.testing.assert_allclose(ex.spmm(S, H), M @ H.astype(np.float64), **tol(dtype))
+    np.testing.assert_allclose(ex.spmm_t(S, G), M.T @ G.astype(np.float64), **tol(dtype))
+    assert ex.spmm(S, H).dtype == dtype and ex.spmm_t(S, G).dtype == dtype
+
+
+@SETTINGS
+@given(spec=matrices, k=st.integers(1, 5), weight=st.floats(-2, 2), transpose=st.booleans())
+def test_self_term_and_bias_of_a_square_matrix(spec, k, weight, transpose):
+    rng, m, _, density, dtype, storage = spec
+    M = random_csr(rng, m, m, density)
+    S = to_gb(M, storage)
+    H = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal(k).astype(dtype)
+    got = CPUExecutor().spmm_affine(S, H, self_weight=np.asarray([weight], dtype), bias=b,
+                                    transpose=transpose)
+    want = (M.T if transpose else M) @ H.astype(np.float64) + weight * H + b
+    np.testing.assert_allclose(got, want, **tol(dtype))
+
+
+@pytest.mark.parametrize("values", ["iso", "int", "bool"])
+def test_iso_integer_and_bool_matrices(values):
+    rng = np.random.default_rng(3)
+    M = random_csr(rng, 30, 20, 0.2)
+    coo = M.tocoo()
+    if values == "iso":
+        S = gb.Matrix.from_coo(coo.row, coo.col, 2.5, nrows=30, ncols=20)
+        assert S.ss.is_iso
+        D = (M != 0).astype(np.float64) * 2.5
+    elif values == "int":
+        data = rng.integers(-3, 4, coo.nnz)
+        S = gb.Matrix.from_coo(coo.row, coo.col, data, nrows=30, ncols=20)
+        D = sp.csr_matrix((data.astype(np.float64), (coo.row, coo.col)), shape=(30, 20))
+    else:
+        S = gb.Matrix.from_coo(coo.row, coo.col, True, nrows=30, ncols=20, dtype=bool)
+        D = (M != 0).astype(np.float64)
+    H = rng.standard_normal((20, 3)).astype(np.float32)
+    G = rng.standard_normal((30, 3)).astype(np.float32)
+    ex = CPUExecutor()
+    np.testing.assert_allclose(ex.spmm(S, H), D @ H, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ex.spmm_t(S, G), D.T @ G, rtol=1e-5, atol=1e-5)
+
+
+def test_the_matrix_comes_back_unchanged_after_a_product():
+    rng = np.random.default_rng(4)
+    M = random_csr(rng, 2000, 2000, 0.01)       # large enough to be stored as CSR
+    S = to_gb(M)
+    assert S.ss.format == "csr"
+    before = S.dup()
+    ex = CPUExecutor()
+    ex.spmm(S, rng.standard_normal((2000, 4)).astype(np.float32))
+    ex.spmm_t(S, rng.standard_normal((2000, 4)).astype(np.float32))
+    assert S.ss.format == "csr" and S.isequal(before)
+
+
+def test_results_do_not_depend_on_threads_or_chunks():
+    """Each output row is one thread's and adds its terms in storage order: bitwise equal for
+    1 and 2 threads and for any chunking of the rows."""
+    rng = np.random.default_rng(5)
+    M = random_csr(rng, 3000, 3000, 0.005, dtype=np.float32)
+    S = to_gb(M)
+    H = rng.standard_normal((3000, 16)).astype(np.float32)
+    ex = CPUExecutor()
+    before = numba.get_num_threads()
+    try:
+        outs = []
+        for threads in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(threads)
+            outs.append((ex.spmm(S, H), ex.spmm_t(S, H)))
+    finally:
+        numba.set_num_threads(before)
+    for a, b in zip(*outs, strict=True):
+        np.testing.assert_array_equal(a, b)
+    pattern = CSRPattern(S)
+    values = M.data.astype(np.float32)
+    z0 = np.zeros(16, np.float32)
+    for chunk in (1, 7, 10**9):
+        out = np.empty((3000, 16), np.float32)
+        spmm_rows(balanced_bounds(pattern.indptr, chunk), pattern.indptr, pattern.indices,
+                  values, False, H, np.float32(0), False, z0, 32, out)
+        np.testing.assert_array_equal(out, outs[0][0])
+
+
+@SETTINGS
+@given(spec=matrices)
+def test_transpose_is_the_csc_form(spec):
+    rng, m, n, density, dtype, _ = spec
+    M = random_csr(rng, m, n, density, dtype)
+    C = M.tocsc()
+    C.sort_indices()
+    colptr = np.zeros(n + 1, np.int64)
+    rows = np.empty(M.nnz, np.int32)
+    values_t = np.empty(M.nnz, dtype)
+    transpose_csr(M.indptr.astype(np.int64), M.indices.astype(np.int32), M.data, False,
+                  colptr, rows, values_t)
+    np.testing.assert_array_equal(colptr, C.indptr)
+    np.testing.assert_array_equal(rows, C.indices)
+    np.testing.assert_array_equal(values_t, C.data)
+
+
+@SETTINGS
+@given(counts=st.lists(st.integers(0, 50), max_size=60), chunk=st.integers(1, 80))
+def test_balanced_bounds_split_rows_into_chunks(counts, chunk):
+    indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    b = balanced_bounds(indptr, chunk)
+    assert b[0] == 0 and b[-1] == len(counts) and b.dtype == np.int64
+    assert np.all(np.diff(b) > 0) or len(counts) == 0
+    per_chunk = indptr[b[1:]] - indptr[b[:-1]]
+    # about chunk entries (more only when there are fewer rows than chunks), plus one row's
+    spacing = max(chunk, -(-int(indptr[-1]) // max(len(counts), 1)))
+    assert np.all(per_chunk <= spacing + max(counts, default=0))
+
+
+def test_the_transpose_is_built_once_per_matrix_and_goes_with_it():
+    rng = np.random.default_rng(6)
+    S = to_gb(random_csr(rng, 50, 40, 0.1))
+    ex = CPUExecutor()
+    G = rng.standard_normal((50, 2)).astype(np.float32)
+    ex.spmm(S, rng.standard_normal((40, 2)).astype(np.float32))
+    assert len(ex._csc._entries) == 0
+    first = ex.spmm_t(S, G)
+    operand = ex._csc.get(S)
+    assert isinstance(operand, CSCOperand) and operand.rows.dtype == np.int32
+    np.testing.assert_array_equal(ex.spmm_t(S, G), first)
+    assert ex._csc.get(S) is operand and len(ex._csc._entries) == 1
+    del S, operand
+    import gc
+
+    gc.collect()
+    assert len(ex._csc._entries) == 0
+
+
+def test_bad_operands_raise_before_the_kernel_runs():
+    rng = np.random.default_rng(7)
+    S = to_gb(random_csr(rng, 6, 4, 0.5))
+    ex = CPUExecutor()
+    with pytest.raises(ValueError, match="4 rows"):
+        ex.spmm(S, np.ones((5, 2), np.float32))
+    with pytest.raises(ValueError, match="6 rows"):
+        ex.spmm_t(S, np.ones((4, 2), np.float32))
+    with pytest.raises(ValueError, match="2-D"):
+        ex.spmm(S, np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="square"):
+        ex.spmm_affine(S, np.ones((4, 2), np.float32), self_weight=1.0)
+    with pytest.raises(ValueError, match="bias"):
+        ex.spmm_affine(S, np.ones((4, 2), np.float32), bias=np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        ex.spmm(S, np.ones((4, 2), np.int64))
+
+
+@SETTINGS
+@given(n=st.integers(0, 20_000), k=st.integers(0, 5),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31 - 1))
+def test_column_sums(n, k, dtype, seed):
+    X = np.random.default_rng(seed).standard_normal((n, k)).astype(dtype)
+    got = _dense_kernels.column_sums(X)
+    assert got.dtype == dtype and got.shape == (k,)
+    # rounding grows with the magnitudes summed; a lost or repeated row (|x| ~ 1) does not
+    # fit in the bound
+    bound = (2e-6 if dtype == np.float32 else 1e-14) * (np.abs(X).sum(axis=0) + 1)
+    assert np.all(np.abs(got - X.astype(np.float64).sum(axis=0)) <= bound)
+
+
+def test_a_large_operand_off_a_cache_line_is_gathered_from_an_aligned_copy():
+    from gblas_gnn.executors.cpu import _spmm
+
+    rng = np.random.default_rng(8)
+    n, k = 40_000, 32                                # 5 MiB of float32 rows of 128 bytes
+    M = random_csr(rng, n, n, 4 / n, dtype=np.float32)
+    raw = np.empty(n * k + 16, np.float32)
+    start = (-(raw.ctypes.data % 64) // 4) % 16 + 4  # 16 bytes past a line boundary
+    H = raw[start:start + n * k].reshape(n, k)
+    H[...] = rng.standard_normal((n, k))
+    assert H.ctypes.data % 64 == 16
+    X = _spmm.check_features(H, n, "test")
+    assert X.ctypes.data % 64 == 0 and X is not H
+    np.testing.assert_array_equal(X, H)
+    small = H[:1000]
+    assert _spmm.check_features(small, 1000, "test") is small
+    np.testing.assert_allclose(CPUExecutor().spmm(to_gb(M), H), M @ H.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
