@@ -268,17 +268,22 @@ def make_ours(name: str, k_in: int, k_out: int, seed: int = 0, executor: str = "
 
 def shared_params(name: str, k_in: int, k_out: int, ours=None,
                   seed: int = 0) -> dict[str, np.ndarray]:
-    """The row's one set of weights (float32 host arrays, our layout): ``ours``'s parameters
-    when given, else the row's seeded ``init``."""
+    """The row's one set of weights (float32 host arrays, our layout): the row's seeded
+    ``init`` when it has one (nonzero biases, so that a swapped bias shows in the agreement;
+    copied into ``ours`` when given), else ``ours``'s own parameters."""
     row = get_row(name)
-    if ours is not None:
-        from gblas_gnn.executors import to_numpy
-
-        return {k: np.ascontiguousarray(to_numpy(v)) for k, v in ours.params.items()}
-    if row.init is None:
+    if row.init is not None:
+        _check_width(row, k_out)
+        params = row.init(k_in, k_out, np.random.default_rng(seed))
+        if ours is not None:
+            for k, v in params.items():
+                ours.params[k][...] = ours.executor.asarray(v)
+        return params
+    if ours is None:
         raise ValueError(f"{name}: its weights come from our layer; pass it as ours=")
-    _check_width(row, k_out)
-    return row.init(k_in, k_out, np.random.default_rng(seed))
+    from gblas_gnn.executors import to_numpy
+
+    return {k: np.ascontiguousarray(to_numpy(v)) for k, v in ours.params.items()}
 
 
 def ours_graph(name: str, g):

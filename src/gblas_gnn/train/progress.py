@@ -57,7 +57,7 @@ def warm_up(model: Module, g: Graph, x: np.ndarray) -> bool:
         states = rng_states(model)
     except TypeError:           # a generator checkpoints cannot capture: leave it untouched
         return False
-    grads = [(module.grads, dict(module.grads)) for _, module in named_modules(model)]
+    grads = [(module, dict(module.grads)) for _, module in named_modules(model)]
     was_training = model.training
     try:
         with np.errstate(all="ignore"):
@@ -73,9 +73,8 @@ def warm_up(model: Module, g: Graph, x: np.ndarray) -> bool:
         model.eval()                        # drops whatever the training forward cached
         model.train(was_training)
         set_rng_states(model, states)
-        for live, saved in grads:
-            live.clear()
-            live.update(saved)
+        for module, saved in grads:         # (a derived backward replaces the dict)
+            module.grads = saved
 
 
 class EpochProgress:
