@@ -67,10 +67,13 @@ class Block:
 @dataclass
 class Scope:
     """Values already computed where the code is emitted: ``(op, index) -> name``; a loop
-    body sees its parent's values, not the other way round."""
+    body sees its parent's values, not the other way round. The body of a channel loop also
+    records the 1-D row views it reads through (``views``: bound before the loop)."""
 
     values: dict = field(default_factory=dict)
     parent: Scope | None = None
+    loop: str | None = None
+    views: dict = field(default_factory=dict)
 
     def get(self, key):
         s = self
@@ -80,8 +83,8 @@ class Scope:
             s = s.parent
         return None
 
-    def child(self) -> Scope:
-        return Scope(parent=self)
+    def child(self, loop: str | None = None) -> Scope:
+        return Scope(parent=self, loop=loop)
 
 
 class Leaves:
@@ -117,6 +120,18 @@ class Leaves:
         kernel's arrays: kernels take no sizes from the structure, so one kernel serves every
         width of a formulation."""
         raise NotImplementedError
+
+    def view(self, kind: str, slot: int, prefix: tuple) -> str | None:
+        """A 1-D view of a row or column operand at the current edge with the leading
+        trailing indices ``prefix`` (``R0[i]``, ``C1[j, hh]``), so that a channel loop reads
+        ``view[c]`` (numba vectorises loops over 1-D views, not over 2-D indexing); None: no
+        views, plain indexing."""
+        return None
+
+    def grad_view(self, kind: str, slot: int, prefix: tuple) -> str | None:
+        """The same for where this pass accumulates a row or column operand's cotangent
+        (None: not accumulated here, or no views)."""
+        return None
 
     # reverse mode: emit ``target += g`` where the cotangent of a leaf goes
     def grad_row(self, block: Block, slot: int, idx: tuple, g: str) -> None:
@@ -199,10 +214,11 @@ class EdgeCode:
             if i not in self.cut:
                 raise ValueError("a softmax is read from its buffer only")
             return L.softmax(i, idx)
-        if kind == "row":
-            return L.row(op.args[0], idx)
-        if kind == "col":
-            return L.col(op.args[0], idx)
+        if kind in ("row", "col"):
+            viewed = self._through_view(scope, L.view, kind, op.args[0], idx)
+            if viewed is not None:
+                return viewed
+            return L.row(op.args[0], idx) if kind == "row" else L.col(op.args[0], idx)
         if kind == "param":
             return L.param(op.args[0], idx)
         if kind == "const":
@@ -226,12 +242,39 @@ class EdgeCode:
             acc = block.fresh("acc")
             c = block.fresh("c")
             block.emit(f"{acc} = {self.zero}")
-            block.emit(f"for {c} in range({self.size(child, len(op.trail))}):")
-            inner = block.nested()
-            v = self.value(inner, scope.child(), child, (*idx, c))
-            inner.emit(f"{acc} += {v}")
+            body = Block(block.indent + 1, block._counter)
+            inner = scope.child(c)
+            v = self.value(body, inner, child, (*idx, c))
+            body.emit(f"{acc} += {v}")
+            self._loop(block, inner, c, self.size(child, len(op.trail)), body)
             return acc
         raise ValueError(f"unknown operation {kind!r}")
+
+    def _through_view(self, scope: Scope, make, kind: str, slot: int, idx: tuple):
+        """``view[c]`` when ``idx`` ends with the innermost channel loop's variable (and its
+        prefix does not depend on it) and the generator gives views; None otherwise."""
+        loop = scope.loop
+        if loop is None or not idx or idx[-1] != loop or loop in idx[:-1]:
+            return None
+        key = (make.__name__, kind, slot, idx[:-1])
+        name = scope.views.get(key)
+        if name is None:
+            base = make(kind, slot, idx[:-1])
+            if base is None:
+                return None
+            name = f"w{len(scope.views)}_{loop}"
+            scope.views[key] = (name, base)
+        else:
+            name = name[0]
+        return f"{name}[{loop}]"
+
+    @staticmethod
+    def _loop(block: Block, inner: Scope, var: str, extent: str, body: Block) -> None:
+        """A channel loop: the views its body reads bound first, then the loop and body."""
+        for name, base in inner.views.values():
+            block.emit(f"{name} = {base}")
+        block.emit(f"for {var} in range({extent}):")
+        block.lines.extend(body.lines)
 
     # ------------------------------------------------------------------ reverse mode
     def reverse(self, block: Block, scope: Scope, seeds: dict) -> None:
@@ -281,11 +324,14 @@ class EdgeCode:
             return
         if kind in ("const", "avals", "edges", "dropout"):
             return
-        if kind == "row":
-            L.grad_row(block, op.args[0], idx, g)
-            return
-        if kind == "col":
-            L.grad_col(block, op.args[0], idx, g)
+        if kind in ("row", "col"):
+            viewed = self._through_view(scope, L.grad_view, kind, op.args[0], idx)
+            if viewed is not None:
+                block.emit(f"{viewed} += {g}")
+            elif kind == "row":
+                L.grad_row(block, op.args[0], idx, g)
+            else:
+                L.grad_col(block, op.args[0], idx, g)
             return
         if kind == "param":
             L.grad_param(block, op.args[0], idx, g)
@@ -319,12 +365,12 @@ class EdgeCode:
         body = Block(block.indent + 1, block._counter)
         outer: dict = {}
         inner_pending: dict = {}
+        inner = scope.child(c)
         self._accumulate(body, inner_pending, (child, (*idx, c)), g)
-        self._drain(body, scope.child(), inner_pending, c, outer)
+        self._drain(body, inner, inner_pending, c, outer)
         for name in outer.values():
             block.emit(f"{name} = {self.zero}")
-        block.emit(f"for {c} in range({self.size(child, len(self.ops[i].trail))}):")
-        block.lines.extend(body.lines)
+        self._loop(block, inner, c, self.size(child, len(self.ops[i].trail)), body)
         for key, name in outer.items():
             self._accumulate(block, pending, key, name)
 
