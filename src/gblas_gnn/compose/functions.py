@@ -132,17 +132,19 @@ def binary_forward(xp, op: str, u, v):
     raise ValueError(f"unknown binary function {op!r}; known: {BINARY}")
 
 
-def binary_vjp(xp, op: str, u, v, out, g):
-    """``(ḡ_u, ḡ_v)`` of ``out = u op v`` for the cotangent ``g`` (before un-broadcasting)."""
+def binary_vjp(xp, op: str, u, v, out, g, need=(True, True)):
+    """``(ḡ_u, ḡ_v)`` of ``out = u op v`` for the cotangent ``g`` (before un-broadcasting);
+    a side not in ``need`` is None (not computed)."""
     if op == "add":
-        return g, g
+        return g if need[0] else None, g if need[1] else None
     if op == "sub":
-        return g, -g
+        return g if need[0] else None, -g if need[1] else None
     if op == "mul":
-        return g * v, g * u
+        return g * v if need[0] else None, g * u if need[1] else None
     if op == "div":
         gu = g / v
-        return gu, -gu * out
+        return gu if need[0] else None, -gu * out if need[1] else None
     win = (u > v) if op == "maximum" else (u < v)
     zero = xp.zeros((), dtype=g.dtype)
-    return xp.where(win, g, zero), xp.where(win, zero, g)
+    return (xp.where(win, g, zero) if need[0] else None,
+            xp.where(win, zero, g) if need[1] else None)

@@ -73,6 +73,7 @@ class Tape:
         """Cotangents of every leaf reached from ``output`` (keyed by the leaf's key); a node
         with a ``zero`` runs its vjp on it when no cotangent reaches it."""
         acc: dict[int, Any] = {output.index: cotangent}
+        owned: set[int] = set()          # sums this backward allocated: added to in place
         leaves: dict[Any, Any] = {}
         for node in reversed(self.nodes[:output.index + 1]):
             g = acc.pop(node.index, None)
@@ -86,8 +87,16 @@ class Tape:
             for parent, pg in zip(node.parents, node.vjp(g), strict=True):
                 if parent is None or pg is None:
                     continue
-                prev = acc.get(parent.index)
-                acc[parent.index] = pg if prev is None else prev + pg
+                k = parent.index
+                prev = acc.get(k)
+                if prev is None:
+                    acc[k] = pg
+                elif k in owned:
+                    prev += pg
+                    acc[k] = prev
+                else:
+                    acc[k] = prev + pg
+                    owned.add(k)
         self.nodes = []                  # one backward per forward: free what the vjps hold
         return leaves
 

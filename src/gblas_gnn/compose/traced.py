@@ -134,12 +134,13 @@ def apply_binary(op: str, a, b):
     vertex = a_vertex or b_vertex
     ashape, bshape = np.shape(av), np.shape(bv)
 
+    need = (isinstance(a, Traced) and a.node is not None,
+            isinstance(b, Traced) and b.node is not None)
+
     def vjp(g):
-        ga, gb = F.binary_vjp(xp, op, av, bv, out, g)
-        return (_unbroadcast(ex, ga, ashape, a_vertex, vertex) if isinstance(a, Traced)
-                else None,
-                _unbroadcast(ex, gb, bshape, b_vertex, vertex) if isinstance(b, Traced)
-                else None)
+        ga, gb = F.binary_vjp(xp, op, av, bv, out, g, need)
+        return (_unbroadcast(ex, ga, ashape, a_vertex, vertex) if need[0] else None,
+                _unbroadcast(ex, gb, bshape, b_vertex, vertex) if need[1] else None)
 
     return record(out, [a, b], vjp, vertex)
 

@@ -19,7 +19,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-__all__ = ["ALIGNMENT", "aligned_empty", "exp_nonpositive", "prefetch_row"]
+__all__ = ["ALIGNMENT", "aligned_empty", "exp_nonpositive", "prefetch_item", "prefetch_row"]
 
 ALIGNMENT = 64          # bytes: one x86-64 cache line
 _FAST = {"reassoc", "contract"}
@@ -67,6 +67,12 @@ def _prefetch(typingctx, array, index):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@nb.njit(inline="always")
+def prefetch_item(array, index):
+    """Prefetch the cache line of ``array[index]`` (1-D ``array``)."""
+    _prefetch(array, index)
 
 
 @nb.njit(inline="always")

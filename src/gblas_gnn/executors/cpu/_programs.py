@@ -233,8 +233,9 @@ def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str]) -> dict:
         for slot, (r, _) in enumerate(p.structure.roles):
             if r == role:
                 v = b.operands[slot]
-                out[slot] = np.zeros((b.pattern.nrows, *v.shape), v.dtype) \
-                    if role == "param" else np.zeros_like(v)
+                # np.zeros, not zeros_like: fresh zero pages instead of a pass that fills
+                out[slot] = np.zeros((b.pattern.nrows, *v.shape) if role == "param" else
+                                     v.shape, v.dtype)
     return out
 
 
