@@ -8,7 +8,7 @@ a dict of parameters (``a`` (4,), ``b`` (2, 2), ``W`` (4, 4), ``beta`` ()); it r
 vertex-indexed (n, ·) array. Together they cover SDDMM, the masked outer sum, the rank-3 and
 rank-4 virtual tensors (contraction by ``@`` and ``.sum(-1)``), the row softmax, every named
 aggregation and the semirings with a gradient, row and column reductions and scalings, edge
-dropout and the dense operations.
+dropout, row norms and normalisation, and the dense operations.
 """
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ def dot_scores(A, X, Y, u, v, P):
     return ops.aggregate(ops.softmax(E), X @ P["W"], "max")
 
 
+def cosine(A, X, Y, u, v, P):
+    Xn = ops.normalize(X)
+    E = ops.structure(A) * (P["beta"] * (factor(Xn) @ factor(Xn).T))
+    return ops.aggregate(ops.softmax(E) * rep(ops.row_norm(Y, 1e-3)).T, Xn, "sum")
+
+
 def reductions(A, X, Y, u, v, P):
     E = A * (rep(u) * rep(v).T + ops.sigmoid(rep(X) @ P["a"]))
     return (ops.row_sum(E)[:, None] * X + ops.col_sum(E)[:, None] * Y
@@ -85,7 +91,7 @@ def dense_chain(A, X, Y, u, v, P):
 
 
 RULES = [sddmm_sum, *[_gat(a) for a in ("sum", "mean", "max", "min")], rank3, rank4_heads,
-         dot_scores, reductions, scalings,
+         dot_scores, cosine, reductions, scalings,
          *[_semiring(s) for s in ("max_plus", "min_plus", "max_times", "min_times", "avg")],
          nested, dense_chain]
 

@@ -264,6 +264,48 @@ def test_a_user_semiring_with_derivatives_trains_and_one_without_is_refused_at_b
         semirings.registry._unregister(bare)
 
 
+def test_row_norms_and_normalisation_equal_numpy_and_clamp_like_torch(executor):
+    """Row norms and ``normalize`` on a matrix with a zero row: equal numpy forward; the
+    gradient of a clamped row is linear (``dĤ / eps``) for ``normalize`` and 0 for the
+    norm; plain arrays give the same values outside a composition."""
+    rng = np.random.default_rng(3)
+    H = rng.standard_normal((5, 3))
+    H[2] = 0.0
+    G = rng.standard_normal((5, 3))
+    w = rng.standard_normal(5)
+    eps = 1e-6
+    norms = np.maximum(np.linalg.norm(H, axis=1), eps)
+
+    def loss(X):
+        return (ops.normalize(X, eps) * G).sum() + (ops.row_norm(X, eps) * w).sum()
+
+    value, dH = compose.value_and_grad(loss, executor=executor, vertex=(0,))(
+        executor.asarray(H))
+    Hn = H / norms[:, None]
+    np.testing.assert_allclose(float(host(value)), (Hn * G).sum() + (norms * w).sum())
+    want = (G - Hn * (Hn * G).sum(1)[:, None]) / norms[:, None] + \
+        H * (w / norms)[:, None]
+    want[2] = G[2] / eps
+    np.testing.assert_allclose(host(dH), want, rtol=1e-12)
+    with gg.executors.default(executor):
+        np.testing.assert_allclose(host(ops.normalize(executor.asarray(H), eps)), Hn)
+        np.testing.assert_allclose(host(ops.row_norm(executor.asarray(H))),
+                                   np.linalg.norm(H, axis=1))
+
+
+@pytest.mark.parametrize("args, error, match", [
+    ((np.ones((3, 2)), -1.0), ValueError, "eps must be a finite number ≥ 0"),
+    ((np.ones((3, 2)), float("nan")), ValueError, "eps must be a finite number ≥ 0"),
+    ((np.ones((3, 2, 2)), 0.0), ValueError, r"needs an \(n, k\) array, got shape \(3, 2, 2\)"),
+    ((np.ones((3, 2), int), 0.0), TypeError, "needs a floating-point array"),
+    (([[1.0]], 0.0), TypeError, "needs a floating-point array, got list"),
+])
+def test_row_rules_refuse_bad_input(args, error, match):
+    for fn in (ops.normalize, ops.row_norm):
+        with pytest.raises(error, match=match):
+            fn(*args)
+
+
 # ---------------------------------------------------------------------- errors
 class Broken(gg.nn.Module):
     def __init__(self, kind):

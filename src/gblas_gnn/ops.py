@@ -18,6 +18,8 @@ aggregation, a reduction), and the backward of the whole is derived.
 
 from __future__ import annotations
 
+import numbers
+
 import graphblas as gb
 import numpy as np
 import scipy.sparse as sp
@@ -50,7 +52,8 @@ __all__ = [
     "as_sparse", "to_graphblas", "softmax", "softmax_backward", "aggregate", "sddmm",
     "outer_add", "row_sum", "row_max", "row_min", "col_sum", "row_scale", "col_scale",
     "spmm", "spmm_t", "gemm", "exp", "log", "relu", "leaky_relu", "elu", "tanh", "sigmoid",
-    "sqrt", "maximum", "concat", "edge_dropout", "structure", "rep", "factor", "masked",
+    "sqrt", "maximum", "row_norm", "normalize", "concat", "edge_dropout", "structure", "rep",
+    "factor", "masked",
 ]
 
 
@@ -441,6 +444,42 @@ def maximum(x, y):
     if isinstance(x, Traced) or isinstance(y, Traced):
         return apply_binary("maximum", x, y)
     return get_executor(None).xp.maximum(x, y)
+
+
+def _row_rule(name: str, H, eps):
+    """Run the row rule ``name`` of :mod:`.compose.rows` on a traced or plain (n, k) ``H``."""
+    from .compose import rows
+
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not np.isfinite(eps) \
+            or eps < 0:
+        raise ValueError(f"eps must be a finite number ≥ 0, got {eps!r}")
+    if isinstance(H, Traced):
+        return getattr(rows, name)(H, float(eps))
+    ex = get_executor(None)
+    if not isinstance(H, ex.xp.ndarray) or H.dtype.kind != "f":
+        raise TypeError(f"{name} needs a floating-point array, got {type(H).__name__}")
+    if in_scope():
+        return getattr(rows, name)(lift(H, vertex=True), float(eps))
+    if H.ndim != 2:
+        raise ValueError(f"{name} needs an (n, k) array, got shape {tuple(H.shape)}")
+    norms = ex.xp.maximum(ex.xp.sqrt(ex.row_dot(H, H)).astype(H.dtype, copy=False),
+                          H.dtype.type(eps))
+    return norms if name == "row_norm" else H / norms[:, None]
+
+
+def row_norm(H, eps: float = 0.0):
+    r"""The Euclidean norm of every row, clamped below: :math:`\max(\lVert H_i \rVert_2,
+    \epsilon)`, shape (n,). Differentiable (one recorded operation inside a composition; the
+    gradient of a clamped row is 0)."""
+    return _row_rule("row_norm", H, eps)
+
+
+def normalize(H, eps: float = 1e-12):
+    r"""Rows scaled to unit length: :math:`H_i / \max(\lVert H_i \rVert_2, \epsilon)`
+    (``torch.nn.functional.normalize(H, dim=1)``), shape (n, k). Differentiable, one
+    recorded operation: :math:`\bar H_i = (\bar{\hat H}_i - \hat H_i \langle \hat H_i,
+    \bar{\hat H}_i \rangle) / \max(\lVert H_i \rVert, \epsilon)`."""
+    return _row_rule("normalize", H, eps)
 
 
 def concat(xs, axis: int = -1):

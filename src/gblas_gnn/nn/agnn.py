@@ -124,8 +124,8 @@ class AGNNConv(PyGInterop, OrderMixin, Module):
     def forward(self, g, H):
         A = g.with_self_loops().A if self.add_self_loops else g.A
         # row normalisation (F.normalize): Ĥ = H ⊘ rep(n), n = max(‖H_i‖, eps)
-        norms = ops.sqrt(ops.maximum((H * H).sum(1), NORM_EPS * NORM_EPS))
-        Hn = H / norms[:, None]
+        norms = ops.row_norm(H, NORM_EPS)
+        Hn = ops.normalize(H, NORM_EPS)
         beta = self.beta[0]
         # Ψ = sm(β · A ⊙ (Ĥ Ĥᵀ)): one dot product per edge on A's pattern
         P = ops.softmax(ops.structure(A) * (beta * (factor(Hn) @ factor(Hn).T)))

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...compose.plan import Plan, fusable, plan
-from ._kernel_primitives import aligned_empty, head_row_dots
+from ._kernel_primitives import aligned_empty, gather_rows, head_row_dots
 from ._program_kernels import kernel, kernels
 
 __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",
@@ -259,7 +259,10 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct)
     EB = np.empty((nnz, H), dt)
     GF = np.empty((nnz, H), dt) if p.factor is not None else np.empty((1, 1), dt)
     col = _zeros_like_operands(p, b, {"col"})
-    call(kernel(mod, "column_pass", nnz), *b.args(csc=True), dZ, row_t, dX, EB, GF,
+    S = b.softmax[p.softmaxes.index(p.softmax)]
+    ST = np.empty_like(S)
+    call(gather_rows, b.csc[1], S, ST)
+    call(kernel(mod, "column_pass", nnz), *b.args(csc=True), ST, dZ, row_t, dX, EB, GF,
          *col.values())
     row = _zeros_like_operands(p, b, {"row", "param"})
     if row:

@@ -1,0 +1,71 @@
+r"""Row norms and row normalisation of traced arrays, each one recorded operation with its
+closed-form vector-Jacobian product.
+
+Written as a chain of elementwise operations (``sqrt(maximum((H*H).sum(1), ε²))`` and a
+division), a row normalisation allocates and reads several n×k temporaries forward and
+backward; these rules read each array once or twice.
+
+For :math:`H` of shape (n, k), rows :math:`H_i` and
+:math:`\nu_i = \max(\lVert H_i \rVert, \epsilon)`:
+
+.. math::
+    \mathrm{row\_norm}(H)_i = \nu_i, \qquad
+    \bar H_i = \bar\nu_i \, H_i / \nu_i \ \ (\lVert H_i \rVert > \epsilon, \text{ else } 0)
+
+.. math::
+    \hat H_i = H_i / \nu_i, \qquad
+    \bar H_i = (\bar{\hat H}_i - \hat H_i \langle \hat H_i, \bar{\hat H}_i \rangle) / \nu_i
+    \ \ (\text{a clamped row is linear: } \bar H_i = \bar{\hat H}_i / \epsilon)
+
+(``torch.nn.functional.normalize(H, dim=1, eps=ε)`` and its gradient).
+"""
+
+from __future__ import annotations
+
+from .traced import Traced, _scope, record
+
+__all__ = ["row_norm", "normalize"]
+
+
+def _norms(ex, X, eps: float):
+    """``(‖X_i‖, max(‖X_i‖, eps))`` in X's dtype."""
+    xp = ex.xp
+    norms = xp.sqrt(ex.row_dot(X, X)).astype(X.dtype, copy=False)
+    return norms, xp.maximum(norms, X.dtype.type(eps))
+
+
+def _check(x: Traced, name: str) -> None:
+    if x.value.ndim != 2:
+        raise ValueError(f"{name} needs an (n, k) array, got shape {tuple(x.value.shape)}")
+
+
+def row_norm(x: Traced, eps: float) -> Traced:
+    r"""``max(‖X_i‖₂, eps)`` per row of a traced (n, k) ``x``."""
+    _check(x, "row_norm")
+    ex = _scope().executor
+    X = x.value
+    norms, clamped = _norms(ex, X, eps)
+
+    def vjp(g):
+        scale = ex.xp.where(norms > eps, g / clamped, X.dtype.type(0))
+        return (X * scale[:, None],)
+
+    return record(clamped, [x], vjp, x.vertex)
+
+
+def normalize(x: Traced, eps: float) -> Traced:
+    """``X_i / max(‖X_i‖₂, eps)`` per row of a traced (n, k) ``x``."""
+    _check(x, "normalize")
+    ex = _scope().executor
+    xp = ex.xp
+    norms, clamped = _norms(ex, x.value, eps)
+    Y = x.value / clamped[:, None]
+
+    def vjp(g):
+        proj = xp.where(norms > eps, ex.row_dot(Y, g), Y.dtype.type(0))
+        out = Y * proj[:, None]
+        xp.subtract(g, out, out=out)
+        out /= clamped[:, None]
+        return (out,)
+
+    return record(Y, [x], vjp, x.vertex)
