@@ -30,7 +30,7 @@ from .cli_facts import CommMeter, run_facts
 # improved for that many epochs, and the weights of the best epoch by ``monitor`` are kept
 # (model selection on the validation set only). ``weight_decay_layers`` is which parameters
 # get the weight decay: ``all``, or ``first`` (the first layer only, as in Kipf & Welling's
-# GCN). The choices, and the accuracy they reach, are recorded in the README ("Results").
+# GCN). The choices, and the accuracy they reach, are recorded in docs/performance.md.
 _PYG = {"weight_decay": 5e-4, "weight_decay_layers": "all", "epochs": 200, "patience": 0,
         "monitor": "val_acc"}  # PyG's examples: 200 epochs, test accuracy at the best val_acc
 DEFAULTS = {
