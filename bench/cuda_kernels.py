@@ -59,7 +59,6 @@ BYTES = {
     "edge_gathered": (dict(e=2, ix=1, v=1), {}),
     "edge_outer": (dict(e=1, ix=2, v=2), {}),
     "leaky_relu_backward": (dict(e=3), {}),
-    "gather_heads": (dict(ix=1, e=2), {}),
     "dropout_edges": (dict(ix=2, e=1), {}),
     "keep_mask": (dict(v=2, x=0.25), {}),          # int64 row ids, one byte per entry
 }

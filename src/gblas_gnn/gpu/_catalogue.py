@@ -74,8 +74,6 @@ def _specs() -> list[KernelSpec]:
                    lambda F, I: (f1(F), boolean, f1(F), f1(F), i1(I), i1(I), f1(F))),
         KernelSpec("leaky_relu_backward", edge.leaky_relu_backward, "element",
                    lambda F, I: (f1(F), f1(F), F, f1(F))),
-        KernelSpec("gather_heads", edge.gather_heads, "element",
-                   lambda F, I: (i1(I), f2(F), f2(F))),
         KernelSpec("dropout_edges", edge.dropout_edges, "element",
                    lambda F, I: (i1(I), i1(I), uint64, float64, F, f2(F))),
         KernelSpec("keep_mask", edge.keep_mask, "element",
