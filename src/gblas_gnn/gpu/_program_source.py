@@ -79,6 +79,10 @@ class _Leaves(ArrayLeaves):
     def channel_total(self, name):
         return f"group_sum({name})"
 
+    def grad_param(self, block, slot, idx, g):
+        # a scalar parameter's partials are (rows, 1): update the element, not a view
+        super().grad_param(block, slot, idx or ("0",), g)
+
     def add_to(self, block, target, idx, g):
         if any(v in self.split for v in idx):
             block.emit(f"{target} += {g}")
