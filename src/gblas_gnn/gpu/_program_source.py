@@ -57,6 +57,8 @@ _JIT = "@cuda.jit(cache=True)"
 #: aggregations that keep the winner of every (row, head, feature)
 EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
 _GROUP_REDUCE = {"sum": "group_sum", "max": "group_max", "min": "group_min"}
+#: the loop of each lane over its own edges of row ``i``
+_LANE_EDGES = "for p in range(lo + ln, hi, LANES):"
 
 
 class _Leaves(ArrayLeaves):
@@ -142,17 +144,10 @@ class _Generator:
         return row
 
     @staticmethod
-    def _lane_edges(row: Block) -> Block:
-        """A loop of each lane over its own edges of row ``i``."""
-        row.emit("for p in range(lo + ln, hi, LANES):")
-        e = row.nested()
-        e.emit("j = indices[p]")
-        return e
-
-    @staticmethod
-    def _edges(row: Block) -> Block:
-        """A loop of all lanes together over the edges of row ``i``."""
-        row.emit("for p in range(lo, hi):")
+    def _edges(row: Block, lanes: bool) -> Block:
+        """A loop over the edges ``(i, j)`` of row ``i``: each lane over its own
+        (``lanes``), or all lanes together over every one."""
+        row.emit(_LANE_EDGES if lanes else "for p in range(lo, hi):")
         e = row.nested()
         e.emit("j = indices[p]")
         return e
@@ -240,7 +235,7 @@ class _Generator:
         row.emit(f"for hk in range(S{k}.shape[0]):")
         head = row.nested()
         head.emit(f"m = -{self.inf}")
-        e = self._lane_edges(head)
+        e = self._edges(head, lanes=True)
         v = self.code().value(e, Scope(), x, head_index(self.p, k, "hk"))
         e.emit(f"S{k}[hk, p] = {v}")
         e.emit(f"if {v} > m:")
@@ -253,7 +248,7 @@ class _Generator:
         head = row.nested()
         head.emit(f"m = RM{k}[hk, i]")
         head.emit(f"tot = {self.zero}")
-        head.emit("for p in range(lo + ln, hi, LANES):")
+        head.emit(_LANE_EDGES)
         e = head.nested()
         e.emit(f"v = math.exp(S{k}[hk, p] - m)")
         e.emit(f"S{k}[hk, p] = v")
@@ -267,7 +262,7 @@ class _Generator:
         head.emit("if hi > lo:")
         body = head.nested()
         body.emit(f"inv = {self.one} / RS{k}[hk, i]")
-        body.emit("for p in range(lo + ln, hi, LANES):")
+        body.emit(_LANE_EDGES)
         body.nested().emit(f"S{k}[hk, p] *= inv")
 
     def _final(self, row: Block) -> None:
@@ -279,12 +274,12 @@ class _Generator:
         row.emit(f"for hh in range({self.H}):")
         head = row.nested()
         if kind != "rows":                   # values, cols, spmm_t: the root's values
-            e = self._lane_edges(head)
+            e = self._edges(head, lanes=True)
             e.emit(f"W[hh, p] = {self._root(e)}")
             return
         op = self.sink[1]
         head.emit(f"acc = {dict(sum=self.zero, max='-' + self.inf, min=self.inf)[op]}")
-        e = self._lane_edges(head)
+        e = self._edges(head, lanes=True)
         w = self._root(e)
         if op == "sum":
             e.emit(f"acc += {w}")
@@ -305,7 +300,7 @@ class _Generator:
             head = row.nested()
             if avg:
                 head.emit(f"den = {self.zero}")
-            e = self._lane_edges(head)
+            e = self._edges(head, lanes=True)
             w = self._root(e)
             if self.root_buffer == "W":
                 e.emit(f"W[hh, p] = {w}")
@@ -375,7 +370,7 @@ class _Generator:
         out.emit("")
         row = self._rows(self._def(out, "column_rows", "EB", "GF",
                                    *self._grads({"row", "param"})))
-        e = self._edges(row)
+        e = self._edges(row, lanes=False)
         e.emit(f"for hh in range({self.H}):")
         seeds = {(x, hv): "EB[hh, p]"}
         if p.factor is not None:
@@ -411,12 +406,12 @@ class _Generator:
         r = self.s.root
         for k in self.p.softmaxes:
             row.emit(f"for hk in range(GS{k}.shape[0]):")
-            row.nested().emit("for p in range(lo + ln, hi, LANES):")
+            row.nested().emit(_LANE_EDGES)
             row.nested().nested().emit(f"GS{k}[hk, p] = {self.zero}")
         row.emit(f"for hh in range({self.H}):")
         self._root_cotangent(row.nested())
         row.emit("group_sync()")
-        e = self._edges(row)
+        e = self._edges(row, lanes=False)
         e.emit(f"for hh in range({self.H}):")
         h = e.nested()
         if self.sink[0] == "spmm_t":
@@ -429,21 +424,22 @@ class _Generator:
         """``GB[hh, p]`` at every edge of row ``i`` from the sink's cotangent ``dZ``."""
         kind, z = self.sink[0], self.zero
         if kind in ("rows", "cols") and self.sink[1] == "sum":
-            self._lane_edges(head).emit(f"GB[hh, p] = dZ[{'i' if kind == 'rows' else 'j'}, hh]")
+            side = "i" if kind == "rows" else "j"
+            self._edges(head, lanes=True).emit(f"GB[hh, p] = dZ[{side}, hh]")
             return
         if kind == "rows":                   # max / min: the first extreme edge
             head.emit("best = -1")
             head.emit(f"acc = {z}")
-            e = self._edges(head)
+            e = self._edges(head, lanes=False)
             w = self._root(e, together=True)
             e.emit(f"if best < 0 or {w} {'>' if self.sink[1] == 'max' else '<'} acc:")
             e.nested().emit(f"acc = {w}")
             e.nested().emit("best = p")
-            head.emit("for p in range(lo + ln, hi, LANES):")
+            head.emit(_LANE_EDGES)
             head.nested().emit(f"GB[hh, p] = dZ[i, hh] if p == best else {z}")
             return
         if self.aggr in EXTREME:             # the edge's winning features (lanes over edges)
-            e = self._lane_edges(head)
+            e = self._edges(head, lanes=True)
             e.emit(f"g = {z}")
             e.emit("for c in range(ARG.shape[2]):")
             c = e.nested()
@@ -455,7 +451,7 @@ class _Generator:
         if self.aggr == "avg":
             head.emit("den = DEN[i, hh]")
             self._dot(head, "dZ[i, hh", "Z[i, hh", "tz")
-        e = self._edges(head)
+        e = self._edges(head, lanes=False)
         if kind == "spmm_t":
             self._dot(e, "X[i, hh", "dZ[j, hh", "g")
         else:
@@ -469,7 +465,7 @@ class _Generator:
         row.emit(f"for hk in range(S{k}.shape[0]):")
         hk = row.nested()
         hk.emit(f"t = {self.zero}")
-        hk.emit("for p in range(lo + ln, hi, LANES):")
+        hk.emit(_LANE_EDGES)
         hk.nested().emit(f"t += S{k}[hk, p] * GS{k}[hk, p]")
         hk.emit("t = group_sum(t)")
         self._lane0(hk, f"T{k}[hk, i] = t")
@@ -481,11 +477,11 @@ class _Generator:
         row.emit(f"for hk in range(S{k}.shape[0]):")
         hk = row.nested()
         hk.emit(f"t = T{k}[hk, i]")
-        hk.emit("for p in range(lo + ln, hi, LANES):")
+        hk.emit(_LANE_EDGES)
         hk.nested().emit(f"EB{k}[hk, p] = S{k}[hk, p] * (GS{k}[hk, p] - t)")
         if leaf_kinds(self.p, x) & {"row", "param", "softmax"}:
             row.emit("group_sync()")
-            e = self._edges(row)
+            e = self._edges(row, lanes=False)
             e.emit(f"for hk in range(S{k}.shape[0]):")
             self._seeds(e.nested(), {(x, head_index(self.p, k, "hk")): f"EB{k}[hk, p]"},
                         {"row", "param", "softmax"})

@@ -18,19 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from ..compose.plan import Plan, fusable, plan
+from ..compose.plan import Plan, plan
 from ..executors.cpu._programs import ProgramContext, finish_grads
 from . import _sparse_kernels as sparse
 from ._device import group_grid
 from ._program_kernels import kernels
 from ._program_source import EXTREME
 
-__all__ = ["fused", "forward", "backward", "ProgramContext"]
-
-
-def fused(structure) -> bool:
-    """Whether the generated kernels run this program (else the reference lowering)."""
-    return fusable(structure)
+__all__ = ["forward", "backward", "ProgramContext"]
 
 
 @dataclass
@@ -192,17 +187,14 @@ def backward(ex, ctx: ProgramContext, dout) -> list:
 
 
 def _zeros(ex, p: Plan, b: _Buffers, roles: set[str]) -> dict:
-    """Zeroed cotangents by slot in the kernels' order (rows by target, by source, then the
-    parameters' partials of every row)."""
+    """Zeroed cotangents by slot, in the order of the kernels' gradient arguments (the
+    plan's slots read by target, by source, then the parameters' partials of every row)."""
     out = {}
-    for role in ("row", "col", "param"):
-        if role not in roles:
-            continue
-        for slot, (r, _) in enumerate(p.structure.roles):
-            if r == role:
-                v = b.operands[slot]
-                out[slot] = ex.xp.zeros((b.pattern.nrows, *v.shape) if role == "param" else
-                                        v.shape, v.dtype)
+    for role, slots in (("row", p.rows), ("col", p.cols), ("param", p.params)):
+        for slot in slots if role in roles else ():
+            v = b.operands[slot]
+            out[slot] = ex.xp.zeros((b.pattern.nrows, *v.shape) if role == "param" else
+                                    v.shape, v.dtype)
     return out
 
 

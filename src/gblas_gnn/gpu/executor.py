@@ -38,6 +38,7 @@ from typing import Any
 import graphblas as gb
 import numpy as np
 
+from ..compose.plan import fusable
 from ..executors.base import Executor
 from ..executors.cpu._gbio import csr_arrays
 from ..executors.cpu._pattern import CSRPattern, MatrixCache
@@ -201,7 +202,7 @@ class CUDAExecutor(Executor):
     # ================================================================== edge programs
     def program_forward(self, program, keep):
         # the generated kernels of ._program_kernels; the reference lowering for the rest
-        if not _programs.fused(program.structure):
+        if not fusable(program.structure):
             return super().program_forward(program, keep)
         return _programs.forward(self, program, keep)
 
