@@ -59,11 +59,12 @@ def _heads_view(xp, X, dtype):
 
 
 def _key(ex, s, slot: int, key):
-    """A dropout's key and heads as the kernels' ``uint64[2]``, written on the device."""
+    """A dropout's key and heads as the kernels' ``uint64[2]``, filled on the device (a fill
+    takes its value as a kernel argument: no copy from the host)."""
     heads = next(o.args[2] for o in s.ops if o.kind == "dropout" and o.args[0] == slot) or 1
     K = ex.xp.empty(2, np.uint64)
-    K[0] = np.uint64(key)
-    K[1] = np.uint64(heads)
+    K[:1].fill(np.uint64(key))
+    K[1:].fill(np.uint64(heads))
     return K
 
 
