@@ -351,13 +351,20 @@ class _Generator:
         e.emit(f"for hh in range({self.H}):")
         h = e.nested()
         h.emit(f"psi = S{sm}[{'hh' if hv else '0'}, p]")
-        self._dot(h, "dZ[i, hh", "X[j, hh", "g")
         factor = None
         if p.factor is not None:
             factor = self.code(together=True).value(h, Scope(), p.factor, hv)
-        for line in _column_edge(factor, p.factor_op):
+        weight, cotangents = _column_edge(factor, p.factor_op)
+        h.emit(weight)
+        # one pass over the gathered dZ_i: g = ⟨dZ_i, X_j⟩ and dX_j += w dZ_i
+        h.emit(f"g = {self.zero}")
+        f = self._features(h, "dX.shape[2]")
+        f.emit("dz = dZ[i, hh, c]")
+        f.emit("g += dz * X[j, hh, c]")
+        f.emit("dX[j, hh, c] += w * dz")
+        h.emit("g = group_sum(g)")
+        for line in cotangents:
             h.emit(line)
-        self._features(h, "dX.shape[2]").emit("dX[j, hh, c] += w * dZ[i, hh, c]")
         h.emit("eb = psi * (gpsi - T[hh, i])")
         self._lane0(h, "EB[hh, p] = eb")
         if factor is not None:
@@ -526,14 +533,14 @@ class _Generator:
                         "dX[j, hh, c] += dZ[i, hh, c] * w")
 
 
-def _column_edge(factor: str | None, op: str) -> list[str]:
+def _column_edge(factor: str | None, op: str) -> tuple[str, list[str]]:
     """The column strategy at one edge: the weight ``w`` (``Ψ`` times or over the factor),
-    the cotangent ``gpsi`` of ``Ψ`` and ``gf`` of the factor, from ``g = ⟨dZ_i, X_j⟩``."""
+    and from ``g = ⟨dZ_i, X_j⟩`` the cotangents ``gpsi`` of ``Ψ`` and ``gf`` of the factor."""
     if factor is None:
-        return ["w = psi", "gpsi = g"]
+        return "w = psi", ["gpsi = g"]
     if op == "mul":
-        return [f"w = psi * {factor}", f"gpsi = g * {factor}", "gf = g * psi"]
-    return [f"w = psi / {factor}", f"gpsi = g / {factor}", f"gf = -g * w / {factor}"]
+        return f"w = psi * {factor}", [f"gpsi = g * {factor}", "gf = g * psi"]
+    return f"w = psi / {factor}", [f"gpsi = g / {factor}", f"gf = -g * w / {factor}"]
 
 
 def _generate(p: Plan) -> tuple[str, dict[str, tuple[str, ...]]]:
