@@ -81,9 +81,11 @@ class _Leaves(ArrayLeaves):
     def channel_total(self, name):
         return f"group_sum({name})"
 
-    def grad_param(self, block, slot, idx, g):
-        # a scalar parameter's partials are (rows, 1): update the element, not a view
-        super().grad_param(block, slot, idx or ("0",), g)
+    def view(self, kind, slot, prefix):
+        return None                     # plain indexing: every update goes through add_to
+
+    def grad_view(self, kind, slot, prefix):
+        return None
 
     def add_to(self, block, target, idx, g):
         if any(v in self.split for v in idx):
