@@ -3,11 +3,14 @@
 
     python -m bench cuda-kernels [--cases M,L] [--out bench/results]
 
-For every kernel (:mod:`gblas_gnn.gpu.compile`): registers per thread, shared memory per
-block, spills and the theoretical occupancy at the executor's launch shape, for sm_80 (A100)
-and sm_90 (H100), in the float32 / int32 variant the M and L cases launch. Then, for each
-case, the bytes one launch of the kernel must move (a model, below) and the time that takes
-at the H100's memory bandwidth: a lower bound on the kernel's time, not a measurement.
+For every kernel (:mod:`gblas_gnn.gpu.compile`), the hand-written ones and those generated
+from the edge programs of the built-in attention layers
+(:mod:`gblas_gnn.gpu._program_catalogue`): registers per thread, shared memory per block,
+spills and the theoretical occupancy at the executor's launch shape, for sm_80 (A100) and
+sm_90 (H100), in the float32 / int32 variant the M and L cases launch. Then, for each
+hand-written kernel and case, the bytes one launch of the kernel must move (a model, below)
+and the time that takes at the H100's memory bandwidth: a lower bound on the kernel's time,
+not a measurement.
 
 The byte model, for ``n`` vertices, ``m`` stored edges (self loops included), feature width
 ``k``, float32 values, int32 indices and int64 row pointers, one head:
@@ -59,7 +62,6 @@ BYTES = {
     "edge_gathered": (dict(e=2, ix=1, v=1), {}),
     "edge_outer": (dict(e=1, ix=2, v=2), {}),
     "leaky_relu_backward": (dict(e=3), {}),
-    "gather_heads": (dict(ix=1, e=2), {}),
     "dropout_edges": (dict(ix=2, e=1), {}),
     "keep_mask": (dict(v=2, x=0.25), {}),          # int64 row ids, one byte per entry
 }
@@ -100,12 +102,16 @@ def _toolkit() -> dict:
 
 def run_cuda_kernels(cases: list[str], out: Path) -> dict:
     """Compile, assemble and model every kernel; write the JSON and markdown."""
-    from gblas_gnn.gpu._catalogue import KERNELS, variants
+    from numba import float32
+
+    from gblas_gnn.gpu._catalogue import all_kernels, variants
     from gblas_gnn.gpu.compile import assemble, compile_kernel, occupancy, threads_per_block
 
     t0 = time.perf_counter()
     kernels = []
-    for spec in KERNELS:
+    for spec in all_kernels():
+        if float32 not in spec.float_types and None not in spec.float_types:
+            continue                        # a generated float64 kernel: the float32 one shows
         label, signature = next(variants(spec))          # float32/int32: what M and L run
         row = {"kernel": spec.name, "launch": spec.launch, "types": label,
                "threads_per_block": threads_per_block(spec), "resources": {}}
@@ -118,6 +124,8 @@ def run_cuda_kernels(cases: list[str], out: Path) -> dict:
     sizes = {name: _case_size(name, out) for name in cases}
     for row in kernels:
         row["bytes"] = {}
+        if row["kernel"] not in BYTES:                   # generated: not modelled
+            continue
         compulsory, gathered = BYTES[row["kernel"]]
         for name, s in sizes.items():
             z = _sizes(s["n"], s["m"], s["k"])
@@ -144,7 +152,12 @@ def cuda_kernels_markdown(r: dict) -> str:
              f"{r['toolkit']['numba-cuda']}), float32 values and int32 indices; commit "
              f"{(env.get('git', {}).get('commit') or '?')[:10]}, {env['date']}. Occupancy: "
              "resident warps per SM over 64 at the executor's block size (group kernels: 4 "
-             "warps, a warp per row or column; element kernels: 256 threads).", "",
+             "warps, a warp per row or column; element kernels: 256 threads). Rows "
+             "`formulation:kernel` are the kernels generated from the edge programs of a "
+             "built-in attention layer (`gat`: GATConv with 1 head, `gat4` with 4, "
+             "`gat4-dropout` with attention dropout, `gat4-max` aggregating by max, `agnn`, "
+             "`gatv2-4`, `transformer4`): `forward` is the row pass, `column_pass` / "
+             "`column_rows` and `row_pass` / `row_columns` the backward.", "",
              "| kernel | threads/block | registers sm_80 / sm_90 | shared B | spills B | "
              "occupancy sm_80 / sm_90 |", "|---|---|---|---|---|---|"]
     for row in r["kernels"]:
@@ -160,10 +173,13 @@ def cuda_kernels_markdown(r: dict) -> str:
               f"that takes at the H100's {r['h100_bandwidth'] / 1e12:.2f} TB/s ({desc}): "
               "*compulsory* counts every array once (gathered rows cached after first use), "
               "*no reuse* adds every gathered row fetched again (the case when the gathered "
-              "matrix outgrows the 50 MB L2, as L's does).", "",
+              "matrix outgrows the 50 MB L2, as L's does). The generated kernels are not "
+              "modelled: what they move depends on the formulation.", "",
               "| kernel | " + " | ".join(f"{c} MB | {c} µs (no reuse)" for c in cases) + " |",
               "|---|" + "---|---|" * len(cases)]
     for row in r["kernels"]:
+        if not row["bytes"]:
+            continue
         cells = []
         for c in cases:
             b = row["bytes"][c]

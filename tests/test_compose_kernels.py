@@ -7,7 +7,8 @@ transposed product, float32 and float64, graphs with empty rows and isolated ver
 The reference is the reference lowering (the ``primitives`` executor runs it); under
 ``--executor primitives`` the cpu executor's generated kernels are held to it instead. Also:
 the kernel cache is keyed by the whole structure (two formulations never share a module), and
-the generated source is built from the structure alone (no user text in it).
+the generated source is built from the structure alone (no user text in it), for the cpu and
+the cuda generators.
 """
 
 from __future__ import annotations
@@ -155,7 +156,25 @@ def _structure(A, e, sink, X=None):
     return plan(build(Softmax(Masked(A, e, True)), sink, X).structure)
 
 
-def test_two_formulations_never_share_a_kernel_module():
+def _generators():
+    """``(source, signature_key)`` of the cpu generator and, where numba-cuda is installed,
+    the cuda one."""
+    found = {"cpu": (source, signature_key)}
+    try:
+        from gblas_gnn.gpu._program_kernels import signature_key as cuda_key
+        from gblas_gnn.gpu._program_source import source as cuda_source
+    except ImportError:                 # no numba-cuda
+        return found
+    found["cuda"] = (cuda_source, cuda_key)
+    return found
+
+
+GENERATORS = _generators()
+
+
+@pytest.mark.parametrize("generator", sorted(GENERATORS))
+def test_two_formulations_never_share_a_kernel_module(generator):
+    source, signature_key = GENERATORS[generator]
     g = gg.Graph.from_edges([0, 1], [1, 2], 3)
     X = np.ones((3, 2), np.float32)
     d = np.arange(3, dtype=np.float32)
@@ -175,9 +194,11 @@ def test_two_formulations_never_share_a_kernel_module():
     assert len(keys) == 4 * 3 + 1                     # every one its own module
 
 
-def test_generated_source_is_a_function_of_the_structure_alone():
+@pytest.mark.parametrize("generator", sorted(GENERATORS))
+def test_generated_source_is_a_function_of_the_structure_alone(generator):
     """Equal structures built from different arrays give the same source (no value, no user
     text reaches it), and an operation outside the closed set is refused."""
+    source, signature_key = GENERATORS[generator]
     g = gg.Graph.from_edges([0, 1], [1, 2], 3)
     X1, X2 = np.ones((3, 2), np.float32), np.full((3, 2), 7, np.float32)
     a, b = (_structure(g.A, ops.tanh((rep(X) * rep(X).T).sum(-1)), ("aggregate", "sum"), X)

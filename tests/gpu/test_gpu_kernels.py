@@ -1,8 +1,9 @@
 """The cuda executor's kernels against the cpu executor where the conformance suite
 (``tests/test_executor_conformance.py``, also run with ``--executor cuda``) does not reach:
-features several lane groups wide, rows longer than a group, graphs without edges, user
-semirings compiled for the device or run on the host, and the executor's errors. Hypothesis
-draws the shapes; every graph has isolated vertices, self loops and one long row.
+features several lane groups wide, rows longer than a group, the generated kernels of edge
+programs with channels and messages wider than a group, graphs without edges, user semirings
+compiled for the device or run on the host, and the executor's errors. Hypothesis draws the
+shapes; every graph has isolated vertices, self loops and one long row.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gblas_gnn as gg
-from gblas_gnn import semirings
+from gblas_gnn import ops, semirings
 from gblas_gnn.executors import to_numpy
 from gblas_gnn.gpu import LANES, EdgeTensor
 from gblas_gnn.ops import rep
@@ -62,6 +63,36 @@ def test_wide_aggregation_and_its_backward(cpu, cuda, seed, n, k, dtype, aggr):
     dSg, dHg = cuda.aggregate_backward(cg, cuda.asarray(dZ))
     close(cuda.edge_values(dSg), cpu.edge_values(dSc), dtype, 8)
     close(dHg, dHc, dtype, 8)
+
+
+#: edge programs whose generated kernels split every loop over lanes: GATv2's score (a
+#: channel contraction), two heads, the column strategy; and two softmax stages feeding a
+#: max aggregation (the row strategy, winners per feature)
+PROGRAMS = {
+    "gatv2": lambda A, Xl, Xr, a: ops.aggregate(ops.softmax(
+        ops.structure(A) * (ops.leaky_relu(rep(Xr) + rep(Xl).T, 0.2) * a).sum(-1)), Xl),
+    "stages-max": lambda A, Xl, Xr, a: ops.aggregate(ops.softmax(ops.tanh(ops.softmax(
+        A * (rep(Xr) * rep(Xl).T).sum(-1)))), Xl, "max"),
+}
+
+
+@settings(max_examples=3, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), f=WIDTHS, program=st.sampled_from(sorted(PROGRAMS)))
+def test_wide_edge_programs_and_their_backward(cpu, cuda, seed, f, program):
+    """The generated kernels with channels and messages wider than a lane group, a row
+    longer than one and isolated vertices equal the cpu executor's."""
+    g = graph(seed, LANES + 3, 2 * LANES, np.float64)
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s) for s in ((g.n, 2, f), (g.n, 2, f), (2, f))]
+    dZ = rng.standard_normal((g.n, 2, f))
+
+    def run(ex):
+        out, pull = gg.compose.vjp(PROGRAMS[program], g.A, *map(ex.asarray, args),
+                                   executor=ex, vertex=(1, 2))
+        return [to_numpy(x) for x in (out, *pull(ex.asarray(dZ))[1:])]
+
+    for got, want in zip(run(cuda), run(cpu), strict=True):
+        close(got, want, np.float64, 8)
 
 
 @pytest.mark.parametrize("name", ["plus_times", "min_plus", "max_plus", "max_times",

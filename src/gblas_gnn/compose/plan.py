@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from .program import Structure
 
-__all__ = ["Plan", "plan", "FUSED_AGGREGATIONS"]
+__all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "FUSED_AGGREGATIONS"]
 
 #: aggregations the generated kernels run (any other: the reference lowering)
 FUSED_AGGREGATIONS = ("sum", "mean", "max", "min", "plus_times", "max_times", "min_times",
@@ -130,3 +130,28 @@ def _linear_softmax(structure: Structure, sm: int):
             and ops[b].trail == op.trail:
         return a, "mul"
     return None
+
+
+def leaf_kinds(p: Plan, start: int) -> set[str]:
+    """The kinds of leaves (``row``, ``col``, ``param``, ``softmax``) the expression at
+    operation ``start`` reads, softmax outputs counted as leaves (cut): which cotangents its
+    reverse mode produces."""
+    ops = p.structure.ops
+    kinds, stack, seen = set(), [start], set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        if ops[i].kind == "softmax":
+            kinds.add("softmax")
+            continue
+        if ops[i].kind in ("row", "col", "param"):
+            kinds.add(ops[i].kind)
+        stack.extend(ops[i].inputs)
+    return kinds
+
+
+def head_index(p: Plan, op: int, var: str) -> tuple:
+    """The index of operation ``op`` at head ``var`` (empty without a heads axis)."""
+    return (var,) if p.structure.ops[op].trail else ()

@@ -133,6 +133,18 @@ class Leaves:
         (None: not accumulated here, or no views)."""
         return None
 
+    def channel_range(self, var: str, size: str) -> str | None:
+        """The range of a contraction's channel loop over ``var`` when the kernel's threads
+        split it among themselves (each summing its share of the channels, then combining
+        them with :meth:`channel_total`); None (the default): one thread runs every
+        channel."""
+        return None
+
+    def channel_total(self, name: str) -> str:
+        """An expression combining the threads' partial sums ``name`` of a split channel
+        loop (:meth:`channel_range`) into the total, on every thread."""
+        raise NotImplementedError
+
     # reverse mode: emit ``target += g`` where the cotangent of a leaf goes
     def grad_row(self, block: Block, slot: int, idx: tuple, g: str) -> None:
         pass
@@ -159,6 +171,8 @@ class EdgeCode:
         self.zero = literal(0.0, self.dtype)
         #: softmax outputs read from buffers (their own op is the stage boundary)
         self.cut: set[int] = set()
+        #: whether the code is inside a channel loop the threads split
+        self._split = False
 
     def _lit(self, v: float) -> str:
         return literal(v, self.dtype)
@@ -183,6 +197,32 @@ class EdgeCode:
             if pos >= 0 and tc[pos] != 1:
                 return self.size(c, pos)
         raise ValueError(f"no array gives the extent of axis {axis} of operation {i}")
+
+    def _channels(self, var: str, child: int, axis: int) -> tuple[str, bool]:
+        """The range of the channel loop of a contraction of ``child`` over its ``axis``,
+        and whether the threads split it (:meth:`Leaves.channel_range`): never inside a
+        split loop, nor when the contraction holds another one (each thread's share of
+        an inner loop would not be its own)."""
+        size = self.size(child, axis)
+        if not self._split and not self._contracts(child):
+            channels = self.leaves.channel_range(var, size)
+            if channels is not None:
+                return channels, True
+        return f"range({size})", False
+
+    def _contracts(self, i: int) -> bool:
+        """Whether the value of operation ``i`` (up to the softmax buffers) holds a
+        contraction."""
+        stack, seen = [i], set()
+        while stack:
+            k = stack.pop()
+            if k in seen or k in self.cut:
+                continue
+            seen.add(k)
+            if self.ops[k].kind == "sum":
+                return True
+            stack.extend(self.ops[k].inputs)
+        return False
 
     # ------------------------------------------------------------------ values
     def value(self, block: Block, scope: Scope, i: int, idx: tuple) -> str:
@@ -242,11 +282,16 @@ class EdgeCode:
             acc = block.fresh("acc")
             c = block.fresh("c")
             block.emit(f"{acc} = {self.zero}")
+            channels, split = self._channels(c, child, len(op.trail))
             body = Block(block.indent + 1, block._counter)
             inner = scope.child(c)
+            outside, self._split = self._split, self._split or split
             v = self.value(body, inner, child, (*idx, c))
             body.emit(f"{acc} += {v}")
-            self._loop(block, inner, c, self.size(child, len(op.trail)), body)
+            self._split = outside
+            self._loop(block, inner, c, channels, body)
+            if split:
+                block.emit(f"{acc} = {self.leaves.channel_total(acc)}")
             return acc
         raise ValueError(f"unknown operation {kind!r}")
 
@@ -269,11 +314,12 @@ class EdgeCode:
         return f"{name}[{loop}]"
 
     @staticmethod
-    def _loop(block: Block, inner: Scope, var: str, extent: str, body: Block) -> None:
-        """A channel loop: the views its body reads bound first, then the loop and body."""
+    def _loop(block: Block, inner: Scope, var: str, channels: str, body: Block) -> None:
+        """A channel loop over ``channels`` (a range expression): the views its body reads
+        bound first, then the loop and body."""
         for name, base in inner.views.values():
             block.emit(f"{name} = {base}")
-        block.emit(f"for {var} in range({extent}):")
+        block.emit(f"for {var} in {channels}:")
         block.lines.extend(body.lines)
 
     # ------------------------------------------------------------------ reverse mode
@@ -362,16 +408,21 @@ class EdgeCode:
         accumulators declared before it."""
         child = self.ops[i].inputs[0]
         c = block.fresh("c")
+        channels, split = self._channels(c, child, len(self.ops[i].trail))
         body = Block(block.indent + 1, block._counter)
         outer: dict = {}
         inner_pending: dict = {}
         inner = scope.child(c)
+        outside, self._split = self._split, self._split or split
         self._accumulate(body, inner_pending, (child, (*idx, c)), g)
         self._drain(body, inner, inner_pending, c, outer)
+        self._split = outside
         for name in outer.values():
             block.emit(f"{name} = {self.zero}")
-        self._loop(block, inner, c, self.size(child, len(self.ops[i].trail)), body)
+        self._loop(block, inner, c, channels, body)
         for key, name in outer.items():
+            if split:
+                block.emit(f"{name} = {self.leaves.channel_total(name)}")
             self._accumulate(block, pending, key, name)
 
 

@@ -1,4 +1,6 @@
-"""Every kernel of the ``cuda`` executor with the argument types it is launched with.
+"""Every kernel of the ``cuda`` executor with the argument types it is launched with: the
+hand-written ones (:data:`KERNELS`) and those generated for a representative set of
+formulations (:func:`all_kernels`).
 
 The executor launches each kernel with C-contiguous device arrays of one float type ``F``
 (float32 or float64) and one index type ``I`` (int32, or int64 for patterns with 2³¹ or
@@ -19,7 +21,7 @@ from . import _edge_kernels as edge
 from . import _semiring_kernels as srk
 from . import _sparse_kernels as sparse
 
-__all__ = ["KernelSpec", "KERNELS", "variants"]
+__all__ = ["KernelSpec", "KERNELS", "all_kernels", "spec_id", "variants", "contiguous"]
 
 
 @dataclass(frozen=True)
@@ -34,9 +36,12 @@ class KernelSpec:
     float_types: tuple = (float32, float64)
 
 
-def _c(t, dims: int = 1):
+def contiguous(t, dims: int = 1):
     """A C-contiguous array type of ``dims`` dimensions."""
-    return t[::1] if dims == 1 else t[:, ::1]
+    return t[(slice(None),) * (dims - 1) + (slice(None, None, 1),)]
+
+
+_c = contiguous
 
 
 def _spmm_args(F, I):
@@ -74,8 +79,6 @@ def _specs() -> list[KernelSpec]:
                    lambda F, I: (f1(F), boolean, f1(F), f1(F), i1(I), i1(I), f1(F))),
         KernelSpec("leaky_relu_backward", edge.leaky_relu_backward, "element",
                    lambda F, I: (f1(F), f1(F), F, f1(F))),
-        KernelSpec("gather_heads", edge.gather_heads, "element",
-                   lambda F, I: (i1(I), f2(F), f2(F))),
         KernelSpec("dropout_edges", edge.dropout_edges, "element",
                    lambda F, I: (i1(I), i1(I), uint64, float64, F, f2(F))),
         KernelSpec("keep_mask", edge.keep_mask, "element",
@@ -84,8 +87,21 @@ def _specs() -> list[KernelSpec]:
     return specs
 
 
-#: every kernel of the executor
+#: every hand-written kernel of the executor
 KERNELS: list[KernelSpec] = _specs()
+
+
+def all_kernels() -> list[KernelSpec]:
+    """The hand-written kernels and the generated kernels of the representative
+    formulations (:mod:`._program_catalogue`)."""
+    from ._program_catalogue import program_specs
+
+    return [*KERNELS, *program_specs()]
+
+
+def spec_id(spec: KernelSpec) -> str:
+    """A unique name of a catalogue entry (a generated kernel's name with its float type)."""
+    return spec.name if ":" not in spec.name else f"{spec.name}/{spec.float_types[0]}"
 
 
 def variants(spec: KernelSpec) -> Iterator[tuple[str, object]]:

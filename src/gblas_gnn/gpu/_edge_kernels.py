@@ -5,8 +5,9 @@ coordinates), so every edge-wise operation of the executor interface is a map ov
 reading the vertex vectors it needs through the coordinates: ``apply`` (:func:`edge_unary`),
 ``ewise`` (:func:`edge_binary`), ``row_scale`` / ``col_scale`` (:func:`edge_gathered`),
 ``outer_add`` and ``scale_edges`` (:func:`edge_outer`), the LeakyReLU backward
-(:func:`leaky_relu_backward`), CSR → CSC reordering (:func:`gather_heads`) and the
-counter-based dropout masks (:func:`dropout_edges`, :func:`keep_mask`). A grid-stride loop
+(:func:`leaky_relu_backward`) and the counter-based dropout masks (:func:`dropout_edges`,
+:func:`keep_mask`; :func:`keep` is the device function of one draw, which the kernels generated
+from edge programs call too). A grid-stride loop
 covers any size; consecutive threads touch consecutive entries (coalesced).
 """
 
@@ -21,7 +22,7 @@ from ..executors._random import uniform_entry
 from ._device import SIMULATOR, inline_device
 
 __all__ = ["UNARY", "BINARY", "edge_unary", "edge_binary", "edge_gathered", "edge_outer",
-           "leaky_relu_backward", "gather_heads", "dropout_edges", "keep_mask"]
+           "leaky_relu_backward", "keep", "dropout_edges", "keep_mask"]
 
 #: op codes of :func:`edge_unary`
 UNARY = {"exp": 0, "relu": 1, "leaky_relu": 2, "scale": 3, "neg": 4, "add": 5, "rdiv": 6}
@@ -108,14 +109,11 @@ def leaky_relu_backward(c, de, alpha, out):
         out[e] = de[e] if c[e] > 0 else de[e] * alpha
 
 
-@cuda.jit
-def gather_heads(perm, values, out):
-    """``out[h, q] = values[h, perm[q]]``: edge values (heads, nnz) from CSR into CSC order."""
-    nnz = perm.shape[0]
-    for t in range(cuda.grid(1), values.shape[0] * nnz, cuda.gridsize(1)):
-        h = t // nnz
-        q = t - h * nnz
-        out[h, q] = values[h, perm[q]]
+@inline_device
+def keep(key, h, gi, gj, p):
+    """Whether the draw ``u(key; h, gi, gj)`` keeps its entry (``u ≥ p``): head ``h`` of the
+    edge from global vertex ``gj`` to ``gi`` (:mod:`gblas_gnn.executors._random`)."""
+    return _uniform(key, np.uint64(h), np.uint64(gi), np.uint64(gj)) >= p
 
 
 @cuda.jit
@@ -126,8 +124,7 @@ def dropout_edges(rows, cols, key, p, scale, out):
     for t in range(cuda.grid(1), out.shape[0] * nnz, cuda.gridsize(1)):
         h = t // nnz
         e = t - h * nnz
-        u = _uniform(key, np.uint64(h), np.uint64(rows[e]), np.uint64(cols[e]))
-        out[h, e] = scale if u >= p else out.dtype.type(0)
+        out[h, e] = scale if keep(key, h, rows[e], cols[e], p) else out.dtype.type(0)
 
 
 @cuda.jit

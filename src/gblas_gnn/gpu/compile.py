@@ -14,7 +14,9 @@ target architecture (the device functions here use no architecture-dependent fea
 what sm_60 and later share).
 
 Run ``python -m gblas_gnn.gpu.compile [--cc 8.0 9.0]`` for the table; the test suite holds
-every kernel to "compiles, no spill" for sm_80 and sm_90.
+every kernel to "compiles, no spill" for sm_80 and sm_90: the hand-written ones and those
+generated from the edge programs of a representative set of formulations
+(:mod:`._program_catalogue`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from ._catalogue import KERNELS, KernelSpec, variants
+from ._catalogue import KernelSpec, all_kernels, variants
 from ._device import ELEMENT_BLOCK, GROUPS_PER_BLOCK, LANES, SIMULATOR
 
 __all__ = ["Resources", "ARCHITECTURES", "compile_kernel", "ptxas_path", "assemble",
@@ -162,9 +164,10 @@ def threads_per_block(spec: KernelSpec) -> int:
 
 
 def report(ccs=((8, 0), (9, 0)), kernels=None) -> list[Resources]:
-    """Compile and assemble every variant of every kernel (default: all) for every ``cc``."""
+    """Compile and assemble every variant of every kernel (default: all, the generated
+    kernels of the representative formulations included) for every ``cc``."""
     rows = []
-    for spec in KERNELS if kernels is None else kernels:
+    for spec in all_kernels() if kernels is None else kernels:
         threads = threads_per_block(spec)
         for label, signature in variants(spec):
             for cc in ccs:

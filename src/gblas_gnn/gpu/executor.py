@@ -22,8 +22,9 @@ operation                  kernel (:mod:`._sparse_kernels`, :mod:`._edge_kernels
 ``softmax`` (+ backward)   ``softmax_rows``, ``softmax_backward_rows``
 edge algebra               ``edge_unary``, ``edge_binary``, ``edge_gathered``, ``edge_outer``,
                            ``leaky_relu_backward``
-edge programs (every       the reference lowering of :mod:`gblas_gnn.compose.reference`
-attention layer)           on the kernels above
+edge programs (every       kernels generated from the program (:mod:`._programs`):
+attention layer, every     a forward row pass, a column and a row pass backward
+composition)
 random masks               ``dropout_edges``, ``keep_mask`` (the counter-based hash)
 =========================  ==========================================================
 """
@@ -37,10 +38,12 @@ from typing import Any
 import graphblas as gb
 import numpy as np
 
+from ..compose.plan import fusable
 from ..executors.base import Executor
 from ..executors.cpu._gbio import csr_arrays
 from ..executors.cpu._pattern import CSRPattern, MatrixCache
 from . import _edge_kernels as edge
+from . import _programs
 from . import _semiring_kernels as srk
 from . import _sparse_kernels as sparse
 from ._device import LANES as _LANES
@@ -117,9 +120,13 @@ class CUDAExecutor(Executor):
 
     def to_numpy(self, x) -> np.ndarray:
         """A host copy of the device array ``x`` (counted)."""
+        return self._get(x, "to_numpy")
+
+    def _get(self, x, reason: str) -> np.ndarray:
+        """A host copy of ``x`` (counted, as asked for by ``reason``); a host array as it is."""
         if SIMULATOR or not isinstance(x, np.ndarray):
             out = np.array(x) if SIMULATOR else self.xp.asnumpy(x)
-            self.transfers.add("to_host", out.nbytes, "to_numpy")
+            self.transfers.add("to_host", out.nbytes, reason)
             return out
         return x
 
@@ -191,6 +198,18 @@ class CUDAExecutor(Executor):
     def _local_coords(self, S):
         p = self._pattern(S)
         return p.rows, p.indices
+
+    # ================================================================== edge programs
+    def program_forward(self, program, keep):
+        # the generated kernels of ._program_kernels; the reference lowering for the rest
+        if not fusable(program.structure):
+            return super().program_forward(program, keep)
+        return _programs.forward(self, program, keep)
+
+    def program_backward(self, ctx, dout):
+        if not isinstance(ctx, _programs.ProgramContext):
+            return super().program_backward(ctx, dout)
+        return _programs.backward(self, ctx, dout)
 
     # ================================================================== tier 1: dense
     def gemm(self, X, W):

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import ops
 from .._validate import check_bools, finite_real, positive_ints
+from ..compose.traced import Traced
 from ..executors._random import draw_key
 from ..ops import leaky_relu, rep
 from ._attention import (
@@ -130,10 +131,18 @@ class GATConv(PyGInterop, Module):
         (a traced product of the parameters with a constant, so all scores come from one
         GEMM and their gradients from its backward)."""
         h, out, p = self.heads, self.out_dim, self.params
-        eye = np.eye(h, dtype=self.dtype)[:, None, :]                   # (h, 1, h)
-        blocks = [(eye * a[:, :, None]).reshape(h * out, h)
+        blocks = [(self._head_identity() * a[:, :, None]).reshape(h * out, h)
                   for a in (p["att_src"], p["att_dst"])]
         return ops.concat(blocks, axis=1)
+
+    def _head_identity(self) -> Traced:
+        """The ``(heads, 1, heads)`` identity, a constant of the layer's executor: moved there
+        once, not at every forward (a device executor counts every copy)."""
+        ex, dtype = self.executor, np.dtype(self.dtype)
+        found = getattr(self, "_identity", None)
+        if found is None or found[0] is not ex or found[1].dtype != dtype:
+            self._identity = (ex, ex.asarray(np.eye(self.heads, dtype=dtype)[:, None, :]))
+        return Traced(self._identity[1], None, False)
 
     def forward(self, g, H):
         agg_first = self._aggregate_first()         # validates the order before any work

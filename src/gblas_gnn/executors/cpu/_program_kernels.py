@@ -24,17 +24,19 @@ kernels (accumulators of the arrays' dtype, 1-D row views, no branch around an u
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ...compose.kernel_args import ArrayLeaves as _Read
+from ...compose.kernel_args import Layout
+from ...compose.kernel_cache import load_module
+from ...compose.kernel_cache import signature_key as _signature_key
 from ...compose.plan import Plan
-from ...compose.scalar import Block, EdgeCode, Leaves, Scope, literal
+from ...compose.plan import head_index as _head_index
+from ...compose.plan import leaf_kinds as _leaf_kinds
+from ...compose.scalar import Block, EdgeCode, Scope, literal
 
 __all__ = ["Layout", "kernels", "kernel", "source", "cache_dir", "GENERATOR_VERSION",
            "SERIAL_BELOW"]
@@ -83,119 +85,6 @@ SERIAL_BELOW = 1 << 15
 PREFETCH_AHEAD = 8
 
 
-@dataclass(frozen=True)
-class Layout:
-    """The argument names of the generated kernels, from a plan: the pattern's buffers, then
-    one array per operand slot (``R<s>`` by target, ``C<s>`` by source, ``P<s>`` parameters,
-    ``E<s>`` edge values, ``K<s>`` dropout keys, ``X`` the messages), the softmax buffers
-    ``S<k>`` and the sink's arrays."""
-
-    operands: tuple[str, ...]
-
-    @staticmethod
-    def of(p: Plan) -> Layout:
-        names = []
-        for slot, (role, _) in enumerate(p.structure.roles):
-            prefix = {"row": "R", "col": "C", "param": "P", "edges": "E", "key": "K"}
-            names.append("X" if role == "x" else f"{prefix[role]}{slot}")
-        return Layout(tuple(names))
-
-
-class _Read(Leaves):
-    """Operand reads at an edge ``(i, j)`` at CSR position ``p`` and where cotangents go."""
-
-    def __init__(self, p: Plan, accumulate: set[str]):
-        self.p = p
-        self.dtype = np.dtype(p.structure.dtype)
-        #: which cotangents this pass writes: "row", "col", "param", "softmax"
-        self.accumulate = accumulate
-
-    @staticmethod
-    def _index(base: str, idx: tuple) -> str:
-        return ", ".join((base, *idx)) if base else ", ".join(idx)
-
-    def row(self, slot, idx):
-        return f"R{slot}[{self._index('i', idx)}]"
-
-    def col(self, slot, idx):
-        return f"C{slot}[{self._index('j', idx)}]"
-
-    def param(self, slot, idx):
-        return f"P{slot}[{', '.join(idx) if idx else '0'}]"
-
-    def avals(self):
-        return "AV[p]"
-
-    def edges(self, slot):
-        return f"E{slot}[p]"
-
-    def dropout(self, op, idx):
-        slot, prob, heads = self.p.structure.ops[op].args
-        scale = literal(1.0 / (1.0 - prob), self.dtype)
-        zero = literal(0.0, self.dtype)
-        h = idx[0] if idx else "0"
-        return f"({scale} if _keep(K{slot}[0], {h}, rid[i], cid[j], {prob!r}) else {zero})"
-
-    def softmax(self, op, idx):
-        return f"S{op}[p, {idx[0] if idx else '0'}]"
-
-    def view(self, kind, slot, prefix):
-        base = "R" if kind == "row" else "C"
-        return f"{base}{slot}[{self._index('i' if kind == 'row' else 'j', prefix)}]"
-
-    def grad_view(self, kind, slot, prefix):
-        if kind not in self.accumulate:
-            return None
-        base = "dR" if kind == "row" else "dC"
-        return f"{base}{slot}[{self._index('i' if kind == 'row' else 'j', prefix)}]"
-
-    def size(self, kind, ref, axis):
-        if kind == "row":
-            return f"R{ref}.shape[{1 + axis}]"
-        if kind == "col":
-            return f"C{ref}.shape[{1 + axis}]"
-        if kind == "param":
-            return f"P{ref}.shape[{axis}]"
-        if kind == "dropout":
-            return f"int(K{ref}[1])"
-        return f"S{ref}.shape[1]"
-
-    def grad_row(self, block, slot, idx, g):
-        if "row" in self.accumulate:
-            block.emit(f"dR{slot}[{self._index('i', idx)}] += {g}")
-
-    def grad_col(self, block, slot, idx, g):
-        if "col" in self.accumulate:
-            block.emit(f"dC{slot}[{self._index('j', idx)}] += {g}")
-
-    def grad_param(self, block, slot, idx, g):
-        if "param" in self.accumulate:          # per-row partials; a 0-d parameter is (1,)
-            block.emit(f"dP{slot}[{self._index('i', idx or ('0',))}] += {g}")
-
-    def grad_softmax(self, block, op, idx, g):
-        if "softmax" in self.accumulate:
-            block.emit(f"GS{op}[p, {idx[0] if idx else '0'}] += {g}")
-
-
-def _leaf_kinds(p: Plan, start: int) -> set[str]:
-    """The kinds of leaves (``row``, ``col``, ``param``, ``softmax``) an expression reads,
-    softmax outputs counted as leaves (cut)."""
-    ops = p.structure.ops
-    kinds, stack, seen = set(), [start], set()
-    while stack:
-        i = stack.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        if ops[i].kind == "softmax":
-            kinds.add("softmax")
-            continue
-        if ops[i].kind in ("row", "col", "param"):
-            kinds.add(ops[i].kind)
-        stack.extend(ops[i].inputs)
-    return kinds
-
-
 def _leaf_slots(p: Plan, start: int, kind: str) -> set[int]:
     """The operand slots of ``kind`` ("row" or "col") an expression reads, across its
     softmax stages (the messages' factor included)."""
@@ -212,10 +101,6 @@ def _leaf_slots(p: Plan, start: int, kind: str) -> set[int]:
             slots.add(ops[i].args[0])
         stack.extend(ops[i].inputs)
     return slots
-
-
-def _head_index(p: Plan, op: int, var: str) -> tuple:
-    return (var,) if p.structure.ops[op].trail else ()
 
 
 class _Generator:
@@ -735,8 +620,7 @@ def signature_key(p: Plan) -> str:
     signature with every extent above one erased: the kernels read sizes from their arrays)
     and of the generator's version. Two formulations never share a module; one
     formulation at several widths does."""
-    text = repr((GENERATOR_VERSION, p.structure.kernel_signature))
-    return "prog_" + hashlib.sha256(text.encode()).hexdigest()[:24]
+    return _signature_key(p, GENERATOR_VERSION)
 
 
 _LOADED: dict[str, object] = {}
@@ -744,21 +628,5 @@ _LOADED: dict[str, object] = {}
 
 def kernels(p: Plan):
     """The compiled module of ``p``'s kernels, from the disk cache or written now."""
-    key = signature_key(p)
-    mod = _LOADED.get(key)
-    if mod is not None:
-        return mod
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{key}.py"
-    text = source(p)
-    if not path.exists() or path.read_text() != text:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(f"gblas_gnn_kernels.{key}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    _LOADED[key] = mod
-    return mod
+    return load_module(cache_dir(), signature_key(p), lambda: source(p), "gblas_gnn_kernels",
+                       _LOADED)

@@ -1,0 +1,134 @@
+r"""The arrays of generated edge-program kernels and how scalar code reads them: shared by
+the kernel generators (the ``cpu`` executor's numba kernels, the ``cuda`` executor's
+numba-cuda kernels).
+
+A generated kernel takes the pattern's buffers (``indptr, indices``, the CSC view ``colptr,
+perm, crow``, global ids ``rid, cid``, A's values ``AV``), then one array per operand slot
+(:class:`Layout`), the softmax buffers ``S<k>`` and the sink's arrays. At an edge ``(i, j)``
+at CSR position ``p`` the scalar code of :mod:`.scalar` reads them through
+:class:`ArrayLeaves`; cotangents go to ``dR<s>[i, …]`` (read by target), ``dC<s>[j, …]``
+(read by source), ``dP<s>[i, …]`` (a parameter's partial of row ``i``) and ``GS<k>`` (the
+cotangent of an earlier softmax at the edge).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .plan import Plan
+from .scalar import Block, Leaves, literal
+
+__all__ = ["Layout", "ArrayLeaves"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The argument names of the generated kernels, from a plan: the pattern's buffers, then
+    one array per operand slot (``R<s>`` by target, ``C<s>`` by source, ``P<s>`` parameters,
+    ``E<s>`` edge values, ``K<s>`` dropout keys, ``X`` the messages), the softmax buffers
+    ``S<k>`` and the sink's arrays."""
+
+    operands: tuple[str, ...]
+
+    @staticmethod
+    def of(p: Plan) -> Layout:
+        names = []
+        for slot, (role, _) in enumerate(p.structure.roles):
+            prefix = {"row": "R", "col": "C", "param": "P", "edges": "E", "key": "K"}
+            names.append("X" if role == "x" else f"{prefix[role]}{slot}")
+        return Layout(tuple(names))
+
+
+class ArrayLeaves(Leaves):
+    """Operand reads at an edge ``(i, j)`` at CSR position ``p`` and where cotangents go.
+
+    Per-edge buffers (``S<k>``, ``GS<k>``) are edge-major, ``[p, head]``, unless
+    :attr:`head_major` (``[head, p]``); a channel loop reads (and accumulates) row and column
+    operands through 1-D row views (:meth:`view`); a dropout scale calls the kernel module's
+    ``_keep(key, head, row id, column id, p)``.
+    """
+
+    #: per-edge buffers indexed ``[head, p]`` instead of ``[p, head]``
+    head_major = False
+
+    def __init__(self, p: Plan, accumulate: set[str]):
+        self.p = p
+        self.dtype = np.dtype(p.structure.dtype)
+        #: which cotangents this pass writes: "row", "col", "param", "softmax"
+        self.accumulate = accumulate
+
+    @staticmethod
+    def _index(base: str, idx: tuple) -> str:
+        return ", ".join((base, *idx)) if base else ", ".join(idx)
+
+    def edge(self, name: str, head: str) -> str:
+        """Element ``(edge p, head)`` of the per-edge buffer ``name``."""
+        return f"{name}[{head}, p]" if self.head_major else f"{name}[p, {head}]"
+
+    def row(self, slot, idx):
+        return f"R{slot}[{self._index('i', idx)}]"
+
+    def col(self, slot, idx):
+        return f"C{slot}[{self._index('j', idx)}]"
+
+    def param(self, slot, idx):
+        return f"P{slot}[{', '.join(idx) if idx else '0'}]"
+
+    def avals(self):
+        return "AV[p]"
+
+    def edges(self, slot):
+        return f"E{slot}[p]"
+
+    def dropout(self, op, idx):
+        slot, prob, heads = self.p.structure.ops[op].args
+        scale = literal(1.0 / (1.0 - prob), self.dtype)
+        zero = literal(0.0, self.dtype)
+        h = idx[0] if idx else "0"
+        return f"({scale} if _keep(K{slot}[0], {h}, rid[i], cid[j], {prob!r}) else {zero})"
+
+    def softmax(self, op, idx):
+        return self.edge(f"S{op}", idx[0] if idx else "0")
+
+    def view(self, kind, slot, prefix):
+        base = "R" if kind == "row" else "C"
+        return f"{base}{slot}[{self._index('i' if kind == 'row' else 'j', prefix)}]"
+
+    def grad_view(self, kind, slot, prefix):
+        if kind not in self.accumulate:
+            return None
+        base = "dR" if kind == "row" else "dC"
+        return f"{base}{slot}[{self._index('i' if kind == 'row' else 'j', prefix)}]"
+
+    def size(self, kind, ref, axis):
+        if kind == "row":
+            return f"R{ref}.shape[{1 + axis}]"
+        if kind == "col":
+            return f"C{ref}.shape[{1 + axis}]"
+        if kind == "param":
+            return f"P{ref}.shape[{axis}]"
+        if kind == "dropout":
+            return f"int(K{ref}[1])"
+        return f"S{ref}.shape[{0 if self.head_major else 1}]"
+
+    def add_to(self, block: Block, target: str, idx: tuple, g: str) -> None:
+        """Emit ``target += g`` (a generator may guard the update)."""
+        block.emit(f"{target} += {g}")
+
+    def grad_row(self, block, slot, idx, g):
+        if "row" in self.accumulate:
+            self.add_to(block, f"dR{slot}[{self._index('i', idx)}]", idx, g)
+
+    def grad_col(self, block, slot, idx, g):
+        if "col" in self.accumulate:
+            self.add_to(block, f"dC{slot}[{self._index('j', idx)}]", idx, g)
+
+    def grad_param(self, block, slot, idx, g):
+        if "param" in self.accumulate:          # per-row partials; a 0-d parameter is (1,)
+            self.add_to(block, f"dP{slot}[{self._index('i', idx or ('0',))}]", idx, g)
+
+    def grad_softmax(self, block, op, idx, g):
+        if "softmax" in self.accumulate:
+            self.add_to(block, self.edge(f"GS{op}", idx[0] if idx else "0"), idx, g)
