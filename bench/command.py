@@ -9,6 +9,8 @@
                             [--executor cpu] [--out bench/results]
     python -m bench cuda-kernels [--cases M,L] [--out bench/results]
     python -m bench peers [--setup [--dry-run]]
+    python -m bench revisions --before REV [--after REV] --case M [--layers gat,agnn]
+                              [--reps 5] [--threads 2] [--name NAME] [--out bench/results]
 
 ``--layers`` takes rows of :data:`bench.layers.ROWS` (gat, gat-h4, agnn, gcn, sgc, gin,
 gatv2, gatv2-h4, transformer, transformer-h4) or ``all``; ``--peers dgl`` times DGL's layers
@@ -202,6 +204,19 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     c.add_argument("--models", type=lambda t: t.split(","), default=["gat", "agnn", "gcn"])
     c.add_argument("--ks", type=lambda t: [int(v) for v in t.split(",")], default=[16, 128])
     c.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    rv = sub.add_parser("revisions", help="our layers at two git revisions in one "
+                                          "interleaved run (a change's before and after)")
+    rv.add_argument("--before", required=True, help="git revision of the 'before' side")
+    rv.add_argument("--after", default=None,
+                    help="git revision of the 'after' side (default: the working tree)")
+    rv.add_argument("--case", required=True, choices=[c for c, v in CASES.items()
+                                                      if v.kind == "layer"])
+    rv.add_argument("--layers", type=_layers, default=["gat", "gat-h4", "agnn"])
+    rv.add_argument("--reps", type=_positive(int), default=5)
+    rv.add_argument("--threads", type=_positive(int), default=2)
+    rv.add_argument("--name", default=None,
+                    help="output file name without extension (default revisions-CASE)")
+    rv.add_argument("--out", type=Path, default=DEFAULT_OUT)
     pe = sub.add_parser("peers", help="the peer libraries' own environments (DGL): print "
                                       "their versions, or create them with --setup")
     pe.add_argument("--setup", action="store_true",
@@ -307,6 +322,20 @@ def _cuda_kernels(a) -> int:
     return 0
 
 
+def _revisions(a) -> int:
+    from .revisions import revisions_markdown, run_revisions, write_revisions
+
+    try:
+        result = run_revisions(a.before, a.after, a.case, a.layers, a.reps, a.threads, a.out)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    paths = write_revisions(result, a.out, a.name or f"revisions-{a.case}")
+    print(revisions_markdown(result))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def _peers(a) -> int:
     import subprocess
 
@@ -382,9 +411,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
         a = p.parse_args(argv)
     except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
         return int(exc.code or 0)
-    if a.command in ("dist", "comm", "scale", "cuda-kernels", "peers"):
+    if a.command in ("dist", "comm", "scale", "cuda-kernels", "peers", "revisions"):
         return {"dist": _dist, "comm": _comm, "scale": _scale, "peers": _peers,
-                "cuda-kernels": _cuda_kernels}[a.command](a)
+                "cuda-kernels": _cuda_kernels, "revisions": _revisions}[a.command](a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
     return _run(a) if a.command == "run" else _kernels(a)

@@ -235,3 +235,33 @@ def test_the_column_strategy_with_heads(executor, aggr, factor):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-11)
     for a, b in zip(got[1], want[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("sink", ["sum", "max", "rows_sum", "spmm_t"])
+def test_the_parallel_variants_equal_the_reference(monkeypatch, sink):
+    """The parallel kernels (what a graph above the serial threshold runs; a test's graphs
+    are below it) against the reference: the threshold forced to zero, a softmax over a
+    rank-3 contraction into each kind of sink (column strategy, row strategy, a reduction,
+    the transposed product), forward and backward."""
+    from gblas_gnn.executors.cpu import _program_kernels, _programs
+
+    monkeypatch.setattr(_program_kernels, "SERIAL_WORK_BELOW", 0)
+    ran = []
+    monkeypatch.setattr(_programs, "kernel", lambda mod, name, work: ran.append(name) or
+                        _program_kernels.kernel(mod, name, work))
+
+    def fn(A, X, Y, u, v, P):
+        S = ops.softmax(ops.structure(A) * ops.tanh(rep(X) + rep(Y).T) @ P["a"])
+        if sink.startswith("rows_"):
+            return ops.row_sum(S * rep(v).T)
+        if sink == "spmm_t":
+            return ops.spmm_t(S * rep(u), Y)
+        return ops.aggregate(S * ops.sigmoid(rep(v).T), Y, sink)
+
+    g, arrays, P = _inputs(4, 9, 28, 2, np.float64)
+    arrays = [arrays[0][:, 0], arrays[1][:, 0], arrays[2][:, 0], arrays[3][:, 0]]
+    got, want = (_run(fn, ex, g, arrays, P, 4) for ex in (CPUExecutor(), PrimitivesExecutor()))
+    assert "forward" in ran and len(set(ran)) >= 2
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-11)
+    for a, b in zip([*got[1], *got[2].values()], [*want[1], *want[2].values()], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)

@@ -32,7 +32,7 @@ import numpy as np
 from ..compose.plan import Plan, fusable, plan
 from ..executors.cpu import _programs as cpu
 from ..executors.cpu._kernel_primitives import aligned_empty
-from ..executors.cpu._program_kernels import kernel, kernels
+from ..executors.cpu._program_kernels import SERIAL_WORK_BELOW, kernel, kernels
 
 __all__ = ["runs", "forward", "backward"]
 
@@ -71,10 +71,12 @@ def forward(dex, prog, keep: bool):
     ids = (A.row_ids.astype(np.int64), A.col_ids.astype(np.int64)) \
         if isinstance(A, Block) else None
     b = cpu.prepare(local, prog, p, M, lambda slot, v: cols[slot], ids)
+    # every rank runs the same variant of every kernel (their first calls are collective,
+    # see _call) while each block has its own size: the parallel ones
+    b.min_work = SERIAL_WORK_BELOW
     mod = kernels(p)
     outs = cpu.sink_outputs(p, b)
-    nnz = b.pattern.nnz
-    fwd = kernel(mod, "forward", nnz)
+    fwd = kernel(mod, "forward", b.work)
     args = [*b.args(), *outs.values(), *cpu.stats(p, b)]
     if grid.q == 1:
         _call(grid, fwd, *args, -1)
@@ -164,9 +166,8 @@ def backward(dex, ctx, dout) -> list:
 
 def _row_gradients(grid, p: Plan, ctx, dZ) -> dict:
     b, mod = ctx.buffers, kernels(p)
-    nnz = b.pattern.nnz
     rb = cpu.row_backward_buffers(p, ctx, dZ)
-    row_pass = kernel(mod, "row_pass", nnz)
+    row_pass = kernel(mod, "row_pass", b.work)
     if grid.q == 1:
         _call(grid, row_pass, *b.args(), *rb.args(), -1)
     else:

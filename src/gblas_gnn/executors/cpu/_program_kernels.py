@@ -14,7 +14,7 @@ Kernels of a module (argument lists in :class:`Layout`):
   way) / ``row_columns`` (strategy ``"row"``): the backward passes of
   :mod:`~gblas_gnn.compose.plan`.
 
-Each in a parallel and a ``_serial`` variant (:func:`kernel` picks by the number of edges);
+Each in a parallel and a ``_serial`` variant (:func:`kernel` picks by the work);
 few, phase-parameterised kernels keep the compilation of a new formulation to seconds.
 
 Every loop runs over rows or over columns (``prange``), so no kernel needs atomics and the
@@ -39,7 +39,7 @@ from ...compose.plan import leaf_kinds as _leaf_kinds
 from ...compose.scalar import Block, EdgeCode, Scope, literal
 
 __all__ = ["Layout", "kernels", "kernel", "source", "cache_dir", "GENERATOR_VERSION",
-           "SERIAL_BELOW"]
+           "SERIAL_WORK_BELOW", "serial"]
 
 #: bumped whenever the generated source changes shape (old cached modules are then unused)
 GENERATOR_VERSION = 9
@@ -77,9 +77,10 @@ def _keep(key, h, gi, gj, p):
 
 _PARALLEL = "@nb.njit(parallel=True, cache=True, fastmath=_FAST)"
 _SERIAL = "@nb.njit(cache=True, fastmath=_FAST)"
-#: a program on fewer edges runs the serial variant of each kernel (``<name>_serial``): the
-#: threads would cost more than they save, and its compilation takes a fraction of the time
-SERIAL_BELOW = 1 << 15
+#: a program with less work (edges × the numbers each edge moves) runs the serial variant of
+#: each kernel (``<name>_serial``): waking the threads would cost more than they save (a
+#: Cora-sized GAT, 13 k edges × 64, is above; a test's graph far below)
+SERIAL_WORK_BELOW = 1 << 18
 #: how many edges ahead a pass prefetches the rows it will gather (8 measured best on the
 #: hand-written kernels; 2 or 16 no better)
 PREFETCH_AHEAD = 8
@@ -603,9 +604,14 @@ def source(p: Plan) -> str:
     return _HEADER + "\n\n" + "\n".join(out.lines) + "\n"
 
 
-def kernel(mod, name: str, nnz: int):
-    """The kernel ``name`` of a generated module for a pattern of ``nnz`` edges."""
-    return getattr(mod, f"{name}_serial" if nnz < SERIAL_BELOW else name)
+def serial(work: int) -> bool:
+    """Whether a program of ``work`` (edges × numbers per edge) runs serial kernels."""
+    return work < SERIAL_WORK_BELOW
+
+
+def kernel(mod, name: str, work: int):
+    """The kernel ``name`` of a generated module for a program of ``work`` (:func:`serial`)."""
+    return getattr(mod, f"{name}_serial" if serial(work) else name)
 
 
 def cache_dir() -> Path:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ...compose.plan import Plan, fusable, plan
-from ._kernel_primitives import aligned_empty, gather_rows, head_row_dots
-from ._program_kernels import kernel, kernels
+from ._kernel_primitives import aligned_empty, gather_edge_rows, head_row_dots
+from ._program_kernels import kernel, kernels, serial
 
 __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",
            "prepare", "finish_forward", "column_gradients", "row_gradients", "sink_outputs",
@@ -47,6 +47,14 @@ class Buffers:
                                     # every head of an edge from one cache line
     heads: int
     x_shape: tuple | None = None    # the messages' original shape
+    min_work: int = 0               # a floor on :attr:`work` (a grid's: see dist.programs)
+
+    @property
+    def work(self) -> int:
+        """Edges times the numbers each edge moves (the messages' row, else its heads): it
+        picks serial or parallel kernels (:func:`._program_kernels.serial`)."""
+        width = int(np.prod(self.x_shape[1:])) if self.x_shape else self.heads
+        return max(self.pattern.nnz * max(width, 1), self.min_work)
 
     def args(self, csc: bool = False) -> list:
         return [*self.csr, *(self.csc if csc else (_EMPTY_I,) * 3), *self.ids, self.avals,
@@ -143,7 +151,7 @@ def forward(ex, prog, keep: bool):
     mod = kernels(p)
     b = prepare(ex, prog, p, prog.pattern, lambda slot, v: v)
     outs = sink_outputs(p, b)
-    kernel(mod, "forward", b.pattern.nnz)(*b.args(), *outs.values(), *stats(p, b), -1)
+    kernel(mod, "forward", b.work)(*b.args(), *outs.values(), *stats(p, b), -1)
     return finish_forward(ex, p, b, outs, prog.pattern, keep)
 
 
@@ -251,9 +259,13 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct)
     b, mod = ctx.buffers, kernels(p)
     dt = np.dtype(p.structure.dtype)
     H, nnz = p.heads, b.pattern.nnz
+    small = serial(b.work)              # numpy, not a parallel kernel's thread wake-up
     if row_t is None:
         row_t = np.empty((H, b.pattern.nrows), dt)
-        head_row_dots(dZ, ctx.Z, row_t)
+        if small:
+            np.einsum("ihc,ihc->hi", dZ, ctx.Z, out=row_t)
+        else:
+            head_row_dots(dZ, ctx.Z, row_t)
     X = b.operands[_x_slot(p)]
     dX = aligned_empty(X.shape, dt)
     EB = np.empty((nnz, H), dt)
@@ -261,21 +273,23 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct)
     col = _zeros_like_operands(p, b, {"col"})
     S = b.softmax[p.softmaxes.index(p.softmax)]
     ST = np.empty_like(S)
-    call(gather_rows, b.csc[1], S, ST)
-    call(kernel(mod, "column_pass", nnz), *b.args(csc=True), ST, dZ, row_t, dX, EB, GF,
+    if small:
+        np.take(S, b.csc[1], axis=0, out=ST)
+    else:
+        call(gather_edge_rows, b.csc[1], S, ST)
+    call(kernel(mod, "column_pass", b.work), *b.args(csc=True), ST, dZ, row_t, dX, EB, GF,
          *col.values())
     row = _zeros_like_operands(p, b, {"row", "param"})
     if row:
-        call(kernel(mod, "column_rows", nnz), *b.args(), EB, GF, *row.values())
+        call(kernel(mod, "column_rows", b.work), *b.args(), EB, GF, *row.values())
     return {**col, **row, _x_slot(p): dX}
 
 
 def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
     """Strategy ``"row"``: the row pass through every stage, then the column pass."""
     b, mod = ctx.buffers, kernels(p)
-    nnz = b.pattern.nnz
     rb = row_backward_buffers(p, ctx, dZ)
-    kernel(mod, "row_pass", nnz)(*b.args(), *rb.args(), -1)
+    kernel(mod, "row_pass", b.work)(*b.args(), *rb.args(), -1)
     return row_backward_columns(p, ctx, rb)
 
 
@@ -322,7 +336,6 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward,
     """The row strategy's column pass after its row pass: cotangents by slot."""
     b, mod = ctx.buffers, kernels(p)
     dt = np.dtype(p.structure.dtype)
-    nnz = b.pattern.nnz
     dZ, GB, Z, stage, extra, dXr, row = rb.dZ, rb.GB, rb.Z, rb.stage, rb.extra, rb.dXr, \
         rb.grads
     kind = p.structure.sink[0]
@@ -334,7 +347,7 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward,
         dX = aligned_empty(X.shape, dt)
     else:
         dX = np.empty((1, 1, 1), dt)
-    call(kernel(mod, "row_columns", nnz), *b.args(csc=True), dZ, GB, Z, *stage, *extra, dX,
+    call(kernel(mod, "row_columns", b.work), *b.args(csc=True), dZ, GB, Z, *stage, *extra, dX,
          *col.values())
     grads.update(col)
     if kind == "aggregate":
