@@ -260,3 +260,19 @@ def test_recorded_cuda_kernel_table_regenerates_byte_for_byte():
     assert cuda_kernels_markdown(r) == (results / "cuda-kernels.md").read_text()
     assert all(row["resources"][cc]["spill_stores"] == 0 for row in r["kernels"]
                for cc in ("sm_80", "sm_90"))
+
+
+def test_revisions_times_two_revisions_interleaved(tmp_path, capsys):
+    """``bench revisions``: HEAD against the working tree on the tiny case, one row per
+    layer with both sides' runs; an unknown revision is refused before any work."""
+    assert main(["revisions", "--before", "HEAD", "--case", "tiny", "--layers", "gat",
+                 "--reps", "2", "--threads", "1", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "revisions-tiny.json").read_text())
+    row = result["rows"]["gat"]
+    assert len(row["before"]["total"]["runs_ms"]) == len(row["after"]["total"]["runs_ms"]) == 2
+    assert result["revisions"]["after"] == "working tree"
+    assert "| gat |" in (tmp_path / "revisions-tiny.md").read_text()
+    capsys.readouterr()
+    assert main(["revisions", "--before", "no-such-revision", "--case", "tiny",
+                 "--out", str(tmp_path)]) == 2
+    assert "unknown revision 'no-such-revision'" in capsys.readouterr().err
