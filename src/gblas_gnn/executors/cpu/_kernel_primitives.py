@@ -148,13 +148,19 @@ def _exp_nonpositive_overload(x):
 # ---------------------------------------------------------------------- edge order
 @nb.njit(parallel=True, cache=True)
 def gather_edge_rows(perm, values, out):
-    """``out[q] = values[perm[q]]`` (rows of an (nnz, heads) array): edge values from CSR
-    into CSC order, so that a column pass reads them in sequence (measured at M on GAT's:
-    the column pass 58 → 42 ms for a 5 ms gather)."""
-    for q in nb.prange(perm.shape[0]):
-        src, dst = values[perm[q]], out[q]
-        for h in range(dst.shape[0]):
-            dst[h] = src[h]
+    """``out[q] = values[perm[q]]`` (rows of C-contiguous (nnz, heads) arrays): edge values
+    from CSR into CSC order, so that a column pass reads them in sequence (measured at M on
+    GAT's: the column pass 58 → 42 ms for a 6 ms gather)."""
+    heads = values.shape[1]
+    src, dst = values.reshape(-1), out.reshape(-1)
+    if heads == 1:
+        for q in nb.prange(perm.shape[0]):
+            dst[q] = src[perm[q]]
+    else:
+        for q in nb.prange(perm.shape[0]):
+            base = perm[q] * heads
+            for h in range(heads):
+                dst[q * heads + h] = src[base + h]
 
 
 # ---------------------------------------------------------------------- row products
