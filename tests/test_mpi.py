@@ -25,10 +25,15 @@ pytestmark = pytest.mark.cpu_only        # launched from the ordinary session on
 SCRIPTS = ROOT / "tests" / "mpi_scripts"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(660)
 @pytest.mark.parametrize("nprocs", [4, 9])
 def test_grid_suite(nprocs):
+    # in the ranks, a test that hangs dumps its stack and exits (ending the job), see
+    # pyproject.toml
     done = run_mpi(nprocs, ["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                            "--executor", "dist", "tests/dist"], timeout=600,
+                            "-o", "timeout_method=thread", "--executor", "dist",
+                            "tests/dist"], timeout=600,
                    GBLAS_GNN_TEST_COLLECTIVE="1")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     assert " passed" in done.stdout and " failed" not in done.stdout
@@ -71,6 +76,8 @@ def test_a_failing_rank_aborts_the_job():
 SMALL = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=16"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_the_command_line_trains_and_infers_on_a_grid(tmp_path):
     """``mpiexec -n 4 python -m mpi4py -m gblas_gnn train --executor dist``: the test
     accuracy of one process, printed once; the checkpoint is written once and infer on the
@@ -105,6 +112,8 @@ def test_the_console_script_aborts_the_job_when_a_rank_fails():
     _aborted_by(2, done)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_model_file_on_an_ogb_folder_trains_and_infers_on_a_grid(tmp_path):
     """``mpiexec -n 4 ... train --model FILE.py:NAME --dataset ogb:DIR``: one process's test
     accuracy, printed once, with the run's facts (grid, graph, memory, bytes per rank per
@@ -141,6 +150,8 @@ def test_a_model_file_on_an_ogb_folder_trains_and_infers_on_a_grid(tmp_path):
     assert line.split()[-1] in infer.stdout and infer.stdout.count("predicted") == 1
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_converted_ogb_folder_is_read_block_by_block_on_a_grid(tmp_path):
     """``gblas-gnn convert ogb:DIR OUT.npz``, then a 2×2 grid job on ``npz:OUT.npz``: each
     rank reads the tiles of its block only, under half of the whole edge list, and trains
