@@ -73,6 +73,19 @@ def test_scatter_gather_round_trip_and_errors(dex):
     assert dg.imbalance() >= 1.0
 
 
+def test_sgc_cache_hit_is_agreed_when_only_some_ranks_see_new_features(dex):
+    """Features changed in the rows of grid row 0 only: every rank recomputes (those whose
+    own rows still match the cache too), so no rank skips the propagation's collectives."""
+    g, H, _ = graph_and_inputs(4, 5, 1)
+    dg = dist.DistGraph.from_graph(g, dex.grid)
+    one = gg.nn.SGConv(5, 4, K=2, cached=True, dtype=np.float64, executor=CPU)
+    layer = gg.nn.SGConv(5, 4, K=2, cached=True, dtype=np.float64, executor=dex)
+    close(dg.gather(layer(dg, dg.scatter(H))), one(g, H), "first forward")
+    changed = H.copy()
+    changed[dg.parts[0]] += 1.0                     # R_0: the rows of grid row 0
+    close(dg.gather(layer(dg, dg.scatter(changed))), one(g, changed), "after the change")
+
+
 def test_layer_input_errors_reach_every_rank(dex):
     g, H, _ = graph_and_inputs(2, 4, 1)
     dg = dist.DistGraph.from_graph(g, dex.grid)

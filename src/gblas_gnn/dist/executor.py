@@ -144,6 +144,10 @@ class DistExecutor(Executor):
     def agree(self, value):
         return self.grid.bcast(value, "agree")
 
+    def all_agree(self, flag: bool) -> bool:
+        vote = np.array([1 if flag else 0], np.int32)
+        return bool(self.grid.allreduce(vote, "land", "world", "all_agree")[0])
+
     def validation(self):
         return self.grid.agreed()
 

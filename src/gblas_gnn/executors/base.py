@@ -187,6 +187,12 @@ class Executor(ABC):
         """``value`` as every process of the job sees it: the root's (identity here)."""
         return value
 
+    def all_agree(self, flag: bool) -> bool:
+        """Whether ``flag`` holds in every process of the job (``flag`` itself here). A
+        decision that chooses between paths with and without collectives (a cache hit) must
+        be taken with it, or one process waits for ever in a collective the others skip."""
+        return bool(flag)
+
     @contextmanager
     def validation(self) -> Iterator[None]:
         """Input checks run inside this block: on a multi-process executor an error in any
