@@ -117,7 +117,8 @@ def _pattern_of(S):
 
 
 def _features(ex, S, H, name: str = "H", side: str = "ncols"):
-    rows = S.ncols if side == "ncols" else S.nrows
+    # rows in the executor's layout of dense tensors: a grid holds the sources by rows too
+    rows = ex.source_rows(S) if side == "ncols" else ex.target_rows(S)
     H = dense_matrix(H, name, rows=rows, xp=ex.xp)
     if H.dtype != _dtype_of(S):
         raise TypeError(f"{name} is {H.dtype} but the sparse operand is {_dtype_of(S)}; "

@@ -254,12 +254,14 @@ class DistExecutor(Executor):
                                              self._columns(Y, A, "sddmm.columns")))
 
     def spmm(self, S, H, semiring="plus_times"):
+        self._check_weights(S, semiring)
         with self._op("spmm"):
             M = _local(S)
             return self._semiring_product(M, self._columns(H, S, "spmm.columns"), semiring,
                                           transpose=False)
 
     def spmm_t(self, S, H, semiring="plus_times"):
+        self._check_weights(S, semiring)
         with self._op("spmm_t"):
             M = _local(S)
             partial = self._semiring_product(M, H, semiring, transpose=True)

@@ -275,12 +275,31 @@ class Executor(ABC):
         """Sampled dense-dense product on A's *pattern*: ``E[i,j] = Σ_c X[i,c] Y[j,c]``."""
 
     def spmm(self, S, H, semiring="plus_times"):
-        """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0."""
+        """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0. A semiring for
+        nonnegative weights only (``avg``) refuses a negative one first
+        (:meth:`_check_weights`)."""
+        self._check_weights(S, semiring)
         return self.semiring_lowering(semiring).spmm(S, H)
 
     def spmm_t(self, S, H, semiring="plus_times"):
         """``Z[j] = ⊕_i S[i,j] ⊗ H[i]`` (the product with ``Sᵀ``); an empty column gives 0."""
+        self._check_weights(S, semiring)
         return self.semiring_lowering(semiring).spmm_t(S, H)
+
+    def _check_weights(self, S, semiring) -> None:
+        """Raise :func:`~gblas_gnn.semirings.negative_weight_error` before any work when
+        ``semiring`` holds only for nonnegative edge weights (``avg``) and ``S`` has a
+        negative one; on a multi-process executor in every process (a weight of one block
+        stops the whole grid). Every product over such a semiring checks here."""
+        from .. import semirings
+
+        sr = semirings.get(semiring)
+        if not sr.nonnegative_weights:
+            return
+        with self.validation():
+            values = self.edge_values(S)
+            if values.size and bool(self.to_numpy((values < 0).any())):
+                raise semirings.negative_weight_error(sr.name)
 
     def spmm_affine(self, S, H, self_weight=None, bias=None, transpose: bool = False):
         r"""The ``plus_times`` product with a self term and a row bias,
