@@ -148,7 +148,7 @@ def _operand(ex, S, X, name: str, side: str, ndim: int | None = None):
             raise TypeError(f"{name} must be a {'numpy' if ex.xp is np else 'device'}.ndarray "
                             f"or a traced array, got {type(X).__name__}")
         v = X
-        if v.dtype in FLOAT_DTYPES and not bool(ex.xp.isfinite(v).all()):
+        if v.dtype in FLOAT_DTYPES and not ex.all_finite(v):
             raise ValueError(f"{name} contains NaN or Inf")
     if ndim is not None and v.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D here, got shape {tuple(v.shape)}")

@@ -171,9 +171,22 @@ class Executor(ABC):
         """``x`` (a host array, or already one of ours) as an array of :attr:`xp`."""
         return self.xp.asarray(x, dtype=dtype)
 
-    def to_numpy(self, x) -> np.ndarray:
-        """A host ``numpy.ndarray`` with the values of ``x`` (no copy when it is one)."""
+    def to_numpy(self, x, reason: str = "to_numpy") -> np.ndarray:
+        """A host ``numpy.ndarray`` with the values of ``x`` (no copy when it is one).
+        Every read of device values on the host goes through here; ``reason`` says what it is
+        for (a device executor counts its copies by reason)."""
         return np.asarray(x)
+
+    def all_finite(self, *arrays) -> bool:
+        """Whether every value of ``arrays`` (of :attr:`xp`) is finite: one reduction and
+        one read on the host (:meth:`to_numpy`, reason ``"finite"``: a counted copy on a
+        device). The NaN/Inf checks of rule 5 use it, so that a device's syncs are seen."""
+        if not arrays:
+            return True
+        xp = self.xp
+        flags = [xp.isfinite(a).all() for a in arrays]
+        ok = flags[0] if len(flags) == 1 else xp.stack(flags).all()
+        return bool(self.to_numpy(ok, "finite"))
 
     #: processes that run every operation together (a grid's size; 1 here)
     processes = 1
