@@ -36,8 +36,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "cpu_only: checks the cpu executor's own kernels")
-    config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped without one)")
+    # (the markers, slow, cpu_only and gpu, and the timeouts are in pyproject.toml)
     if os.environ.get("GBLAS_GNN_TEST_COLLECTIVE") and config.option.basetemp is None:
         # every rank of an MPI job is its own pytest process: give each its own base
         # directory, or they delete each other's temporary directories

@@ -12,16 +12,18 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gblas_gnn.data import UnsafePickleError, load_planetoid, safe_load
+from gblas_gnn.data import UnsafePickleError, find_planetoid_root, load_planetoid, safe_load
 
 _FILES = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
 
 
 def _planetoid_root() -> Path:
+    """Where the tests find the real Planetoid files: ``$GBLAS_GNN_PLANETOID``, else the
+    workshop's ``<repo>/../shared/data/planetoid`` (the library itself looks nowhere: it is
+    given a path or the variable)."""
     env = os.environ.get("GBLAS_GNN_PLANETOID")
     if env:
         return Path(env)
-    # tests/ -> <repo> -> <repo>/../shared/data/planetoid
     return Path(__file__).resolve().parents[1].parent / "shared" / "data" / "planetoid"
 
 
@@ -184,6 +186,36 @@ def test_pyg_layout_root(tmp_path):
 def test_unknown_name(tmp_path):
     with pytest.raises(ValueError, match="unknown Planetoid"):
         load_planetoid(tmp_path, "reddit")
+
+
+def test_the_folder_is_a_path_or_the_environment_never_a_guess(tmp_path, monkeypatch):
+    """No folder given (no argument, no $GBLAS_GNN_PLANETOID): ``find_planetoid_root`` says
+    so with None and ``load_planetoid`` with an error naming both ways and the files; a
+    folder of this workshop is never picked up behind the caller's back."""
+    monkeypatch.delenv("GBLAS_GNN_PLANETOID", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert find_planetoid_root() is None
+    with pytest.raises(FileNotFoundError, match=r"GBLAS_GNN_PLANETOID.*ind\.cora\.\{x,y,tx,"
+                                                r"ty,allx,ally,graph,test\.index\}.*nothing "
+                                                r"is downloaded"):
+        load_planetoid(None, "cora")
+    n = _write_planetoid(tmp_path / "data", "cora", n_allx=520)[-1]
+    assert find_planetoid_root(tmp_path / "data") == (tmp_path / "data").resolve()
+    monkeypatch.setenv("GBLAS_GNN_PLANETOID", str(tmp_path / "data"))
+    assert find_planetoid_root() == (tmp_path / "data").resolve()
+    assert load_planetoid(None, "cora").num_nodes == n
+
+
+@pytest.mark.parametrize("by_env", [False, True])
+def test_a_folder_given_but_missing_or_empty_is_an_error(tmp_path, monkeypatch, by_env):
+    for folder, problem in [(tmp_path / "nope", "not found"),
+                            (tmp_path, "holds no Planetoid files")]:
+        if by_env:
+            monkeypatch.setenv("GBLAS_GNN_PLANETOID", str(folder))
+        with pytest.raises(FileNotFoundError, match=problem) as err:
+            find_planetoid_root(None if by_env else folder)
+        assert str(folder) in str(err.value) and "ind.<name>." in str(err.value)
+        assert ("GBLAS_GNN_PLANETOID" in str(err.value)) == by_env
 
 
 def test_missing_directory_and_file(tmp_path):

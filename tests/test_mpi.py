@@ -3,7 +3,9 @@ timeout (Open MPI's wheel; as root and oversubscribed on a small machine).
 
 * the grid test suite (``tests/dist``) on 2×2 and 3×3 grids;
 * a process count that is not a square, inputs that differ between ranks and a rank that
-  fails: the job ends with a clear message and a non-zero status within seconds, never hangs;
+  fails: the job ends with a clear message and a non-zero status, the failing rank aborting
+  the others (Open MPI's ``MPI_ABORT`` report), never hangs (a hang is the launch's timeout,
+  which fails the test);
 * the command line on a grid (train, infer) against one process.
 """
 
@@ -13,7 +15,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -24,26 +25,39 @@ pytestmark = pytest.mark.cpu_only        # launched from the ordinary session on
 SCRIPTS = ROOT / "tests" / "mpi_scripts"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(660)
 @pytest.mark.parametrize("nprocs", [4, 9])
 def test_grid_suite(nprocs):
+    # in the ranks, a test that hangs dumps its stack and exits (ending the job), see
+    # pyproject.toml
     done = run_mpi(nprocs, ["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                            "--executor", "dist", "tests/dist"], timeout=600,
+                            "-o", "timeout_method=thread", "--executor", "dist",
+                            "tests/dist"], timeout=600,
                    GBLAS_GNN_TEST_COLLECTIVE="1")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     assert " passed" in done.stdout and " failed" not in done.stdout
 
 
 def _fails_fast(nprocs, script, *args, expect, timeout=60):
-    t0 = time.perf_counter()
+    """The job's result; it must fail with ``expect`` in its output (a hang fails the test at
+    ``timeout``)."""
     done = run_mpi(nprocs, [str(SCRIPTS / script), *args], timeout=timeout)
-    elapsed = time.perf_counter() - t0
     assert done.returncode != 0, done.stdout + done.stderr
     assert expect in done.stdout + done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
-    return elapsed, done
+    return done
+
+
+def _aborted_by(rank: int, done: subprocess.CompletedProcess) -> None:
+    """The job ended because ``rank`` called ``MPI_Abort`` (which kills the others), and no
+    other rank got to the end of its program: none was left to finish or to wait."""
+    out = done.stdout + done.stderr
+    assert f"MPI_ABORT was invoked on rank {rank}" in out, out[-3000:]
+    assert "reached the end" not in out, out[-3000:]
 
 
 def test_a_process_count_that_is_not_square_is_refused_on_every_rank():
-    _, done = _fails_fast(3, "grid_of.py", expect="square number of processes")
+    done = _fails_fast(3, "grid_of.py", expect="square number of processes")
     assert (done.stdout + done.stderr).count("square number of processes") >= 3
 
 
@@ -55,14 +69,15 @@ def test_ranks_passing_features_of_different_widths_are_told_so():
     _fails_fast(4, "different_inputs.py", "features", expect="columns")
 
 
-def test_a_failing_rank_ends_the_job_within_seconds():
-    elapsed, _ = _fails_fast(4, "one_rank_fails.py", expect="rank 2 gives up")
-    assert elapsed < 45
+def test_a_failing_rank_aborts_the_job():
+    _aborted_by(2, _fails_fast(4, "one_rank_fails.py", expect="rank 2 gives up"))
 
 
 SMALL = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=16"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_the_command_line_trains_and_infers_on_a_grid(tmp_path):
     """``mpiexec -n 4 python -m mpi4py -m gblas_gnn train --executor dist``: the test
     accuracy of one process, printed once; the checkpoint is written once and infer on the
@@ -90,14 +105,15 @@ def test_the_command_line_trains_and_infers_on_a_grid(tmp_path):
 
 def test_the_console_script_aborts_the_job_when_a_rank_fails():
     cmd = [mpiexec(), "-n", "4", sys.executable, str(SCRIPTS / "cli_rank_fails.py")]
-    t0 = time.perf_counter()
     done = subprocess.run(cmd, env=mpi_env(), capture_output=True, text=True, timeout=90,
                           cwd=ROOT)
     assert done.returncode != 0
     assert "rank 2 gives up inside the command" in done.stdout + done.stderr
-    assert time.perf_counter() - t0 < 60
+    _aborted_by(2, done)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_model_file_on_an_ogb_folder_trains_and_infers_on_a_grid(tmp_path):
     """``mpiexec -n 4 ... train --model FILE.py:NAME --dataset ogb:DIR``: one process's test
     accuracy, printed once, with the run's facts (grid, graph, memory, bytes per rank per
@@ -134,6 +150,8 @@ def test_a_model_file_on_an_ogb_folder_trains_and_infers_on_a_grid(tmp_path):
     assert line.split()[-1] in infer.stdout and infer.stdout.count("predicted") == 1
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_converted_ogb_folder_is_read_block_by_block_on_a_grid(tmp_path):
     """``gblas-gnn convert ogb:DIR OUT.npz``, then a 2×2 grid job on ``npz:OUT.npz``: each
     rank reads the tiles of its block only, under half of the whole edge list, and trains

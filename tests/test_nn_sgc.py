@@ -194,6 +194,28 @@ def test_cache_computes_once_per_graph_and_features():
     assert ex.calls == 16 and plain._prop_cache is None
 
 
+class OutvotedExecutor(CountingExecutor):
+    """An executor of several processes where another process always sees a cache miss."""
+
+    processes = 2
+
+    def all_agree(self, flag: bool) -> bool:
+        self.votes = getattr(self, "votes", 0) + 1
+        return False
+
+
+def test_the_cache_is_used_only_when_every_process_hits_it():
+    """The hit is decided together: a process whose own rows still match recomputes when
+    another one's do not, or it would skip the collectives of the propagation (a hang)."""
+    g = graph_of(*make_edges(3, True), np.float64)
+    ex = OutvotedExecutor()
+    layer = SGConv(4, 2, K=2, cached=True, dtype=np.float64, executor=ex)
+    H = np.random.default_rng(0).standard_normal((N, 4))
+    out = layer(g, H)
+    np.testing.assert_array_equal(layer(g, H), out)
+    assert ex.calls == 4 and ex.votes == 1           # this process hit; the other did not
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("cached", [False, True])
 def test_input_forms_identical(dtype, cached):

@@ -229,6 +229,53 @@ def test_spmm_matches_scipy_on_rectangular_free_graph():
     np.testing.assert_allclose(gg.ops.spmm(csr, H), csr @ H, rtol=1e-12)
 
 
+NEGATIVE_AVG = "the semiring 'avg' needs nonnegative edge weights"
+
+
+def _refusing_avg(S, H, ex):
+    """Every public way to aggregate with ``avg`` (on the executor under test)."""
+    from gblas_gnn import semirings
+    from gblas_gnn.ops import factor
+
+    avg = semirings.get("avg")
+    yield "ops.aggregate", lambda: gg.ops.aggregate(S, H, "avg")
+    yield "ops.aggregate(object)", lambda: gg.ops.aggregate(S, H, avg)
+    yield "ops.spmm", lambda: gg.ops.spmm(S, H, "avg")
+    yield "ops.spmm_t", lambda: gg.ops.spmm_t(S, H, "avg")
+    yield "semiring.spmm", lambda: avg.spmm(S, H, executor=ex)
+    yield "semiring.spmm_t", lambda: avg.spmm_t(S, H, executor=ex)
+    yield "composed", lambda: gg.ops.aggregate(S * (factor(H) @ factor(H).T), H, "avg")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_avg_refuses_negative_weights_the_same_way_everywhere(dtype, executor):
+    """``avg`` is a semiring only for nonnegative weights: every way to it raises one error
+    before it returns anything (the semiring object, ``gg.ops`` with the name or the object,
+    the transpose product and a composed expression)."""
+    g = random_graph(dtype=dtype)
+    ok = gg.Graph.from_edges(*g.to_scipy().nonzero()[::-1], g.n, dtype=dtype)   # all 1
+    H = executor.asarray(feats(g.n, 3, dtype))
+    for what, call in _refusing_avg(g.A, H, executor):
+        with pytest.raises(ValueError, match=NEGATIVE_AVG):
+            call()
+            pytest.fail(what)
+    for what, call in _refusing_avg(ok.A, H, executor):
+        if what != "composed":                      # (its scores are negative by design)
+            assert gg.to_numpy(call()).shape == (g.n, 3), what
+
+
+def test_avg_layer_refuses_negative_attention_and_keeps_nothing():
+    """A layer aggregating with ``avg`` over signed attention (VA without softmax) raises the
+    same error and records nothing a backward could use."""
+    g = random_graph(dtype=np.float64)
+    layer = gg.nn.VAConv(4, 3, aggr="avg", dtype=np.float64)
+    H = get_executor().asarray(feats(g.n, 4, np.float64))      # signed: signed dots
+    with pytest.raises(ValueError, match=NEGATIVE_AVG):
+        layer(g, H)
+    with pytest.raises(RuntimeError, match="forward in training mode first"):
+        layer.backward(get_executor().asarray(np.ones((g.n, 3))))
+
+
 @settings(deadline=None, max_examples=40)
 @given(n=st.integers(1, 12), m=st.integers(0, 40), k=st.integers(1, 4),
        seed=st.integers(0, 2**16), aggr=st.sampled_from(["sum", "max", "min", "mean"]))

@@ -46,17 +46,23 @@ def check(done: subprocess.CompletedProcess) -> None:
 
 
 @pytest.mark.cpu_only            # launched from the cpu session only (no recursion)
+@pytest.mark.slow
+@pytest.mark.timeout(1260)
 def test_layer_and_training_suite_on_the_primitives_executor():
     check(run_suite("primitives", timeout=1200))
 
 
 @pytest.mark.cpu_only
+@pytest.mark.slow
+@pytest.mark.timeout(1560)
 def test_gpu_suite_in_the_cuda_simulator():
     pytest.importorskip("numba.cuda")
     check(run_suite("cuda", timeout=1500, suite=GPU_SUITE, NUMBA_ENABLE_CUDASIM="1"))
 
 
 @pytest.mark.cpu_only
+@pytest.mark.slow
+@pytest.mark.timeout(960)
 def test_gpu_kernels_at_the_full_warp_width_in_the_cuda_simulator():
     pytest.importorskip("numba.cuda")
     check(run_suite("cuda", timeout=900, suite=["tests/gpu/test_gpu_kernels.py"],

@@ -59,7 +59,8 @@ def test_named_rngs_refuses_randomstate():
 
 
 def test_named_rngs_finds_gat_attention_dropout():
-    gat = pytest.importorskip("gblas_gnn.nn.gat")
+    from gblas_gnn.nn import gat
+
     layer = gat.GATConv(3, 2, heads=2, dropout=0.5)
     m = Sequential(Dropout(0.5), layer)
     keys = list(named_rngs(m))

@@ -119,6 +119,24 @@ def test_warm_up_skips_a_model_that_needs_the_real_graph(data, capsys):
         capsys.readouterr().err
 
 
+class Broken(PerVertex):
+    """A model whose forward fails for a reason other than the graph's size (a bug)."""
+
+    def forward(self, g, H):
+        raise RuntimeError("a bug in the model")
+
+
+def test_warm_up_lets_a_real_error_through_and_still_restores_the_model(data):
+    """Only a model that cannot run on the small graph (a shape error) is skipped; any other
+    failure is the caller's to see, and the warm-up still puts the model back."""
+    model = Broken(*data.x.shape)
+    model.eval()
+    model.grads["E"] = np.full_like(model.grads["E"], 7.0)
+    with pytest.raises(RuntimeError, match="a bug in the model"):
+        warm_up(model, data.graph, data.x)
+    assert model.training is False and (model.grads["E"] == 7.0).all()
+
+
 def test_bar_with_early_stopping_counts_epochs_and_patience(data, capsys):
     model = gcn()
     hist = fit(model, data, Adam(model, lr=0.05), epochs=10_000, patience=3,

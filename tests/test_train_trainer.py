@@ -203,8 +203,9 @@ def test_progress_bar(data, capsys):
 
 
 def test_real_dataset_object():
-    csbm = pytest.importorskip("gblas_gnn.data.csbm")
-    ds = csbm.csbm(n=150, classes=3, features=8, train_per_class=10, val=30, test=50, seed=0)
+    from gblas_gnn.data import csbm
+
+    ds = csbm(n=150, classes=3, features=8, train_per_class=10, val=30, test=50, seed=0)
     model = gcn(8, 3)
     hist = fit(model, ds, Adam(model, lr=0.01), epochs=5, progress=False)
     assert len(hist) == 5 and np.isfinite(hist.train_loss).all()
@@ -249,7 +250,6 @@ def test_checkpoint_cadence_and_content(data, tmp_path):
 
 
 def gat(f=8, c=3, seed=0):
-    pytest.importorskip("gblas_gnn.nn.gat")
     from gblas_gnn.nn.models import gat as build_gat
     return build_gat(f, c, hidden=4, heads=2, seed=seed)
 

@@ -35,10 +35,16 @@ def widening(current, dtype) -> np.dtype | None:
     return dt
 
 
+def _all_finite(xp):
+    return lambda x: bool(xp.isfinite(x).all())
+
+
 def dense_matrix(x, name: str, *, rows: int | None = None, cols: int | None = None,
-                 dtype=None, xp=np):
+                 dtype=None, xp=np, finite=None):
     """Check that ``x`` is a finite 2-D float array of the array module ``xp`` (optionally of
-    a given shape / dtype).
+    a given shape / dtype). ``finite(x)`` says whether it is finite: an executor's
+    :meth:`~gblas_gnn.executors.Executor.all_finite` (which counts a device's read), or by
+    default ``xp``'s reduction.
 
     Returns a C-contiguous array; it is only converted when its dtype is already the
     requested one (never silently cast between float32 and float64).
@@ -55,14 +61,14 @@ def dense_matrix(x, name: str, *, rows: int | None = None, cols: int | None = No
         raise ValueError(f"{name} must have {rows} rows, got shape {x.shape}")
     if cols is not None and x.shape[1] != cols:
         raise ValueError(f"{name} must have {cols} columns, got shape {x.shape}")
-    if not bool(xp.isfinite(x).all()):
+    if not (finite or _all_finite(xp))(x):
         raise ValueError(f"{name} contains NaN or Inf")
     return xp.ascontiguousarray(x)
 
 
-def dense_vector(x, name: str, *, size: int | None = None, dtype=None, xp=np):
+def dense_vector(x, name: str, *, size: int | None = None, dtype=None, xp=np, finite=None):
     """Check that ``x`` is a finite 1-D float array of the array module ``xp`` (optionally of
-    a given size / dtype)."""
+    a given size / dtype; ``finite`` as for :func:`dense_matrix`)."""
     if not isinstance(x, xp.ndarray):
         raise TypeError(f"{name} must be a {_array_type_name(xp)}, got {type(x).__name__}")
     if x.ndim != 1:
@@ -73,7 +79,7 @@ def dense_vector(x, name: str, *, size: int | None = None, dtype=None, xp=np):
         raise TypeError(f"{name} has dtype {x.dtype} but {np.dtype(dtype)} is required")
     if size is not None and x.shape[0] != size:
         raise ValueError(f"{name} must have length {size}, got {x.shape[0]}")
-    if not bool(xp.isfinite(x).all()):
+    if not (finite or _all_finite(xp))(x):
         raise ValueError(f"{name} contains NaN or Inf")
     return xp.ascontiguousarray(x)
 

@@ -117,7 +117,8 @@ def _pattern_of(S):
 
 
 def _features(ex, S, H, name: str = "H", side: str = "ncols"):
-    rows = S.ncols if side == "ncols" else S.nrows
+    # rows in the executor's layout of dense tensors: a grid holds the sources by rows too
+    rows = ex.source_rows(S) if side == "ncols" else ex.target_rows(S)
     H = dense_matrix(H, name, rows=rows, xp=ex.xp)
     if H.dtype != _dtype_of(S):
         raise TypeError(f"{name} is {H.dtype} but the sparse operand is {_dtype_of(S)}; "
@@ -147,7 +148,7 @@ def _operand(ex, S, X, name: str, side: str, ndim: int | None = None):
             raise TypeError(f"{name} must be a {'numpy' if ex.xp is np else 'device'}.ndarray "
                             f"or a traced array, got {type(X).__name__}")
         v = X
-        if v.dtype in FLOAT_DTYPES and not bool(ex.xp.isfinite(v).all()):
+        if v.dtype in FLOAT_DTYPES and not ex.all_finite(v):
             raise ValueError(f"{name} contains NaN or Inf")
     if ndim is not None and v.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D here, got shape {tuple(v.shape)}")

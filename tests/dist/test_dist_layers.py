@@ -73,6 +73,42 @@ def test_scatter_gather_round_trip_and_errors(dex):
     assert dg.imbalance() >= 1.0
 
 
+def test_sgc_cache_hit_is_agreed_when_only_some_ranks_see_new_features(dex):
+    """Features changed in the rows of grid row 0 only: every rank recomputes (those whose
+    own rows still match the cache too), so no rank skips the propagation's collectives."""
+    g, H, _ = graph_and_inputs(4, 5, 1)
+    dg = dist.DistGraph.from_graph(g, dex.grid)
+    one = gg.nn.SGConv(5, 4, K=2, cached=True, dtype=np.float64, executor=CPU)
+    layer = gg.nn.SGConv(5, 4, K=2, cached=True, dtype=np.float64, executor=dex)
+    close(dg.gather(layer(dg, dg.scatter(H))), one(g, H), "first forward")
+    changed = H.copy()
+    changed[dg.parts[0]] += 1.0                     # R_0: the rows of grid row 0
+    close(dg.gather(layer(dg, dg.scatter(changed))), one(g, changed), "after the change")
+
+
+def test_avg_refuses_a_negative_weight_of_one_block_on_every_rank(dex):
+    """One negative weight, in the block of rank 0 only (and, for the layer, signed
+    attention in some rows only): every rank raises the same error, none is left waiting in a
+    collective (gg.ops with the name, the transpose product, a layer's fused program)."""
+    g, H, _ = graph_and_inputs(6, 4, 1)
+    rows, cols = (a.astype(np.int64) for a in g.to_scipy().nonzero())
+    vals = np.ones(rows.size)
+    vals[0] = -1.0                             # A[rows[0], cols[0]]: one block holds it
+    signed = gg.Graph.from_edges(cols, rows, g.n, values=vals, dtype=np.float64)
+    dg = dist.DistGraph.from_graph(signed, dex.grid)
+    Hl = dg.scatter(H)
+    message = "the semiring 'avg' needs nonnegative edge weights"
+    for call in (lambda: gg.ops.aggregate(dg.A, Hl, "avg", executor=dex),
+                 lambda: gg.ops.spmm_t(dg.A, Hl, "avg", executor=dex)):
+        with pytest.raises(ValueError, match=message):
+            call()
+    positive = np.abs(H) + 1.0                  # attention >= 0 in every row but vertex 0's
+    positive[0] *= -1.0
+    layer = gg.nn.VAConv(4, 3, aggr="avg", dtype=np.float64, executor=dex)
+    with pytest.raises(ValueError, match=message):
+        layer(dg, dg.scatter(positive))
+
+
 def test_layer_input_errors_reach_every_rank(dex):
     g, H, _ = graph_and_inputs(2, 4, 1)
     dg = dist.DistGraph.from_graph(g, dex.grid)

@@ -169,10 +169,20 @@ def test_edge_tensors_round_trip_and_errors(cuda):
         cuda.row_reduce(E, "mean")
 
 
-@pytest.mark.gpu                 # the simulator keeps every array on the host
 def test_a_host_array_never_reaches_a_kernel(cuda):
+    """On a GPU and in the simulator alike (whose device arrays are told apart from host
+    ones): a kernel launch refuses a host array, and so do device operations mixing one in."""
     from gblas_gnn.gpu import _sparse_kernels
+    from gblas_gnn.gpu._device import group_grid
 
     H = np.ones((4, 2), np.float32)
+    out = cuda.xp.empty((1, 4), np.float32)
     with pytest.raises(TypeError, match="host array"):
-        cuda._launch(_sparse_kernels.head_dots, (1, 32), H, H, 1, np.empty((1, 4)))
+        cuda._launch(_sparse_kernels.head_dots, group_grid(4), H, H, 1, out)
+    D = cuda.asarray(H)
+    with pytest.raises(TypeError, match="host array"):
+        cuda._launch(_sparse_kernels.head_dots, group_grid(4), D, D, 1, np.empty((1, 4)))
+    cuda._launch(_sparse_kernels.head_dots, group_grid(4), D, D, 1, out)
+    np.testing.assert_array_equal(to_numpy(out), [[2, 2, 2, 2]])
+    with pytest.raises(TypeError):
+        D + H                                   # as CuPy refuses it

@@ -87,8 +87,9 @@ def _check_params(module) -> None:
     """A parameter keeps the shape and dtype it was declared with and stays finite
     (optimisers and users write in place): a clear error before the forward, not a wrong
     gradient after it."""
-    xp = module.executor.xp
-    with module.executor.validation():
+    ex = module.executor
+    xp = ex.xp
+    with ex.validation():
         for name, value in module.params.items():
             shape = module._declared.get(name)
             if not isinstance(value, xp.ndarray) or (shape is not None and
@@ -98,11 +99,10 @@ def _check_params(module) -> None:
                     else type(value).__name__
                 raise ValueError(f"parameter {name!r} must be an array of shape {shape} and "
                                  f"dtype {module.dtype}, got {got}")
-        if module.params:                   # one reduction (one device sync on a GPU)
-            finite = xp.stack([xp.isfinite(v).all() for v in module.params.values()])
-            if not bool(finite.all()):
-                bad = [n for n, v in module.params.items() if not bool(xp.isfinite(v).all())]
-                raise ValueError(f"parameter {bad[0]!r} contains NaN or Inf")
+        # one reduction and one counted read (a device sync on a GPU)
+        if not ex.all_finite(*module.params.values()):
+            bad = [n for n, v in module.params.items() if not ex.all_finite(v)]
+            raise ValueError(f"parameter {bad[0]!r} contains NaN or Inf")
 
 
 def call_opaque(module, g, H: Traced):
@@ -154,6 +154,6 @@ def _check_dout(module, dout, shape: tuple):
             raise ValueError(f"dout must have shape {tuple(shape)}, got {tuple(dout.shape)}")
         if dout.dtype != module.dtype:
             raise TypeError(f"dout has dtype {dout.dtype} but {module.dtype} is required")
-        if not bool(ex.xp.isfinite(dout).all()):
+        if not ex.all_finite(dout):
             raise ValueError("dout contains NaN or Inf")
     return dout

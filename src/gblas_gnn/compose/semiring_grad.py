@@ -87,21 +87,12 @@ def semiring_forward(ex, kind: str, aggr, S, X, keep: bool):
             return ex.aggregate(S, X, named), None
         return ex.aggregate(S, X, named, keep_context=True)
     sr = semirings.get(aggr)
-    if sr.nonnegative_weights:
-        _check_nonnegative(ex, S, sr.name)
-    Z = ex.spmm(S, X, sr)
+    Z = ex.spmm(S, X, sr)                   # (which refuses avg's negative weights)
     if not keep:
         return Z, None
     if not differentiable(sr):
         return Z, _NoBackward(sr.name)
     return Z, _SemiringContext(sr, S, X, Z)
-
-
-def _check_nonnegative(ex, S, name: str) -> None:
-    values = ex.edge_values(S)
-    if values.size and bool((values < 0).any()):
-        raise ValueError(f"the semiring {name!r} needs nonnegative edge weights; the "
-                         "aggregation's weights have a negative one")
 
 
 def semiring_backward(ex, kind: str, aggr, ctx, dZ):

@@ -45,30 +45,53 @@ _PICKLED = ("x", "tx", "allx", "y", "ty", "ally", "graph")
 _ENV = "GBLAS_GNN_PLANETOID"
 
 
-def find_planetoid_root() -> Path | None:
-    """Locate a directory with the Planetoid files, or ``None``.
+def _expected(key: str = "<name>") -> str:
+    """What a Planetoid folder must hold (the end of every not-found message)."""
+    which = " (name: cora, citeseer or pubmed)" if key == "<name>" else ""
+    return (f"the folder must hold the original Planetoid files ind.{key}.{{x,y,tx,ty,allx,"
+            f"ally,graph,test.index}}{which}, directly or in PyG's <Name>/raw/; nothing is "
+            "downloaded")
 
-    Looks at ``$GBLAS_GNN_PLANETOID``, then ``../shared/data/planetoid`` relative to
-    the current directory and to the source checkout (``<repo>/../shared/...``).
-    Only directories holding ``ind.cora.graph`` or ``ind.citeseer.graph`` count.
+
+def find_planetoid_root(root: str | os.PathLike[str] | None = None) -> Path | None:
+    """The folder of the Planetoid files: ``root``, else ``$GBLAS_GNN_PLANETOID``.
+
+    The library looks nowhere else: the caller says where the files are.
+
+    Parameters
+    ----------
+    root : str, PathLike or None
+        The folder; ``None`` reads ``$GBLAS_GNN_PLANETOID``.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The resolved folder, or ``None`` when neither ``root`` nor the variable is given
+        (so a caller can fall back to other data).
+
+    Raises
+    ------
+    FileNotFoundError
+        The folder given (by argument or by the variable, which the message names) does not
+        exist, or holds no ``ind.<name>.graph`` of a Planetoid data set; the message says
+        which files are expected.
     """
-    cands: list[Path] = []
-    env = os.environ.get(_ENV)
-    if env:
-        cands.append(Path(env))
-    cands.append(Path.cwd() / ".." / "shared" / "data" / "planetoid")
-    here = Path(__file__).resolve()
-    if len(here.parents) > 3:  # <repo>/src/gblas_gnn/data/planetoid.py
-        cands.append(here.parents[3].parent / "shared" / "data" / "planetoid")
-    for c in cands:
-        if (c / "ind.cora.graph").is_file() or (c / "ind.citeseer.graph").is_file():
-            return c.resolve()
-    return None
+    given = root if root is not None else (os.environ.get(_ENV) or None)
+    if given is None:
+        return None
+    folder = Path(given)
+    where = "" if root is not None else f" (from ${_ENV})"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"Planetoid folder not found: {folder}{where}; {_expected()}")
+    if not any((_resolve_dir(folder, key, canonical) / f"ind.{key}.graph").is_file()
+               for key, canonical in PLANETOID_NAMES.items()):
+        raise FileNotFoundError(f"{folder}{where} holds no Planetoid files; {_expected()}")
+    return folder.resolve()
 
 
 def _resolve_dir(root: Path, key: str, canonical: str) -> Path:
     if not root.exists():
-        raise FileNotFoundError(f"Planetoid directory not found: {root}")
+        raise FileNotFoundError(f"Planetoid folder not found: {root}; {_expected(key)}")
     if not root.is_dir():
         raise NotADirectoryError(f"Planetoid root is not a directory: {root}")
     if not (root / f"ind.{key}.graph").exists():
@@ -146,14 +169,17 @@ def _row_normalize(x: np.ndarray) -> np.ndarray:
 
 
 def load_planetoid(
-    root: str | os.PathLike[str], name: str, *, normalize_features: bool = False
+    root: str | os.PathLike[str] | None, name: str, *, normalize_features: bool = False
 ) -> Dataset:
     """Load Cora / CiteSeer / PubMed exactly as PyG's ``Planetoid`` (public split).
 
+    Nothing is downloaded: the original files must be at hand.
+
     Parameters
     ----------
-    root : str or PathLike
-        Directory holding ``ind.<name>.*`` (or PyG's ``<root>/<Name>/raw``).
+    root : str, PathLike or None
+        Directory holding ``ind.<name>.*`` (or PyG's ``<root>/<Name>/raw``); ``None``
+        reads ``$GBLAS_GNN_PLANETOID``.
     name : str
         ``"Cora"``, ``"CiteSeer"`` or ``"PubMed"`` (case-insensitive).  PubMed uses
         the same code path but was not checked against real files here.
@@ -174,7 +200,8 @@ def load_planetoid(
         Unknown ``name``; a pickle referencing a forbidden global (the message names
         the file and the global); a truncated or inconsistent file.
     FileNotFoundError
-        ``root`` or one of the eight files is missing (the message names it).
+        No folder given (``root`` is None and ``$GBLAS_GNN_PLANETOID`` unset), or the folder
+        or one of the eight files is missing (the message names it and the files expected).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
@@ -185,6 +212,11 @@ def load_planetoid(
             f"{sorted(PLANETOID_NAMES.values())}"
         )
     canonical = PLANETOID_NAMES[key]
+    if root is None:
+        root = find_planetoid_root()
+        if root is None:
+            raise FileNotFoundError(f"no Planetoid folder given: pass its path or set "
+                                    f"${_ENV}; {_expected(key)}")
     folder = _resolve_dir(Path(root), key, canonical)
 
     def path_of(suffix: str) -> Path:
@@ -193,7 +225,8 @@ def load_planetoid(
     # check every file exists before parsing any (clear error, no partial work)
     for suffix in (*_PICKLED, "test.index"):
         if not path_of(suffix).is_file():
-            raise FileNotFoundError(f"data file not found: {path_of(suffix)}")
+            raise FileNotFoundError(f"data file not found: {path_of(suffix)}; "
+                                    f"{_expected(key)}")
     raw = {s: safe_load(path_of(s)) for s in _PICKLED}
     test_index = _read_test_index(path_of("test.index"))
 

@@ -144,6 +144,10 @@ class DistExecutor(Executor):
     def agree(self, value):
         return self.grid.bcast(value, "agree")
 
+    def all_agree(self, flag: bool) -> bool:
+        vote = np.array([1 if flag else 0], np.int32)
+        return bool(self.grid.allreduce(vote, "land", "world", "all_agree")[0])
+
     def validation(self):
         return self.grid.agreed()
 
@@ -250,12 +254,14 @@ class DistExecutor(Executor):
                                              self._columns(Y, A, "sddmm.columns")))
 
     def spmm(self, S, H, semiring="plus_times"):
+        self._check_weights(S, semiring)
         with self._op("spmm"):
             M = _local(S)
             return self._semiring_product(M, self._columns(H, S, "spmm.columns"), semiring,
                                           transpose=False)
 
     def spmm_t(self, S, H, semiring="plus_times"):
+        self._check_weights(S, semiring)
         with self._op("spmm_t"):
             M = _local(S)
             partial = self._semiring_product(M, H, semiring, transpose=True)

@@ -131,7 +131,8 @@ def _phases(grid, p: Plan, fwd, args: list, outs: dict) -> None:
             grid.allreduce(outs["Z"], "sum", "row", "program.aggregate")
             if p.aggr == "avg":
                 grid.allreduce(outs["DEN"], "sum", "row", "program.weights")
-                grid.allreduce(outs["NEG"], "max", "row", "program.weights")
+                # a negative weight anywhere stops every rank (not only its grid row)
+                grid.allreduce(outs["NEG"], "max", "world", "program.weights")
 
 
 def _extreme(grid, p: Plan, args: list, outs: dict) -> None:

@@ -99,10 +99,11 @@ def get_executor(executor: Executor | str | None = None) -> Executor:
 def to_numpy(x) -> np.ndarray:
     """A host ``numpy.ndarray`` from any executor's dense result (a CuPy or Numba device
     array is copied to the host; a numpy array is returned as it is)."""
+    if hasattr(x, "get") and (hasattr(x, "__cuda_array_interface__")     # CuPy, and the
+                              or isinstance(x, np.ndarray)):            # CUDA simulator's
+        return x.get()
     if isinstance(x, np.ndarray):
         return x
-    if hasattr(x, "get") and hasattr(x, "__cuda_array_interface__"):    # CuPy
-        return x.get()
     if hasattr(x, "copy_to_host"):                                      # Numba device array
         return x.copy_to_host()
     return np.asarray(x)

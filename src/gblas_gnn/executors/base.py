@@ -171,9 +171,22 @@ class Executor(ABC):
         """``x`` (a host array, or already one of ours) as an array of :attr:`xp`."""
         return self.xp.asarray(x, dtype=dtype)
 
-    def to_numpy(self, x) -> np.ndarray:
-        """A host ``numpy.ndarray`` with the values of ``x`` (no copy when it is one)."""
+    def to_numpy(self, x, reason: str = "to_numpy") -> np.ndarray:
+        """A host ``numpy.ndarray`` with the values of ``x`` (no copy when it is one).
+        Every read of device values on the host goes through here; ``reason`` says what it is
+        for (a device executor counts its copies by reason)."""
         return np.asarray(x)
+
+    def all_finite(self, *arrays) -> bool:
+        """Whether every value of ``arrays`` (of :attr:`xp`) is finite: one reduction and
+        one read on the host (:meth:`to_numpy`, reason ``"finite"``: a counted copy on a
+        device). The NaN/Inf checks of rule 5 use it, so that a device's syncs are seen."""
+        if not arrays:
+            return True
+        xp = self.xp
+        flags = [xp.isfinite(a).all() for a in arrays]
+        ok = flags[0] if len(flags) == 1 else xp.stack(flags).all()
+        return bool(self.to_numpy(ok, "finite"))
 
     #: processes that run every operation together (a grid's size; 1 here)
     processes = 1
@@ -186,6 +199,12 @@ class Executor(ABC):
     def agree(self, value):
         """``value`` as every process of the job sees it: the root's (identity here)."""
         return value
+
+    def all_agree(self, flag: bool) -> bool:
+        """Whether ``flag`` holds in every process of the job (``flag`` itself here). A
+        decision that chooses between paths with and without collectives (a cache hit) must
+        be taken with it, or one process waits for ever in a collective the others skip."""
+        return bool(flag)
 
     @contextmanager
     def validation(self) -> Iterator[None]:
@@ -269,12 +288,31 @@ class Executor(ABC):
         """Sampled dense-dense product on A's *pattern*: ``E[i,j] = Σ_c X[i,c] Y[j,c]``."""
 
     def spmm(self, S, H, semiring="plus_times"):
-        """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0."""
+        """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0. A semiring for
+        nonnegative weights only (``avg``) refuses a negative one first
+        (:meth:`_check_weights`)."""
+        self._check_weights(S, semiring)
         return self.semiring_lowering(semiring).spmm(S, H)
 
     def spmm_t(self, S, H, semiring="plus_times"):
         """``Z[j] = ⊕_i S[i,j] ⊗ H[i]`` (the product with ``Sᵀ``); an empty column gives 0."""
+        self._check_weights(S, semiring)
         return self.semiring_lowering(semiring).spmm_t(S, H)
+
+    def _check_weights(self, S, semiring) -> None:
+        """Raise :func:`~gblas_gnn.semirings.negative_weight_error` before any work when
+        ``semiring`` holds only for nonnegative edge weights (``avg``) and ``S`` has a
+        negative one; on a multi-process executor in every process (a weight of one block
+        stops the whole grid). Every product over such a semiring checks here."""
+        from .. import semirings
+
+        sr = semirings.get(semiring)
+        if not sr.nonnegative_weights:
+            return
+        with self.validation():
+            values = self.edge_values(S)
+            if values.size and bool(self.to_numpy((values < 0).any())):
+                raise semirings.negative_weight_error(sr.name)
 
     def spmm_affine(self, S, H, self_weight=None, bias=None, transpose: bool = False):
         r"""The ``plus_times`` product with a self term and a row bias,

@@ -5,7 +5,8 @@ device: the graph's structure is moved there once, features, parameters, gradien
 optimiser state stay there, dense products run on cuBLAS through CuPy and every sparse and
 fused operation is a numba-cuda kernel (:mod:`.executor` lists them). Without a GPU, Numba's
 CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` in the environment) runs the same kernels on tiny
-graphs, with numpy as the array module; neither gives a clear
+graphs, with numpy as the array module (its device arrays told apart from host arrays, see
+:mod:`._simulated`); neither gives a clear
 :class:`~._device.CUDAUnavailableError`.
 
 :mod:`.compile` compiles every kernel for a chosen GPU architecture without a GPU and reports

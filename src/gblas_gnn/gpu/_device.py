@@ -156,9 +156,12 @@ def check_available() -> None:
 
 
 def array_module():
-    """numpy in the simulator, CuPy on a GPU (after :func:`check_available`)."""
+    """CuPy on a GPU (after :func:`check_available`); in the simulator numpy with device
+    arrays told apart from host ones (:mod:`._simulated`)."""
     if SIMULATOR:
-        return np
+        from ._simulated import xp
+
+        return xp
     import cupy
 
     return cupy
@@ -175,6 +178,12 @@ class Transfers:
     to_device_bytes: int = 0
     to_host_bytes: int = 0
     by_reason: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if SIMULATOR:                   # the simulator's implicit copies are counted too
+            from ._simulated import watch
+
+            watch(self)
 
     def add(self, direction: str, nbytes: int, reason: str) -> None:
         if direction == "to_device":

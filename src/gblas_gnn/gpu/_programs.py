@@ -20,6 +20,7 @@ import numpy as np
 
 from ..compose.plan import Plan, plan
 from ..executors.cpu._programs import ProgramContext, finish_grads
+from ..semirings import negative_weight_error
 from . import _sparse_kernels as sparse
 from ._device import group_grid
 from ._program_kernels import kernels
@@ -153,8 +154,7 @@ def _finish_forward(ex, p: Plan, b: _Buffers, outs: dict, A, keep: bool):
     Z = outs["Z"]
     if p.aggr == "avg":
         if ex._get(outs["NEG"], "avg weights")[0]:
-            raise ValueError("the semiring 'avg' needs nonnegative edge weights; the "
-                             "aggregation's weights have a negative one")
+            raise negative_weight_error("avg")
         den = outs["DEN"][:, :, None]
         Z = xp.where(den > 0, Z / xp.where(den > 0, den, 1), 0).astype(Z.dtype)
     out = Z

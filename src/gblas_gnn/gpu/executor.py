@@ -6,7 +6,9 @@ value per edge. A ``graphblas.Matrix`` handed in (a graph's adjacency, its GCN n
 is moved to the device once and kept while the matrix lives; every other operation works on
 device arrays only, and the executor's own copies between host and device are counted in
 :attr:`CUDAExecutor.transfers`. Under ``NUMBA_ENABLE_CUDASIM=1`` the array module is numpy
-and the very same kernels run in Numba's simulator.
+with device arrays told apart from host ones (:mod:`._simulated`: a kernel refuses a host
+array there too, and an implicit read is counted) and the very same kernels run in Numba's
+simulator.
 
 =========================  ==========================================================
 operation                  kernel (:mod:`._sparse_kernels`, :mod:`._edge_kernels`)
@@ -56,6 +58,7 @@ from ._device import (
     group_grid,
 )
 from ._pattern import DevicePattern, EdgeTensor
+from ._simulated import DeviceArray
 
 __all__ = ["CUDAExecutor", "ArgExtremeContext"]
 
@@ -106,25 +109,25 @@ class CUDAExecutor(Executor):
         """A device copy of the host array ``host`` (counted)."""
         host = np.asarray(host, order="C")          # (ascontiguousarray makes 0-d 1-d)
         self.transfers.add("to_device", host.nbytes, reason)
-        return np.array(host) if SIMULATOR else self.xp.asarray(host)
+        return np.array(host).view(DeviceArray) if SIMULATOR else self.xp.asarray(host)
 
     def _is_host(self, x) -> bool:
-        return isinstance(x, np.ndarray) and not SIMULATOR
+        return isinstance(x, np.ndarray) and not isinstance(x, DeviceArray)
 
     def asarray(self, x, dtype=None):
         """``x`` as a device array: a host array (or list, scalar) is copied there (counted);
         a device array is returned as it is (converted to ``dtype`` if given)."""
-        if isinstance(x, (np.ndarray, np.generic, list, tuple, int, float, bool)):
+        if self._is_host(x) or isinstance(x, (np.generic, list, tuple, int, float, bool)):
             return self._put(np.asarray(x, dtype=dtype), "asarray")
         return self.xp.asarray(x, dtype=dtype)
 
-    def to_numpy(self, x) -> np.ndarray:
-        """A host copy of the device array ``x`` (counted)."""
-        return self._get(x, "to_numpy")
+    def to_numpy(self, x, reason: str = "to_numpy") -> np.ndarray:
+        """A host copy of the device array ``x`` (counted under ``reason``)."""
+        return self._get(x, reason)
 
     def _get(self, x, reason: str) -> np.ndarray:
         """A host copy of ``x`` (counted, as asked for by ``reason``); a host array as it is."""
-        if SIMULATOR or not isinstance(x, np.ndarray):
+        if not self._is_host(x):
             out = np.array(x) if SIMULATOR else self.xp.asnumpy(x)
             self.transfers.add("to_host", out.nbytes, reason)
             return out
@@ -141,12 +144,20 @@ class CUDAExecutor(Executor):
         return x if dtype is None or x.dtype == dtype else x.astype(dtype)
 
     def _launch(self, kernel, grid: tuple[int, int], *args, shared: int = 0) -> None:
-        """Run ``kernel[grid](*args)``. On a GPU an array argument must already be a device
-        array: a host array would be copied implicitly, which the executor never does. In the
+        """Run ``kernel[grid](*args)``. An array argument must already be a device array: a
+        host array would be copied implicitly, which the executor never does (the simulator's
+        device arrays are told apart from host ones, so it refuses them too). In the
         simulator, which runs every CUDA thread as a Python thread meeting the others at each
         barrier, the interpreter hands the GIL over every 50 µs during the launch instead of
         every 5 ms: launches run 5–10× faster."""
+        for a in args:
+            if self._is_host(a):
+                raise TypeError(f"{getattr(kernel, '__name__', kernel)}: a host array was "
+                                "passed to a device kernel")
         if SIMULATOR:
+            # (the simulated threads index plain arrays, as device code indexes memory)
+            args = tuple(a.view(np.ndarray) if isinstance(a, DeviceArray) else a
+                         for a in args)
             before = sys.getswitchinterval()
             sys.setswitchinterval(min(before, 5e-5))
             try:
@@ -154,10 +165,6 @@ class CUDAExecutor(Executor):
             finally:
                 sys.setswitchinterval(before)
             return
-        for a in args:
-            if isinstance(a, np.ndarray):
-                raise TypeError(f"{getattr(kernel, '__name__', kernel)}: a host array was "
-                                "passed to a device kernel")
         kernel[grid[0], grid[1], 0, shared](*args)
 
     # ================================================================== patterns

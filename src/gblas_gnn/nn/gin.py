@@ -88,6 +88,8 @@ class GINConv(PyGInterop, Module):
                 self.params[f"lin{i}.{k}"] = v
         if self.train_eps:
             self.params["eps"] = self._param(np.array([eps], dtype=self.dtype))
+        else:       # 1 + ε on the executor once (not one copy to the device per forward)
+            self._one_eps = self._param(np.array([eps], dtype=self.dtype) + self.dtype.type(1))
         # Φ∘⊕ order for the first linear layer: project first when it narrows the SpMM
         self._project_first = dims[1] < dims[0]
         self.zero_grad()
@@ -104,8 +106,7 @@ class GINConv(PyGInterop, Module):
         graph, H = self._prepare(g, H, self.in_dim)
         ex, xp, A = self.executor, self.xp, graph.A
         # 1 + ε as an array of the executor (a learnt ε stays where it lives)
-        one_eps = (self.params["eps"] if self.train_eps else
-                   xp.asarray([self._eps], dtype=self.dtype)) + self.dtype.type(1)
+        one_eps = self.params["eps"] + self.dtype.type(1) if self.train_eps else self._one_eps
         W0, b0 = self.params["lin0.W"], self.params["lin0.bias"]
         saved: dict = {"A": A, "one_eps": one_eps, "rows": H.shape[0]}
         if self._project_first or self.train_eps:

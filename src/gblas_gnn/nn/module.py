@@ -151,7 +151,7 @@ class Module(ABC):
         with ex.validation():
             if isinstance(x, np.ndarray) and self.xp is not np:
                 x = ex.asarray(x)
-            x = dense_matrix(x, name, xp=self.xp, **checks)
+            x = dense_matrix(x, name, xp=self.xp, finite=ex.all_finite, **checks)
         return x
 
     def _prepare(self, g, H: np.ndarray, in_dim: int | None) -> tuple[Graph, np.ndarray]:

@@ -79,14 +79,20 @@ class SGConv(PyGInterop, Module):
 
     def _cached_propagation(self, g, H: np.ndarray):
         """``(S, P)`` from the cache when ``g`` is the cached graph object and ``H`` equals
-        the cached features, else ``None``."""
+        the cached features in every process, else ``None``.
+
+        Each process compares its own rows, and a miss anywhere is a miss everywhere
+        (:meth:`~gblas_gnn.executors.Executor.all_agree`): a process that recomputes runs
+        the propagation's collectives, which a process answering from its cache would skip.
+        """
         c = self._prop_cache
-        if not self.cached or c is None or c[0] is not g:
+        if not self.cached or c is None:       # the same in every process
             return None
         H = self._dense(H, "H", cols=self.in_dim, dtype=self.dtype)
-        if H.shape != c[1].shape or not bool(self.xp.array_equal(H, c[1])):
-            return None
-        return c[2], c[3]
+        ex = self.executor
+        hit = c[0] is g and H.shape == c[1].shape and \
+            bool(ex.to_numpy(self.xp.array_equal(H, c[1]), "cache"))
+        return (c[2], c[3]) if ex.all_agree(hit) else None
 
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         ex, W = self.executor, self.params["W"]

@@ -19,7 +19,7 @@ general form).
 
 from .averaging import AVG as avg
 from .builtin import BUILTIN as _BUILTIN
-from .core import Semiring, check_operands
+from .core import Semiring, check_operands, negative_weight_error
 from .registry import UnknownSemiringError, get, names, register
 
 plus_times = _BUILTIN["plus_times"]
@@ -39,6 +39,7 @@ __all__ = [
     "min_plus",
     "min_times",
     "names",
+    "negative_weight_error",
     "plus_times",
     "register",
 ]

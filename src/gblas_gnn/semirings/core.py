@@ -30,7 +30,7 @@ import numpy as np
 from graphblas import Matrix
 from graphblas.core.matrix import TransposedMatrix
 
-__all__ = ["Semiring", "check_operands"]
+__all__ = ["Semiring", "check_operands", "negative_weight_error"]
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -60,8 +60,16 @@ def _all_finite(x: np.ndarray) -> bool:
     return bool(np.isfinite(x).all())
 
 
+def negative_weight_error(name: str) -> ValueError:
+    """The error of a semiring for nonnegative edge weights only (``avg``) given a negative
+    one: one wording on every path and every executor."""
+    return ValueError(f"the semiring {name!r} needs nonnegative edge weights (its ⊕ is "
+                      "associative only for them); a weight it was given is negative")
+
+
 def check_operands(
-    S: Any, H: Any, *, transpose: bool = False, nonnegative: bool = False
+    S: Any, H: Any, *, transpose: bool = False, nonnegative: bool = False,
+    name: str = "this semiring",
 ) -> tuple[Matrix, np.ndarray]:
     """Validate ``(S, H)`` for ``S ⊕ H`` (or ``Sᵀ ⊕ H``); raise before any work.
 
@@ -79,7 +87,8 @@ def check_operands(
         of a non-numeric (user-defined / complex) type.
     ValueError
         ``H`` not 2-D, inner dimensions differ, NaN/Inf in ``H`` or in ``S``'s
-        values, or (``nonnegative=True``) a negative weight in ``S``.
+        values, or (``nonnegative=True``) a negative weight in ``S`` (the message names
+        the semiring ``name``, see :func:`negative_weight_error`).
     """
     if not isinstance(H, np.ndarray):
         raise TypeError(f"H must be a numpy.ndarray, not {type(H).__name__}")
@@ -109,7 +118,7 @@ def check_operands(
                 raise ValueError("S contains NaN or Inf values")
     signed = sd.name.startswith(("FP", "INT"))
     if nonnegative and signed and S.nvals and S.reduce_scalar(gb.monoid.min[sd]).new().value < 0:
-        raise ValueError("this semiring needs nonnegative edge weights; S has a negative one")
+        raise negative_weight_error(name)
     return S, np.ascontiguousarray(H)
 
 
@@ -203,7 +212,8 @@ class Semiring:
     def _run(self, S: Any, H: Any, *, transpose: bool, executor) -> np.ndarray:
         from ..executors import get_executor
 
-        S, H = check_operands(S, H, transpose=transpose, nonnegative=self.nonnegative_weights)
+        S, H = check_operands(S, H, transpose=transpose, nonnegative=self.nonnegative_weights,
+                              name=self.name)
         m = S.ncols if transpose else S.nrows
         if S.nvals == 0 or m == 0 or H.shape[1] == 0:
             return np.zeros((m, H.shape[1]), dtype=H.dtype)

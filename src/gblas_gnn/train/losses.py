@@ -2,7 +2,11 @@
 
 Both are written with the executor's array module and its reduction over vertices
 (:meth:`~gblas_gnn.executors.Executor.vertex_sum`), so that logits, labels and masks stay
-where the executor keeps them and a distributed executor sums over every process's rows.
+where the executor keeps them and a distributed executor sums over every process's rows. The
+few numbers they read back on the host (the count of masked nodes, the label check, the
+finiteness check and the sums they return) go through the executor's
+:meth:`~gblas_gnn.executors.Executor.to_numpy`, one scalar each: on a device each is a
+counted copy (reasons ``"labels"`` and ``"loss"``), never an implicit sync.
 """
 
 from __future__ import annotations
@@ -18,16 +22,22 @@ def _check(logits, y, mask, ex) -> tuple[np.ndarray, np.ndarray, np.ndarray, int
     """Validated ``(logits, masked labels, mask, global count of masked nodes)``."""
     xp = ex.xp
     with ex.validation():
-        _check_local(logits, y, mask, xp)
+        _check_local(logits, y, mask, ex)
     y, mask = xp.asarray(y), xp.asarray(mask)
-    count = int(ex.vertex_sum(mask.astype(np.int64)))
+    count = _read(ex, ex.vertex_sum(mask.astype(np.int64)), int)
     if count == 0:
         raise ValueError("mask selects no node")
     ym = y[mask]
     return logits, ym.astype(np.int64, copy=False), mask, count
 
 
-def _check_local(logits, y, mask, xp) -> None:
+def _read(ex, x, kind=float, reason: str = "loss"):
+    """The device scalar ``x`` as a Python ``kind`` (one counted read)."""
+    return kind(ex.to_numpy(x, reason))
+
+
+def _check_local(logits, y, mask, ex) -> None:
+    xp = ex.xp
     if not isinstance(logits, xp.ndarray) or logits.ndim != 2:
         raise ValueError("logits must be a 2-D array (n, num_classes), got "
                          f"{getattr(logits, 'shape', type(logits).__name__)}")
@@ -44,9 +54,10 @@ def _check_local(logits, y, mask, xp) -> None:
         raise ValueError(f"mask must be a boolean array of shape ({n},), got "
                          f"{mask.dtype} {tuple(mask.shape)}")
     ym = y[xp.asarray(mask)]
-    if ym.size and (int(ym.min()) < 0 or int(ym.max()) >= c):
+    if ym.size and _read(ex, ((ym < 0) | (ym >= c)).any(), bool, "labels"):
+        low, high = (_read(ex, v, int, "labels") for v in (ym.min(), ym.max()))
         raise ValueError(f"labels of the masked nodes must lie in [0, {c}), got "
-                         f"[{int(ym.min())}, {int(ym.max())}]")
+                         f"[{low}, {high}]")
 
 
 def cross_entropy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray, executor=None
@@ -81,7 +92,7 @@ def cross_entropy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray, executor=
     xp = ex.xp
     logits, ym, mask, count = _check(logits, y, mask, ex)
     z = logits[mask]
-    if not bool(ex.vertex_sum(xp.isfinite(z).all(axis=1).astype(np.int64)) == count):
+    if _read(ex, ex.vertex_sum(xp.isfinite(z).all(axis=1).astype(np.int64)), int) != count:
         raise FloatingPointError("logits contain NaN or Inf (has the model diverged?)")
     m = z.max(axis=1, keepdims=True)
     shifted = z - m
@@ -90,7 +101,7 @@ def cross_entropy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray, executor=
     rows = xp.arange(z.shape[0])
     # loss per node: log Σ exp(z - m) - (z_y - m), accumulated in float64
     per_node = xp.log(s[:, 0].astype(np.float64)) - shifted[rows, ym].astype(np.float64)
-    loss = float(ex.vertex_sum(per_node)) / count
+    loss = _read(ex, ex.vertex_sum(per_node)) / count
     p = e / s
     p[rows, ym] -= 1
     p *= logits.dtype.type(1.0 / count)
@@ -104,4 +115,4 @@ def accuracy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray, executor=None)
     ex = get_executor(executor)
     logits, ym, mask, count = _check(logits, y, mask, ex)
     correct = logits[mask].argmax(axis=1) == ym
-    return float(ex.vertex_sum(correct.astype(np.int64))) / count
+    return _read(ex, ex.vertex_sum(correct.astype(np.int64))) / count

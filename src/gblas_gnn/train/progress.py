@@ -46,7 +46,10 @@ def warm_up(model: Module, g: Graph, x: np.ndarray) -> bool:
     graph object, so the real graph misses them and computes its own.
 
     Returns ``False`` (having changed nothing) when the model cannot run on the small graph,
-    e.g. a model with per-vertex parameters; the first epoch then compiles the kernels.
+    e.g. a model with per-vertex parameters, which refuses the graph's size with a
+    ``ValueError``; the first epoch then compiles the kernels. Any other error is raised (the
+    model is put back first): it is a failure of the model or of the library, not of the
+    warm-up's small graph.
     """
     m = min(g.n, WARM_UP_VERTICES)
     ring = np.arange(m)
@@ -67,7 +70,7 @@ def warm_up(model: Module, g: Graph, x: np.ndarray) -> bool:
             model.eval()
             model(tiny, h)
         return True
-    except Exception:           # noqa: BLE001 - a speed-up only; the real epoch reports errors
+    except ValueError:          # shapes tied to the real graph (per-vertex parameters)
         return False
     finally:
         model.eval()                        # drops whatever the training forward cached

@@ -126,11 +126,12 @@ def _check_int(value, name: str, lo: int) -> int:
 
 
 def _params_finite(model: Module) -> str | None:
-    xp = model.xp
-    for name, p in model.named_parameters():
-        if not bool(xp.isfinite(p).all()):
-            return name
-    return None
+    """The name of a parameter that is not finite (one counted read when all are)."""
+    ex = model.executor
+    params = dict(model.named_parameters())
+    if ex.all_finite(*params.values()):
+        return None
+    return next(name for name, p in params.items() if not ex.all_finite(p))
 
 
 def _improved(monitor: str, value: float, best: float | None) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...compose.plan import Plan, fusable, plan
+from ...semirings import negative_weight_error
 from ._kernel_primitives import aligned_empty, gather_edge_rows, head_row_dots
 from ._program_kernels import kernel, kernels, serial
 
@@ -185,8 +186,7 @@ def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool, counts=No
     Z = outs["Z"]
     if p.aggr == "avg":
         if outs["NEG"][0]:
-            raise ValueError("the semiring 'avg' needs nonnegative edge weights; the "
-                             "aggregation's weights have a negative one")
+            raise negative_weight_error("avg")
         den = outs["DEN"]
         pos = den > 0
         np.divide(Z, np.where(pos, den, 1)[:, :, None], out=Z)

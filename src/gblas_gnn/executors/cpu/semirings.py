@@ -83,7 +83,8 @@ def gb_semiring(sr):
 def spmm_general(sr, S, H: np.ndarray, *, transpose: bool = False) -> np.ndarray:
     """``S ⊕ H`` (``Sᵀ ⊕ H``) through the plain GraphBLAS general form
     ``S.mxm(H, semiring).new()`` (validated first, empty rows 0): the reference path."""
-    S, H = check_operands(S, H, transpose=transpose, nonnegative=sr.nonnegative_weights)
+    S, H = check_operands(S, H, transpose=transpose, nonnegative=sr.nonnegative_weights,
+                          name=sr.name)
     m = S.ncols if transpose else S.nrows
     if S.nvals == 0 or m == 0 or H.shape[1] == 0:
         return np.zeros((m, H.shape[1]), dtype=H.dtype)
