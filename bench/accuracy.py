@@ -4,8 +4,9 @@
                              [--models gat agnn va gcn sgc gin] [--seeds 5] [--threads 1]
 
 Runs ``gblas-gnn train --model M --dataset planetoid:ROOT/D --seed S --threads T`` for each
-case, one after the other, with the command's per-model defaults (``gblas_gnn.cli.DEFAULTS``:
-the published setups, row-normalised features, model selection on the validation set only),
+case, one after the other, with the command's per-model defaults
+(``gblas_gnn.cli.command.DEFAULTS``: the published setups, row-normalised features, model
+selection on the validation set only),
 updates ``bench/results/accuracy_<dataset>.json`` after every model and prints a markdown
 table. The standard deviation is the population one (``statistics.pstdev``) over the seeds.
 Epoch times are wall-clock times of one training epoch as the trainer records them (training
@@ -23,8 +24,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gblas_gnn.cli import DEFAULTS
 from gblas_gnn.cli import main as cli
+from gblas_gnn.cli.command import DEFAULTS
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PUBLISHED = {("gcn", "cora"): "81.5", ("gcn", "citeseer"): "70.3",

@@ -6,7 +6,7 @@ import sys
 
 from mpi4py import MPI
 
-from gblas_gnn import cli
+from gblas_gnn.cli import command
 
 
 def failing_train(args):
@@ -16,5 +16,5 @@ def failing_train(args):
     MPI.COMM_WORLD.Barrier()                    # the others would wait here for ever
 
 
-cli._train = failing_train
-sys.exit(cli.main(["train", "--executor", "dist", "--no-progress"]))
+command._train = failing_train
+sys.exit(command.main(["train", "--executor", "dist", "--no-progress"]))

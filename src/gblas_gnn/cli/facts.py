@@ -3,7 +3,7 @@ executor, grid, graph size, peak memory of the largest process and, on a grid, t
 rank sent per epoch beside the scheme's bound, and what each rank read of the data set.
 
 Gathered here (collectives on a grid, every rank calls them); worded in
-:mod:`gblas_gnn.cli_report`.
+:mod:`gblas_gnn.cli.report`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def run_facts(executor, name: str, dataset, model, meter: CommMeter, dtype) -> d
              "edges": int(g.nnz), "peak_rss_bytes": peak_rss_bytes(), "peak_rank": 0}
     if grid is None:
         return facts
-    from .dist.cost import graph_layer_widths, model_bound_words
+    from ..dist.cost import graph_layer_widths, model_bound_words
 
     peaks = grid.allgather(facts["peak_rss_bytes"], "summary.peak")
     sent = grid.allgather(meter.last_epoch(), "summary.sent")

@@ -1,8 +1,8 @@
 """What the ``gblas-gnn`` command prints: the help epilogs, the end-of-run summary and the
 Ctrl-C line.
 
-Kept apart from :mod:`gblas_gnn.cli` (which parses, validates and runs) so that the wording
-can be read, and tested, in one place. One thing per line.
+Kept apart from :mod:`gblas_gnn.cli.command` (which parses, validates and runs) so that the
+wording can be read, and tested, in one place. One thing per line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from .datasets import synthetic_labels_note
 
 if TYPE_CHECKING:
-    from .train import History
+    from ..train import History
 
 __all__ = ["summary", "run_lines", "interrupted", "train_epilog", "INFER_EPILOG",
            "CONVERT_EPILOG"]
@@ -136,7 +136,7 @@ def summary(result: dict, hist: History, cfg: dict, *, dataset_name: str, epochs
         epochs_here: epochs trained by this process (fewer than ``len(hist)`` after
             ``--resume``).
         checkpoint, metrics_json: the files written, or ``None``.
-        facts: :func:`gblas_gnn.cli_facts.run_facts` of the run (:func:`run_lines`).
+        facts: :func:`gblas_gnn.cli.facts.run_facts` of the run (:func:`run_lines`).
 
     Returns:
         the selected epoch's accuracies; why the run stopped; how long an epoch took; where
@@ -189,7 +189,7 @@ def _size(nbytes: float) -> str:
 
 
 def run_lines(facts: dict) -> list[str]:
-    """Where a run ran and on what (:func:`gblas_gnn.cli_facts.run_facts`): executor, grid,
+    """Where a run ran and on what (:func:`gblas_gnn.cli.facts.run_facts`): executor, grid,
     graph size and peak memory; on a grid the bytes each rank sent in the last epoch beside
     the scheme's bound, and what each rank read of a data set read by parts."""
     where = ("one process" if facts["grid"] is None else
@@ -234,7 +234,7 @@ def interrupted(epoch: int | None, checkpoint: Path | None, argv: Sequence[str])
     checkpoint's epoch is read from the file itself, which an interrupted write never
     leaves half-written.
     """
-    from .train import CheckpointError, read_checkpoint
+    from ..train import CheckpointError, read_checkpoint
 
     where = f"interrupted at epoch {epoch}" if epoch is not None else \
         "interrupted before training started"

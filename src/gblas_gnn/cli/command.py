@@ -8,7 +8,7 @@
 (also ``python -m gblas_gnn``). Every argument and every output path is checked before any
 work; errors print one line and exit with status 2, a diverged run with status 1, Ctrl-C
 with status 130 (the line says how to resume). What the command prints is written in
-:mod:`gblas_gnn.cli_report`. With ``--executor dist`` every rank runs the command, rank 0
+:mod:`gblas_gnn.cli.report`. With ``--executor dist`` every rank runs the command, rank 0
 alone prints and writes files, and a rank that fails unexpectedly aborts the whole job.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_facts import CommMeter, run_facts
+from .facts import CommMeter, run_facts
 
 # Per-model defaults of the published setups (GAT / GCN / AGNN papers and PyG's examples);
 # every one can be overridden on the command line. The training schedule is part of the
@@ -63,7 +63,7 @@ class Interrupted(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .cli_report import CONVERT_EPILOG, INFER_EPILOG, train_epilog
+    from .report import CONVERT_EPILOG, INFER_EPILOG, train_epilog
 
     raw = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(
@@ -176,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _model_arg(value: str) -> str:
     """``--model``: a built-in name or ``FILE.py:NAME`` (checked for form only here)."""
-    from .usermodel import is_model_file
+    from ..usermodel import is_model_file
 
     if value in DEFAULTS or is_model_file(value):
         return value
@@ -186,7 +186,7 @@ def _model_arg(value: str) -> str:
 
 
 def _executor_flags(parser) -> None:
-    from .executors import names
+    from ..executors import names
 
     parser.add_argument("--executor", default="cpu", choices=names(),
                         help="where to compute: cpu (default), cuda (one GPU), dist (an MPI "
@@ -201,7 +201,7 @@ def _config(args, mf=None) -> dict:
     """The configuration of a ``train`` run (model, data and schedule), validated before any
     work. ``mf``: the :class:`~gblas_gnn.usermodel.ModelFile` of ``--model FILE.py:NAME``
     (read here when not given; the file is read, never run)."""
-    from .usermodel import is_model_file, model_file
+    from ..usermodel import is_model_file, model_file
 
     user = is_model_file(args.model)
     cfg = dict(USER_DEFAULTS if user else DEFAULTS[args.model])
@@ -275,7 +275,7 @@ def _check_outputs(**outputs: Path | None) -> None:
 
 def _write(path: Path, write) -> None:
     """Write an output file atomically (an interrupted write leaves no half file)."""
-    from ._io import atomic_write
+    from .._io import atomic_write
 
     atomic_write(path, write)
 
@@ -284,9 +284,9 @@ def _build(cfg: dict, dataset, executor=None, mf=None):
     """The model of ``cfg`` for ``dataset``: a built-in one, or the one ``mf`` (the
     :class:`~gblas_gnn.usermodel.ModelFile` the user named) defines; a model from a file is
     never built from the configuration alone."""
-    from . import usermodel
-    from .executors import get_executor
-    from .nn import models
+    from .. import usermodel
+    from ..executors import get_executor
+    from ..nn import models
 
     shape = (dataset.x.shape[1], dataset.num_classes)
     common = {"seed": cfg["seed"], "dtype": np.dtype(cfg["dtype"]), "executor": executor}
@@ -311,7 +311,7 @@ def _load_dataset(spec: str, cfg: dict, executor=None, relabel: bool = False,
           "normalize_features": cfg.get("normalize_features", False), "progress": progress}
     grid = getattr(executor, "grid", None)
     if grid is not None:
-        from .dist.data import load_dataset
+        from ..dist.data import load_dataset
 
         dataset = load_dataset(spec, grid, relabel=relabel, **kw)
     else:
@@ -360,8 +360,8 @@ def _weight_decay(cfg: dict, model):
 
 
 def _train(args) -> dict:
-    from . import cli_report
-    from .train import Adam, evaluate, fit, resume_epoch
+    from ..train import Adam, evaluate, fit, resume_epoch
+    from . import report
 
     mf = _model_file(args.model)
     cfg = _config(args, mf)
@@ -390,7 +390,7 @@ def _train(args) -> dict:
                    metadata={**cfg, "data": _data_shape(dataset)},
                    metrics_callback=after_epoch, restore_best=True)
     except KeyboardInterrupt:
-        raise Interrupted(cli_report.interrupted(running[-1] if running else None,
+        raise Interrupted(report.interrupted(running[-1] if running else None,
                                                  args.checkpoint, args.argv)) from None
     except FloatingPointError:
         raise
@@ -405,7 +405,7 @@ def _train(args) -> dict:
     if args.metrics_json is not None:
         text = json.dumps({**result, "history": hist.to_dict()}, indent=2)
         ex.on_root(lambda: _write(args.metrics_json, lambda f: f.write(text.encode())))
-    for line in cli_report.summary(result, hist, cfg, dataset_name=dataset.name,
+    for line in report.summary(result, hist, cfg, dataset_name=dataset.name,
                                    epochs_here=len(running) - 1,
                                    checkpoint=args.checkpoint, metrics_json=args.metrics_json,
                                    facts=facts):
@@ -416,15 +416,15 @@ def _train(args) -> dict:
 def _model_file(spec: str | None):
     """The :class:`~gblas_gnn.usermodel.ModelFile` ``--model`` names, read once (``None``
     for a built-in model)."""
-    from .usermodel import is_model_file, model_file
+    from ..usermodel import is_model_file, model_file
 
     return model_file(spec) if spec is not None and is_model_file(spec) else None
 
 
 def _checked_model_file(checkpoint: Path, mf) -> None:
     """Refuse a model file other than the one ``checkpoint`` was trained with."""
-    from .train import read_checkpoint
-    from .usermodel import check_unchanged
+    from ..train import read_checkpoint
+    from ..usermodel import check_unchanged
 
     cfg = read_checkpoint(checkpoint).trainer.get("metadata") or {}
     if "model_file" not in cfg:
@@ -435,7 +435,7 @@ def _checked_model_file(checkpoint: Path, mf) -> None:
 
 def _blame_model_file(exc: Exception, mf) -> None:
     """An error raised in the user's model file, reported as such (with its line)."""
-    from .usermodel import blame
+    from ..usermodel import blame
 
     if mf is not None:
         blamed = blame(exc, mf)
@@ -444,8 +444,8 @@ def _blame_model_file(exc: Exception, mf) -> None:
 
 
 def _infer(args) -> dict:
-    from .executors import to_numpy
-    from .train import evaluate, load_checkpoint, predict, read_checkpoint
+    from ..executors import to_numpy
+    from ..train import evaluate, load_checkpoint, predict, read_checkpoint
 
     if not args.checkpoint.is_file():
         raise UsageError(f"no checkpoint at {args.checkpoint}")
@@ -494,7 +494,7 @@ def _executor(args):
     """The executor ``--executor`` names (a grid over every process for ``dist``); one that
     cannot run here (no GPU nor simulator for ``cuda``, no MPI for ``dist``) is a usage
     error that says what to install."""
-    from .executors import get_executor
+    from ..executors import get_executor
 
     try:
         return get_executor(args.executor)
@@ -505,7 +505,7 @@ def _executor(args):
 def _convert(args) -> None:
     """``gblas-gnn convert``: a graph, data set or OGB folder in the tiled layout
     (:mod:`gblas_gnn.data.tiles`)."""
-    from .data.tiles import write_tiled_npz
+    from ..data.tiles import write_tiled_npz
 
     _check_outputs(output=args.output)
     if args.tiles is not None and args.tiles < 1:
@@ -530,8 +530,8 @@ def _convert(args) -> None:
 
 def _file_source(path: Path) -> dict:
     """A graph or data-set ``.npz``, or a ``.mtx``: loaded whole (one process), values kept."""
-    from ._io import read_npz
-    from .graph import Graph
+    from .._io import read_npz
+    from ..graph import Graph
 
     if path.suffix == ".mtx":
         graph, extra = Graph.from_mtx(path), {}
@@ -548,8 +548,8 @@ def _file_source(path: Path) -> dict:
 
 def _ogb_source(path: Path, show: bool) -> dict:
     """An OGB folder, streamed (entries twice, features once): no whole-file read."""
-    from .data.ogb import OgbFolder
-    from .data.tiles import Streamed
+    from ..data.ogb import OgbFolder
+    from ..data.tiles import Streamed
 
     folder = OgbFolder(path)
     y, *masks = folder.labels_and_split()
@@ -599,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads <= 0:
             print("gblas-gnn: error: --threads must be positive", file=sys.stderr)
             return 2
-        from .executors import get_executor
+        from ..executors import get_executor
 
         get_executor("cpu").set_threads(args.threads)
     speaks = _root_only(args)

@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ._io import read_npz
-from .data import Dataset, csbm, erdos_renyi_edges, kronecker_edges, load_planetoid
-from .data.ogb import load_ogb
+from .._io import read_npz
+from ..data import Dataset, csbm, erdos_renyi_edges, kronecker_edges, load_planetoid
+from ..data.ogb import load_ogb
 
 __all__ = ["parse_dataset", "default_normalize_features", "synthetic_labels_note",
            "DATASET_KINDS", "SYNTHETIC_LABELS"]
