@@ -33,7 +33,7 @@ def spmm_baselines(g, H: np.ndarray, with_torch: bool = True, executor: str = "c
         Include ``torch.sparse.mm`` (imports torch).
     executor : str
         The executor of our SpMM.
-    device : bench.device.BenchDevice, optional
+    device : bench.core.device.BenchDevice, optional
         Where torch runs (default the host).
 
     Returns

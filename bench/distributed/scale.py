@@ -2,7 +2,7 @@
 
     python -m bench scale --scale 23 [--procs 4] [--epochs 2] [--mem-limit-gib 22]
 
-One MPI job (:func:`worker`, run as ``python -m mpi4py -m bench.scale``): every rank
+One MPI job (:func:`worker`, run as ``python -m mpi4py -m bench.distributed.scale``): every rank
 generates its block of the Kronecker graph in place (``DistGraph.kronecker``, vertices
 relabelled for balance) and its rows of synthetic features (k = 16) and labels, then trains a
 3-layer GAT (the XL case's model: ``GATConv(16, 16)`` ×3 with ELU, cross-entropy over every
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .dist import _env, mpiexec_path
-from .environment import environment
-from .rss import GIB, MIB, peak_rss_bytes
-from .worker import emit, parse_result
+from ..core.environment import environment
+from ..core.rss import GIB, MIB, peak_rss_bytes
+from ..core.worker import emit, parse_result
+from .executor import _env, mpiexec_path
 
 __all__ = ["run_scale", "worker"]
 
@@ -41,7 +41,7 @@ def worker(scale: int, edge_factor: int, epochs: int, warmup: int) -> dict | Non
     from gblas_gnn.train import Adam
     from gblas_gnn.train.losses import cross_entropy
 
-    from .epoch import ours_model
+    from ..layers.epoch import ours_model
 
     get_executor("cpu").set_threads(1)
     grid = dist.Grid()
@@ -95,7 +95,7 @@ def run_scale(scale: int, edge_factor: int, procs: int, epochs: int, warmup: int
               mem_limit_gib: float, out: Path, timeout: float = 7200) -> dict:
     """Launch the job, watch its memory, write the result."""
     cmd = [mpiexec_path(), "-n", str(procs), sys.executable, "-m", "mpi4py", "-m",
-           "bench.scale", "--worker", "--scale", str(scale), "--edge-factor",
+           "bench.distributed.scale", "--worker", "--scale", str(scale), "--edge-factor",
            str(edge_factor), "--epochs", str(epochs), "--warmup", str(warmup)]
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -146,9 +146,9 @@ def scale_markdown(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The worker's entry point (``python -m mpi4py -m bench.scale --worker ...``); the
+    """The worker's entry point (``python -m mpi4py -m bench.distributed.scale --worker ...``); the
     command is ``python -m bench scale``."""
-    p = argparse.ArgumentParser(prog="python -m bench.scale")
+    p = argparse.ArgumentParser(prog="python -m bench.distributed.scale")
     p.add_argument("--worker", action="store_true", required=True)
     p.add_argument("--scale", type=int, required=True)
     p.add_argument("--edge-factor", type=int, default=16)

@@ -1,21 +1,21 @@
 """Run one benchmark case end to end and collect its result dict.
 
-``layer`` cases (tiny, M, L), for every layer row (:mod:`.layers`):
+``layer`` cases (tiny, M, L), for every layer row (:mod:`.rows`):
 
 1. peak memory of ours and of PyG, each in a fresh guarded subprocess (:mod:`.memory`);
    an implementation that runs out of memory there is not run in this process; with
    ``peers=("dgl",)`` also of each DGL implementation, in a fresh process of DGL's own
-   environment (:mod:`.dgl_worker`);
+   environment (:mod:`bench.peers.dgl_worker`);
 2. agreement: every side runs forward+backward once on the same graph, input, weights and
    upstream gradient; ``Z``, ``dH``, every parameter gradient and the inference ``Z`` are
-   compared (:mod:`.agreement`), ours with PyG, DGL with ours (with PyG in a row that has
+   compared (:mod:`bench.core.agreement`), ours with PyG, DGL with ours (with PyG in a row that has
    no layer of ours) — a disagreement aborts the case;
 3. timing: warm-up, then ``reps`` rounds of *ours fwd, PyG fwd, [DGL fwd, ...], ours
    fwd+bwd, PyG fwd+bwd, [DGL fwd+bwd, ...]* (DGL's calls run in its worker process,
-   which times them itself: :mod:`.peer_client`);
+   which times them itself: :mod:`bench.peers.client`);
 
 then the plain SpMM baselines (scipy, torch.sparse, GraphBLAS and our kernel) are timed the
-same way. With ``executor="cuda"`` both sides run on one GPU (:mod:`.device`): every timed
+same way. With ``executor="cuda"`` both sides run on one GPU (:mod:`bench.core.device`): every timed
 call ends with a device synchronisation and memory is each side's peak device allocation.
 
 ``epoch`` cases (XL): the model is first checked against PyG on a small Kronecker graph in
@@ -23,7 +23,7 @@ this process; then each implementation trains in its own guarded subprocess
 (:mod:`.epoch`), ours first — PyG is allowed to run out of memory, which is recorded — and
 the two runs' epoch-0 losses, gradients and logits are compared.
 
-This process itself runs under an :class:`~.guard.RSSWatchdog` with the same limit.
+This process itself runs under an :class:`~bench.core.guard.RSSWatchdog` with the same limit.
 """
 
 from __future__ import annotations
@@ -33,19 +33,19 @@ import shutil
 import time
 from pathlib import Path
 
-from .agreement import DEFAULT_TOL, DisagreementError, compare
+from ..core.agreement import DEFAULT_TOL, DisagreementError, compare
+from ..core.cases import Case, build_case_data, case_dict, get_case, save_case_data, with_width
+from ..core.device import BenchDevice, device_for
+from ..core.environment import environment, load_average
+from ..core.guard import RSSWatchdog
+from ..core.rss import GIB
+from ..core.threads import set_threads
+from ..core.timing import interleaved
+from ..core.worker import launch, omp_policy_note
+from ..peers.env import require
 from .baselines import spmm_baselines
-from .cases import Case, build_case_data, case_dict, get_case, save_case_data, with_width
-from .device import BenchDevice, device_for
-from .environment import environment, load_average
-from .guard import RSSWatchdog
-from .layers import DEFAULT_LAYERS, get_row, make_ours, shared_params
 from .pair import LayerPair
-from .peer_env import require
-from .rss import GIB
-from .threads import set_threads
-from .timing import interleaved
-from .worker import launch, omp_policy_note
+from .rows import DEFAULT_LAYERS, get_row, make_ours, shared_params
 
 __all__ = ["run_case", "CaseAborted"]
 
@@ -83,7 +83,7 @@ def _memory_entry(res, answer: dict | None, limit: int) -> dict:
 
 def _memory(data_path: Path, layer: str, impl: str, case: Case, worker_args: list[str],
             limit: int, timeout: float | None, env: dict | None) -> dict:
-    res, answer = launch("bench.memory",
+    res, answer = launch("bench.layers.memory",
                          ["--data", str(data_path), "--layer", layer, "--impl", impl,
                           "--k-in", str(case.k_in), "--k-out", str(case.k_out),
                           *worker_args],
@@ -121,7 +121,7 @@ def _row_memory(ctx: dict, layer: str, entry: dict) -> bool:
             raise CaseAborted(f"{layer}: our layer failed in the memory run: "
                               f"{m['message']}", ctx["result"])
     if ctx["worker"] is not None and row.dgl:
-        from .peer_client import peer_memory
+        from ..peers.client import peer_memory
 
         ours = make_ours(layer, case.k_in, case.k_out) if row.ours is not None else None
         params = shared_params(layer, case.k_in, case.k_out, ours)
@@ -226,8 +226,8 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
 def _start_peer(data_path: Path, result: dict, workdir: Path, env: dict | None,
                 quiet: bool):
     """The DGL worker of the case, its versions recorded in the result's environment."""
-    from .peer_client import PeerWorker
-    from .peer_env import installed_versions
+    from ..peers.client import PeerWorker
+    from ..peers.env import installed_versions
 
     worker = PeerWorker(data_path, result["threads"], workdir, env)
     result["environment"]["peers"] = {"dgl": {**installed_versions("dgl"),
@@ -307,7 +307,7 @@ def _epoch_case(case: Case, reps: int, warmup: int, worker_args: list[str], tol:
     gc.collect()
     runs = {}
     for impl in ("ours", "pyg"):
-        res, answer = launch("bench.epoch",
+        res, answer = launch("bench.layers.epoch",
                              ["--data", str(data_path), "--impl", impl,
                               "--layers", str(case.num_layers), "--k-out", str(case.k_out),
                               "--epochs", str(reps), "--warmup", str(warmup),
@@ -317,7 +317,7 @@ def _epoch_case(case: Case, reps: int, warmup: int, worker_args: list[str], tol:
                "observed_peak_bytes": res.observed_peak_bytes, "limit_bytes": limit,
                "wall_seconds": res.seconds}
         if answer is not None:
-            from .timing import stats
+            from ..core.timing import stats
 
             run.update({k: v for k, v in answer.items() if k != "check"})
             run["epoch"] = stats(answer["epoch_seconds"])
@@ -360,9 +360,9 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
     Parameters
     ----------
     name : str
-        A key of :data:`~.cases.CASES`.
+        A key of :data:`~bench.core.cases.CASES`.
     layers : list of str, optional
-        Rows of a ``layer`` case (:data:`~.layers.ROWS`; default gat, agnn, gcn).
+        Rows of a ``layer`` case (:data:`~.rows.ROWS`; default gat, agnn, gcn).
     reps, warmup : int
         Timed and untimed repetitions (epochs for an ``epoch`` case).
     threads : int
@@ -396,7 +396,7 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         result is named ``<case>-k<k>``).
     peers : tuple of str
         Peer libraries timed beside ours and PyG (``("dgl",)``): each row's DGL layers run in
-        a worker of DGL's own environment (:mod:`.peer_client`), with the same weights,
+        a worker of DGL's own environment (:mod:`bench.peers.client`), with the same weights,
         agreement checked (``layers[layer]["peer_agreement"]``), times interleaved and peak
         memory in a fresh process of that environment. Host only.
 

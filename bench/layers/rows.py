@@ -23,12 +23,12 @@ Our side of a row is a factory ``ours(k_in, k_out, seed, executor) -> Module``; 
 leaves the row to PyG and DGL (then PyG is the reference of the agreement). The ``gatv2`` and
 ``transformer`` rows time our composed layers (forward written with ``gg.ops``, backward
 derived); their ``params`` use the names and layouts of :func:`_gatv2_init` and
-:func:`_transformer_init` (:mod:`.mapping` holds where each sits in PyG and DGL).
+:func:`_transformer_init` (:mod:`bench.peers.mapping` holds where each sits in PyG and DGL).
 
 **One set of weights.** :func:`shared_params` gives the row's arrays in our layout: our
 layer's seeded initialisation when it has one, else the row's ``init``. PyG's and DGL's
-layers get exactly these values (:mod:`.mapping`), and their gradients come back in the same
-layout, so every side is compared name by name.
+layers get exactly these values (:mod:`bench.peers.mapping`), and their gradients come back
+in the same layout, so every side is compared name by name.
 
 **One graph.** PyG and DGL get the edge list of our self-looped pattern and add no loop
 (``add_self_loops=False``); the attention and convolution layers of ours add the missing
@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from .mapping import PYG, load_params, read_params
+from ..peers.mapping import PYG, load_params, read_params
 
 __all__ = ["Row", "ROWS", "LAYERS", "DEFAULT_LAYERS", "make_ours", "make_pyg",
            "shared_params", "ours_graph", "copy_weights", "pyg_grads", "pyg_params"]
@@ -73,12 +73,12 @@ class Row:
     looped : bool
         Hand ours the self-looped graph (PyG's layer adds no loop of its own either).
     config : dict
-        What the DGL side needs besides the weights (:mod:`.dgl_layers`).
+        What the DGL side needs besides the weights (:mod:`bench.peers.dgl_layers`).
     dgl : tuple of str
         DGL implementations of the row: ``dgl`` (``dgl.nn``), ``dgl.sparse``.
     zero : tuple of str
         Outputs that are zero in exact arithmetic, compared on the scale of their kind
-        (:func:`~bench.agreement.compare`).
+        (:func:`~bench.core.agreement.compare`).
     """
 
     name: str

@@ -1,7 +1,8 @@
-"""Plumbing shared by the fresh-subprocess workers (:mod:`.memory`, :mod:`.epoch`).
+"""Plumbing shared by the fresh-subprocess workers (:mod:`bench.layers.memory`,
+:mod:`bench.layers.epoch`).
 
 A worker prints one line ``BENCH_RESULT {json}`` on stdout; an allocation failure it catches
-ends it with :data:`~bench.guard.EXIT_OOM` after one line on stderr.
+ends it with :data:`~bench.core.guard.EXIT_OOM` after one line on stderr.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["RESULT_PREFIX", "ROOT", "emit", "parse_result", "worker_main", "laun
 RESULT_PREFIX = "BENCH_RESULT "
 
 #: the directory that holds the ``bench`` package (the repository root)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 #: ``OMP_WAIT_POLICY`` when this process started (its OpenMP runtimes read it at load time)
@@ -80,8 +81,9 @@ def launch(module: str, args: list[str], limit_bytes: int, timeout: float | None
            python: str | None = None) -> tuple[GuardedResult, dict | None]:
     """Run ``python -m <module> <args>`` under :func:`~.guard.run_guarded` (environment
     ``env``, default ours, with the repository root on ``PYTHONPATH``: ``module`` is
-    ``bench.memory``, ``bench.epoch`` or ``bench.dgl_worker``; ``python`` the interpreter,
-    default this one, a peer's for :mod:`.dgl_worker`, whose ``env`` the caller prepares).
+    ``bench.layers.memory``, ``bench.layers.epoch`` or ``bench.peers.dgl_worker``; ``python``
+    the interpreter, default this one, a peer's for :mod:`bench.peers.dgl_worker`, whose
+    ``env`` the caller prepares).
 
     Returns the guard's result and the worker's parsed answer (None unless it finished).
     """

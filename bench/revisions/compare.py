@@ -4,7 +4,7 @@ same time.
 
 ``python -m bench revisions --before REV [--after REV] --case M --layers gat,agnn`` extracts
 each revision's ``src`` (``git archive``; ``--after`` defaults to this checkout's working
-tree), starts one long-lived :mod:`.revision_worker` per side and asks them in turn, the
+tree), starts one long-lived :mod:`.worker` per side and asks them in turn, the
 order alternating every round, for one training-mode forward and backward of each layer.
 Both sides read the same case file. A worker runs only the library of its tree; the harness
 (layer rows, case data) is this checkout's, so a layer row must exist at both revisions.
@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .cases import build_case_data, get_case, save_case_data
-from .environment import environment, load_average
-from .worker import ROOT
+from ..core.cases import build_case_data, get_case, save_case_data
+from ..core.environment import environment, load_average
+from ..core.worker import ROOT
 
 __all__ = ["run_revisions", "revisions_markdown", "write_revisions"]
 
-WORKER = "bench.revision_worker"
+WORKER = "bench.revisions.worker"
 
 
 def _resolve(rev: str) -> str:

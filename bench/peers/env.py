@@ -14,7 +14,7 @@ a virtual environment of its own, created by ``python -m bench peers --setup``:
   ``~/.cache/gblas_gnn/bench-peers``), one folder per peer and version (``dgl-2.1.0``);
 * the first ``import dgl`` writes ``~/.dgl/config.json`` (DGL's own backend setting).
 
-The DGL side then runs in a worker process of that environment (:mod:`.peer_client`,
+The DGL side then runs in a worker process of that environment (:mod:`.client`,
 :mod:`.dgl_worker`); the files it reads and writes are ``.npz`` arrays and JSON lines.
 """
 

@@ -4,8 +4,8 @@ r"""The communication study: ``python -m bench comm``.
                          [--models gat,agnn,gcn] [--ks 16,128] [--out bench/results]
 
 For every graph (generated in place on each grid) and process count P, one MPI job
-(:mod:`bench.comm_worker`) runs one layer of every model forward and backward and reports the
-words (float32) each rank sent, counted by the grid. Beside it, per layer and rank (the
+(:mod:`bench.distributed.comm_worker`) runs one layer of every model forward and backward and
+reports the words (float32) each rank sent, counted by the grid. Beside it, per layer and rank (the
 maximum over the ranks, the BSP volume):
 
 * **scheme** — the exact count of the implemented scheme for that rank's block (it must equal
@@ -37,9 +37,9 @@ import numpy as np
 
 from gblas_gnn.dist.cost import bound_words
 
+from ..core.environment import environment
 from .comm_worker import parse_graph, scheme_words
-from .dist import launch
-from .environment import environment
+from .executor import launch
 
 __all__ = ["run_comm", "comm_markdown", "local_words", "projection", "NETWORK"]
 
@@ -76,8 +76,9 @@ def local_words(g, p: int, k: int) -> int:
 
 
 def _job(spec: str, p: int, models: list[str], ks: list[int], timeout: float) -> dict:
-    return launch(p, "bench.comm_worker", ["--graph", spec, "--models", ",".join(models),
-                                           "--ks", ",".join(map(str, ks))], timeout)
+    return launch(p, "bench.distributed.comm_worker",
+                  ["--graph", spec, "--models", ",".join(models), "--ks", ",".join(map(str, ks))],
+                  timeout)
 
 
 def run_comm(procs: list[int], graphs: list[str], models: list[str], ks: list[int],

@@ -23,13 +23,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .cases import build_case_data, case_dict, get_case, save_case_data
-from .environment import environment
-from .rss import MIB
-from .worker import parse_result, with_root_on_path
+from ..core.cases import build_case_data, case_dict, get_case, save_case_data
+from ..core.environment import environment
+from ..core.rss import MIB
+from ..core.worker import parse_result, with_root_on_path
 
 __all__ = ["run_dist", "dist_markdown"]
 
+#: the worker every process of the study runs (``python -m`` module)
+WORKER = "bench.distributed.executor_worker"
 TARGETS = {"p1_over_cpu_max": 1.15, "p4_compute_sum_over_cpu_max": 1.3}
 
 
@@ -77,9 +79,8 @@ def run_dist(case_name: str, procs: list[int], layers: list[str], reps: int, war
         for layer in layers:
             args = ["--data", str(path), "--layer", layer, "--reps", str(reps),
                     "--warmup", str(warmup), *(["--relabel"] if relabel else [])]
-            single = launch(None, "bench.dist_worker", [*args, "--executor", "cpu"], timeout)
-            runs = {p: launch(p, "bench.dist_worker", [*args, "--executor", "dist"], timeout)
-                    for p in procs}
+            single = launch(None, WORKER, [*args, "--executor", "cpu"], timeout)
+            runs = {p: launch(p, WORKER, [*args, "--executor", "dist"], timeout) for p in procs}
             rows.append({"layer": layer, "cpu": single, "dist": runs})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.environment import environment, load_average
+from ..core.threads import set_threads
+from ..core.timing import interleaved
+from ..core.worker import omp_policy_note
 from .burble import kernels_used
-from .environment import environment, load_average
-from .threads import set_threads
-from .timing import interleaved
-from .worker import omp_policy_note
 
 __all__ = ["run_kernels", "kernels_table"]
 

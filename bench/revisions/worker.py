@@ -1,4 +1,4 @@
-"""One side of :mod:`.revisions`: our layers from one source tree, timed on request.
+"""One side of :mod:`.compare`: our layers from one source tree, timed on request.
 
 Started with the tree's ``src`` first on ``PYTHONPATH`` (so ``gblas_gnn`` is that tree's) and
 the harness after it. Protocol on stdin/stdout, one JSON object a line: the worker answers
@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from .cases import graph_from_csr, load_case_data
-from .layers import make_ours, ours_graph, shared_params
+from ..core.cases import graph_from_csr, load_case_data
+from ..layers.rows import make_ours, ours_graph, shared_params
 
 __all__ = ["main"]
 

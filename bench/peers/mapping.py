@@ -49,7 +49,7 @@ def _gin(prefix: str, stride: int, layers: int = 2) -> Map:
     return {**out, "eps": ("eps", "id")}
 
 
-#: PyG: row name → map (see :mod:`.layers` for the rows)
+#: PyG: row name → map (see :mod:`bench.layers.rows` for the rows)
 PYG: dict[str, Map] = {
     "gat": _GAT_PYG, "gat-h4": _GAT_PYG, "gcn": _LIN_PYG, "agnn": {"beta": ("beta", "id")},
     "sgc": {"W": ("lin.weight", "T"), "bias": ("lin.bias", "id")},

@@ -1,18 +1,18 @@
-"""The DGL side of a benchmark: a worker process in DGL's own environment (:mod:`.peer_env`).
+"""The DGL side of a benchmark: a worker process in DGL's own environment (:mod:`.env`).
 
-    <dgl venv>/bin/python -m bench.dgl_worker                 # serve requests (below)
-    <dgl venv>/bin/python -m bench.dgl_worker --memory --data CASE.npz --row gat
+    <dgl venv>/bin/python -m bench.peers.dgl_worker                 # serve requests (below)
+    <dgl venv>/bin/python -m bench.peers.dgl_worker --memory --data CASE.npz --row gat
         --impl dgl --params W.npz --k-in 32 --k-out 32 [--threads 2] [--iters 2]
 
 It never imports our library (its environment has none): the graph, the features, the
 upstream gradient and the weights come in ``.npz`` files, and answers go out as
-``BENCH_RESULT {json}`` lines on stdout (:mod:`.worker`), arrays again as ``.npz``.
+``BENCH_RESULT {json}`` lines on stdout (:mod:`bench.core.worker`), arrays again as ``.npz``.
 
-Serving: the parent (:class:`~.peer_client.PeerWorker`) writes one JSON request per line on
+Serving: the parent (:class:`~.client.PeerWorker`) writes one JSON request per line on
 stdin; the worker answers each with one result line (``{"error": ..., "traceback": ...}``
 when it failed) and starts with ``{"versions": ...}``. Requests (``op``):
 
-* ``setup`` — ``data``: the case's ``.npz`` (:func:`~.cases.save_case_data`), ``threads``;
+* ``setup`` — ``data``: the case's ``.npz`` (:func:`~bench.core.cases.save_case_data`), ``threads``;
 * ``build`` — ``row``, ``impl``, ``params`` (``.npz`` of the shared weights), ``k_in``,
   ``k_out``, ``heads``, ``config``: a layer, kept under ``impl``;
 * ``check`` — ``impl``, ``out``: one training forward+backward and an inference forward,
@@ -22,7 +22,7 @@ when it failed) and starts with ``{"versions": ...}``. Requests (``op``):
   untimed ``gc.collect()``; answers ``{"seconds": s}``;
 * ``drop`` — ``impl``: forget the layer; ``quit``.
 
-``--memory`` is the DGL counterpart of :mod:`.memory` (fresh process, warm-up on a tiny
+``--memory`` is the DGL counterpart of :mod:`bench.layers.memory` (fresh process, warm-up on a tiny
 graph, ``VmHWM`` reset, then ``--iters`` forward+backward passes).
 """
 
@@ -37,9 +37,9 @@ import traceback
 
 import numpy as np
 
-from .cases import load_case_data
-from .rss import peak_rss_bytes, reset_hwm, rss_bytes
-from .worker import emit, worker_main
+from ..core.cases import load_case_data
+from ..core.rss import peak_rss_bytes, reset_hwm, rss_bytes
+from ..core.worker import emit, worker_main
 
 __all__ = ["DGLSide", "serve", "main"]
 
@@ -166,8 +166,8 @@ def serve(stdin=None) -> int:
 
 def _tiny_case(path: str, k: int) -> str:
     """A 64-vertex case file for the memory run's warm-up."""
-    from .cases import save_case_data
-    from .memory import tiny_data
+    from ..core.cases import save_case_data
+    from ..layers.memory import tiny_data
 
     return str(save_case_data(tiny_data(k, k), path))
 
@@ -204,7 +204,7 @@ def measure(data: str, row: str, impl: str, params: str, k_in: int, k_out: int, 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry (serve, or ``--memory``)."""
-    p = argparse.ArgumentParser(prog="python -m bench.dgl_worker",
+    p = argparse.ArgumentParser(prog="python -m bench.peers.dgl_worker",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--memory", action="store_true")
     p.add_argument("--data")

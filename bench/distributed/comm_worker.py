@@ -1,10 +1,10 @@
-"""One MPI job of the communication study (:mod:`bench.comm`): for one graph, generated in
-place on the √p×√p grid, every model and feature size: the words each rank sent in one
-layer's forward and in its backward, counted by the grid, beside the scheme's exact count for
-that rank, and the compute/communication time of each step.
+"""One MPI job of the communication study (:mod:`bench.distributed.comm`): for one graph,
+generated in place on the √p×√p grid, every model and feature size: the words each rank sent
+in one layer's forward and in its backward, counted by the grid, beside the scheme's exact
+count for that rank, and the compute/communication time of each step.
 
-    mpiexec -n 4 python -m mpi4py -m bench.comm_worker --graph er:n=20000,density=0.001 \
-        --models gat,agnn,gcn --ks 16,128
+    mpiexec -n 4 python -m mpi4py -m bench.distributed.comm_worker \
+        --graph er:n=20000,density=0.001 --models gat,agnn,gcn --ks 16,128
 
 Rank 0 prints ``BENCH_RESULT <json>``.
 """
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from .worker import emit
+from ..core.worker import emit
 
 __all__ = ["scheme_words", "build_graph", "parse_graph"]
 
@@ -133,7 +133,7 @@ def measure(spec: str, models: list[str], ks: list[int]) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.comm_worker")
+    p = argparse.ArgumentParser(prog="python -m bench.distributed.comm_worker")
     p.add_argument("--graph", required=True)
     p.add_argument("--models", default="gat,agnn,gcn")
     p.add_argument("--ks", default="16,128")

@@ -13,7 +13,7 @@ __all__ = ["interleaved", "stats", "Measured"]
 
 class Measured:
     """What a callable returns when it timed itself: a call that runs in another process
-    (:mod:`.peer_client`) reports the seconds the worker measured around the work, not the
+    (:mod:`bench.peers.client`) reports the seconds the worker measured around the work, not the
     round trip of the request."""
 
     __slots__ = ("seconds",)

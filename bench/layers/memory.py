@@ -1,6 +1,6 @@
 """Peak memory of one layer's forward+backward, in a fresh process.
 
-    python -m bench.memory --data CASE.npz --layer gat --impl ours|pyg
+    python -m bench.layers.memory --data CASE.npz --layer gat --impl ours|pyg
                            --k-in 32 --k-out 32 [--threads 2] [--blas-threads N]
                            [--iters 2] [--executor cpu]
 
@@ -17,7 +17,7 @@ between them, as in a training loop). Prints ``BENCH_RESULT {json}`` with
   ``run_increment_bytes`` = ``run_peak_bytes − setup_rss_bytes``;
 * ``iter_seconds`` — wall time of each pass (not a benchmark: nothing else is interleaved);
 * on a GPU (``--executor cuda``, PyG on the same GPU) also ``peak_device_bytes``: the device
-  memory the passes allocate at their peak (:mod:`.device`), the number compared there.
+  memory the passes allocate at their peak (:mod:`bench.core.device`), the number compared there.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import time
 
 import numpy as np
 
-from .cases import CaseData, graph_from_csr, load_case_data
-from .device import BenchDevice, device_for
-from .layers import LAYERS, get_row, make_ours, make_pyg, ours_graph, shared_params
-from .rss import peak_rss_bytes, reset_hwm, rss_bytes
-from .threads import set_threads
-from .worker import worker_main
+from ..core.cases import CaseData, graph_from_csr, load_case_data
+from ..core.device import BenchDevice, device_for
+from ..core.rss import peak_rss_bytes, reset_hwm, rss_bytes
+from ..core.threads import set_threads
+from ..core.worker import worker_main
+from .rows import LAYERS, get_row, make_ours, make_pyg, ours_graph, shared_params
 
 __all__ = ["measure_layer", "tiny_data", "main"]
 
@@ -121,7 +121,7 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry of the worker."""
-    p = argparse.ArgumentParser(prog="python -m bench.memory",
+    p = argparse.ArgumentParser(prog="python -m bench.layers.memory",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True)
     p.add_argument("--layer", required=True, choices=LAYERS)

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .agreement import DEFAULT_TOL, compare
-from .cases import CaseData
-from .device import BenchDevice
-from .layers import get_row, make_ours, make_pyg, ours_graph, pyg_grads, shared_params
+from ..core.agreement import DEFAULT_TOL, compare
+from ..core.cases import CaseData
+from ..core.device import BenchDevice
+from .rows import get_row, make_ours, make_pyg, ours_graph, pyg_grads, shared_params
 
 __all__ = ["LayerPair"]
 
@@ -21,7 +21,7 @@ class LayerPair:
     Parameters
     ----------
     name : str
-        A row of :mod:`.layers` (``"gat"``, ``"agnn"``, ``"gcn"``, ``"gatv2"``, ...).
+        A row of :mod:`.rows` (``"gat"``, ``"agnn"``, ``"gcn"``, ``"gatv2"``, ...).
     g : gblas_gnn.Graph
         Our graph (no self loops added; the layer adds them, or gets the looped graph).
     data : CaseData
@@ -38,7 +38,7 @@ class LayerPair:
     device : BenchDevice, optional
         Where PyG runs (default the host; on a GPU its layer and tensors move there once).
     peers : PeerWorker, optional
-        A running DGL worker (:mod:`.peer_client`): the row's DGL implementations are built
+        A running DGL worker (:mod:`bench.peers.client`): the row's DGL implementations are built
         there with the same weights.
 
     Notes
@@ -78,7 +78,7 @@ class LayerPair:
             self.dZt = device.tensor(self.dZ)
         self.peers = {}
         if peers is not None:
-            from .peer_client import PeerLayer
+            from ..peers.client import PeerLayer
 
             self.peers = {impl: PeerLayer(peers, name, impl, self.params, k_in, k_out)
                           for impl in row.dgl}
@@ -143,7 +143,7 @@ class LayerPair:
 
     def check(self, tol: float = DEFAULT_TOL) -> dict[str, dict]:
         """Run ours and PyG once (training mode) and compare ``Z``, ``dH``, every parameter
-        gradient and the inference ``Z``; raises :class:`~bench.agreement.
+        gradient and the inference ``Z``; raises :class:`~bench.core.agreement.
         DisagreementError`."""
         self._ours_checked = self._ours_outputs()           # DGL's reference, if any
         return compare(self._ours_checked, self._pyg_outputs(), tol, what=self.name,

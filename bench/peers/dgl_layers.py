@@ -1,6 +1,7 @@
-r"""DGL's layers for the rows of :mod:`.layers`, bound to one graph; runs in DGL's environment.
+r"""DGL's layers for the rows of :mod:`bench.layers.rows`, bound to one graph; runs in DGL's
+environment.
 
-Imported only by :mod:`.dgl_worker`, in the peer environment of :mod:`.peer_env` (torch
+Imported only by :mod:`.dgl_worker`, in the peer environment of :mod:`.env` (torch
 2.2.1, DGL 2.1.0); torch and DGL are imported inside the functions, so that the tables can be
 read (and tested) without them.
 
@@ -22,7 +23,7 @@ edge ``j → i``; no layer adds a loop. Conventions, each checked by the agreeme
   normalisation as ``edge_weight`` with ``norm="none"`` gives equal outputs too, but takes
   DGL's ``u_mul_e`` path: 164 ms against 45 ms for a forward+backward at M, measured.)
 * ``sgc``: ``SGConv(k=K)`` without edge weights: it scales by the in-degree on both sides,
-  as PyG does (no cache: see :mod:`.layers`).
+  as PyG does (no cache: see :mod:`bench.layers.rows`).
 * ``gin``: ``GINConv(Sequential(Linear, ReLU, Linear), "sum", learn_eps=True)``.
 * ``gatv2``/``gatv2-h4``: ``GATv2Conv(share_weights=False)``; ``fc_src`` is PyG's ``lin_l``
   (sources), ``fc_dst`` its ``lin_r``. DGL's layer has no output bias (only the two linear
@@ -163,7 +164,7 @@ def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config:
     Parameters
     ----------
     row, impl : str
-        A row of :mod:`.layers` and one of :data:`IMPLS` (a key of :data:`.mapping.DGL`).
+        A row of :mod:`bench.layers.rows` and one of :data:`IMPLS` (a key of :data:`.mapping.DGL`).
     graph : dgl.DGLGraph
         The self-looped graph, source → target.
     k_in, k_out, heads : int

@@ -1,8 +1,8 @@
 """One process (``--executor cpu``) or one rank of an MPI job (``--executor dist``) timing the
-forward + backward of one layer on a case's data, for :mod:`bench.dist`.
+forward + backward of one layer on a case's data, for :mod:`bench.distributed.executor`.
 
-    python -m bench.dist_worker --data CASE.npz --layer gat --executor cpu --reps 5
-    mpiexec -n 4 python -m mpi4py -m bench.dist_worker --data CASE.npz --layer gat \
+    python -m bench.distributed.executor_worker --data CASE.npz --layer gat --executor cpu --reps 5
+    mpiexec -n 4 python -m mpi4py -m bench.distributed.executor_worker --data CASE.npz --layer gat \
         --executor dist --reps 5
 
 Each repetition records, per process, the wall time, the CPU time, the CPU time spent in
@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from .cases import graph_from_csr, load_case_data
-from .rss import peak_rss_bytes, reset_hwm
-from .worker import emit
+from ..core.cases import graph_from_csr, load_case_data
+from ..core.rss import peak_rss_bytes, reset_hwm
+from ..core.worker import emit
 
 __all__ = ["measure"]
 
@@ -93,7 +93,7 @@ def measure(data_path: str, layer: str, executor: str, reps: int, warmup: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.dist_worker")
+    p = argparse.ArgumentParser(prog="python -m bench.distributed.executor_worker")
     p.add_argument("--data", required=True)
     p.add_argument("--layer", default="gat", choices=["gat", "agnn", "gcn"])
     p.add_argument("--executor", default="cpu")

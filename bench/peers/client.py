@@ -1,9 +1,9 @@
 """Our end of the DGL worker (:mod:`.dgl_worker`): start it, send requests, read answers.
 
 A :class:`PeerWorker` is one long-lived process of the peer's environment for a whole case,
-so that its calls can be interleaved round-robin with ours and PyG's (:func:`~.timing.
+so that its calls can be interleaved round-robin with ours and PyG's (:func:`~bench.core.timing.
 interleaved`) like any other callable: :class:`PeerLayer`'s ``forward`` and ``fwd_bwd``
-return :class:`~.timing.Measured`, the seconds the worker timed around the work itself.
+return :class:`~bench.core.timing.Measured`, the seconds the worker timed around the work itself.
 Between calls both processes wait on a pipe; ``OMP_WAIT_POLICY`` (passive by default,
 :mod:`.command`) keeps their idle OpenMP threads from spinning.
 """
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .layers import get_row
-from .peer_env import require
-from .timing import Measured
-from .worker import RESULT_PREFIX, launch, with_root_on_path
+from ..core.timing import Measured
+from ..core.worker import RESULT_PREFIX, launch, with_root_on_path
+from ..layers.rows import get_row
+from .env import require
 
 __all__ = ["PeerError", "PeerWorker", "PeerLayer", "peer_env", "peer_memory"]
 
-MODULE = "bench.dgl_worker"
+MODULE = "bench.peers.dgl_worker"
 
 
 class PeerError(RuntimeError):
@@ -49,7 +49,7 @@ class PeerWorker:
     Parameters
     ----------
     data_path : Path
-        The case's arrays (:func:`~.cases.save_case_data`).
+        The case's arrays (:func:`~bench.core.cases.save_case_data`).
     threads : int
         Threads of torch and DGL in the worker.
     workdir : Path
@@ -57,7 +57,7 @@ class PeerWorker:
     env : dict, optional
         Base environment (default ours; see :func:`peer_env`).
     peer : str
-        The peer (``dgl``); :class:`~.peer_env.PeerMissing` if it is not set up.
+        The peer (``dgl``); :class:`~.env.PeerMissing` if it is not set up.
     """
 
     def __init__(self, data_path: Path, threads: int, workdir: Path,
@@ -161,8 +161,8 @@ def peer_memory(data_path: Path, row: str, impl: str, params: dict[str, np.ndarr
                 k_in: int, k_out: int, threads: int, limit: int, timeout: float | None,
                 env: dict[str, str] | None, workdir: Path, peer: str = "dgl"):
     """Peak RSS of one peer layer's forward+backward in a fresh guarded process of the
-    peer's environment (``python -m bench.dgl_worker --memory``); returns
-    :func:`~.worker.launch`'s ``(result, answer)``."""
+    peer's environment (``python -m bench.peers.dgl_worker --memory``); returns
+    :func:`~bench.core.worker.launch`'s ``(result, answer)``."""
     python = require(peer)
     spec = get_row(row)
     path = write_params(params, Path(workdir) / f"{row}-{impl}-params.npz")

@@ -1,6 +1,6 @@
 """Full training epochs (forward + loss + backward + Adam step) of a multi-layer GAT.
 
-    python -m bench.epoch --data CASE.npz --impl ours|pyg --layers 3
+    python -m bench.layers.epoch --data CASE.npz --impl ours|pyg --layers 3
                           --k-out 16 [--epochs 5] [--warmup 1]
                           [--threads 2] [--blas-threads N] [--executor cpu]
 
@@ -23,11 +23,11 @@ import time
 
 import numpy as np
 
-from .cases import CaseData, graph_from_csr, load_case_data
-from .layers import make_pyg, pyg_grads, pyg_params, shared_params
-from .rss import peak_rss_bytes, rss_bytes
-from .threads import set_threads
-from .worker import worker_main
+from ..core.cases import CaseData, graph_from_csr, load_case_data
+from ..core.rss import peak_rss_bytes, rss_bytes
+from ..core.threads import set_threads
+from ..core.worker import worker_main
+from .rows import make_pyg, pyg_grads, pyg_params, shared_params
 
 __all__ = ["ours_model", "train_epochs", "main"]
 
@@ -209,7 +209,7 @@ def run_worker(data_path: str, impl: str, num_layers: int, k_out: int, epochs: i
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry of the worker."""
-    p = argparse.ArgumentParser(prog="python -m bench.epoch",
+    p = argparse.ArgumentParser(prog="python -m bench.layers.epoch",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True)
     p.add_argument("--impl", required=True, choices=("ours", "pyg"))

@@ -32,7 +32,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .environment import environment
+from ..core.environment import environment
 
 __all__ = ["run_cuda_kernels", "cuda_kernels_markdown", "BYTES", "H100_BANDWIDTH"]
 
@@ -78,7 +78,7 @@ def _formula(coefficients: dict[str, float]) -> str:
 def _case_size(name: str, out: Path) -> dict:
     """``n``, ``m`` (with self loops) and ``k`` of a case: from its recorded result when there
     is one, else by generating the graph."""
-    from .cases import build_case_data, get_case
+    from ..core.cases import build_case_data, get_case
 
     case = get_case(name)
     recorded = out / f"{name}.json"

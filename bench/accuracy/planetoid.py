@@ -1,6 +1,6 @@
 """Test accuracy on Planetoid (standard split) over several seeds, through the real command.
 
-    python bench/accuracy.py --root DIR [--datasets cora citeseer]
+    python bench/accuracy/planetoid.py --root DIR [--datasets cora citeseer]
                              [--models gat agnn va gcn sgc gin] [--seeds 5] [--threads 1]
 
 Runs ``gblas-gnn train --model M --dataset planetoid:ROOT/D --seed S --threads T`` for each
@@ -27,7 +27,7 @@ from pathlib import Path
 from gblas_gnn.cli import main as cli
 from gblas_gnn.cli.command import DEFAULTS
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 PUBLISHED = {("gcn", "cora"): "81.5", ("gcn", "citeseer"): "70.3",
              ("gat", "cora"): "83.0 ± 0.7", ("gat", "citeseer"): "72.5 ± 0.7",
              ("agnn", "cora"): "83.1 ± 0.1", ("agnn", "citeseer"): "71.7 ± 0.1",
