@@ -9,15 +9,14 @@ psutil (the ``bench`` extra) and uses the library only through its public module
 PyG are imported only inside the functions that need them, so importing this package does
 not load them.
 
-Modules, one job each: :mod:`.cases` (cases and their data), :mod:`.layers` (the layer rows:
-ours, PyG's, one set of weights), :mod:`.mapping` (where each weight sits in PyG's and DGL's
-modules), :mod:`.pair` (the callables timed), :mod:`.agreement`, :mod:`.timing`,
-:mod:`.baselines` (plain SpMM), :mod:`.threads`, :mod:`.rss` and
-:mod:`.guard` (memory readings and limits), :mod:`.memory` and :mod:`.epoch` (fresh-process
-workers), :mod:`.run` (one case end to end), :mod:`.report` (JSON, markdown, PNG),
-:mod:`.kernels` and :mod:`.burble` (micro-benchmarks), :mod:`.environment`. DGL runs in
-an environment of its own (:mod:`.peer_env`, ``python -m bench peers --setup``), in a worker
-process (:mod:`.dgl_worker`, :mod:`.dgl_layers`) that :mod:`.peer_client` drives.
+Grouped by study (``bench/README.md`` lists the groups and the subcommands):
+:mod:`bench.core` (infrastructure every study shares: cases, timing, agreement, threads,
+memory readings and limits, worker plumbing, environment), :mod:`bench.layers` (``run``: our
+layers against PyG's), :mod:`bench.peers` (PyG's and DGL's weight maps, DGL in an environment
+and worker process of its own), :mod:`bench.distributed` (``dist``, ``comm``, ``scale``: MPI jobs),
+:mod:`bench.kernels` (``kernels``, ``cuda-kernels``), :mod:`bench.revisions` (``revisions``)
+and :mod:`bench.accuracy` (Planetoid accuracy through the command). Results are written to
+``bench/results/``.
 """
 
 from __future__ import annotations

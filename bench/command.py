@@ -12,10 +12,10 @@
     python -m bench revisions --before REV [--after REV] --case M [--layers gat,agnn]
                               [--reps 5] [--threads 2] [--name NAME] [--out bench/results]
 
-``--layers`` takes rows of :data:`bench.layers.ROWS` (gat, gat-h4, agnn, gcn, sgc, gin,
+``--layers`` takes rows of :data:`bench.layers.rows.ROWS` (gat, gat-h4, agnn, gcn, sgc, gin,
 gatv2, gatv2-h4, transformer, transformer-h4) or ``all``; ``--peers dgl`` times DGL's layers
 beside them, in DGL's own environment, which ``python -m bench peers --setup`` creates once
-(:mod:`bench.peer_env`); ``python -m bench peers`` prints its versions.
+(:mod:`bench.peers.env`); ``python -m bench peers`` prints its versions.
 
 Run from a checkout: the repository root as working directory or on ``PYTHONPATH``. Exit
 status: 0 done, 1 case aborted (ours and PyG disagree, or our side failed), 2 bad arguments.
@@ -24,10 +24,10 @@ status: 0 done, 1 case aborted (ours and PyG disagree, or our side failed), 2 ba
 layers and ops run on; the JSON and the markdown header record it. ``primitives`` is the cpu
 executor without its fused kernels. ``dist`` is refused: the distributed study is a separate
 command (an MPI job), not this single-process comparison. ``cuda`` runs both implementations
-on one GPU (PyG through torch's CUDA build; :mod:`bench.device`) for the layer cases; ``--k``
+on one GPU (PyG through torch's CUDA build; :mod:`bench.core.device`) for the layer cases; ``--k``
 sets their feature width (e.g. 128). ``cuda-kernels`` needs no GPU: it compiles every kernel
 of the cuda executor and tabulates its resources and the bytes it must move
-(:mod:`bench.cuda_kernels`).
+(:mod:`bench.kernels.cuda`).
 
 ``--omp-wait-policy`` (default ``passive``) sets ``OMP_WAIT_POLICY`` for every process of the
 run. Torch and SuiteSparse each bring their own OpenMP runtime; with the default (spinning)
@@ -46,11 +46,11 @@ import os
 import sys
 from pathlib import Path
 
-from .agreement import DEFAULT_TOL
-from .cases import CASES
-from .layers import DEFAULT_LAYERS, LAYERS
-from .peer_env import PEERS
-from .worker import with_root_on_path
+from .core.agreement import DEFAULT_TOL
+from .core.cases import CASES
+from .core.worker import with_root_on_path
+from .layers.rows import DEFAULT_LAYERS, LAYERS
+from .peers.env import PEERS
 
 __all__ = ["main", "build_parser"]
 
@@ -234,9 +234,9 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
 
 
 def _run(a) -> int:
-    from .device import DeviceUnavailable, device_for
-    from .report import markdown, write_outputs
-    from .run import CaseAborted, run_case
+    from .core.device import DeviceUnavailable, device_for
+    from .layers.report import markdown, write_outputs
+    from .layers.run import CaseAborted, run_case
 
     if a.warmup < 0:
         print("error: --warmup must be ≥ 0", file=sys.stderr)
@@ -247,7 +247,7 @@ def _run(a) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if a.peers:
-        from .peer_env import PeerMissing, require
+        from .peers.env import PeerMissing, require
 
         if a.executor == "cuda" or CASES[a.case].kind != "layer":
             print("error: --peers runs the layer cases on the host (DGL on the CPU) only",
@@ -280,7 +280,7 @@ def _run(a) -> int:
 
 
 def _dist(a) -> int:
-    from .dist import dist_markdown, run_dist
+    from .distributed.executor import dist_markdown, run_dist
 
     result = run_dist(a.case, a.procs, a.layers, a.reps, a.warmup, a.relabel, a.out)
     print(dist_markdown(result))
@@ -289,7 +289,7 @@ def _dist(a) -> int:
 
 
 def _comm(a) -> int:
-    from .comm import DEFAULT_GRAPHS, comm_markdown, run_comm
+    from .distributed.comm import DEFAULT_GRAPHS, comm_markdown, run_comm
 
     result = run_comm(a.procs, a.graphs or DEFAULT_GRAPHS, a.models, a.ks, a.out)
     print(comm_markdown(result))
@@ -298,7 +298,7 @@ def _comm(a) -> int:
 
 
 def _scale(a) -> int:
-    from .scale import run_scale, scale_markdown
+    from .distributed.scale import run_scale, scale_markdown
 
     code = 0
     for p in a.procs:
@@ -310,7 +310,7 @@ def _scale(a) -> int:
 
 
 def _cuda_kernels(a) -> int:
-    from .cuda_kernels import cuda_kernels_markdown, run_cuda_kernels
+    from .kernels.cuda import cuda_kernels_markdown, run_cuda_kernels
 
     unknown = [c for c in a.cases if c not in CASES]
     if unknown:
@@ -323,7 +323,7 @@ def _cuda_kernels(a) -> int:
 
 
 def _revisions(a) -> int:
-    from .revisions import revisions_markdown, run_revisions, write_revisions
+    from .revisions.compare import revisions_markdown, run_revisions, write_revisions
 
     try:
         result = run_revisions(a.before, a.after, a.case, a.layers, a.reps, a.threads, a.out)
@@ -339,7 +339,7 @@ def _revisions(a) -> int:
 def _peers(a) -> int:
     import subprocess
 
-    from .peer_env import PeerMissing, installed_versions, peers_dir, setup
+    from .peers.env import PeerMissing, installed_versions, peers_dir, setup
 
     if a.setup:
         try:
@@ -363,7 +363,7 @@ def _peers(a) -> int:
 
 
 def _kernels(a) -> int:
-    from .kernels import kernels_table, run_kernels
+    from .kernels.micro import kernels_table, run_kernels
 
     result = run_kernels(a.n, a.degree, a.k, a.threads, a.reps, a.out, executor=a.executor)
     print(kernels_table(result))

@@ -19,10 +19,10 @@ pytest.importorskip("matplotlib")
 pytest.importorskip("psutil")
 
 from bench import main  # noqa: E402
-from bench.agreement import DisagreementError, compare  # noqa: E402
-from bench.burble import kernels_used, parse_burble  # noqa: E402
-from bench.guard import run_guarded  # noqa: E402
-from bench.rss import MIB  # noqa: E402
+from bench.core.agreement import DisagreementError, compare  # noqa: E402
+from bench.core.guard import run_guarded  # noqa: E402
+from bench.core.rss import MIB  # noqa: E402
+from bench.kernels.burble import kernels_used, parse_burble  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -112,8 +112,8 @@ def test_recorded_results_regenerate_byte_for_byte():
     recorded before ``--executor`` existed lack the field and ran on cpu)."""
     from pathlib import Path
 
-    from bench.kernels import kernels_table
-    from bench.report import markdown
+    from bench.kernels.micro import kernels_table
+    from bench.layers.report import markdown
 
     results = Path(__file__).resolve().parents[1] / "bench" / "results"
     for name in ("M", "L", "XL", "L-gcn"):
@@ -126,9 +126,9 @@ def test_recorded_results_regenerate_byte_for_byte():
 def test_weight_mismatch_aborts_the_case(tmp_path, monkeypatch, capsys):
     import torch
 
-    from bench import layers
+    from bench.layers import rows
 
-    copy = layers.copy_weights
+    copy = rows.copy_weights
 
     def off_by_a_bit(name, ours, layer):
         copy(name, ours, layer)
@@ -136,7 +136,7 @@ def test_weight_mismatch_aborts_the_case(tmp_path, monkeypatch, capsys):
             if hasattr(layer, "att_src"):
                 layer.att_src.mul_(1.01)       # a 1 % error in one attention vector
 
-    monkeypatch.setattr(layers, "copy_weights", off_by_a_bit)
+    monkeypatch.setattr(rows, "copy_weights", off_by_a_bit)
     code, r = _run(tmp_path, "--case", "tiny", "--layers", "gat,gcn", "--no-memory")
     assert code == 1
     assert r["status"] == "aborted" and "disagree" in r["message"]
@@ -205,7 +205,7 @@ def test_harness_imports_without_torch_and_runs_from_the_repo_root():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys, importlib.util, gblas_gnn, bench, bench.run, bench.kernels\n"
+    code = ("import sys, importlib.util, gblas_gnn, bench, bench.layers.run, bench.kernels.micro\n"
             "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules\n"
             "assert importlib.util.find_spec('gblas_gnn.bench') is None\n")
     subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
@@ -242,7 +242,7 @@ def test_k_sets_the_width_of_a_layer_case(tmp_path):
 
 def test_cuda_kernel_byte_model_covers_every_kernel():
     pytest.importorskip("numba.cuda")
-    from bench.cuda_kernels import BYTES, _sizes
+    from bench.kernels.cuda import BYTES, _sizes
     from gblas_gnn.gpu._catalogue import KERNELS
 
     assert set(BYTES) == {spec.name for spec in KERNELS}
@@ -253,7 +253,7 @@ def test_cuda_kernel_byte_model_covers_every_kernel():
 def test_recorded_cuda_kernel_table_regenerates_byte_for_byte():
     from pathlib import Path
 
-    from bench.cuda_kernels import cuda_kernels_markdown
+    from bench.kernels.cuda import cuda_kernels_markdown
 
     results = Path(__file__).resolve().parents[1] / "bench" / "results"
     r = json.loads((results / "cuda-kernels.json").read_text())

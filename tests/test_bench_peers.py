@@ -19,10 +19,10 @@ pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
 from bench import main  # noqa: E402
-from bench.layers import ROWS, make_ours, make_pyg, pyg_params, shared_params  # noqa: E402
-from bench.mapping import DGL, PYG, to_module_layout, to_our_layout  # noqa: E402
-from bench.peer_env import PEERS, PeerMissing, peers_dir, require, setup_plan  # noqa: E402
-from bench.timing import Measured, interleaved  # noqa: E402
+from bench.core.timing import Measured, interleaved  # noqa: E402
+from bench.layers.rows import ROWS, make_ours, make_pyg, pyg_params, shared_params  # noqa: E402
+from bench.peers.env import PEERS, PeerMissing, peers_dir, require, setup_plan  # noqa: E402
+from bench.peers.mapping import DGL, PYG, to_module_layout, to_our_layout  # noqa: E402
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_gcn_check_weights_turn_dgls_normalisation_into_pygs():
     import torch
     from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-    from bench.dgl_layers import both_to_pyg_weight, gcn_edge_weight
+    from bench.peers.dgl_layers import both_to_pyg_weight, gcn_edge_weight
 
     rng = np.random.default_rng(0)
     n = 40
@@ -191,10 +191,10 @@ def test_every_dgl_layer_agrees_with_ours_or_pyg(tmp_path):
 def test_dgl_worker_memory_run_and_wrong_weights(tmp_path):
     """A wrong weight is caught by the agreement; a bad request comes back as an error
     with the worker's traceback; the memory run measures a fresh process."""
-    from bench.agreement import DisagreementError, compare
-    from bench.cases import CASES, build_case_data, save_case_data
-    from bench.pair import LayerPair
-    from bench.peer_client import PeerError, PeerLayer, PeerWorker, peer_memory
+    from bench.core.agreement import DisagreementError, compare
+    from bench.core.cases import CASES, build_case_data, save_case_data
+    from bench.layers.pair import LayerPair
+    from bench.peers.client import PeerError, PeerLayer, PeerWorker, peer_memory
 
     g, data = build_case_data(CASES["tiny"])
     path = save_case_data(data, tmp_path / "tiny.npz")

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import gblas_gnn as gg
-from gblas_gnn.cli import DEFAULTS, _config, _load_dataset, _parser, _weight_decay, main
-from gblas_gnn.datasets import parse_dataset
+from gblas_gnn.cli import main
+from gblas_gnn.cli.command import DEFAULTS, _config, _load_dataset, _parser, _weight_decay
+from gblas_gnn.cli.datasets import parse_dataset
 from gblas_gnn.nn import models
 from gblas_gnn.train import Adam
 
@@ -204,7 +205,7 @@ def test_output_paths_are_checked_before_any_work(argv, message, tmp_path, capsy
     def no_work(*args, **kwargs):
         raise AssertionError("data loaded before the output paths were checked")
 
-    monkeypatch.setattr("gblas_gnn.cli._load_dataset", no_work)
+    monkeypatch.setattr("gblas_gnn.cli.command._load_dataset", no_work)
     monkeypatch.setattr("gblas_gnn.train.read_checkpoint", no_work)
     assert main([a.format(tmp=tmp_path) for a in argv]) == 2
     out, err = capsys.readouterr()
@@ -300,7 +301,7 @@ def test_show_config_prints_the_resolved_configuration_and_loads_nothing(capsys,
     def no_work(*args, **kwargs):
         raise AssertionError("--show-config loaded data")
 
-    monkeypatch.setattr("gblas_gnn.cli._load_dataset", no_work)
+    monkeypatch.setattr("gblas_gnn.cli.command._load_dataset", no_work)
     argv = ["--model", "gat", "--heads", "4", "--aggr", "mean"]
     assert main(["train", *argv, "--show-config"]) == 0
     shown = json.loads(capsys.readouterr().out)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from gblas_gnn.cli import main
-from gblas_gnn.cli_report import interrupted
+from gblas_gnn.cli.report import interrupted
 
 SMALL = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=16"
 
@@ -99,7 +99,7 @@ def _grid_facts(**extra):
 
 
 def test_the_run_lines_of_a_grid():
-    from gblas_gnn.cli_report import run_lines
+    from gblas_gnn.cli.report import run_lines
 
     lines = run_lines(_grid_facts(read={"edge_bytes": 3000, "total_edge_bytes": 12000,
                                         "row_bytes": 512, "how": "the tiles of its block"}))

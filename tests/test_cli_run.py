@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import gblas_gnn
-from gblas_gnn.cli import _build, _load_dataset
+from gblas_gnn.cli.command import _build, _load_dataset
 from gblas_gnn.train import evaluate, load_checkpoint, read_checkpoint
 
 SRC = str(Path(gblas_gnn.__file__).resolve().parents[1])

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 import gblas_gnn.semirings as sr
 from gblas_gnn.executors.cpu import _gbio
-from gblas_gnn.executors.cpu import semirings as cpu_sr
+from gblas_gnn.executors.cpu import semiring_lowering as cpu_sr
 from gblas_gnn.semirings import registry
 
 

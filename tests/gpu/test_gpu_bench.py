@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("torch_geometric")
 
 from bench import main  # noqa: E402
-from bench.cases import graph_from_csr  # noqa: E402
-from bench.device import device_for  # noqa: E402
-from bench.memory import measure_layer, tiny_data  # noqa: E402
-from bench.pair import LayerPair  # noqa: E402
+from bench.core.cases import graph_from_csr  # noqa: E402
+from bench.core.device import device_for  # noqa: E402
+from bench.layers.memory import measure_layer, tiny_data  # noqa: E402
+from bench.layers.pair import LayerPair  # noqa: E402
 from gblas_gnn.gpu import SIMULATOR  # noqa: E402
 
 
@@ -29,7 +29,7 @@ def test_our_layer_on_the_device_agrees_with_pyg(cuda, layer):
 
 
 def test_the_memory_worker_runs_our_layer_on_the_device(cuda, tmp_path):
-    from bench.cases import save_case_data
+    from bench.core.cases import save_case_data
 
     path = save_case_data(tiny_data(8, 8), tmp_path / "case.npz")
     r = measure_layer(str(path), "gat", "ours", 8, 8, threads=1, iters=1, executor="cuda")

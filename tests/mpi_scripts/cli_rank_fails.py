@@ -6,7 +6,7 @@ import sys
 
 from mpi4py import MPI
 
-from gblas_gnn import cli
+from gblas_gnn.cli import command
 
 
 def failing_train(args):
@@ -17,5 +17,5 @@ def failing_train(args):
     print(f"rank {MPI.COMM_WORLD.Get_rank()} reached the end")   # none must
 
 
-cli._train = failing_train
-sys.exit(cli.main(["train", "--executor", "dist", "--no-progress"]))
+command._train = failing_train
+sys.exit(command.main(["train", "--executor", "dist", "--no-progress"]))

@@ -9,8 +9,8 @@ Shipped: ``plus_times`` (sum), ``min_plus`` / ``max_plus`` (tropical), ``max_tim
 ``min_times`` and ``avg`` (weighted mean over (value, weight) pairs).  A :class:`Semiring`
 is the meaning (⊕, ⊗, identities); each executor registers how it runs one (the ``cpu``
 executor's lowerings and GraphBLAS general forms are in
-:mod:`gblas_gnn.executors.cpu.semirings`, where the tests prove each lowering equal to its
-general form).
+:mod:`gblas_gnn.executors.cpu.semiring_lowering`, where the tests prove each lowering equal to
+its general form).
 
 >>> import gblas_gnn.semirings as sr
 >>> sr.get("max_plus").spmm(S, H)                           # doctest: +SKIP

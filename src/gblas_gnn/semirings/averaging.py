@@ -34,7 +34,7 @@ rejects negative weights with a ``ValueError``.  ``⊗`` maps scalars to pairs, 
 
 How it runs on the ``cpu`` executor (a GraphBLAS user-defined pair type as the general
 form, two factory products and a division as the fast lowering) is in
-:mod:`gblas_gnn.executors.cpu.semirings`.
+:mod:`gblas_gnn.executors.cpu.semiring_lowering`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ Semiring laws (checked by ``tests/test_semirings_laws.py``):
   with annihilator 0.  As SpMM operators they are still well defined for any
   finite weights (no ``∞`` is ever multiplied).
 
-How each runs on the ``cpu`` executor is in :mod:`gblas_gnn.executors.cpu.semirings`.
+How each runs on the ``cpu`` executor is in
+:mod:`gblas_gnn.executors.cpu.semiring_lowering`.
 """
 
 from __future__ import annotations

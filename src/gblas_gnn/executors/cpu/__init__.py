@@ -7,8 +7,8 @@ of the operand dtype keep float32 work in float32. Edge tensors are ``graphblas.
 objects sharing A's pattern.
 
 Modules: :mod:`._gbio` (moving arrays in and out of GraphBLAS), :mod:`._pattern` (CSR/CSC
-buffers and transposes cached per matrix), :mod:`.semirings` (how each semiring runs here),
-:mod:`._spmm` (the ``plus_times`` products), :mod:`._minmax_kernels`, :mod:`._argext`,
+buffers and transposes cached per matrix), :mod:`.semiring_lowering` (how each semiring runs
+here), :mod:`._spmm` (the ``plus_times`` products), :mod:`._minmax_kernels`, :mod:`._argext`,
 :mod:`._spmm_kernels`, :mod:`._dense_kernels`, :mod:`._kernel_primitives` and
 :mod:`._random_kernels` (the numba kernels), :mod:`._program_kernels` and :mod:`._programs`
 (the kernels generated from edge programs: every attention layer, every composition).
@@ -26,7 +26,7 @@ from graphblas import binary, monoid, semiring, unary
 
 from ..base import Executor
 from . import _argext, _dense_kernels, _gbio, _programs, _random_kernels, _spmm
-from . import semirings as _semirings
+from . import semiring_lowering as _lowering
 from ._kernel_primitives import aligned_empty
 from ._pattern import CSCOperand, CSRPattern, MatrixCache
 
@@ -85,7 +85,7 @@ class CPUExecutor(Executor):
 
     name = "cpu"
     xp = np
-    _LOWERINGS = _semirings.LOWERINGS
+    _LOWERINGS = _lowering.LOWERINGS
 
     def __init__(self, threads: int | None = None, blas_threads: int = 1):
         self._patterns = MatrixCache(CSRPattern)
@@ -225,7 +225,7 @@ class CPUExecutor(Executor):
         return super().spmm_t(S, H, semiring)
 
     def generic_lowering(self, sr):
-        return _semirings.inplace_lowering(self, sr)
+        return _lowering.inplace_lowering(self, sr)
 
     # ------------------------------------------------------------------ aggregation
     def row_counts(self, S, dtype):

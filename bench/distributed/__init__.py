@@ -1,0 +1,6 @@
+"""The distributed studies, each an MPI job of workers: the ``dist`` executor against one
+process (:mod:`.executor`, ``python -m bench dist``; worker :mod:`.executor_worker`), words sent
+per rank against the bound (:mod:`.comm`, ``python -m bench comm``; worker
+:mod:`.comm_worker`) and training at scale on a grid (:mod:`.scale`, ``python -m bench
+scale``).
+"""

@@ -1,0 +1,315 @@
+"""The layer rows of ``python -m bench run``: our layer, PyG's twin, DGL's, one set of weights.
+
+A row (:class:`Row`) names how to build each side for ``k_in → k_out``:
+
+===============  ====================================  ======================================
+row              ours                                  PyG (``add_self_loops=False``)
+===============  ====================================  ======================================
+``gat``          ``GATConv(k_in, k_out, heads=1)``     ``GATConv(k_in, k_out, heads=1)``
+``gat-h4``       ``GATConv(k_in, k_out/4, heads=4)``   ``GATConv(k_in, k_out/4, heads=4)``
+``agnn``         ``AGNNConv(k_in)`` (learnable β)      ``AGNNConv(requires_grad=True)``
+``gcn``          ``GCNConv(k_in, k_out)``              ``GCNConv(k_in, k_out, cached=True)``
+``sgc``          ``SGConv(k_in, k_out, K=2,            ``SGConv(k_in, k_out, K=2)``
+                 cached=False)``
+``gin``          ``GINConv([k_in, k_out, k_out],       ``GINConv(MLP([k_in, k_out, k_out]),
+                 train_eps=True)``                     train_eps=True)``
+``gatv2``,       ``GATv2Conv(k_in, k_out/h,            ``GATv2Conv(k_in, k_out/h, heads=h,
+``gatv2-h4``     heads=h)`` (composed)                 share_weights=False)``
+``transformer``, ``TransformerConv(k_in, k_out/h,      ``TransformerConv(k_in, k_out/h,
+``-h4``          heads=h)`` (composed)                 heads=h, root_weight=True)``
+===============  ====================================  ======================================
+
+Our side of a row is a factory ``ours(k_in, k_out, seed, executor) -> Module``; ``None``
+leaves the row to PyG and DGL (then PyG is the reference of the agreement). The ``gatv2`` and
+``transformer`` rows time our composed layers (forward written with ``gg.ops``, backward
+derived); their ``params`` use the names and layouts of :func:`_gatv2_init` and
+:func:`_transformer_init` (:mod:`bench.peers.mapping` holds where each sits in PyG and DGL).
+
+**One set of weights.** :func:`shared_params` gives the row's arrays in our layout: our
+layer's seeded initialisation when it has one, else the row's ``init``. PyG's and DGL's
+layers get exactly these values (:mod:`bench.peers.mapping`), and their gradients come back
+in the same layout, so every side is compared name by name.
+
+**One graph.** PyG and DGL get the edge list of our self-looped pattern and add no loop
+(``add_self_loops=False``); the attention and convolution layers of ours add the missing
+loops themselves; ``gin`` and ``transformer`` add none in PyG, so ours is handed the
+self-looped graph there (``Row.looped``). PyG's ``GCNConv`` gets ``cached=True`` because our
+:class:`~gblas_gnn.graph.Graph` caches its normalised adjacency too; ``SGConv`` is uncached on
+every side (PyG's and our cache would keep ``Â^K H`` itself, which a backward to ``H``
+cannot use). Torch is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..peers.mapping import PYG, load_params, read_params
+
+__all__ = ["Row", "ROWS", "LAYERS", "DEFAULT_LAYERS", "make_ours", "make_pyg",
+           "shared_params", "ours_graph", "copy_weights", "pyg_grads", "pyg_params"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One layer row: how to build each side (see the module docstring).
+
+    Attributes
+    ----------
+    name : str
+        Command-line name.
+    pyg : callable
+        ``(k_in, k_out) -> torch.nn.Module``, weights not yet copied.
+    ours : callable or None
+        ``(k_in, k_out, seed, executor) -> Module``; None while we have no such layer.
+    init : callable or None
+        ``(k_in, k_out, rng) -> {name: float32 array}`` in our layout, the weights when
+        ``ours`` is None.
+    heads : int
+        Attention heads (``k_out`` must be a multiple).
+    looped : bool
+        Hand ours the self-looped graph (PyG's layer adds no loop of its own either).
+    config : dict
+        What the DGL side needs besides the weights (:mod:`bench.peers.dgl_layers`).
+    dgl : tuple of str
+        DGL implementations of the row: ``dgl`` (``dgl.nn``), ``dgl.sparse``.
+    zero : tuple of str
+        Outputs that are zero in exact arithmetic, compared on the scale of their kind
+        (:func:`~bench.core.agreement.compare`).
+    """
+
+    name: str
+    pyg: Callable[[int, int], Any]
+    ours: Callable[[int, int, int, str], Any] | None = None
+    init: Callable[[int, int, np.random.Generator], dict] | None = None
+    heads: int = 1
+    looped: bool = False
+    config: dict = field(default_factory=dict)
+    dgl: tuple[str, ...] = ()
+    zero: tuple[str, ...] = ()
+
+
+def _pyg_nn():
+    from torch_geometric import nn as pnn
+
+    return pnn
+
+
+def _gat_ours(heads: int):
+    def make(k_in, k_out, seed, executor):
+        from gblas_gnn import nn
+
+        return nn.GATConv(k_in, k_out // heads, heads=heads, seed=seed, executor=executor)
+    return make
+
+
+def _gat_pyg(heads: int):
+    return lambda k_in, k_out: _pyg_nn().GATConv(k_in, k_out // heads, heads=heads,
+                                                 dropout=0.0, add_self_loops=False)
+
+
+def _agnn_ours(k_in, k_out, seed, executor):
+    from gblas_gnn import nn
+
+    if k_in != k_out:
+        raise ValueError(f"agnn keeps the feature size: k_in ({k_in}) must equal "
+                         f"k_out ({k_out})")
+    return nn.AGNNConv(k_in, seed=seed, executor=executor)
+
+
+def _gcn_ours(k_in, k_out, seed, executor):
+    from gblas_gnn import nn
+
+    return nn.GCNConv(k_in, k_out, seed=seed, executor=executor)
+
+
+#: propagation steps of the ``sgc`` row on every side
+SGC_K = 2
+
+
+def _sgc_ours(k_in, k_out, seed, executor):
+    from gblas_gnn import nn
+
+    return nn.SGConv(k_in, k_out, K=SGC_K, cached=False, seed=seed, executor=executor)
+
+
+def _gin_ours(k_in, k_out, seed, executor):
+    from gblas_gnn import nn
+
+    return nn.GINConv([k_in, k_out, k_out], eps=0.0, train_eps=True, seed=seed,
+                      executor=executor)
+
+
+def _gin_pyg(k_in, k_out):
+    pnn = _pyg_nn()
+    return pnn.GINConv(pnn.MLP([k_in, k_out, k_out], act="relu", norm=None, dropout=0.0),
+                       eps=0.0, train_eps=True)
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], scale: float | None = None):
+    """Glorot-uniform weights, or small normal values for biases (``scale``): biases are
+    not zero, so that a swapped bias shows in the agreement."""
+    from gblas_gnn.nn.init import glorot
+
+    if scale is not None:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+    return glorot(shape, rng, np.float32)
+
+
+def _gatv2_init(heads: int):
+    """GATv2 (PyG ``share_weights=False``) in our layout: ``W_l``, ``W_r`` (k_in, h·f) for
+    the sources and targets with biases ``b_l``, ``b_r``; ``att`` (h, f); ``bias`` (h·f)."""
+    def init(k_in, k_out, rng):
+        f = k_out // heads
+        return {"W_l": _random(rng, (k_in, k_out)), "b_l": _random(rng, (k_out,), 0.1),
+                "W_r": _random(rng, (k_in, k_out)), "b_r": _random(rng, (k_out,), 0.1),
+                "att": _random(rng, (heads, f)), "bias": _random(rng, (k_out,), 0.1)}
+    return init
+
+
+def _transformer_init(heads: int):
+    """TransformerConv (``root_weight=True``, ``beta=False``) in our layout: ``W_q``,
+    ``W_k``, ``W_v``, ``W_skip`` (k_in, h·f) and their biases ``b_q``, ``b_k``, ``b_v``,
+    ``b_skip`` (h·f)."""
+    del heads           # the head split is in the layer, not in the arrays
+
+    def init(k_in, k_out, rng):
+        out = {}
+        for p in ("q", "k", "v", "skip"):
+            out[f"W_{p}"] = _random(rng, (k_in, k_out))
+            out[f"b_{p}"] = _random(rng, (k_out,), 0.1)
+        return out
+    return init
+
+
+def _gatv2_ours(heads: int):
+    def make(k_in, k_out, seed, executor):
+        from gblas_gnn import nn
+
+        return nn.GATv2Conv(k_in, k_out // heads, heads=heads, seed=seed, executor=executor)
+    return make
+
+
+def _transformer_ours(heads: int):
+    def make(k_in, k_out, seed, executor):
+        from gblas_gnn import nn
+
+        return nn.TransformerConv(k_in, k_out // heads, heads=heads, seed=seed,
+                                  executor=executor)
+    return make
+
+
+def _gatv2_pyg(heads: int):
+    return lambda k_in, k_out: _pyg_nn().GATv2Conv(k_in, k_out // heads, heads=heads,
+                                                   dropout=0.0, add_self_loops=False,
+                                                   share_weights=False)
+
+
+def _transformer_pyg(heads: int):
+    return lambda k_in, k_out: _pyg_nn().TransformerConv(k_in, k_out // heads, heads=heads,
+                                                         root_weight=True)
+
+
+ROWS: dict[str, Row] = {
+    "gat": Row("gat", _gat_pyg(1), _gat_ours(1), dgl=("dgl", "dgl.sparse")),
+    "gat-h4": Row("gat-h4", _gat_pyg(4), _gat_ours(4), heads=4, dgl=("dgl", "dgl.sparse")),
+    "agnn": Row("agnn", lambda k_in, k_out: _pyg_nn().AGNNConv(requires_grad=True,
+                                                               add_self_loops=False),
+                _agnn_ours, dgl=("dgl",)),
+    "gcn": Row("gcn", lambda k_in, k_out: _pyg_nn().GCNConv(
+        k_in, k_out, add_self_loops=False, normalize=True, cached=True), _gcn_ours,
+        dgl=("dgl",)),
+    "sgc": Row("sgc", lambda k_in, k_out: _pyg_nn().SGConv(k_in, k_out, K=SGC_K,
+                                                           add_self_loops=False),
+               _sgc_ours, config={"K": SGC_K}, dgl=("dgl",)),
+    "gin": Row("gin", _gin_pyg, _gin_ours, looped=True, dgl=("dgl",)),
+    "gatv2": Row("gatv2", _gatv2_pyg(1), _gatv2_ours(1), init=_gatv2_init(1),
+                 dgl=("dgl",)),
+    "gatv2-h4": Row("gatv2-h4", _gatv2_pyg(4), _gatv2_ours(4), init=_gatv2_init(4), heads=4,
+                    dgl=("dgl",)),
+    "transformer": Row("transformer", _transformer_pyg(1), _transformer_ours(1),
+                       init=_transformer_init(1), looped=True, zero=("grad_b_k",)),
+    "transformer-h4": Row("transformer-h4", _transformer_pyg(4), _transformer_ours(4),
+                          init=_transformer_init(4), heads=4, looped=True,
+                          zero=("grad_b_k",)),
+}
+
+#: every row, in report order
+LAYERS = tuple(ROWS)
+#: the rows ``python -m bench run`` runs unless ``--layers`` says otherwise
+DEFAULT_LAYERS = ("gat", "agnn", "gcn")
+
+
+def get_row(name: str) -> Row:
+    """The row called ``name``; ``ValueError`` with the valid names otherwise."""
+    if name not in ROWS:
+        raise ValueError(f"unknown layer {name!r}; choose from {LAYERS}")
+    return ROWS[name]
+
+
+def _check_width(row: Row, k_out: int) -> None:
+    if k_out % row.heads:
+        raise ValueError(f"{row.name}: k_out ({k_out}) must be a multiple of its "
+                         f"{row.heads} heads")
+
+
+def make_ours(name: str, k_in: int, k_out: int, seed: int = 0, executor: str = "cpu"):
+    """Our layer of row ``name`` (float32) on ``executor``, seeded initialisation (the same
+    weights on every executor); ``ValueError`` when the row has no layer of ours yet."""
+    row = get_row(name)
+    if row.ours is None:
+        raise ValueError(f"{name}: we have no such layer yet (the row runs PyG and DGL only)")
+    _check_width(row, k_out)
+    return row.ours(k_in, k_out, seed, executor)
+
+
+def shared_params(name: str, k_in: int, k_out: int, ours=None,
+                  seed: int = 0) -> dict[str, np.ndarray]:
+    """The row's one set of weights (float32 host arrays, our layout): the row's seeded
+    ``init`` when it has one (nonzero biases, so that a swapped bias shows in the agreement;
+    copied into ``ours`` when given), else ``ours``'s own parameters."""
+    row = get_row(name)
+    if row.init is not None:
+        _check_width(row, k_out)
+        params = row.init(k_in, k_out, np.random.default_rng(seed))
+        if ours is not None:
+            for k, v in params.items():
+                ours.params[k][...] = ours.executor.asarray(v)
+        return params
+    if ours is None:
+        raise ValueError(f"{name}: its weights come from our layer; pass it as ours=")
+    from gblas_gnn.executors import to_numpy
+
+    return {k: np.ascontiguousarray(to_numpy(v)) for k, v in ours.params.items()}
+
+
+def ours_graph(name: str, g):
+    """The graph our layer of row ``name`` is called on (``g`` or its self-looped form)."""
+    return g.with_self_loops() if get_row(name).looped else g
+
+
+def make_pyg(name: str, params: dict[str, np.ndarray], k_in: int, k_out: int) -> Any:
+    """The PyG layer of row ``name`` with ``params`` (our layout) copied in."""
+    row = get_row(name)
+    _check_width(row, k_out)
+    layer = row.pyg(k_in, k_out)
+    copy_weights(name, params, layer)
+    return layer
+
+
+def copy_weights(name: str, params: dict[str, np.ndarray], layer) -> None:
+    """Copy ``params`` (our layout) into the PyG ``layer`` (float32, exact)."""
+    load_params(layer, PYG[name], params)
+
+
+def pyg_grads(name: str, layer) -> dict[str, np.ndarray]:
+    """The PyG layer's parameter gradients in our layout (missing ones as zeros)."""
+    return read_params(layer, PYG[name], grads=True)
+
+
+def pyg_params(name: str, layer) -> dict[str, np.ndarray]:
+    """The PyG layer's parameters in our layout."""
+    return read_params(layer, PYG[name])

@@ -1,0 +1,228 @@
+"""The DGL side of a benchmark: a worker process in DGL's own environment (:mod:`.env`).
+
+    <dgl venv>/bin/python -m bench.peers.dgl_worker                 # serve requests (below)
+    <dgl venv>/bin/python -m bench.peers.dgl_worker --memory --data CASE.npz --row gat
+        --impl dgl --params W.npz --k-in 32 --k-out 32 [--threads 2] [--iters 2]
+
+It never imports our library (its environment has none): the graph, the features, the
+upstream gradient and the weights come in ``.npz`` files, and answers go out as
+``BENCH_RESULT {json}`` lines on stdout (:mod:`bench.core.worker`), arrays again as ``.npz``.
+
+Serving: the parent (:class:`~.client.PeerWorker`) writes one JSON request per line on
+stdin; the worker answers each with one result line (``{"error": ..., "traceback": ...}``
+when it failed) and starts with ``{"versions": ...}``. Requests (``op``):
+
+* ``setup`` — ``data``: the case's ``.npz`` (:func:`~bench.core.cases.save_case_data`), ``threads``;
+* ``build`` — ``row``, ``impl``, ``params`` (``.npz`` of the shared weights), ``k_in``,
+  ``k_out``, ``heads``, ``config``: a layer, kept under ``impl``;
+* ``check`` — ``impl``, ``out``: one training forward+backward and an inference forward,
+  ``Z``, ``dH``, ``grad_<name>`` (our layout) and ``Z_eval`` written to ``out`` (the
+  layer in its ``checking`` mode: see ``gcn`` in :mod:`.dgl_layers`);
+* ``time`` — ``impl``, ``what`` (``fwd`` | ``fwd+bwd``): one call, timed here after an
+  untimed ``gc.collect()``; answers ``{"seconds": s}``;
+* ``drop`` — ``impl``: forget the layer; ``quit``.
+
+``--memory`` is the DGL counterpart of :mod:`bench.layers.memory` (fresh process, warm-up on a tiny
+graph, ``VmHWM`` reset, then ``--iters`` forward+backward passes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from ..core.cases import load_case_data
+from ..core.rss import peak_rss_bytes, reset_hwm, rss_bytes
+from ..core.worker import emit, worker_main
+
+__all__ = ["DGLSide", "serve", "main"]
+
+
+def _versions() -> dict:
+    import dgl
+    import torch
+
+    return {"dgl": dgl.__version__, "torch": torch.__version__, "numpy": np.__version__,
+            "python": sys.version.split()[0], "torch_threads": torch.get_num_threads()}
+
+
+class DGLSide:
+    """The DGL layers of one case: one graph, its features and upstream gradient, and the
+    layers built on them by implementation name."""
+
+    def __init__(self, data_path: str, threads: int):
+        import dgl
+        import torch
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        data = load_case_data(data_path, ("edge_index", "H", "dZ"))
+        src, dst = (torch.from_numpy(np.ascontiguousarray(a)) for a in data.edge_index)
+        self.graph = dgl.graph((src, dst), num_nodes=data.n)
+        self.H, self.dZ = torch.from_numpy(data.H), torch.from_numpy(data.dZ)
+        self.Hleaf = self.H.clone().requires_grad_(True)
+        self.layers: dict[str, tuple] = {}
+
+    def build(self, row: str, impl: str, params: str, k_in: int, k_out: int, heads: int,
+              config: dict) -> dict:
+        """Build ``impl`` of ``row`` with the weights in file ``params``."""
+        from .dgl_layers import build
+
+        with np.load(params) as z:
+            weights = {k: z[k] for k in z.files}
+        module = build(row, impl, self.graph, k_in, k_out, heads, config, weights)
+        self.layers[impl] = (row, module, self.dZ[:, :k_out].contiguous())
+        return {"built": impl, "row": row}
+
+    def forward(self, impl: str):
+        """Inference: ``eval()`` under ``torch.no_grad()``."""
+        _, module, _ = self.layers[impl]
+        module.eval()
+        with self.torch.no_grad():
+            return module(self.H)
+
+    def fwd_bwd(self, impl: str):
+        """Training forward and backward: ``(Z, dH)``; fills the parameters' gradients."""
+        _, module, dZ = self.layers[impl]
+        module.train()
+        module.zero_grad(set_to_none=True)
+        self.Hleaf.grad = None
+        Z = module(self.Hleaf)
+        Z.backward(dZ)
+        return Z, self.Hleaf.grad
+
+    def check(self, impl: str, out: str) -> dict:
+        """Outputs and gradients in our layout, written to ``out`` (``.npz``)."""
+        from .mapping import DGL, read_params
+
+        row, module, _ = self.layers[impl]
+        module.checking = True          # GraphConv: PyG's normalisation (dgl_layers)
+        try:
+            Z, dH = self.fwd_bwd(impl)
+            arrays = {"Z": Z.detach().numpy(), "dH": dH.numpy(),
+                      **{f"grad_{k}": v for k, v in
+                         read_params(module, DGL[row, impl], grads=True).items()}}
+            arrays["Z_eval"] = self.forward(impl).numpy()
+        finally:
+            module.checking = False
+        np.savez(out, **arrays)
+        return {"out": out, "names": sorted(arrays)}
+
+    def time(self, impl: str, what: str) -> dict:
+        """One call of ``what`` (``fwd`` or ``fwd+bwd``), timed after an untimed collection."""
+        fn = {"fwd": self.forward, "fwd+bwd": self.fwd_bwd}[what]
+        gc.collect()
+        t = time.perf_counter()
+        out = fn(impl)
+        seconds = time.perf_counter() - t
+        del out
+        return {"seconds": seconds}
+
+
+def _handle(side: DGLSide | None, req: dict) -> tuple[DGLSide | None, dict]:
+    op = req["op"]
+    if op == "setup":
+        return DGLSide(req["data"], int(req["threads"])), {"setup": True}
+    if side is None:
+        raise RuntimeError(f"request {op!r} before 'setup'")
+    if op == "build":
+        return side, side.build(req["row"], req["impl"], req["params"], req["k_in"],
+                                req["k_out"], req["heads"], req.get("config", {}))
+    if op == "check":
+        return side, side.check(req["impl"], req["out"])
+    if op == "time":
+        return side, side.time(req["impl"], req["what"])
+    if op == "drop":
+        side.layers.pop(req["impl"], None)
+        gc.collect()
+        return side, {"dropped": req["impl"]}
+    raise ValueError(f"unknown request {op!r}")
+
+
+def serve(stdin=None) -> int:
+    """Answer requests from ``stdin`` until ``quit`` or end of input."""
+    emit({"versions": _versions()})
+    side = None
+    for line in stdin or sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        if req.get("op") == "quit":
+            break
+        try:
+            side, reply = _handle(side, req)
+        except Exception as exc:        # the parent raises it, with this traceback
+            reply = {"error": f"{type(exc).__name__}: {exc}",
+                     "traceback": traceback.format_exc()}
+        emit(reply)
+    return 0
+
+
+def _tiny_case(path: str, k: int) -> str:
+    """A 64-vertex case file for the memory run's warm-up."""
+    from ..core.cases import save_case_data
+    from ..layers.memory import tiny_data
+
+    return str(save_case_data(tiny_data(k, k), path))
+
+
+def measure(data: str, row: str, impl: str, params: str, k_in: int, k_out: int, heads: int,
+            config: dict, threads: int, iters: int) -> dict:
+    """Peak RSS of ``iters`` forward+backward passes of one DGL layer (see the docstring)."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:     # warm-up on 64 vertices, same weights
+        warm = DGLSide(_tiny_case(str(Path(tmp) / "tiny.npz"), k_in), threads)
+        warm.build(row, impl, params, k_in, k_out, heads, config)
+        warm.fwd_bwd(impl)
+        del warm
+    baseline = rss_bytes()
+    side = DGLSide(data, threads)
+    side.build(row, impl, params, k_in, k_out, heads, config)
+    setup = rss_bytes()
+    before = peak_rss_bytes()
+    has_hwm = reset_hwm()
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        side.fwd_bwd(impl)
+        times.append(time.perf_counter() - t)
+    run_peak = peak_rss_bytes()
+    return {"impl": impl, "layer": row, "threads": threads, "iters": iters,
+            "peak_rss_bytes": max(before, run_peak) if has_hwm else run_peak,
+            "baseline_rss_bytes": baseline, "setup_rss_bytes": setup,
+            "run_peak_bytes": run_peak, "run_increment_bytes": run_peak - setup,
+            "hwm_reset": has_hwm, "iter_seconds": times, "versions": _versions()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry (serve, or ``--memory``)."""
+    p = argparse.ArgumentParser(prog="python -m bench.peers.dgl_worker",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--memory", action="store_true")
+    p.add_argument("--data")
+    p.add_argument("--row")
+    p.add_argument("--impl", default="dgl")
+    p.add_argument("--params")
+    p.add_argument("--k-in", type=int)
+    p.add_argument("--k-out", type=int)
+    p.add_argument("--heads", type=int, default=1)
+    p.add_argument("--config", type=json.loads, default={})
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--iters", type=int, default=2)
+    a = p.parse_args(argv)
+    if not a.memory:
+        return serve()
+    return worker_main(lambda: measure(a.data, a.row, a.impl, a.params, a.k_in, a.k_out,
+                                       a.heads, a.config, a.threads, a.iters))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""One side of :mod:`.compare`: our layers from one source tree, timed on request.
+
+Started with the tree's ``src`` first on ``PYTHONPATH`` (so ``gblas_gnn`` is that tree's) and
+the harness after it. Protocol on stdin/stdout, one JSON object a line: the worker answers
+``{"ready": …}`` once (the library's path and the case's size), then for every request
+``{"layer": NAME}`` runs one training-mode forward and one backward of that layer and answers
+``{"forward": s, "backward": s}`` (the first request of a layer also builds it and warms it up,
+untimed). An empty line ends it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from ..core.cases import graph_from_csr, load_case_data
+from ..layers.rows import make_ours, ours_graph, shared_params
+
+__all__ = ["main"]
+
+
+def _answer(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main(data_path: str, threads: int) -> None:
+    import gblas_gnn as gg
+    from gblas_gnn.executors import get_executor
+
+    get_executor("cpu").set_threads(threads)
+    data = load_case_data(data_path)
+    g = graph_from_csr(data.n, data.indptr, data.indices)
+    k_in, k_out = data.H.shape[1], data.dZ.shape[1]
+    _answer({"ready": gg.__file__, "n": data.n, "nnz": data.nnz})
+    built: dict[str, tuple] = {}
+    for line in sys.stdin:
+        if not line.strip():
+            break
+        name = json.loads(line)["layer"]
+        if name not in built:
+            layer = make_ours(name, k_in, k_out, seed=0)
+            shared_params(name, k_in, k_out, ours=layer, seed=0)
+            layer.train()
+            gl = ours_graph(name, g)
+            layer.backward(np.ascontiguousarray(data.dZ[:, :layer(gl, data.H).shape[1]]))
+            built[name] = (layer, gl)
+        layer, gl = built[name]
+        t0 = time.perf_counter()
+        out = layer(gl, data.H)
+        t1 = time.perf_counter()
+        layer.backward(np.ascontiguousarray(data.dZ[:, :out.shape[1]]))
+        t2 = time.perf_counter()
+        _answer({"forward": t1 - t0, "backward": t2 - t1})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))
