@@ -146,6 +146,17 @@ def _exp_nonpositive_overload(x):
 
 
 # ---------------------------------------------------------------------- edge order
+_ROW_WORDS = {8: np.uint64, 16: np.complex128}
+
+
+def row_words(a: np.ndarray) -> np.ndarray:
+    """The C-contiguous (nnz, heads) array ``a`` as (nnz, 1) words when a row is 8 or 16
+    bytes (2 or 4 float32 heads, 1 or 2 float64), so that a gather moves a row in one load
+    and one store (values are moved, never computed on); else ``a`` itself."""
+    word = _ROW_WORDS.get(a.shape[1] * a.itemsize)
+    return a.view(word) if word is not None and a.flags.c_contiguous else a
+
+
 @nb.njit(parallel=True, cache=True)
 def gather_edge_rows(perm, values, out):
     """``out[q] = values[perm[q]]`` (rows of C-contiguous (nnz, heads) arrays): edge values
@@ -166,12 +177,13 @@ def gather_edge_rows(perm, values, out):
 # ---------------------------------------------------------------------- row products
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
 def head_row_dots(A, B, out):
-    """``out[h, i] = ⟨A[i, h], B[i, h]⟩`` (A, B: (n, heads, width)): the softmax term
-    :math:`t_i = \\langle \\bar Z_i, Z_i \\rangle` of an attention's backward, per head."""
+    """``out[i, h] = ⟨A[i, h], B[i, h]⟩`` (A, B: (n, heads, width)): the softmax term
+    :math:`t_i = \\langle \\bar Z_i, Z_i \\rangle` of an attention's backward, per head (by
+    row, so that an edge's heads read one cache line)."""
     for i in nb.prange(A.shape[0]):
         for h in range(A.shape[1]):
             a, b = A[i, h], B[i, h]
             acc = a.dtype.type(0)
             for c in range(a.shape[0]):
                 acc += a[c] * b[c]
-            out[h, i] = acc
+            out[i, h] = acc

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...compose.plan import Plan, fusable, plan
 from ...semirings import negative_weight_error
-from ._kernel_primitives import aligned_empty, gather_edge_rows, head_row_dots
+from ._kernel_primitives import aligned_empty, gather_edge_rows, head_row_dots, row_words
 from ._program_kernels import kernel, kernels, serial
 
 __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",
@@ -261,9 +261,9 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct)
     H, nnz = p.heads, b.pattern.nnz
     small = serial(b.work)              # numpy, not a parallel kernel's thread wake-up
     if row_t is None:
-        row_t = np.empty((H, b.pattern.nrows), dt)
+        row_t = np.empty((b.pattern.nrows, H), dt)   # by row: one line per edge's row
         if small:
-            np.einsum("ihc,ihc->hi", dZ, ctx.Z, out=row_t)
+            np.einsum("ihc,ihc->ih", dZ, ctx.Z, out=row_t)
         else:
             head_row_dots(dZ, ctx.Z, row_t)
     X = b.operands[_x_slot(p)]
@@ -276,7 +276,7 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct)
     if small:
         np.take(S, b.csc[1], axis=0, out=ST)
     else:
-        call(gather_edge_rows, b.csc[1], S, ST)
+        call(gather_edge_rows, b.csc[1], row_words(S), row_words(ST))
     call(kernel(mod, "column_pass", b.work), *b.args(csc=True), ST, dZ, row_t, dX, EB, GF,
          *col.values())
     row = _zeros_like_operands(p, b, {"row", "param"})
