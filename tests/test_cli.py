@@ -10,7 +10,7 @@ import pytest
 import gblas_gnn as gg
 from gblas_gnn.cli import main
 from gblas_gnn.cli.command import DEFAULTS, _config, _load_dataset, _parser, _weight_decay
-from gblas_gnn.cli.datasets import parse_dataset
+from gblas_gnn.data.specs import parse_dataset
 from gblas_gnn.nn import models
 from gblas_gnn.train import Adam
 

@@ -13,8 +13,8 @@ import scipy.sparse as sp
 from ogb_helpers import CLASSES, SCHEMES, toy, write_csv_gz, write_ogb
 
 from gblas_gnn.cli import main
-from gblas_gnn.cli.datasets import parse_dataset
 from gblas_gnn.data import load_ogb
+from gblas_gnn.data.specs import parse_dataset
 
 NAMES = ["ogbn-arxiv", "ogbn-products", "ogbn-papers100M"]
 

@@ -322,7 +322,7 @@ def test_unpickler_rejects_other_codecs_and_object_arrays(tmp_path):
 
 # ------------------------------------------------------- the CLI's dataset spec
 def test_planetoid_spec_row_normalises_features_by_default(tmp_path):
-    from gblas_gnn.cli.datasets import parse_dataset
+    from gblas_gnn.data.specs import parse_dataset
 
     feats, *_ = _write_planetoid(tmp_path, "cora", n_allx=520)
     spec = f"planetoid:{tmp_path / 'cora'}"
@@ -339,7 +339,7 @@ def test_planetoid_spec_row_normalises_features_by_default(tmp_path):
 
 
 def test_normalize_features_only_for_planetoid():
-    from gblas_gnn.cli.datasets import default_normalize_features, parse_dataset
+    from gblas_gnn.data.specs import default_normalize_features, parse_dataset
 
     assert default_normalize_features("planetoid:/x/cora")
     assert not default_normalize_features("csbm") and not default_normalize_features("npz:a")

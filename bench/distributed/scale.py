@@ -36,7 +36,7 @@ K = 16
 def worker(scale: int, edge_factor: int, epochs: int, warmup: int) -> dict | None:
     """One rank's part (see the module docstring); the result on rank 0."""
     from gblas_gnn import dist
-    from gblas_gnn.cli.datasets import synthetic_rows
+    from gblas_gnn.data.specs import synthetic_rows
     from gblas_gnn.executors import get_executor
     from gblas_gnn.train import Adam
     from gblas_gnn.train.losses import cross_entropy

@@ -10,7 +10,7 @@ import pytest
 
 import gblas_gnn as gg
 from gblas_gnn import dist
-from gblas_gnn.cli.datasets import parse_dataset
+from gblas_gnn.data.specs import parse_dataset
 from gblas_gnn.dist.data import load_dataset, read_npz_block
 
 

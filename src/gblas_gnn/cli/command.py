@@ -237,7 +237,7 @@ def _config(args, mf=None) -> dict:
         raise UsageError("--resume needs --checkpoint PATH")
     if args.resume and not args.checkpoint.is_file():
         raise UsageError(f"--resume: no checkpoint at {args.checkpoint}")
-    from .datasets import default_normalize_features
+    from ..data.specs import default_normalize_features
 
     normalize = args.normalize_features
     if normalize is None:
@@ -304,7 +304,7 @@ def _load_dataset(spec: str, cfg: dict, executor=None, relabel: bool = False,
                   progress: bool | None = None):
     """The data set of ``spec``; on a grid (``executor.grid``) this rank's block and rows.
     ``progress``: bars while generating or loading a graph of 10⁷ edges or more."""
-    from .datasets import parse_dataset
+    from ..data.specs import parse_dataset
 
     # a configuration written before the option existed trained on unnormalised features
     kw = {"seed": cfg["seed"], "dtype": np.dtype(cfg["dtype"]),
@@ -333,7 +333,7 @@ def _infer_dataset(spec: str | None, cfg: dict, executor=None, relabel: bool = F
     run's seed and dtype. Feature normalisation follows the training run on a planetoid
     spec and is off on any other kind (it exists for planetoid only); the features and
     classes must be those the model was trained on."""
-    from .datasets import default_normalize_features
+    from ..data.specs import default_normalize_features
 
     spec = spec or cfg["dataset"]
     normalize = cfg.get("normalize_features", False) and default_normalize_features(spec)

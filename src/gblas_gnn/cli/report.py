@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .datasets import synthetic_labels_note
+from ..data.specs import synthetic_labels_note
 
 if TYPE_CHECKING:
     from ..train import History

@@ -192,10 +192,10 @@ def load_dataset(spec: str, grid: Grid, *, seed: int = 0, dtype=np.float32,
                  normalize_features: bool | None = None, relabel: bool = False,
                  features: int = 32, classes: int = 4,
                  progress: bool | None = None) -> DistDataset:
-    """The data set of a command-line spec (:func:`gblas_gnn.cli.datasets.parse_dataset`) on
+    """The data set of a command-line spec (:func:`gblas_gnn.data.specs.parse_dataset`) on
     ``grid``: this rank's block and rows. ``progress``: bars on rank 0 for graphs from 10⁷
     edges (``False``: never)."""
-    from ..cli.datasets import generated_spec, parse_dataset, synthetic_rows
+    from ..data.specs import generated_spec, parse_dataset, synthetic_rows
 
     show = progress is not False and grid.rank == 0
     kind, _, arg = spec.partition(":")
@@ -223,7 +223,7 @@ def load_dataset(spec: str, grid: Grid, *, seed: int = 0, dtype=np.float32,
 
 
 def _npz_dataset(path: Path, grid: Grid, relabel: bool, dtype) -> DistDataset:
-    from ..cli.datasets import NPZ_KEYS
+    from ..data.specs import NPZ_KEYS
 
     read: dict = {}
     dg = read_npz_block(path, grid, relabel=relabel, dtype=dtype, read=read)

@@ -1,4 +1,5 @@
-"""Dataset specifications as the command line spells them.
+"""Data set specifications as the command line spells them (used by the command and by the
+grid's loaders).
 
 =====================================  ===================================================
 spec                                   data set
@@ -39,8 +40,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._io import read_npz
-from ..data import Dataset, csbm, erdos_renyi_edges, kronecker_edges, load_planetoid
-from ..data.ogb import load_ogb
+from .csbm import csbm
+from .dataset import Dataset
+from .erdos_renyi import erdos_renyi_edges
+from .kronecker import kronecker_edges
+from .ogb import load_ogb
+from .planetoid import load_planetoid
 
 __all__ = ["parse_dataset", "default_normalize_features", "synthetic_labels_note",
            "DATASET_KINDS", "SYNTHETIC_LABELS"]
