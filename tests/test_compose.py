@@ -227,6 +227,50 @@ def test_evaluation_mode_records_nothing_and_tracing_changes_no_result(executor)
     np.testing.assert_allclose(host(traced), plain, rtol=1e-12, atol=1e-14)
 
 
+class Attend(gg.nn.Module):
+    """An attention whose output is the fused program's own (no bias after it): the array
+    its backward context keeps."""
+
+    def __init__(self, dtype=np.float64, executor=None):
+        super().__init__(dtype, executor)
+        self.add_param("a", np.linspace(-1.0, 1.0, 3).astype(dtype))
+
+    def forward(self, g, H):
+        E = g.with_self_loops().A * (ops.tanh(rep(H) + rep(H).T) @ self.params["a"])
+        return ops.aggregate(ops.softmax(E), H)
+
+
+def test_writing_into_the_output_changes_no_gradient(executor):
+    """The output handed to the user is never the array a backward context reads (the
+    softmax term uses the program's output): overwriting it changes no gradient, for a
+    module and for the functional form."""
+    g, H, _ = graph_and_inputs(6, 3, 1)
+    dout = np.random.default_rng(4).standard_normal(H.shape)
+    grads = []
+    for overwrite in (False, True):
+        m = Attend(executor=executor)
+        out = m(g, executor.asarray(H))
+        if overwrite:
+            out[...] = 7.0
+        dH = m.backward(executor.asarray(dout))
+        grads.append((host(dH), host(m.grads["a"])))
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_array_equal(got, want)
+
+    def fn(X):
+        E = g.with_self_loops().A * (ops.tanh(rep(X) + rep(X).T) @ executor.asarray(
+            np.linspace(-1.0, 1.0, 3)))
+        return ops.aggregate(ops.softmax(E), X)
+
+    pulled = []
+    for overwrite in (False, True):
+        out, pullback = compose.vjp(fn, executor.asarray(H), executor=executor, vertex=(0,))
+        if overwrite:
+            out[...] = 7.0
+        pulled.append(host(pullback(executor.asarray(dout))[0]))
+    np.testing.assert_array_equal(pulled[1], pulled[0])
+
+
 def test_functional_form_gives_gradients_in_the_structure_of_the_arguments(executor):
     g, H, _ = graph_and_inputs(6, 4, 1)
     w = np.linspace(-1, 1, 4)

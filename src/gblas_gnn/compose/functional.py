@@ -94,7 +94,7 @@ def vjp(fn: Callable, *args, executor=None, vertex: Sequence[int] | None = None)
     ex = get_executor(executor)
     tape = Tape()
     positions = _vertex_positions(args, vertex)
-    with scope(ex, tape):
+    with scope(ex, tape) as s:
         traced = [_trace(a, tape, ex, (k,), k in positions) for k, a in enumerate(args)]
         out = fn(*traced)
     if not isinstance(out, Traced):
@@ -114,7 +114,7 @@ def vjp(fn: Callable, *args, executor=None, vertex: Sequence[int] | None = None)
             if out.node is not None else {}
         return tuple(_gather(a, leaves, ex, (k,)) for k, a in enumerate(args))
 
-    return out.value, pullback
+    return s.released(out.value), pullback
 
 
 def evaluate(fn: Callable, *args, executor=None, vertex: Sequence[int] | None = None):

@@ -80,7 +80,7 @@ def call_composed(module, g, H):
     else:
         module._cache = Recording(tape, out.node, list(s.modules), tuple(H.shape),
                                   tuple(out.shape))
-    return out.value
+    return s.released(out.value)
 
 
 def _check_params(module) -> None:

@@ -36,6 +36,8 @@ def run(root: Expr, sink: tuple, x=None):
     if not keep:
         return Traced(out, None, True)
 
+    s.held.append(out)                  # the context may keep it (Scope.released)
+
     def vjp(g):
         return ex.program_backward(ctx, g)
 

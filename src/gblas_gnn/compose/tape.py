@@ -111,6 +111,19 @@ class Scope:
         self.modules: list = []
         #: the width of every graph operation run (the features an aggregation moves)
         self.widths: list[int] = []
+        #: outputs of programs whose backward contexts hold them (see :meth:`released`)
+        self.held: list[Any] = []
+
+    def released(self, value):
+        """``value`` as it may leave the forward: a program's output is also held by its
+        backward context (the softmax term reads ``Z``), so the output handed to the user,
+        who may write into it, is a copy when it shares memory with one; an output computed
+        after the last program (a bias added, a mean over heads) is already its own array
+        and is not copied again."""
+        xp = self.executor.xp
+        if any(xp.may_share_memory(value, h) for h in self.held):
+            return value.copy()
+        return value
 
     def record(self, parents: Sequence[Any], vjp: Callable,
                zero: Callable[[], Any] | None = None) -> Node | None:

@@ -423,7 +423,8 @@ class Executor(ABC):
     def program_forward(self, program, keep: bool):
         """Run an edge program (:mod:`gblas_gnn.compose.program`): a sparse expression on
         A's pattern and the sink that consumes it. Returns ``(out, ctx)``, ``ctx`` None
-        unless ``keep``. The default is the reference lowering written with this interface
+        unless ``keep``; ``out`` may be an array ``ctx`` holds (the caller copies it before
+        handing it to a user who may write into it: :meth:`.compose.tape.Scope.released`). The default is the reference lowering written with this interface
         (:mod:`gblas_gnn.compose.reference`); an executor may compile programs into fused
         kernels that give the same result."""
         from ..compose import reference

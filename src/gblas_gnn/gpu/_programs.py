@@ -164,9 +164,7 @@ def _finish_forward(ex, p: Plan, b: _Buffers, outs: dict, A, keep: bool):
         if ctx is not None:
             ctx.counts = counts
     if ctx is not None:
-        ctx.Z = Z
-        if out is Z:
-            out = Z.copy()
+        ctx.Z = Z                       # (the output may be Z: the caller copies it)
     return (out[:, 0] if heads is None else out), ctx
 
 

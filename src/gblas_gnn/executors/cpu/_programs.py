@@ -200,9 +200,8 @@ def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool, counts=No
         if ctx is not None:
             ctx.counts = counts
     if ctx is not None:
-        ctx.Z = Z if out is not Z else Z.copy()
-    result = out[:, 0] if heads is None else out
-    return (result.copy() if result is Z and keep else result), ctx
+        ctx.Z = Z                       # (the output may be Z: the caller copies it)
+    return (out[:, 0] if heads is None else out), ctx
 
 
 def root_cotangent_inputs(p: Plan, ctx: ProgramContext, dout):
