@@ -326,3 +326,10 @@ def test_derive_seeds_distinct_and_stable():
     s = derive_seeds(0, 20)
     assert len(set(s)) == 20 and s == derive_seeds(0, 20) and s != derive_seeds(1, 20)
     assert derive_seeds(0, 3) == s[:3]
+
+
+def test_glorot_refuses_a_shape_without_two_fans():
+    rng = np.random.default_rng(0)
+    assert gg.nn.init.glorot((3, 4), rng).shape == (3, 4)
+    with pytest.raises(ValueError, match=r"at least two sizes .* \(1, n\)"):
+        gg.nn.init.glorot((16,), rng)
