@@ -10,12 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gblas_gnn.executors.cpu._kernel_primitives import (
-    ALIGNMENT,
-    aligned_empty,
-    exp_nonpositive,
-    prefetch_row,
-)
+from gblas_gnn.executors.alignment import ALIGNMENT, aligned_empty
+from gblas_gnn.executors.cpu._kernel_primitives import exp_nonpositive, prefetch_row
 
 _REL_ERR = 2e-7          # the documented bound (about 1.2 float32 ulp measured)
 _FLOOR = np.exp(-87.0)   # below x = -87 the float32 result is clamped to exp(-87)

