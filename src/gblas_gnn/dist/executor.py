@@ -44,9 +44,9 @@ import numpy as np
 from .. import semirings
 from ..executors import get_executor
 from ..executors.base import AggregateContext, Executor
-from ..executors.cpu import ArgExtremeContext
+from ..executors.contexts import ArgExtremeContext
 from ..executors.patterns import MatrixCache
-from ..executors.cpu._programs import ProgramContext
+from ..executors.program_context import ProgramContext
 from . import programs as _programs
 from .graph import Block
 from .grid import Grid, rebuild_error
@@ -176,7 +176,7 @@ class DistExecutor(Executor):
         return self.grid.exchange(X_cols, label, rows=_local(S).nrows)
 
     def _global_row_counts(self, M) -> np.ndarray:
-        counts = self.local._patterns.get(M).row_counts.astype(np.int64)
+        counts = self.local.csr_pattern(M).row_counts.astype(np.int64)
         return self.grid.allreduce(counts, "sum", "row", "row_counts")
 
     # ------------------------------------------------------------------ dense
@@ -230,8 +230,8 @@ class DistExecutor(Executor):
         M = _local(E)
         local = self.local.row_reduce(M, op) if axis == "row" else self.local.col_reduce(M, op)
         if op != "sum":                        # a block without entries must not vote
-            counts = self.local._patterns.get(M).row_counts if axis == "row" else \
-                np.bincount(self.local._patterns.get(M).indices, minlength=M.ncols)
+            counts = self.local.csr_pattern(M).row_counts if axis == "row" else \
+                np.bincount(self.local.csr_pattern(M).indices, minlength=M.ncols)
             local[counts == 0] = -np.inf if op == "max" else np.inf
         out = self.grid.allreduce(local, op, axis if axis == "row" else "col", label)
         if op != "sum":
@@ -285,7 +285,7 @@ class DistExecutor(Executor):
             num[~pos] = 0
             return num
         Z = product(M, H, sr)
-        pattern = self.local._patterns.get(M)
+        pattern = self.local.csr_pattern(M)
         local_counts = np.bincount(pattern.indices, minlength=M.ncols) if transpose else \
             pattern.row_counts
         if sr.add_identity != 0:               # an empty block row must be ⊕'s identity

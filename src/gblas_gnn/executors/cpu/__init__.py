@@ -5,8 +5,9 @@ re-exports it. Modules: :mod:`.executor` (the executor), :mod:`._gbio` (moving a
 out of GraphBLAS), :mod:`.semirings` (how each semiring runs here), :mod:`._spmm` (the
 ``plus_times`` products), :mod:`._minmax_kernels`, :mod:`._argext`, :mod:`._spmm_kernels`,
 :mod:`._dense_kernels`, :mod:`._kernel_primitives` and :mod:`._random_kernels` (the numba
-kernels), :mod:`._program_kernels` and :mod:`._programs` (the kernels generated from edge
-programs: every attention layer, every composition).
+kernels), :mod:`._program_kernels` (the kernels generated from edge programs: every
+attention layer, every composition) and :mod:`.programs` (their runtime; public, as the
+``dist`` executor runs it on its blocks).
 """
 
 from .executor import ArgExtremeContext, CPUExecutor

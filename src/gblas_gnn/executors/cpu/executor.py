@@ -12,8 +12,6 @@ objects sharing A's pattern. The package's other modules are listed in
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any
 
 import graphblas as gb
 import numpy as np
@@ -21,8 +19,9 @@ from graphblas import binary, monoid, semiring, unary
 
 from ..alignment import aligned_empty
 from ..base import Executor
+from ..contexts import ArgExtremeContext
 from ..patterns import CSRPattern, MatrixCache
-from . import _argext, _dense_kernels, _gbio, _programs, _random_kernels, _spmm
+from . import _argext, _dense_kernels, _gbio, _random_kernels, _spmm, programs
 from . import semirings as _semirings
 from ._spmm import CSCOperand
 
@@ -53,21 +52,6 @@ def _dense_to_gb(X: np.ndarray) -> gb.Matrix:
 def _blas_controller():
     from threadpoolctl import ThreadpoolController
     return ThreadpoolController()
-
-
-# ---------------------------------------------------------------------- contexts
-@dataclass
-class ArgExtremeContext:
-    """``max``/``min`` aggregation: the CSR buffers of ``S`` and the winner of each
-    (row, feature) (its CSR position, −1 for an empty row)."""
-
-    aggr: str
-    S: Any
-    H: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    values: np.ndarray
-    arg: np.ndarray
 
 
 class CPUExecutor(Executor):
@@ -159,6 +143,13 @@ class CPUExecutor(Executor):
         pattern = self._patterns.get(A)
         return pattern.rows(), pattern.indices.astype(np.int64)
 
+    def csr_pattern(self, A: gb.Matrix) -> CSRPattern:
+        """The CSR index buffers of ``A``'s pattern (a
+        :class:`~gblas_gnn.executors.patterns.CSRPattern`), exported once per matrix and kept
+        while it lives: what the kernels and the edge primitives here read, and what the
+        ``dist`` executor reads of its block."""
+        return self._patterns.get(A)
+
     def pattern_values(self, A, dtype) -> np.ndarray:
         """A's stored values in CSR order as ``dtype`` (exported once per matrix)."""
         values = self._values.get(A)
@@ -166,16 +157,16 @@ class CPUExecutor(Executor):
 
     # ------------------------------------------------------------------ edge programs
     def program_forward(self, program, keep):
-        # the generated kernels of ._program_kernels (one row pass); the reference
-        # lowering for what they do not cover (a user semiring's aggregation)
-        if not _programs.fused(program.structure):
+        # the generated kernels of ._program_kernels (one row pass, .programs); the
+        # reference lowering for what they do not cover (a user semiring's aggregation)
+        if not programs.fused(program.structure):
             return super().program_forward(program, keep)
-        return _programs.forward(self, program, keep)
+        return programs.forward(self, program, keep)
 
     def program_backward(self, ctx, dout):
-        if not isinstance(ctx, _programs.ProgramContext):
+        if not isinstance(ctx, programs.ProgramContext):
             return super().program_backward(ctx, dout)
-        return _programs.backward(self, ctx, dout)
+        return programs.backward(self, ctx, dout)
 
     def transposed(self, S: gb.Matrix) -> gb.Matrix:
         """``Sᵀ`` stored as a matrix of its own, built once per matrix (products with a
