@@ -43,8 +43,8 @@ import numpy as np
 
 from .. import semirings
 from ..executors import get_executor
-from ..executors.base import AggregateContext, Executor
-from ..executors.contexts import ArgExtremeContext
+from ..executors.base import Executor
+from ..executors.contexts import AggregateContext, ArgExtremeContext
 from ..executors.patterns import MatrixCache
 from ..executors.program_context import ProgramContext
 from . import programs as _programs
@@ -183,6 +183,10 @@ class DistExecutor(Executor):
     def gemm(self, X, W):
         with self._op("gemm"):
             return self.local.gemm(X, W)
+
+    def row_dot(self, X, Y):
+        # per vertex: this rank's rows R_x are whole (no communication)
+        return self.local.row_dot(X, Y)
 
     def _share(self, rows: int) -> slice:
         """This rank's share of its row block for a reduction over vertices: the q ranks of

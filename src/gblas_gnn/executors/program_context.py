@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..compose.plan import Plan
+    from .base import DenseArray
 
 __all__ = ["ProgramBuffers", "ProgramContext", "finish_grads"]
 
@@ -40,13 +41,13 @@ class ProgramContext:
 
     plan: Plan
     buffers: ProgramBuffers
-    Z: Any | None = None           # the raw aggregate (n, heads, f) or reduction
-    extra: dict[str, Any] = field(default_factory=dict)
-    counts: Any | None = None      # mean: the row counts (n, 1, 1)
+    Z: DenseArray | None = None           # the raw aggregate (n, heads, f) or reduction
+    extra: dict[str, DenseArray] = field(default_factory=dict)
+    counts: DenseArray | None = None      # mean: the row counts (n, 1, 1)
 
 
-def finish_grads(p: Plan, b: ProgramBuffers, grads: dict[int, Any]
-                 ) -> list[Any | None]:
+def finish_grads(p: Plan, b: ProgramBuffers, grads: dict[int, DenseArray]
+                 ) -> list[DenseArray | None]:
     """Cotangents by slot in the operands' own shapes (parameters summed over rows)."""
     out: list = [None] * len(p.structure.roles)
     for slot, (role, _) in enumerate(p.structure.roles):

@@ -217,7 +217,7 @@ class CUDAExecutor(Executor):
             return super().program_backward(ctx, dout)
         return _programs.backward(self, ctx, dout)
 
-    # ================================================================== tier 1: dense
+    # ================================================================== (b) process tier: dense
     def gemm(self, X, W):
         return self._on_device(X) @ self._on_device(W)
 
@@ -229,7 +229,7 @@ class CUDAExecutor(Executor):
                          self._device(Y, X.dtype), 1, out)
         return out[0]
 
-    # ================================================================== tier 1: edges
+    # ================================================================== (a) core: edges
     def edge_values(self, E):
         return self._edges(E).values
 
@@ -386,7 +386,7 @@ class CUDAExecutor(Executor):
                          float(p), out)
         return out
 
-    # ================================================================== tier 2: edge algebra
+    # ================================================================== (c) defaults: edge algebra
     def _map(self, E, kernel, *args):
         """A new edge tensor on E's pattern: ``kernel(*args, out)`` over its edges."""
         E = self._edges(E)
