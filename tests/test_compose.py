@@ -254,7 +254,7 @@ def test_writing_into_the_output_changes_no_gradient(executor):
             out[...] = 7.0
         dH = m.backward(executor.asarray(dout))
         grads.append((host(dH), host(m.grads["a"])))
-    for got, want in zip(grads[1], grads[0]):
+    for got, want in zip(grads[1], grads[0], strict=True):
         np.testing.assert_array_equal(got, want)
 
     def fn(X):

@@ -243,11 +243,11 @@ def test_the_parallel_variants_equal_the_reference(monkeypatch, sink):
     are below it) against the reference: the threshold forced to zero, a softmax over a
     rank-3 contraction into each kind of sink (column strategy, row strategy, a reduction,
     the transposed product), forward and backward."""
-    from gblas_gnn.executors.cpu import _program_kernels, _programs
+    from gblas_gnn.executors.cpu import _program_kernels, programs
 
     monkeypatch.setattr(_program_kernels, "SERIAL_WORK_BELOW", 0)
     ran = []
-    monkeypatch.setattr(_programs, "kernel", lambda mod, name, work: ran.append(name) or
+    monkeypatch.setattr(programs, "kernel", lambda mod, name, work: ran.append(name) or
                         _program_kernels.kernel(mod, name, work))
 
     def fn(A, X, Y, u, v, P):

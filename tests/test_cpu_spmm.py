@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from gblas_gnn.executors import CPUExecutor
 from gblas_gnn.executors.cpu import _dense_kernels
-from gblas_gnn.executors.cpu._pattern import CSCOperand, CSRPattern, balanced_bounds
+from gblas_gnn.executors.cpu._spmm import CSCOperand
 from gblas_gnn.executors.cpu._spmm_kernels import spmm_rows, transpose_csr
+from gblas_gnn.executors.patterns import CSRPattern, balanced_bounds
 
 pytestmark = pytest.mark.cpu_only
 SETTINGS = settings(max_examples=40, deadline=None)

@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gblas_gnn.executors.alignment import ALIGNMENT, aligned_empty
 from gblas_gnn.executors.cpu._kernel_primitives import (
-    ALIGNMENT,
-    aligned_empty,
     exp_nonpositive,
     gather_edge_rows,
     head_row_dots,

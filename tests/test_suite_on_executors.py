@@ -2,8 +2,8 @@
 default (cpu) run: ``python -m pytest --executor NAME`` in a subprocess.
 
 ``primitives`` is the cpu executor without any fused kernel: every layer then runs on the
-base-class defaults written with the tier-1 primitives, which proves that an executor
-implementing only the layer contract runs every layer and trains.
+base-class defaults written with the core primitives, which proves that an executor
+implementing only the core (and the one-process tier) runs every layer and trains.
 
 ``cuda`` runs in Numba's CUDA simulator (no GPU here): the suite written for it
 (``tests/gpu``: every layer, training, checkpoints and the command line against the cpu

@@ -21,7 +21,17 @@ from types import ModuleType
 
 from .plan import Plan
 
-__all__ = ["signature_key", "load_module"]
+__all__ = ["cache_dir", "signature_key", "load_module"]
+
+
+def cache_dir(executor: str = "cpu") -> Path:
+    """Where ``executor``'s generated modules are written: ``$GBLAS_GNN_KERNEL_CACHE``
+    (default ``~/.cache/gblas_gnn/kernels``) for the cpu executor's, and a sibling folder
+    ``<executor>_kernels`` of it for another's (the cuda executor's:
+    ``~/.cache/gblas_gnn/cuda_kernels``), which moves with the variable."""
+    env = os.environ.get("GBLAS_GNN_KERNEL_CACHE")
+    cpu = Path(env) if env else Path.home() / ".cache" / "gblas_gnn" / "kernels"
+    return cpu if executor == "cpu" else cpu.parent / f"{executor}_kernels"
 
 
 def signature_key(p: Plan, version: int, prefix: str = "prog_") -> str:

@@ -43,10 +43,10 @@ import numpy as np
 
 from .. import semirings
 from ..executors import get_executor
-from ..executors.base import AggregateContext, Executor
-from ..executors.cpu import ArgExtremeContext
-from ..executors.cpu._pattern import MatrixCache
-from ..executors.cpu._programs import ProgramContext
+from ..executors.base import Executor
+from ..executors.contexts import AggregateContext, ArgExtremeContext
+from ..executors.patterns import MatrixCache
+from ..executors.program_context import ProgramContext
 from . import programs as _programs
 from .graph import Block
 from .grid import Grid, rebuild_error
@@ -176,13 +176,17 @@ class DistExecutor(Executor):
         return self.grid.exchange(X_cols, label, rows=_local(S).nrows)
 
     def _global_row_counts(self, M) -> np.ndarray:
-        counts = self.local._patterns.get(M).row_counts.astype(np.int64)
+        counts = self.local.csr_pattern(M).row_counts.astype(np.int64)
         return self.grid.allreduce(counts, "sum", "row", "row_counts")
 
     # ------------------------------------------------------------------ dense
     def gemm(self, X, W):
         with self._op("gemm"):
             return self.local.gemm(X, W)
+
+    def row_dot(self, X, Y):
+        # per vertex: this rank's rows R_x are whole (no communication)
+        return self.local.row_dot(X, Y)
 
     def _share(self, rows: int) -> slice:
         """This rank's share of its row block for a reduction over vertices: the q ranks of
@@ -230,8 +234,8 @@ class DistExecutor(Executor):
         M = _local(E)
         local = self.local.row_reduce(M, op) if axis == "row" else self.local.col_reduce(M, op)
         if op != "sum":                        # a block without entries must not vote
-            counts = self.local._patterns.get(M).row_counts if axis == "row" else \
-                np.bincount(self.local._patterns.get(M).indices, minlength=M.ncols)
+            counts = self.local.csr_pattern(M).row_counts if axis == "row" else \
+                np.bincount(self.local.csr_pattern(M).indices, minlength=M.ncols)
             local[counts == 0] = -np.inf if op == "max" else np.inf
         out = self.grid.allreduce(local, op, axis if axis == "row" else "col", label)
         if op != "sum":
@@ -285,7 +289,7 @@ class DistExecutor(Executor):
             num[~pos] = 0
             return num
         Z = product(M, H, sr)
-        pattern = self.local._patterns.get(M)
+        pattern = self.local.csr_pattern(M)
         local_counts = np.bincount(pattern.indices, minlength=M.ncols) if transpose else \
             pattern.row_counts
         if sr.add_identity != 0:               # an empty block row must be ⊕'s identity

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..executors.cpu._kernel_primitives import aligned_empty
+from ..executors.alignment import aligned_empty
 
 __all__ = ["Grid", "GridError", "rebuild_error"]
 

@@ -30,9 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..compose.plan import Plan, fusable, plan
-from ..executors.cpu import _programs as cpu
-from ..executors.cpu._kernel_primitives import aligned_empty
-from ..executors.cpu._program_kernels import SERIAL_WORK_BELOW, kernel, kernels
+from ..executors.alignment import aligned_empty
+from ..executors.cpu import programs as cpu
 
 __all__ = ["runs", "forward", "backward"]
 
@@ -73,10 +72,10 @@ def forward(dex, prog, keep: bool):
     b = cpu.prepare(local, prog, p, M, lambda slot, v: cols[slot], ids)
     # every rank runs the same variant of every kernel (their first calls are collective,
     # see _call) while each block has its own size: the parallel ones
-    b.min_work = SERIAL_WORK_BELOW
-    mod = kernels(p)
+    b.min_work = cpu.SERIAL_WORK_BELOW
+    mod = cpu.kernels(p)
     outs = cpu.sink_outputs(p, b)
-    fwd = kernel(mod, "forward", b.work)
+    fwd = cpu.kernel(mod, "forward", b.work)
     args = [*b.args(), *outs.values(), *cpu.stats(p, b)]
     if grid.q == 1:
         _call(grid, fwd, *args, -1)
@@ -166,9 +165,9 @@ def backward(dex, ctx, dout) -> list:
 
 
 def _row_gradients(grid, p: Plan, ctx, dZ) -> dict:
-    b, mod = ctx.buffers, kernels(p)
+    b, mod = ctx.buffers, cpu.kernels(p)
     rb = cpu.row_backward_buffers(p, ctx, dZ)
-    row_pass = kernel(mod, "row_pass", b.work)
+    row_pass = cpu.kernel(mod, "row_pass", b.work)
     if grid.q == 1:
         _call(grid, row_pass, *b.args(), *rb.args(), -1)
     else:

@@ -3,55 +3,80 @@ r"""The executor interface: the only vocabulary layers use (rule 3 of ``docs/des
 Layers write their forward and backward once with these operations and never look at which
 executor runs them. Two kinds of operand appear:
 
-* **dense tensors** are arrays of the executor's array module :attr:`Executor.xp` (numpy for
-  ``cpu`` and ``dist``, CuPy on a GPU) with *vertices on axis 0*: ``(n, k)`` features,
-  ``(n,)`` or ``(n, heads)`` vectors. Parameters and other small matrices are arrays of the
-  same module. On a distributed executor "the n rows" are this process's share of them;
-  every operation below is written so that the layer cannot tell.
-* **edge tensors** hold one scalar per stored edge of a fixed pattern (the adjacency ``A``,
-  or a block of it); their type is the executor's (a ``graphblas.Matrix`` for ``cpu``).
-  Edge values in array form (``edge_values``, dropout scales) are in ``A``'s CSR order:
-  target-major, sources ascending.
+* **dense tensors** (:class:`DenseArray`) are arrays of the executor's array module
+  :attr:`Executor.xp` (numpy for ``cpu`` and ``dist``, CuPy on a GPU) with *vertices on
+  axis 0*: ``(n, k)`` features, ``(n,)`` or ``(n, heads)`` vectors. Parameters and other
+  small matrices are arrays of the same module. On a distributed executor "the n rows" are
+  this process's share of them; every operation below is written so that the layer cannot
+  tell.
+* **edge tensors** (:class:`~gblas_gnn.executors.edges.EdgeTensor`) hold one scalar per
+  stored edge of a fixed pattern (the adjacency ``A``, or a block of it); their type is the
+  executor's (a ``graphblas.Matrix`` for ``cpu``). Edge values in array form
+  (``edge_values``, dropout scales) are in ``A``'s CSR order: target-major, sources
+  ascending.
 
 No operation materialises an n×n dense matrix or an |E|×k tensor (rule 1).
 
-The interface has two tiers.
+The methods of :class:`Executor` fall in three tiers (the table with every method is in
+``docs/design.md``, "Writing a fourth executor"):
 
-**Tier 1, the layer contract** — what layers call, and what a new executor implements:
-dense products and the reductions over vertices (:meth:`gemm`, :meth:`inner`,
-:meth:`vertex_sum`, :meth:`row_dot`), the sparse products (:meth:`sddmm`, :meth:`spmm`,
-:meth:`spmm_t`, :meth:`spmm_affine`), aggregation with its backward (:meth:`aggregate`,
-:meth:`aggregate_backward`; max/min through :meth:`extreme_aggregate`), the reductions of
-edge tensors (:meth:`row_reduce`, :meth:`col_reduce`), and the edge primitives the rest is
-built from (:meth:`edge_values`, :meth:`edge_from_values`, :meth:`gather_rows`,
-:meth:`gather_cols`, :meth:`edge_ids`). Softmax, its backward, the random masks and the edge
-programs of compositions (:meth:`program_forward`, :meth:`program_backward`: every attention
-layer is one) have defaults written with the primitives, so a new executor has them at once
-and may override them with generated kernels that give the same result (the ``cpu``
-executor does).
+**(a) The core** (:data:`CORE_TIER`): the abstract methods a new executor must write — the
+edge primitives (:meth:`~Executor.edge_values`, :meth:`~Executor.edge_from_values`,
+:meth:`~Executor.gather_rows`, :meth:`~Executor.gather_cols`, :meth:`~Executor.edge_ids`),
+the reductions of edge tensors (:meth:`~Executor.row_reduce`, :meth:`~Executor.col_reduce`),
+the sampled product :meth:`~Executor.sddmm` and the max/min aggregation with its backward
+(:meth:`~Executor.extreme_aggregate`, :meth:`~Executor.extreme_aggregate_backward`).
 
-**Tier 2, the edge algebra** of :mod:`gblas_gnn.ops` and :mod:`gblas_gnn.virtual`
-(:meth:`pattern`, :meth:`apply`, :meth:`ewise`, :meth:`row_scale`, :meth:`col_scale`,
-:meth:`scale_edges`, :meth:`outer_add`, :meth:`leaky_relu_backward`) has defaults built from
-tier 1 (edge values, gathers and the array module), so an executor inherits it.
+**(b) The process tier** (:data:`PROCESS_TIER`): what depends on how many processes run
+every operation together (:attr:`~Executor.processes`). The defaults are those of one
+process: :meth:`~Executor.agree`, :meth:`~Executor.all_agree`, :meth:`~Executor.validation`,
+:meth:`~Executor.on_root` and :attr:`~Executor.is_root` are identities, the reductions over
+vertices (:meth:`~Executor.inner`, :meth:`~Executor.vertex_sum`) and the per-vertex products
+(:meth:`~Executor.gemm`, :meth:`~Executor.row_dot`) are local, the products
+:meth:`~Executor.spmm` / :meth:`~Executor.spmm_t` reduce over this process's pattern, and
+the source side of a pattern is this process's rows (:meth:`~Executor.source_rows`,
+:meth:`~Executor.columns`, :meth:`~Executor.gather_columns`). On a multi-process executor
+each would silently give this process's share, so there every default of this tier raises
+``NotImplementedError`` naming the method: such an executor must override all of them.
+
+**(c) Defaults** built on the core (and on tier (b)), safe on every executor: array
+conversion, softmax and its backward, the random masks, ``spmm_affine``, aggregation with
+its backward, the edge programs of compositions (:meth:`~Executor.program_forward`,
+:meth:`~Executor.program_backward`: the reference lowering), the semiring lowerings, and
+the edge algebra of :mod:`gblas_gnn.ops` and :mod:`gblas_gnn.virtual`
+(:meth:`~Executor.pattern`, :meth:`~Executor.apply`, :meth:`~Executor.ewise`,
+:meth:`~Executor.row_scale`, :meth:`~Executor.col_scale`, :meth:`~Executor.scale_edges`,
+:meth:`~Executor.outer_add`, :meth:`~Executor.leaky_relu_backward`). An executor may
+override any of them with kernels that give the same result (the ``cpu`` executor does,
+with numba kernels generated for programs).
 
 Semirings are meanings (:mod:`gblas_gnn.semirings`); each executor says how it runs one
-(:meth:`semiring_lowering`).
+(:meth:`~Executor.semiring_lowering`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from . import _random
+from .contexts import AggregateContext, MeanContext
 
-__all__ = ["AGGREGATIONS", "Executor", "EdgeTensorBase", "AggregateContext", "MeanContext",
+if TYPE_CHECKING:
+    import graphblas as gb
+
+    from ..compose.program import Program
+    from ..semirings import Semiring
+    from .edges import EdgeTensor
+
+__all__ = ["AGGREGATIONS", "CORE_TIER", "PROCESS_TIER", "DEFAULT_TIER", "Executor",
+           "EdgeTensorBase", "DenseArray", "Lowering", "AggregateContext", "MeanContext",
            "check_aggregation", "is_named"]
 
 #: the aggregations with a backward; any other ``aggr`` is a semiring (forward only)
@@ -61,6 +86,41 @@ Reduce = Literal["sum", "max", "min"]
 ScaleOp = Literal["times", "div", "plus", "minus"]
 Unary = Literal["exp", "relu", "leaky_relu", "scale", "neg", "add", "rdiv"]
 EwiseOp = Literal["plus", "minus", "times", "div"]
+T = TypeVar("T")
+
+#: tier (a): the abstract methods every executor writes
+CORE_TIER = ("edge_values", "edge_from_values", "gather_rows", "gather_cols", "edge_ids",
+             "row_reduce", "col_reduce", "sddmm", "extreme_aggregate",
+             "extreme_aggregate_backward")
+#: tier (b): defaults correct on one process only; an executor with ``processes > 1``
+#: overrides every one (their defaults raise there). ``processes`` itself decides.
+PROCESS_TIER = ("is_root", "agree", "all_agree", "validation", "on_root", "gemm", "inner",
+                "vertex_sum", "row_dot", "spmm", "spmm_t", "source_rows", "columns",
+                "gather_columns")
+#: tier (c): defaults built on tiers (a) and (b), right on every executor (an executor may
+#: override them with faster kernels giving the same result)
+DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "to_graphblas", "spmm_affine",
+                "lowers", "semiring_lowering", "generic_lowering", "target_rows",
+                "program_forward", "program_backward", "aggregate", "row_counts",
+                "aggregate_backward", "softmax", "softmax_backward", "dropout_edges",
+                "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise", "row_scale",
+                "col_scale", "scale_edges", "outer_add")
+
+
+class DenseArray(Protocol):
+    """What the interface needs of a dense tensor: an array of an executor's array module
+    (a ``numpy.ndarray`` on ``cpu`` and ``dist``, a CuPy array on ``cuda``, the CUDA
+    simulator's device array under it)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> np.dtype: ...
+
+    @property
+    def ndim(self) -> int: ...
+
 
 _BINARY = {"plus": lambda xp, a, b: a + b, "minus": lambda xp, a, b: a - b,
            "times": lambda xp, a, b: a * b, "div": lambda xp, a, b: a / b}
@@ -131,53 +191,197 @@ class EdgeTensorBase(ABC):
         """The values' numpy dtype."""
 
 
-# ---------------------------------------------------------------------- forward contexts
-@dataclass
-class AggregateContext:
-    """``Z = S ⊕ H`` with ``aggr = "sum"``: backward needs ``S`` and ``H``."""
-
-    S: Any
-    H: Any
-
-    aggr = "sum"
+#: ``spmm(S, H)`` (or ``spmm_t``) of one semiring on one executor
+Product = Callable[["EdgeTensor", DenseArray], DenseArray]
+#: ``build(executor, semiring) -> (spmm, spmm_t)``, registered with :meth:`Executor.lowers`
+LoweringBuilder = Callable[["Executor", "Semiring"], tuple[Product, Product]]
 
 
 @dataclass
-class MeanContext(AggregateContext):
-    """``"mean"``: also the row counts (an empty row counts 1; its output is 0 anyway)."""
-
-    counts: Any = None
-
-    aggr = "mean"
-
-
-@dataclass
-class _Lowering:
+class Lowering:
     """How one executor runs one semiring: ``spmm(S, H)`` and ``spmm_t(S, H)``."""
 
-    spmm: Any
-    spmm_t: Any
+    spmm: Product
+    spmm_t: Product
 
 
 class Executor(ABC):
-    """Abstract executor (see the module docstring for the two tiers)."""
+    """Abstract executor: tier (a) abstract, tiers (b) and (c) defaults (see the module
+    docstring and :data:`CORE_TIER`, :data:`PROCESS_TIER`, :data:`DEFAULT_TIER`)."""
 
     name: str = "abstract"
     #: the array module of dense tensors
-    xp = np
+    xp: Any = np
 
-    # ================================================================== arrays
-    def asarray(self, x, dtype=None):
+    # ================================================================== (b) process tier
+    #: processes that run every operation together (a grid's size; 1 here). Above 1, every
+    #: method of :data:`PROCESS_TIER` must be overridden: its default raises.
+    processes: int = 1
+
+    def _one_process(self, method: str) -> None:
+        """Refuse the one-process default of ``method`` (:data:`PROCESS_TIER`) on an executor
+        of more than one process that did not override it (it would answer for this
+        process's share alone)."""
+        if self.processes > 1:
+            raise NotImplementedError(
+                f"{type(self).__name__}.{method}: the default Executor.{method} is right on "
+                f"one process only (it would see this process's share alone); a "
+                f"multi-process executor (processes = {self.processes}) must override "
+                f"{method}")
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this process prints and writes files (one process per job does)."""
+        self._one_process("is_root")
+        return True
+
+    def agree(self, value: T) -> T:
+        """``value`` as every process of the job sees it: the root's (identity here)."""
+        self._one_process("agree")
+        return value
+
+    def all_agree(self, flag: bool) -> bool:
+        """Whether ``flag`` holds in every process of the job (``flag`` itself here). A
+        decision that chooses between paths with and without collectives (a cache hit) must
+        be taken with it, or one process waits for ever in a collective the others skip."""
+        self._one_process("all_agree")
+        return bool(flag)
+
+    @contextmanager
+    def validation(self) -> Iterator[None]:
+        """Input checks run inside this block: on a multi-process executor an error in any
+        process is raised in every process (none is left waiting in a collective); here it
+        simply propagates. The block must not communicate itself."""
+        self._one_process("validation")
+        yield
+
+    def on_root(self, fn: Callable[[], T]) -> T | None:
+        """``fn()`` run by the root process only (writing a file), its error raised in every
+        process; returns its result on the root, None elsewhere."""
+        self._one_process("on_root")
+        return fn()
+
+    def gemm(self, X: DenseArray, W: DenseArray) -> DenseArray:
+        """Dense ``X W`` of a vertex-indexed ``X`` (or a parameter) by a small matrix ``W``;
+        pass ``W.T`` for ``X Wᵀ``. Never a reduction over vertices."""
+        self._one_process("gemm")
+        return X @ W
+
+    def inner(self, X: DenseArray, Y: DenseArray) -> DenseArray:
+        r"""The reduction over vertices :math:`X^\top Y = \sum_i X_i^\top Y_i` (weight
+        gradients ``Hᵀ dZ``): ``(a, b)`` for ``X`` (n, a) and ``Y`` (n, b)."""
+        self._one_process("inner")
+        return X.T @ Y
+
+    def vertex_sum(self, X: DenseArray) -> DenseArray:
+        r"""The reduction over vertices :math:`\sum_i X_i` (bias gradients, loss sums):
+        shape ``X.shape[1:]``."""
+        self._one_process("vertex_sum")
+        return X.sum(axis=0)
+
+    def row_dot(self, X: DenseArray, Y: DenseArray) -> DenseArray:
+        r"""Per-vertex products :math:`r_i = \langle X_i, Y_i \rangle` (row norms, the
+        softmax term of a backward), shape (n,)."""
+        self._one_process("row_dot")
+        return self.xp.einsum("ij,ij->i", X, Y)
+
+    def spmm(self, S: EdgeTensor, H: DenseArray,
+             semiring: str | Semiring = "plus_times") -> DenseArray:
+        """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0. A semiring for
+        nonnegative weights only (``avg``) refuses a negative one first
+        (:meth:`_check_weights`). The default runs :meth:`semiring_lowering` on this
+        process's pattern."""
+        self._one_process("spmm")
+        self._check_weights(S, semiring)
+        return self.semiring_lowering(semiring).spmm(S, H)
+
+    def spmm_t(self, S: EdgeTensor, H: DenseArray,
+               semiring: str | Semiring = "plus_times") -> DenseArray:
+        """``Z[j] = ⊕_i S[i,j] ⊗ H[i]`` (the product with ``Sᵀ``); an empty column gives 0."""
+        self._one_process("spmm_t")
+        self._check_weights(S, semiring)
+        return self.semiring_lowering(semiring).spmm_t(S, H)
+
+    def source_rows(self, A: EdgeTensor) -> int:
+        """Rows of a dense tensor gathered by A's columns (sources), in the layout every
+        dense tensor has: A's column count on one process (a grid holds them by rows)."""
+        self._one_process("source_rows")
+        return self._ncols(A)
+
+    def columns(self, A: EdgeTensor, X: DenseArray) -> DenseArray:
+        """The rows of ``X`` for A's columns (the source side), for :meth:`gather_columns`:
+        ``X`` itself on one process; a grid fetches them once (the partner exchange)."""
+        self._one_process("columns")
+        return X
+
+    def gather_columns(self, A: EdgeTensor, v: DenseArray) -> DenseArray:
+        """``v[j]`` for every stored entry ``(i, j)`` of A, CSR order, from a vector of
+        :meth:`columns` (no communication)."""
+        self._one_process("gather_columns")
+        return self.gather_cols(A, v)
+
+    # ================================================================== (a) the core
+    @abstractmethod
+    def edge_values(self, E: EdgeTensor) -> DenseArray:
+        """E's values as a 1-D array in CSR order."""
+
+    @abstractmethod
+    def edge_from_values(self, A: EdgeTensor, values: DenseArray) -> EdgeTensor:
+        """An edge tensor with A's pattern holding ``values`` (CSR order, as
+        :meth:`edge_values`)."""
+
+    @abstractmethod
+    def gather_rows(self, E: EdgeTensor, u: DenseArray) -> DenseArray:
+        """``u[i]`` for every stored entry ``(i, j)`` of E, in CSR order (``u``: (n,))."""
+
+    @abstractmethod
+    def gather_cols(self, E: EdgeTensor, v: DenseArray) -> DenseArray:
+        """``v[j]`` for every stored entry ``(i, j)`` of E, in CSR order (``v`` is indexed by
+        E's columns, i.e. by source vertices, and laid out like every dense tensor)."""
+
+    @abstractmethod
+    def edge_ids(self, A: EdgeTensor) -> tuple[DenseArray, DenseArray]:
+        """``(rows, cols)``: the global vertex ids of A's stored entries, CSR order (random
+        masks hash them, so a mask does not depend on the executor or the partition)."""
+
+    @abstractmethod
+    def row_reduce(self, E: EdgeTensor, op: Reduce = "sum") -> DenseArray:
+        """``r[i] = ⊕_j E[i,j]`` over stored entries; an empty row gives 0."""
+
+    @abstractmethod
+    def col_reduce(self, E: EdgeTensor, op: Reduce = "sum") -> DenseArray:
+        """``r[j] = ⊕_i E[i,j]`` over stored entries (laid out like a dense vector over
+        vertices); an empty column gives 0."""
+
+    @abstractmethod
+    def sddmm(self, A: EdgeTensor, X: DenseArray, Y: DenseArray) -> EdgeTensor:
+        """Sampled dense-dense product on A's *pattern*: ``E[i,j] = Σ_c X[i,c] Y[j,c]``."""
+
+    @abstractmethod
+    def extreme_aggregate(self, S: EdgeTensor, H: DenseArray, is_max: bool,
+                          keep_context: bool) -> DenseArray | tuple[DenseArray, Any]:
+        """``Z[i,c] = max_j / min_j S[i,j] H[j,c]`` (empty row → 0), with the arg-extreme of
+        each (row, feature) in the context: ``Z`` or ``(Z, ctx)``."""
+
+    @abstractmethod
+    def extreme_aggregate_backward(self, ctx: Any, dZ: DenseArray, need_dS: bool = True
+                                   ) -> tuple[EdgeTensor | None, DenseArray]:
+        """``(dS, dH)`` of :meth:`extreme_aggregate`: ``dS[i,j] = Σ_c [j wins (i,c)]
+        dZ[i,c] H[j,c]``, ``dH[j,c] = Σ_i [j wins (i,c)] dZ[i,c] S[i,j]``."""
+
+    # ================================================================== (c) defaults
+    # ------------------------------------------------------------------ arrays
+    def asarray(self, x: ArrayLike, dtype: DTypeLike | None = None) -> DenseArray:
         """``x`` (a host array, or already one of ours) as an array of :attr:`xp`."""
         return self.xp.asarray(x, dtype=dtype)
 
-    def to_numpy(self, x, reason: str = "to_numpy") -> np.ndarray:
+    def to_numpy(self, x: DenseArray, reason: str = "to_numpy") -> np.ndarray:
         """A host ``numpy.ndarray`` with the values of ``x`` (no copy when it is one).
         Every read of device values on the host goes through here; ``reason`` says what it is
         for (a device executor counts its copies by reason)."""
         return np.asarray(x)
 
-    def all_finite(self, *arrays) -> bool:
+    def all_finite(self, *arrays: DenseArray) -> bool:
         """Whether every value of ``arrays`` (of :attr:`xp`) is finite: one reduction and
         one read on the host (:meth:`to_numpy`, reason ``"finite"``: a counted copy on a
         device). The NaN/Inf checks of rule 5 use it, so that a device's syncs are seen."""
@@ -188,32 +392,7 @@ class Executor(ABC):
         ok = flags[0] if len(flags) == 1 else xp.stack(flags).all()
         return bool(self.to_numpy(ok, "finite"))
 
-    #: processes that run every operation together (a grid's size; 1 here)
-    processes = 1
-
-    @property
-    def is_root(self) -> bool:
-        """Whether this process prints and writes files (one process per job does)."""
-        return True
-
-    def agree(self, value):
-        """``value`` as every process of the job sees it: the root's (identity here)."""
-        return value
-
-    def all_agree(self, flag: bool) -> bool:
-        """Whether ``flag`` holds in every process of the job (``flag`` itself here). A
-        decision that chooses between paths with and without collectives (a cache hit) must
-        be taken with it, or one process waits for ever in a collective the others skip."""
-        return bool(flag)
-
-    @contextmanager
-    def validation(self) -> Iterator[None]:
-        """Input checks run inside this block: on a multi-process executor an error in any
-        process is raised in every process (none is left waiting in a collective); here it
-        simply propagates. The block must not communicate itself."""
-        yield
-
-    def to_graphblas(self, E):
+    def to_graphblas(self, E: EdgeTensor) -> gb.Matrix:
         """A host ``graphblas.Matrix`` with the pattern and values of the edge tensor ``E``
         (``E`` itself when it is one)."""
         import graphblas as gb
@@ -224,97 +403,10 @@ class Executor(ABC):
         return gb.Matrix.from_coo(rows, cols, self.to_numpy(self.edge_values(E)),
                                   nrows=self._nrows(E), ncols=self._ncols(E))
 
-    def on_root(self, fn):
-        """``fn()`` run by the root process only (writing a file), its error raised in every
-        process; returns its result on the root, None elsewhere."""
-        return fn()
-
-    # ================================================================== tier 1: dense
-    def gemm(self, X, W):
-        """Dense ``X W`` of a vertex-indexed ``X`` (or a parameter) by a small matrix ``W``;
-        pass ``W.T`` for ``X Wᵀ``. Never a reduction over vertices."""
-        return X @ W
-
-    def inner(self, X, Y):
-        r"""The reduction over vertices :math:`X^\top Y = \sum_i X_i^\top Y_i` (weight
-        gradients ``Hᵀ dZ``): ``(a, b)`` for ``X`` (n, a) and ``Y`` (n, b)."""
-        return X.T @ Y
-
-    def vertex_sum(self, X):
-        r"""The reduction over vertices :math:`\sum_i X_i` (bias gradients, loss sums):
-        shape ``X.shape[1:]``."""
-        return X.sum(axis=0)
-
-    def row_dot(self, X, Y):
-        r"""Per-vertex products :math:`r_i = \langle X_i, Y_i \rangle` (row norms, the
-        softmax term of a backward), shape (n,)."""
-        return self.xp.einsum("ij,ij->i", X, Y)
-
-    # ================================================================== tier 1: edges
-    @abstractmethod
-    def edge_values(self, E):
-        """E's values as a 1-D array in CSR order."""
-
-    @abstractmethod
-    def edge_from_values(self, A, values):
-        """An edge tensor with A's pattern holding ``values`` (CSR order, as
-        :meth:`edge_values`)."""
-
-    @abstractmethod
-    def gather_rows(self, E, u):
-        """``u[i]`` for every stored entry ``(i, j)`` of E, in CSR order (``u``: (n,))."""
-
-    @abstractmethod
-    def gather_cols(self, E, v):
-        """``v[j]`` for every stored entry ``(i, j)`` of E, in CSR order (``v`` is indexed by
-        E's columns, i.e. by source vertices, and laid out like every dense tensor)."""
-
-    @abstractmethod
-    def edge_ids(self, A):
-        """``(rows, cols)``: the global vertex ids of A's stored entries, CSR order (random
-        masks hash them, so a mask does not depend on the executor or the partition)."""
-
-    @abstractmethod
-    def row_reduce(self, E, op: Reduce = "sum"):
-        """``r[i] = ⊕_j E[i,j]`` over stored entries; an empty row gives 0."""
-
-    @abstractmethod
-    def col_reduce(self, E, op: Reduce = "sum"):
-        """``r[j] = ⊕_i E[i,j]`` over stored entries (laid out like a dense vector over
-        vertices); an empty column gives 0."""
-
-    @abstractmethod
-    def sddmm(self, A, X, Y):
-        """Sampled dense-dense product on A's *pattern*: ``E[i,j] = Σ_c X[i,c] Y[j,c]``."""
-
-    def spmm(self, S, H, semiring="plus_times"):
-        """``Z[i] = ⊕_j S[i,j] ⊗ H[j]`` over a semiring; an empty row gives 0. A semiring for
-        nonnegative weights only (``avg``) refuses a negative one first
-        (:meth:`_check_weights`)."""
-        self._check_weights(S, semiring)
-        return self.semiring_lowering(semiring).spmm(S, H)
-
-    def spmm_t(self, S, H, semiring="plus_times"):
-        """``Z[j] = ⊕_i S[i,j] ⊗ H[i]`` (the product with ``Sᵀ``); an empty column gives 0."""
-        self._check_weights(S, semiring)
-        return self.semiring_lowering(semiring).spmm_t(S, H)
-
-    def _check_weights(self, S, semiring) -> None:
-        """Raise :func:`~gblas_gnn.semirings.negative_weight_error` before any work when
-        ``semiring`` holds only for nonnegative edge weights (``avg``) and ``S`` has a
-        negative one; on a multi-process executor in every process (a weight of one block
-        stops the whole grid). Every product over such a semiring checks here."""
-        from .. import semirings
-
-        sr = semirings.get(semiring)
-        if not sr.nonnegative_weights:
-            return
-        with self.validation():
-            values = self.edge_values(S)
-            if values.size and bool(self.to_numpy((values < 0).any())):
-                raise semirings.negative_weight_error(sr.name)
-
-    def spmm_affine(self, S, H, self_weight=None, bias=None, transpose: bool = False):
+    # ------------------------------------------------------------------ products
+    def spmm_affine(self, S: EdgeTensor, H: DenseArray,
+                    self_weight: float | DenseArray | None = None,
+                    bias: DenseArray | None = None, transpose: bool = False) -> DenseArray:
         r"""The ``plus_times`` product with a self term and a row bias,
 
         .. math::
@@ -337,7 +429,7 @@ class Executor(ABC):
     _LOWERINGS: dict = {}
 
     @classmethod
-    def lowers(cls, *names: str):
+    def lowers(cls, *names: str) -> Callable[[LoweringBuilder], LoweringBuilder]:
         """Decorator registering ``fn(executor, semiring) -> (spmm, spmm_t)`` as how this
         executor class runs the semirings ``names``."""
         def register(fn):
@@ -348,7 +440,7 @@ class Executor(ABC):
             return fn
         return register
 
-    def semiring_lowering(self, semiring) -> _Lowering:
+    def semiring_lowering(self, semiring: str | Semiring) -> Lowering:
         """How this executor runs ``semiring`` (a name or a
         :class:`~gblas_gnn.semirings.Semiring`): a registered lowering for its name, else
         :meth:`generic_lowering`; built once per executor and semiring."""
@@ -364,13 +456,14 @@ class Executor(ABC):
                 if build is not None:
                     break
             pair = build(self, sr) if build is not None else self.generic_lowering(sr)
-            hit = cache[id(sr)] = (sr, _Lowering(*pair))
+            hit = cache[id(sr)] = (sr, Lowering(*pair))
         return hit[1]
 
-    def generic_lowering(self, sr):
+    def generic_lowering(self, sr: Semiring) -> tuple[Product, Product]:
         r"""``(spmm, spmm_t)`` for any semiring from its meaning alone:
         :math:`Z_i = \mathrm{readout}(\bigoplus_j S_{ij} \otimes H_j)`, row by row over the
-        gathered messages on the host. Correct for every semiring and slow: the reference an
+        gathered messages on the host, over this process's pattern
+        (:meth:`_local_coords`). Correct for every semiring and slow: the reference an
         executor's registered lowerings are tested against."""
         def run(S, H, transpose):
             rows, cols = (self.to_numpy(a) for a in self._local_coords(S))
@@ -383,55 +476,26 @@ class Executor(ABC):
 
         return (lambda S, H: run(S, H, False)), (lambda S, H: run(S, H, True))
 
-    def _local_coords(self, S):
-        """``(rows, cols)`` local indices of S's stored entries (for :meth:`generic_lowering`;
-        single-process executors: the global ids)."""
-        return self.edge_ids(S)
-
-    def _check_sources(self, A, X) -> None:
-        """The messages ``X`` must have one row per column (source) of ``A``."""
-        if X.shape[0] != self._ncols(A):
-            raise ValueError(f"X has {X.shape[0]} rows, the pattern {self._ncols(A)} columns")
-
-    def _nrows(self, S) -> int:
-        return int(S.nrows)
-
-    def _ncols(self, S) -> int:
-        return int(S.ncols)
-
     # ------------------------------------------------------------------ layouts
-    def target_rows(self, A) -> int:
+    def target_rows(self, A: EdgeTensor) -> int:
         """Rows of a dense tensor gathered by A's rows (targets): A's row count."""
         return self._nrows(A)
 
-    def source_rows(self, A) -> int:
-        """Rows of a dense tensor gathered by A's columns (sources), in the layout every
-        dense tensor has: A's column count on one process (a grid holds them by rows)."""
-        return self._ncols(A)
-
-    def columns(self, A, X):
-        """The rows of ``X`` for A's columns (the source side), for :meth:`gather_columns`:
-        ``X`` itself on one process; a grid fetches them once (the partner exchange)."""
-        return X
-
-    def gather_columns(self, A, v):
-        """``v[j]`` for every stored entry ``(i, j)`` of A, CSR order, from a vector of
-        :meth:`columns` (no communication)."""
-        return self.gather_cols(A, v)
-
     # ------------------------------------------------------------------ edge programs
-    def program_forward(self, program, keep: bool):
+    def program_forward(self, program: Program, keep: bool
+                        ) -> tuple[DenseArray | list[EdgeTensor], Any]:
         """Run an edge program (:mod:`gblas_gnn.compose.program`): a sparse expression on
         A's pattern and the sink that consumes it. Returns ``(out, ctx)``, ``ctx`` None
         unless ``keep``; ``out`` may be an array ``ctx`` holds (the caller copies it before
-        handing it to a user who may write into it: :meth:`.compose.tape.Scope.released`). The default is the reference lowering written with this interface
-        (:mod:`gblas_gnn.compose.reference`); an executor may compile programs into fused
-        kernels that give the same result."""
+        handing it to a user who may write into it:
+        :meth:`gblas_gnn.compose.tape.Scope.released`). The default is the reference lowering
+        written with this interface (:mod:`gblas_gnn.compose.reference`); an executor may
+        compile programs into fused kernels that give the same result."""
         from ..compose import reference
 
         return reference.forward(self, program, keep)
 
-    def program_backward(self, ctx, dout) -> list:
+    def program_backward(self, ctx: Any, dout: Any) -> list[Any]:
         """The cotangents of a program's operands (None where there is none) for the
         cotangent ``dout`` of its output."""
         from ..compose import reference
@@ -439,7 +503,8 @@ class Executor(ABC):
         return reference.backward(self, ctx, dout)
 
     # ------------------------------------------------------------------ aggregation
-    def aggregate(self, S, H, aggr, keep_context: bool = False):
+    def aggregate(self, S: EdgeTensor, H: DenseArray, aggr: str | Semiring,
+                  keep_context: bool = False) -> DenseArray | tuple[DenseArray, Any]:
         """Weighted-message aggregation ``Z = S ⊕ H``.
 
         ``aggr`` is ``"sum" | "max" | "min" | "mean"`` over messages ``S[i,j]·H[j]`` (empty
@@ -460,12 +525,13 @@ class Executor(ABC):
         Z /= counts[:, None]
         return (Z, MeanContext(S, H, counts)) if keep_context else Z
 
-    def row_counts(self, S, dtype):
+    def row_counts(self, S: EdgeTensor, dtype: np.dtype) -> DenseArray:
         """Stored entries per row of ``S`` as ``dtype``, an empty row counting 1."""
         counts = self.row_reduce(self.pattern(S, 1.0, dtype), "sum")
         return self.xp.maximum(counts, dtype.type(1))
 
-    def aggregate_backward(self, ctx, dZ, need_dS: bool = True):
+    def aggregate_backward(self, ctx: Any, dZ: DenseArray, need_dS: bool = True
+                           ) -> tuple[EdgeTensor | None, DenseArray]:
         """Gradients ``(dS, dH)`` of a named aggregation; ``dS`` is an edge tensor (or None).
 
         sum: ``dS = S ⊙ (dZ Hᵀ)`` on S's pattern (:meth:`sddmm`), ``dH = Sᵀ dZ``; mean
@@ -479,18 +545,8 @@ class Executor(ABC):
         dS = self.sddmm(ctx.S, G, ctx.H) if need_dS else None
         return dS, self.spmm_t(ctx.S, G)
 
-    @abstractmethod
-    def extreme_aggregate(self, S, H, is_max: bool, keep_context: bool):
-        """``Z[i,c] = max_j / min_j S[i,j] H[j,c]`` (empty row → 0), with the arg-extreme of
-        each (row, feature) in the context: ``Z`` or ``(Z, ctx)``."""
-
-    @abstractmethod
-    def extreme_aggregate_backward(self, ctx, dZ, need_dS: bool = True):
-        """``(dS, dH)`` of :meth:`extreme_aggregate`: ``dS[i,j] = Σ_c [j wins (i,c)]
-        dZ[i,c] H[j,c]``, ``dH[j,c] = Σ_i [j wins (i,c)] dZ[i,c] S[i,j]``."""
-
     # ------------------------------------------------------------------ softmax
-    def softmax(self, E):
+    def softmax(self, E: EdgeTensor) -> EdgeTensor:
         """Stable row softmax over stored entries: ``exp(E − rep(max)) ⊘ rs(exp(E − rep(max)))``.
 
         An empty row stays empty.
@@ -499,13 +555,14 @@ class Executor(ABC):
         ex = self.apply(shifted, "exp")
         return self.row_scale(ex, self.row_reduce(ex, "sum"), "div")
 
-    def softmax_backward(self, Psi, dPsi):
+    def softmax_backward(self, Psi: EdgeTensor, dPsi: EdgeTensor) -> EdgeTensor:
         """``dS = Ψ ⊙ (dΨ − rep(sum(Ψ ⊙ dΨ)))``, the backward of :meth:`softmax`."""
         t = self.row_reduce(self.ewise(Psi, dPsi, "times"), "sum")
         return self.ewise(Psi, self.row_scale(dPsi, t, "minus"), "times")
 
     # ------------------------------------------------------------------ random masks
-    def dropout_edges(self, A, key: int, p: float, heads: int, dtype):
+    def dropout_edges(self, A: EdgeTensor, key: int, p: float, heads: int,
+                      dtype: DTypeLike) -> DenseArray:
         r"""Attention-dropout scales, (heads, nnz) in CSR order: ``1/(1-p)`` where
         :math:`u(\kappa; h, i, j) \ge p` for the edge ``j → i`` of head ``h``, else 0
         (:mod:`._random`: the same mask on every executor)."""
@@ -515,7 +572,8 @@ class Executor(ABC):
         dtype = np.dtype(dtype)
         return xp.where(u >= p, dtype.type(1.0 / (1.0 - p)), dtype.type(0)).astype(dtype)
 
-    def keep_mask(self, key: int, p: float, shape: tuple[int, int], row_ids=None):
+    def keep_mask(self, key: int, p: float, shape: tuple[int, int],
+                  row_ids: ArrayLike | None = None) -> DenseArray:
         r"""Feature-dropout mask, boolean ``shape``: entry ``(r, c)`` is kept when
         :math:`u(\kappa; 0, i_r, c) \ge p` with :math:`i_r` the global id of row ``r``
         (``row_ids``; ``None``: row ``r`` is vertex ``r``)."""
@@ -524,49 +582,85 @@ class Executor(ABC):
         u = _random.uniform(xp, key, 0, rows[:, None], xp.arange(shape[1])[None, :])
         return u >= p
 
-    # ================================================================== tier 2: edge algebra
-    def pattern(self, A, value: float, dtype):
+    # ------------------------------------------------------------------ edge algebra
+    def pattern(self, A: EdgeTensor, value: float, dtype: DTypeLike) -> EdgeTensor:
         """Edge tensor with A's pattern and every value equal to ``value``."""
         values = self.edge_values(A)
         dtype = np.dtype(dtype)
         return self.edge_from_values(A, self.xp.full(values.shape, dtype.type(value), dtype))
 
-    def apply(self, E, fn: Unary, alpha: float | None = None):
+    def apply(self, E: EdgeTensor, fn: Unary, alpha: float | None = None) -> EdgeTensor:
         """Edge-wise ``exp``, ``relu``, ``neg``, ``leaky_relu`` (slope ``alpha``), ``scale``
         (× alpha), ``add`` (+ alpha) or ``rdiv`` (alpha ÷ x)."""
         return self.edge_from_values(E, _unary(self.xp, fn, self.edge_values(E), alpha))
 
-    def leaky_relu_backward(self, C, dE, alpha: float):
+    def leaky_relu_backward(self, C: EdgeTensor, dE: EdgeTensor, alpha: float) -> EdgeTensor:
         """``dC = dE ⊙ (1 if C > 0 else alpha)`` edge-wise."""
         c, de = self.edge_values(C), self.edge_values(dE)
         return self.edge_from_values(C, self.xp.where(c > 0, de, de * de.dtype.type(alpha)))
 
-    def ewise(self, E, F, op: EwiseOp):
+    def ewise(self, E: EdgeTensor, F: EdgeTensor, op: EwiseOp) -> EdgeTensor:
         """``E op F`` entry by entry (same pattern), op in plus, minus, times, div."""
         if op not in _BINARY:
             raise ValueError(f"op must be one of {sorted(_BINARY)}, got {op!r}")
         return self.edge_from_values(E, _BINARY[op](self.xp, self.edge_values(E),
                                                     self.edge_values(F)))
 
-    def row_scale(self, E, v, op: ScaleOp = "times"):
+    def row_scale(self, E: EdgeTensor, v: DenseArray, op: ScaleOp = "times") -> EdgeTensor:
         """``E[i,j] op v[i]`` on E's pattern (``rep(v)`` under a mask)."""
         return self.edge_from_values(E, _scale_op(op, self.edge_values(E),
                                                   self.gather_rows(E, v)))
 
-    def col_scale(self, E, v, op: ScaleOp = "times"):
+    def col_scale(self, E: EdgeTensor, v: DenseArray, op: ScaleOp = "times") -> EdgeTensor:
         """``E[i,j] op v[j]`` on E's pattern (``rep(v)ᵀ`` under a mask)."""
         return self.edge_from_values(E, _scale_op(op, self.edge_values(E),
                                                   self.gather_cols(E, v)))
 
-    def scale_edges(self, E, u, v):
+    def scale_edges(self, E: EdgeTensor, u: DenseArray, v: DenseArray) -> EdgeTensor:
         """``E[i,j] · u[i] · v[j]`` (a two-sided diagonal scaling, e.g. GCN's
         ``D^-1/2 A D^-1/2``)."""
         return self.edge_from_values(
             E, self.edge_values(E) * self.gather_rows(E, u) * self.gather_cols(E, v))
 
-    def outer_add(self, A, u, v):
+    def outer_add(self, A: EdgeTensor, u: DenseArray, v: DenseArray) -> EdgeTensor:
         """Masked outer sum on A's pattern: ``E[i,j] = u[i] + v[j]`` (never n×n)."""
         return self.edge_from_values(A, self.gather_rows(A, u) + self.gather_cols(A, v))
+
+    # ================================================================== hooks
+    # Private helpers the defaults read; an executor whose edge tensors are not
+    # ``graphblas.Matrix`` objects or blocks of one (``cuda``, ``dist``) overrides them.
+    def _check_weights(self, S: EdgeTensor, semiring: str | Semiring) -> None:
+        """Raise :func:`~gblas_gnn.semirings.negative_weight_error` before any work when
+        ``semiring`` holds only for nonnegative edge weights (``avg``) and ``S`` has a
+        negative one; on a multi-process executor in every process (a weight of one block
+        stops the whole grid). Every product over such a semiring checks here."""
+        from .. import semirings
+
+        sr = semirings.get(semiring)
+        if not sr.nonnegative_weights:
+            return
+        with self.validation():
+            values = self.edge_values(S)
+            if values.size and bool(self.to_numpy((values < 0).any())):
+                raise semirings.negative_weight_error(sr.name)
+
+    def _local_coords(self, S: EdgeTensor) -> tuple[DenseArray, DenseArray]:
+        """``(rows, cols)`` local indices of S's stored entries (for :meth:`generic_lowering`;
+        single-process executors: the global ids)."""
+        return self.edge_ids(S)
+
+    def _check_sources(self, A: EdgeTensor, X: DenseArray) -> None:
+        """The messages ``X`` must have one row per column (source) of ``A``."""
+        if X.shape[0] != self._ncols(A):
+            raise ValueError(f"X has {X.shape[0]} rows, the pattern {self._ncols(A)} columns")
+
+    def _nrows(self, S: EdgeTensor) -> int:
+        """Rows of S's pattern on this process."""
+        return int(S.nrows)
+
+    def _ncols(self, S: EdgeTensor) -> int:
+        """Columns of S's pattern on this process."""
+        return int(S.ncols)
 
 
 def _scale_op(op: str, values, gathered):

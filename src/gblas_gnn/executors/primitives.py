@@ -1,11 +1,12 @@
 """The ``primitives`` executor: the cpu executor's layer contract and nothing fused.
 
-It keeps the ``cpu`` executor's tier-1 operations (GraphBLAS products, reductions, the edge
-primitives and the max/min kernels) and takes everything else from the base class: softmax,
+It keeps the ``cpu`` executor's core and process-tier operations (GraphBLAS products,
+reductions, the edge primitives and the max/min kernels: tiers (a) and (b) of
+:mod:`gblas_gnn.executors.base`) and takes everything else from the base class: softmax,
 the random masks, the whole edge algebra and the edge programs of compositions (the
 reference lowering: every attention layer) are the defaults written with the primitives.
 Running the layer and training tests on it (``python -m pytest --executor primitives``)
-proves that an executor implementing only tier 1 runs every layer, and it is the reference
+proves that an executor implementing only those runs every layer, and it is the reference
 the generated kernels are held to.
 """
 

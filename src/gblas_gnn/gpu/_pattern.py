@@ -6,7 +6,7 @@ A :class:`DevicePattern` holds the CSR index arrays of one ``graphblas.Matrix`` 
 with the transpose and the backward column passes read the same edge values without a
 transposed copy and without atomics. An :class:`EdgeTensor` is a pattern and one value per
 edge (CSR order). The executor keeps one pattern, and the values, per matrix it has seen
-(weakly keyed, :class:`~gblas_gnn.executors.cpu._pattern.MatrixCache`): a graph's adjacency
+(weakly keyed, :class:`~gblas_gnn.executors.patterns.MatrixCache`): a graph's adjacency
 moves to the device on first use and stays there while the matrix lives.
 """
 
@@ -18,14 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..executors.base import EdgeTensorBase
-from ..executors.cpu._pattern import CSRPattern
+from ..executors.patterns import CSRPattern, index_dtype
 
 __all__ = ["DevicePattern", "EdgeTensor", "index_dtype"]
-
-
-def index_dtype(bound: int):
-    """int32 indices when every index fits (half the traffic of int64), else int64."""
-    return np.int32 if bound < np.iinfo(np.int32).max else np.int64
 
 
 class DevicePattern:

@@ -1,7 +1,8 @@
 """The numba-cuda kernels of edge programs, generated (:mod:`._program_source`) and cached
 on disk by the structure's kernel signature, beside the cpu executor's generated modules:
 ``<cpu cache>/../cuda_kernels`` (``~/.cache/gblas_gnn/cuda_kernels`` by default; the cpu
-folder moves with ``$GBLAS_GNN_KERNEL_CACHE``, and this one with it). On a GPU numba-cuda's
+folder moves with ``$GBLAS_GNN_KERNEL_CACHE``, and this one with it:
+:func:`gblas_gnn.compose.kernel_cache.cache_dir`). On a GPU numba-cuda's
 own cache (``cache=True``) keeps the compiled kernels beside the source; the simulator
 interprets the same source.
 """
@@ -11,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
+from ..compose.kernel_cache import cache_dir as _cache_dir
 from ..compose.kernel_cache import load_module
 from ..compose.kernel_cache import signature_key as _signature_key
 from ..compose.plan import Plan
-from ..executors.cpu._program_kernels import cache_dir as _cpu_cache_dir
 from ._program_source import source
 
 __all__ = ["kernels", "signature_key", "cache_dir", "GENERATOR_VERSION"]
@@ -25,7 +26,7 @@ GENERATOR_VERSION = 1
 
 def cache_dir() -> Path:
     """Where the generated cuda modules are written: a sibling of the cpu ones."""
-    return _cpu_cache_dir().parent / "cuda_kernels"
+    return _cache_dir("cuda")
 
 
 def signature_key(p: Plan) -> str:

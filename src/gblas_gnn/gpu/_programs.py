@@ -6,9 +6,9 @@ parameters, edge values, dropout keys, the messages as ``(n, heads, f)``), launc
 pass and finishes the sink with device arrays (``mean``'s and ``avg``'s divisions, a column
 reduction, a transposed product); :func:`backward` launches the plan's passes. Nothing moves
 between host and device but the device copy of a host operand and the one flag ``avg`` reads
-back (negative weights), both counted in the executor's ``transfers``. The plan, its
-buffers and the finishing of gradients follow the cpu executor's runtime
-(:mod:`gblas_gnn.executors.cpu._programs`), whose context and gradient layout they share.
+back (negative weights), both counted in the executor's ``transfers``. The context and the
+finishing of gradients are every executor's (:mod:`gblas_gnn.executors.program_context`);
+the steps follow the cpu executor's runtime (:mod:`gblas_gnn.executors.cpu.programs`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..compose.plan import Plan, plan
-from ..executors.cpu._programs import ProgramContext, finish_grads
+from ..executors.program_context import ProgramContext, finish_grads
 from ..semirings import negative_weight_error
 from . import _sparse_kernels as sparse
 from ._device import group_grid

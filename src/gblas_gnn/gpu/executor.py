@@ -42,8 +42,7 @@ import numpy as np
 
 from ..compose.plan import fusable
 from ..executors.base import Executor
-from ..executors.cpu._gbio import csr_arrays
-from ..executors.cpu._pattern import CSRPattern, MatrixCache
+from ..executors.patterns import CSRPattern, MatrixCache, csr_arrays
 from . import _edge_kernels as edge
 from . import _programs
 from . import _semiring_kernels as srk
@@ -218,7 +217,7 @@ class CUDAExecutor(Executor):
             return super().program_backward(ctx, dout)
         return _programs.backward(self, ctx, dout)
 
-    # ================================================================== tier 1: dense
+    # ================================================================== (b) process tier: dense
     def gemm(self, X, W):
         return self._on_device(X) @ self._on_device(W)
 
@@ -230,7 +229,7 @@ class CUDAExecutor(Executor):
                          self._device(Y, X.dtype), 1, out)
         return out[0]
 
-    # ================================================================== tier 1: edges
+    # ================================================================== (a) core: edges
     def edge_values(self, E):
         return self._edges(E).values
 
@@ -387,7 +386,7 @@ class CUDAExecutor(Executor):
                          float(p), out)
         return out
 
-    # ================================================================== tier 2: edge algebra
+    # ================================================================== (c) defaults: edge algebra
     def _map(self, E, kernel, *args):
         """A new edge tensor on E's pattern: ``kernel(*args, out)`` over its edges."""
         E = self._edges(E)

@@ -18,6 +18,8 @@ import graphblas as gb
 import numpy as np
 from graphblas import Matrix
 
+from ..patterns import csr_arrays, csr_view
+
 __all__ = [
     "csr_arrays",
     "csr_buffers",
@@ -45,17 +47,6 @@ def vector_to_dense(v: gb.Vector, dtype) -> np.ndarray:
     return out
 
 
-def csr_arrays(S: Matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(indptr, indices, values)``: an exported copy of S's CSR form (int64 indices, sorted
-    within rows, values expanded if S is iso); ``S`` is untouched."""
-    d = S.ss.export("csr", give_ownership=False, sort=True)
-    values = d["values"]
-    if d["is_iso"]:
-        values = np.full(d["col_indices"].shape[0], values.reshape(-1)[0], dtype=values.dtype)
-    return (d["indptr"].astype(np.int64, copy=False),
-            d["col_indices"].astype(np.int64, copy=False), values)
-
-
 def dense_in(H: np.ndarray) -> Matrix:
     """``H`` as a full row-major GraphBLAS matrix (a copy; ``H`` stays the caller's)."""
     return Matrix.ss.import_fullr(H, take_ownership=False)
@@ -68,34 +59,6 @@ def full_out(Z: Matrix, dtype: np.dtype) -> np.ndarray:
     if info["is_iso"]:
         return np.full((Z.nrows, Z.ncols), values.reshape(-1)[0], dtype=dtype)
     return values.reshape(Z.nrows, Z.ncols)
-
-
-@contextmanager
-def csr_view(S: Matrix) -> Iterator[tuple]:
-    """``(indptr, indices, values, is_iso)`` of ``S``'s CSR form for the duration of a block,
-    column indices sorted within rows.
-
-    A matrix stored as CSR is unpacked zero-copy (it is empty inside the block; a jumbled
-    one is sorted first) and packed back in a ``finally``, so ``S`` must not be used by
-    anything else meanwhile; any other storage format is exported from a copy (``S``
-    untouched). Index arrays come back as ``int64`` views; an iso-valued ``S`` has a single
-    value (``is_iso`` True).
-    """
-    in_place = S.ss.format == "csr"
-    info = S.ss.unpack("csr", sort=True) if in_place else S.ss.export("csr", sort=True)
-    try:
-        yield (info["indptr"].view(np.int64), info["col_indices"].view(np.int64),
-               info["values"], bool(info["is_iso"]))
-    finally:
-        if in_place:
-            S.ss.pack_csr(
-                indptr=info["indptr"],
-                col_indices=info["col_indices"],
-                values=info["values"],
-                is_iso=info["is_iso"],
-                sorted_cols=True,
-                take_ownership=True,
-            )
 
 
 @contextmanager

@@ -1,13 +1,13 @@
-r"""Low-level building blocks of the numba CPU kernels: a cache-line prefetch of a feature row,
-an exponential that vectorises, and 64-byte aligned allocation.
+r"""Low-level building blocks of the numba CPU kernels: a cache-line prefetch of a feature row
+and an exponential that vectorises.
 
 The fused attention forward spends its time on two things a plain SpMM does not do: waiting
 for the gathered rows ``X_j`` (random reads from an array larger than L2) and computing
 ``exp`` once per edge. :func:`prefetch_row` lets the score loop of a row ask for the rows its
 aggregation loop will read a few hundred cycles later, and :func:`exp_nonpositive` replaces
 the scalar libm call (which keeps LLVM from vectorising the softmax loop) by a polynomial.
-:func:`aligned_empty` makes a row of 32 float32 features exactly two cache lines instead of
-three.
+(64-byte aligned allocation, :func:`gblas_gnn.executors.alignment.aligned_empty`, is shared
+with the other executors.)
 """
 
 from __future__ import annotations
@@ -19,25 +19,11 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-__all__ = ["ALIGNMENT", "aligned_empty", "exp_nonpositive", "gather_edge_rows", "prefetch_row"]
+from ..alignment import ALIGNMENT
 
-ALIGNMENT = 64          # bytes: one x86-64 cache line
+__all__ = ["exp_nonpositive", "gather_edge_rows", "head_row_dots", "prefetch_row"]
+
 _FAST = {"reassoc", "contract"}
-
-
-def aligned_empty(shape, dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data starts on a 64-byte boundary.
-
-    A view into a slightly larger byte buffer (the view keeps it alive). numpy's allocator
-    only guarantees 16 bytes, so a 128-byte feature row (32 float32) usually straddles three
-    cache lines; aligned, every gather of a row reads exactly two.
-    """
-    dtype = np.dtype(dtype)
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    offset = -raw.ctypes.data % ALIGNMENT
-    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 
 
 # ---------------------------------------------------------------------- prefetch

@@ -24,13 +24,13 @@ kernels (accumulators of the arrays' dtype, 1-D row views, no branch around an u
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
 from ...compose.kernel_args import ArrayLeaves as _Read
 from ...compose.kernel_args import Layout
+from ...compose.kernel_cache import cache_dir as _cache_dir
 from ...compose.kernel_cache import load_module
 from ...compose.kernel_cache import signature_key as _signature_key
 from ...compose.plan import Plan
@@ -636,9 +636,8 @@ def kernel(mod, name: str, work: int):
 
 def cache_dir() -> Path:
     """Where generated modules are written (``$GBLAS_GNN_KERNEL_CACHE`` or
-    ``~/.cache/gblas_gnn/kernels``)."""
-    env = os.environ.get("GBLAS_GNN_KERNEL_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "gblas_gnn" / "kernels"
+    ``~/.cache/gblas_gnn/kernels``: :func:`gblas_gnn.compose.kernel_cache.cache_dir`)."""
+    return _cache_dir("cpu")
 
 
 def signature_key(p: Plan) -> str:

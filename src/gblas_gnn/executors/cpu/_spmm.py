@@ -5,23 +5,53 @@ r"""The ``plus_times`` products of the ``cpu`` executor, with the terms the laye
     \mathrm{op}(S) = S \text{ or } S^\top,
 
 one pass of :func:`._spmm_kernels.spmm_rows` over the buffers cached per matrix
-(:mod:`._pattern`): the CSR index arrays of ``S`` with its values read zero-copy at each call,
-or the CSC buffers of ``Sᵀ`` built once. No copy of ``X`` goes into GraphBLAS and no full
-matrix comes out of it. GCN's bias and GIN's :math:`(1 + \varepsilon) H` are the start
+(:mod:`gblas_gnn.executors.patterns`): the CSR index arrays of ``S`` with its values read
+zero-copy at each call, or the CSC buffers of ``Sᵀ`` built once (:class:`CSCOperand`, a
+counting sort: 20 ms at n = 10⁵, 1.7 M edges, against 30 ms for SuiteSparse's transpose and
+176 ms for an argsort). No copy of ``X`` goes into GraphBLAS and no full matrix comes out of
+it. GCN's bias and GIN's :math:`(1 + \varepsilon) H` are the start
 value of each output row, so the layers need no further pass over ``Z``.
 """
 
 from __future__ import annotations
 
+import graphblas as gb
 import numba
 import numpy as np
 
-from . import _gbio
-from ._kernel_primitives import ALIGNMENT, aligned_empty
-from ._pattern import CSCOperand, CSRPattern
-from ._spmm_kernels import prefetch_distance, spmm_rows
+from ..alignment import ALIGNMENT, aligned_empty
+from ..patterns import CSRPattern, balanced_bounds, csr_view, index_dtype
+from ._spmm_kernels import prefetch_distance, spmm_rows, transpose_csr
 
-__all__ = ["check_features", "product", "product_t"]
+__all__ = ["CSCOperand", "check_features", "product", "product_t"]
+
+
+class CSCOperand:
+    """``Sᵀ`` as CSR buffers (the CSC form of ``S``) for the ``plus_times`` kernel: ``colptr``
+    (int64), ``rows`` (int32 when they fit), the values in that order and the column chunks
+    of :func:`balanced_bounds`. An iso-valued ``S`` (one value for every entry, e.g. a 0/1
+    adjacency) keeps only that value. Values cast to another dtype are kept per dtype."""
+
+    def __init__(self, S: gb.Matrix, pattern: CSRPattern):
+        self.nrows, self.ncols, self.nnz = S.ncols, S.nrows, pattern.nnz
+        self.colptr = np.zeros(S.ncols + 1, np.int64)
+        self.rows = np.empty(pattern.nnz, index_dtype(S.nrows))
+        with csr_view(S) as (_, _, values, iso):
+            values_t = np.empty(0 if iso else pattern.nnz, values.dtype)
+            transpose_csr(pattern.indptr, pattern.indices, values, iso, self.colptr,
+                          self.rows, values_t)
+            if iso:
+                values_t = values.reshape(-1)[:1].copy()
+        self.iso = iso
+        self.chunks = balanced_bounds(self.colptr)
+        self._values = {values_t.dtype: values_t}
+
+    def values(self, dtype) -> np.ndarray:
+        """The values in CSC order as ``dtype`` (one value when :attr:`iso`)."""
+        dtype = np.dtype(dtype)
+        if dtype not in self._values:
+            self._values[dtype] = next(iter(self._values.values())).astype(dtype)
+        return self._values[dtype]
 
 
 def check_features(X, rows: int, what: str) -> np.ndarray:
@@ -78,7 +108,7 @@ def product(S, pattern: CSRPattern, X, self_weight=None, bias=None) -> np.ndarra
     """``S X + w X + 1 bᵀ`` (``pattern``: the cached :class:`CSRPattern` of ``S``; ``S`` is
     unpacked for the duration of the kernel, its values used in place)."""
     X = check_features(X, pattern.ncols, "S @ X")
-    with _gbio.csr_view(S) as (_, _, values, iso):
+    with csr_view(S) as (_, _, values, iso):
         return _run(pattern.indptr, pattern.indices, pattern.chunks, values, iso, X,
                     pattern.nrows, self_weight, bias)
 

@@ -11,7 +11,7 @@ CSR of ``Sᵀ``: ``idx`` = row indices), with ``z_0`` a bias row (or zeros) and 
 :math:`\alpha X_i` of GIN's :math:`(1+\varepsilon) H + A H` (square ``S`` only). Each output
 row is one thread's, its terms added in storage order, so the result is bitwise the same for
 any thread count and schedule (no atomics). Rows are handed out in chunks of about equal
-stored entries (:func:`._pattern.balanced_bounds`), scheduled dynamically: on a skewed graph
+stored entries (:func:`..patterns.balanced_bounds`), scheduled dynamically: on a skewed graph
 a static split by rows leaves one thread with the hubs, and on a shared machine a thread
 that loses its core no longer holds the other one back.
 
@@ -52,7 +52,7 @@ def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahea
     ``w_p = values[0]`` when ``iso`` (one value for every entry) else ``values[p]``; the row
     gathered ``ahead`` entries later is prefetched (:func:`prefetch_distance`).
 
-    ``bounds``: chunks of rows (:func:`._pattern.balanced_bounds`); ``X`` (ncols, k) and ``out``
+    ``bounds``: chunks of rows (:func:`..patterns.balanced_bounds`); ``X`` (ncols, k) and ``out``
     (nrows, k) C-contiguous of one dtype, ``values`` and ``z0`` (k,) of that dtype too. Call
     it under ``numba.parallel_chunksize(1)`` so that the chunks are handed out one at a time
     (a setting inside the kernel would keep numba from caching it).

@@ -1,39 +1,76 @@
-"""Things derived from a ``graphblas.Matrix`` once and kept while the matrix lives.
+"""The CSR structure of a ``graphblas.Matrix``, read once and kept while the matrix lives:
+shared by every executor that works on host or device CSR buffers (``cpu``, ``cuda``, and the
+``dist`` executor's blocks).
 
-The generated kernels of edge programs (:mod:`._program_kernels`) walk the pattern of ``A`` by rows
-(CSR) in the forward and by columns (CSC) in the backward. Exporting the structure out of
-GraphBLAS and sorting it by column costs far more than one kernel call, so the cpu executor
-keeps one :class:`CSRPattern` per adjacency matrix. Products with a transpose ``Sᵀ H`` are
-several times faster with ``Sᵀ`` stored than with SuiteSparse transposing inside every
-product (n = 10⁵, 1.7 M edges, k = 32: 20 against 77 ms), so the executor keeps ``Sᵀ`` too:
-as a GraphBLAS matrix for the semirings that run in GraphBLAS, and as the CSC buffers of
-:class:`CSCOperand` for the ``plus_times`` kernel (:mod:`._spmm`), built by a counting sort
-(20 ms at that size, against 30 ms for SuiteSparse's transpose and 176 ms for an argsort).
+The generated kernels of edge programs walk the pattern of ``A`` by rows (CSR) in the
+forward and by columns (CSC) in the backward. Exporting the structure out of GraphBLAS and
+sorting it by column costs far more than one kernel call, so an executor keeps one
+:class:`CSRPattern` per adjacency matrix (the ``cuda`` executor moves it to the device once).
 The caches are :class:`MatrixCache` objects, weakly keyed: an entry goes with its matrix.
-A matrix is assumed not to change after its first use here; edge tensors and the graphs of
-:class:`~gblas_gnn.Graph` never do.
+A matrix is assumed not to change after its first use; edge tensors and the graphs of
+:class:`~gblas_gnn.Graph` never do. :func:`csr_view` and :func:`csr_arrays` read a matrix's
+CSR buffers (zero-copy for the duration of a block, or an exported copy).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import graphblas as gb
 import numpy as np
+from graphblas import Matrix
 
-from ._gbio import csr_view
-from ._spmm_kernels import transpose_csr
-
-__all__ = ["CHUNK_NNZ", "CSCOperand", "CSRPattern", "MatrixCache", "balanced_bounds"]
+__all__ = ["CHUNK_NNZ", "CSRPattern", "MatrixCache", "balanced_bounds", "csr_arrays",
+           "csr_view", "index_dtype"]
 
 #: stored entries per chunk of rows a kernel hands to one thread at a time
 CHUNK_NNZ = 16_384
 
 
-def _index_dtype(bound: int):
+def index_dtype(bound: int) -> type[np.signedinteger]:
     """int32 indices when they fit (half the memory traffic of int64), else int64."""
     return np.int32 if bound < np.iinfo(np.int32).max else np.int64
+
+
+def csr_arrays(S: Matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, values)``: an exported copy of S's CSR form (int64 indices, sorted
+    within rows, values expanded if S is iso); ``S`` is untouched."""
+    d = S.ss.export("csr", give_ownership=False, sort=True)
+    values = d["values"]
+    if d["is_iso"]:
+        values = np.full(d["col_indices"].shape[0], values.reshape(-1)[0], dtype=values.dtype)
+    return (d["indptr"].astype(np.int64, copy=False),
+            d["col_indices"].astype(np.int64, copy=False), values)
+
+
+@contextmanager
+def csr_view(S: Matrix) -> Iterator[tuple]:
+    """``(indptr, indices, values, is_iso)`` of ``S``'s CSR form for the duration of a block,
+    column indices sorted within rows.
+
+    A matrix stored as CSR is unpacked zero-copy (it is empty inside the block; a jumbled
+    one is sorted first) and packed back in a ``finally``, so ``S`` must not be used by
+    anything else meanwhile; any other storage format is exported from a copy (``S``
+    untouched). Index arrays come back as ``int64`` views; an iso-valued ``S`` has a single
+    value (``is_iso`` True).
+    """
+    in_place = S.ss.format == "csr"
+    info = S.ss.unpack("csr", sort=True) if in_place else S.ss.export("csr", sort=True)
+    try:
+        yield (info["indptr"].view(np.int64), info["col_indices"].view(np.int64),
+               info["values"], bool(info["is_iso"]))
+    finally:
+        if in_place:
+            S.ss.pack_csr(
+                indptr=info["indptr"],
+                col_indices=info["col_indices"],
+                values=info["values"],
+                is_iso=info["is_iso"],
+                sorted_cols=True,
+                take_ownership=True,
+            )
 
 
 def balanced_bounds(indptr: np.ndarray, chunk_nnz: int = CHUNK_NNZ) -> np.ndarray:
@@ -57,7 +94,7 @@ class CSRPattern:
         # copies of the zero-copy view: no int64 export of the indices and values
         with csr_view(A) as (indptr, indices, _, _):
             self.indptr = indptr.copy()
-            self.indices = indices.astype(_index_dtype(self.ncols))
+            self.indices = indices.astype(index_dtype(self.ncols))
         self.nnz = int(self.indices.shape[0])
         self._csc = None
         self._chunks = None
@@ -81,42 +118,14 @@ class CSRPattern:
     def csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(colptr, perm, rows)``, built on first call (a stable sort by column)."""
         if self._csc is None:
-            itype = _index_dtype(max(self.nnz, self.nrows))
+            itype = index_dtype(max(self.nnz, self.nrows))
             perm = np.argsort(self.indices, kind="stable").astype(itype)
             colptr = np.zeros(self.ncols + 1, np.int64)
             np.cumsum(np.bincount(self.indices, minlength=self.ncols), out=colptr[1:])
-            rows = np.repeat(np.arange(self.nrows, dtype=_index_dtype(self.nrows)),
+            rows = np.repeat(np.arange(self.nrows, dtype=index_dtype(self.nrows)),
                              self.row_counts)[perm]
             self._csc = (colptr, perm, rows)
         return self._csc
-
-
-class CSCOperand:
-    """``Sᵀ`` as CSR buffers (the CSC form of ``S``) for the ``plus_times`` kernel: ``colptr``
-    (int64), ``rows`` (int32 when they fit), the values in that order and the column chunks
-    of :func:`balanced_bounds`. An iso-valued ``S`` (one value for every entry, e.g. a 0/1
-    adjacency) keeps only that value. Values cast to another dtype are kept per dtype."""
-
-    def __init__(self, S: gb.Matrix, pattern: CSRPattern):
-        self.nrows, self.ncols, self.nnz = S.ncols, S.nrows, pattern.nnz
-        self.colptr = np.zeros(S.ncols + 1, np.int64)
-        self.rows = np.empty(pattern.nnz, _index_dtype(S.nrows))
-        with csr_view(S) as (_, _, values, iso):
-            values_t = np.empty(0 if iso else pattern.nnz, values.dtype)
-            transpose_csr(pattern.indptr, pattern.indices, values, iso, self.colptr,
-                          self.rows, values_t)
-            if iso:
-                values_t = values.reshape(-1)[:1].copy()
-        self.iso = iso
-        self.chunks = balanced_bounds(self.colptr)
-        self._values = {values_t.dtype: values_t}
-
-    def values(self, dtype) -> np.ndarray:
-        """The values in CSC order as ``dtype`` (one value when :attr:`iso`)."""
-        dtype = np.dtype(dtype)
-        if dtype not in self._values:
-            self._values[dtype] = next(iter(self._values.values())).astype(dtype)
-        return self._values[dtype]
 
 
 class MatrixCache:

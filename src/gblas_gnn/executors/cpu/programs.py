@@ -1,29 +1,44 @@
-r"""Edge programs on the cpu executor: the generated kernels of
-:mod:`._program_kernels` over the cached CSR/CSC buffers of the pattern.
+r"""Edge programs on the cpu executor: the generated kernels of :mod:`._program_kernels` over
+the cached CSR/CSC buffers of the pattern.
 
-:func:`forward` prepares the operands (rows by target, rows by source, parameters, edge
-values, dropout keys, the messages as ``(n, heads, f)`` views), runs the fused row pass and
-finishes the sink (``mean``'s division, ``avg``'s, a column reduction); :func:`backward` runs
-the plan's passes. The grid executor runs the same kernels in phases (:func:`run_phases`) with
-its collectives in between; a program the kernels do not cover runs the reference lowering.
+This module is the cpu executor's program runtime as a public API: the executor's
+``program_forward`` / ``program_backward`` run :func:`forward` and :func:`backward`, and the
+``dist`` executor runs the same steps on its block (:mod:`gblas_gnn.dist.programs`) with its
+collectives in between:
+
+* :func:`prepare` gathers a program's arrays in the kernels' argument order
+  (:class:`Buffers`: rows by target, rows by source through ``columns``, parameters, edge
+  values, dropout keys and global ids, the messages as ``(n, heads, f)`` views);
+* :func:`sink_outputs` and :func:`stats` allocate the row pass's outputs and its softmax
+  maxima and sums, :func:`kernels` / :func:`kernel` give the generated kernel to run (serial
+  or parallel by the work, :data:`SERIAL_WORK_BELOW`), and :func:`finish_forward` makes the
+  output and the :class:`~gblas_gnn.executors.program_context.ProgramContext`;
+* backward: :func:`root_cotangent_inputs`, then strategy ``"column"``
+  (:func:`column_gradients`) or ``"row"`` (:func:`row_backward_buffers`, the row pass, then
+  :func:`row_backward_columns`), and :func:`finish_grads`.
+
+A program the kernels do not cover (:func:`fused` is False) runs the reference lowering.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...compose.plan import Plan, fusable, plan
 from ...semirings import negative_weight_error
-from ._kernel_primitives import aligned_empty, gather_edge_rows, head_row_dots, row_words
-from ._program_kernels import kernel, kernels, serial
+from ..alignment import aligned_empty
+from ..patterns import CSRPattern
+from ..program_context import ProgramContext, finish_grads
+from ._kernel_primitives import gather_edge_rows, head_row_dots, row_words
+from ._program_kernels import SERIAL_WORK_BELOW, kernel, kernels, serial
 
 __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",
            "prepare", "finish_forward", "column_gradients", "row_gradients", "sink_outputs",
            "root_cotangent_inputs", "row_backward_buffers", "row_backward_columns",
-           "finish_grads", "stats"]
+           "finish_grads", "stats", "kernels", "kernel", "serial", "SERIAL_WORK_BELOW"]
 
 _EMPTY_I = np.zeros(0, np.int64)
 _EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
@@ -38,7 +53,7 @@ def fused(structure) -> bool:
 class Buffers:
     """A program's arrays in the order of the kernels' arguments."""
 
-    pattern: Any                    # the CSRPattern of A
+    pattern: CSRPattern             # of A
     csr: tuple                      # indptr, indices
     csc: tuple                      # colptr, perm, rows (empty until a backward needs it)
     ids: tuple                      # global row and column ids (dropout), or empty
@@ -62,17 +77,6 @@ class Buffers:
                 *self.operands, *self.softmax]
 
 
-@dataclass
-class ProgramContext:
-    """What the backward of a fused program needs."""
-
-    plan: Plan
-    buffers: Buffers
-    Z: Any = None                   # the raw aggregate (n, heads, f) or reduction
-    extra: dict = field(default_factory=dict)
-    counts: Any = None              # mean: the row counts (n, 1, 1)
-
-
 def _heads_view(X, heads: int):
     """``(n, f)`` or ``(n, heads, f)`` as the kernels' ``(n, heads, f)``."""
     X = np.ascontiguousarray(X)
@@ -84,7 +88,7 @@ def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
     gives a source-side operand's rows for A's columns (identity on one process)."""
     s = p.structure
     dt = np.dtype(s.dtype)
-    pattern = ex._patterns.get(A)
+    pattern = ex.csr_pattern(A)
     operands = []
     x_shape = None
     for slot, op in enumerate(prog.operands):
@@ -354,21 +358,3 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward,
     elif spmm_t:
         grads[_x_slot(p)] = dXr
     return grads
-
-
-def finish_grads(p: Plan, b: Buffers, grads: dict) -> list:
-    """Cotangents by slot in the operands' own shapes (parameters summed over rows)."""
-    out: list = [None] * len(p.structure.roles)
-    for slot, (role, _) in enumerate(p.structure.roles):
-        g = grads.get(slot)
-        if g is None:
-            continue
-        if role == "param":
-            g = g.sum(axis=0)
-            out[slot] = g.reshape(()) if b.operands[slot].shape == (1,) and \
-                p.structure.roles[slot][1] == () else g
-        elif role == "x":
-            out[slot] = g.reshape(b.x_shape)
-        else:
-            out[slot] = g
-    return out

@@ -1,0 +1,65 @@
+"""What the executors' fused edge programs share: the context a forward keeps for its
+backward (:class:`ProgramContext`) and the layout of the cotangents it returns
+(:func:`finish_grads`).
+
+The ``cpu`` executor runs a program with the kernels generated for it
+(:mod:`gblas_gnn.executors.cpu.programs`), the ``dist`` executor runs those kernels on its
+block in phases between collectives, and the ``cuda`` executor runs device kernels
+generated from the same plan; all three keep a :class:`ProgramContext` and finish the
+gradients with :func:`finish_grads`, so a context built by one runtime is recognised by its
+executor's ``program_backward`` (a context of another kind means the reference lowering).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..compose.plan import Plan
+    from .base import DenseArray
+
+__all__ = ["ProgramBuffers", "ProgramContext", "finish_grads"]
+
+
+class ProgramBuffers(Protocol):
+    """What :func:`finish_grads` reads of a runtime's buffers (each runtime has its own
+    class: host arrays on the cpu, device arrays on a GPU)."""
+
+    #: the kernels' operand arrays, by slot of the program's operands
+    operands: list[Any]
+    #: the messages' original shape (None when the program has no messages)
+    x_shape: tuple[int, ...] | None
+
+
+@dataclass
+class ProgramContext:
+    """What the backward of a fused program needs: its plan, the runtime's buffers (the
+    pattern and operands as the kernels read them), the raw aggregate or reduction ``Z``,
+    the sink's other outputs (``extra``: winners of max/min, ``avg``'s weights) and, for
+    ``mean``, the row counts."""
+
+    plan: Plan
+    buffers: ProgramBuffers
+    Z: DenseArray | None = None           # the raw aggregate (n, heads, f) or reduction
+    extra: dict[str, DenseArray] = field(default_factory=dict)
+    counts: DenseArray | None = None      # mean: the row counts (n, 1, 1)
+
+
+def finish_grads(p: Plan, b: ProgramBuffers, grads: dict[int, DenseArray]
+                 ) -> list[DenseArray | None]:
+    """Cotangents by slot in the operands' own shapes (parameters summed over rows)."""
+    out: list = [None] * len(p.structure.roles)
+    for slot, (role, _) in enumerate(p.structure.roles):
+        g = grads.get(slot)
+        if g is None:
+            continue
+        if role == "param":
+            g = g.sum(axis=0)
+            out[slot] = g.reshape(()) if b.operands[slot].shape == (1,) and \
+                p.structure.roles[slot][1] == () else g
+        elif role == "x":
+            out[slot] = g.reshape(b.x_shape)
+        else:
+            out[slot] = g
+    return out

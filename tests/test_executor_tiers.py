@@ -1,0 +1,187 @@
+"""The three tiers of :class:`gblas_gnn.executors.Executor` (issue 23; ``docs/design.md``,
+"Writing a fourth executor").
+
+* (a) :data:`~gblas_gnn.executors.base.CORE_TIER` is exactly the abstract methods;
+* (b) :data:`~gblas_gnn.executors.base.PROCESS_TIER`: the one-process defaults refuse to run
+  on an executor of more than one process that did not override them (a reduction over
+  vertices would otherwise return this process's share as if it were the sum), and the
+  ``dist`` executor overrides every one of them;
+* (c) the rest are defaults; the three tiers cover every public method, and the table in
+  ``docs/design.md`` lists each method with its tier.
+
+The fakes here implement the core with numpy over a CSR pattern of their own: no MPI needed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gblas_gnn.executors import CPUExecutor, PrimitivesExecutor
+from gblas_gnn.executors.base import CORE_TIER, DEFAULT_TIER, PROCESS_TIER, Executor
+
+DESIGN = Path(__file__).resolve().parents[1] / "docs" / "design.md"
+
+
+class _Pattern:
+    """A tiny CSR pattern with values: the fakes' edge tensor."""
+
+    def __init__(self, indptr, indices, values):
+        self.indptr, self.indices = np.asarray(indptr), np.asarray(indices)
+        self.values = np.asarray(values, np.float64)
+        self.nrows, self.ncols, self.nvals = len(indptr) - 1, 3, len(indices)
+        self.dtype = self.values.dtype
+
+
+class OneProcess(Executor):
+    """The core, written with numpy, and nothing else."""
+
+    name = "fake"
+
+    def edge_values(self, E):
+        return E.values
+
+    def edge_from_values(self, A, values):
+        return _Pattern(A.indptr, A.indices, values)
+
+    def _rows(self, E):
+        return np.repeat(np.arange(E.nrows), np.diff(E.indptr))
+
+    def gather_rows(self, E, u):
+        return np.asarray(u)[self._rows(E)]
+
+    def gather_cols(self, E, v):
+        return np.asarray(v)[E.indices]
+
+    def edge_ids(self, A):
+        return self._rows(A), A.indices
+
+    def row_reduce(self, E, op="sum"):
+        out = np.zeros(E.nrows)
+        np.add.at(out, self._rows(E), E.values)
+        return out
+
+    def col_reduce(self, E, op="sum"):
+        out = np.zeros(E.ncols)
+        np.add.at(out, E.indices, E.values)
+        return out
+
+    def sddmm(self, A, X, Y):
+        return self.edge_from_values(A, (X[self._rows(A)] * Y[A.indices]).sum(axis=1))
+
+    def extreme_aggregate(self, S, H, is_max, keep_context):
+        raise NotImplementedError
+
+    def extreme_aggregate_backward(self, ctx, dZ, need_dS=True):
+        raise NotImplementedError
+
+
+class TwoProcesses(OneProcess):
+    """A multi-process executor that forgot the process tier."""
+
+    processes = 2
+
+
+A = _Pattern([0, 2, 3, 3], [0, 2, 1], [1.0, 2.0, 3.0])
+X = np.arange(6, dtype=np.float64).reshape(3, 2)
+W = np.ones((2, 2))
+
+
+def _calls(ex):
+    """One call of every method of the process tier (by name)."""
+    def enter():
+        with ex.validation():
+            pass
+
+    return {
+        "is_root": lambda: ex.is_root,
+        "agree": lambda: ex.agree(3),
+        "all_agree": lambda: ex.all_agree(True),
+        "validation": enter,
+        "on_root": lambda: ex.on_root(lambda: 7),
+        "gemm": lambda: ex.gemm(X, W),
+        "inner": lambda: ex.inner(X, X),
+        "vertex_sum": lambda: ex.vertex_sum(X),
+        "row_dot": lambda: ex.row_dot(X, X),
+        "spmm": lambda: ex.spmm(A, X),
+        "spmm_t": lambda: ex.spmm_t(A, X),
+        "source_rows": lambda: ex.source_rows(A),
+        "columns": lambda: ex.columns(A, X),
+        "gather_columns": lambda: ex.gather_columns(A, np.arange(3.0)),
+    }
+
+
+def test_the_core_is_exactly_the_abstract_methods():
+    assert set(Executor.__abstractmethods__) == set(CORE_TIER)
+
+
+def test_the_tiers_cover_every_public_method_once():
+    public = {n for n in vars(Executor) if not n.startswith("_")} - {"name", "xp", "processes"}
+    tiers = [*CORE_TIER, *PROCESS_TIER, *DEFAULT_TIER]
+    assert len(tiers) == len(set(tiers))
+    assert set(tiers) == public
+
+
+def test_the_process_tier_has_a_call_here_for_every_method():
+    assert set(_calls(OneProcess())) == set(PROCESS_TIER)
+
+
+def test_on_one_process_the_defaults_are_the_local_operations():
+    ex = OneProcess()
+    np.testing.assert_array_equal(ex.gemm(X, W), X @ W)
+    np.testing.assert_array_equal(ex.inner(X, X), X.T @ X)
+    np.testing.assert_array_equal(ex.vertex_sum(X), X.sum(axis=0))
+    np.testing.assert_array_equal(ex.row_dot(X, X), (X * X).sum(axis=1))
+    dense = np.zeros((3, 3))
+    dense[[0, 0, 1], [0, 2, 1]] = [1.0, 2.0, 3.0]
+    np.testing.assert_allclose(ex.spmm(A, X), dense @ X)
+    np.testing.assert_allclose(ex.spmm_t(A, X), dense.T @ X)
+    assert ex.is_root and ex.agree(3) == 3 and ex.all_agree(True) and ex.on_root(lambda: 7) == 7
+    assert ex.source_rows(A) == 3 and ex.columns(A, X) is X
+
+
+@pytest.mark.parametrize("method", PROCESS_TIER)
+def test_a_multi_process_executor_must_override_the_process_tier(method):
+    ex = TwoProcesses()
+    with pytest.raises(NotImplementedError, match=rf"TwoProcesses\.{method}: .*multi-process "
+                                                  rf"executor \(processes = 2\) must override "
+                                                  rf"{method}"):
+        _calls(ex)[method]()
+
+
+def test_defaults_built_on_the_process_tier_refuse_too():
+    # aggregate's default is spmm's: no silent local sum one level up either
+    with pytest.raises(NotImplementedError, match="must override spmm"):
+        TwoProcesses().aggregate(A, X, "sum")
+
+
+def test_the_dist_executor_overrides_the_whole_process_tier():
+    from gblas_gnn.dist import DistExecutor
+
+    kept = [name for name in PROCESS_TIER if getattr(DistExecutor, name) is getattr(Executor, name)]
+    assert not kept, f"DistExecutor keeps the one-process default of {kept}"
+    assert isinstance(DistExecutor.processes, property)
+
+
+@pytest.mark.parametrize("cls", [CPUExecutor, PrimitivesExecutor])
+def test_the_single_process_executors_have_one_process(cls):
+    assert cls.processes == 1
+
+
+def _design_table() -> dict[str, str]:
+    """``{method: tier}`` from the tier table of docs/design.md."""
+    rows = {}
+    for line in DESIGN.read_text().splitlines():
+        m = re.match(r"\|\s*`([a-z_]+)`\s*\|\s*\(([abc])\)", line)
+        if m:
+            rows[m.group(1)] = m.group(2)
+    return rows
+
+
+def test_the_design_table_lists_every_method_with_its_tier():
+    want = {**{n: "a" for n in CORE_TIER}, **{n: "b" for n in PROCESS_TIER},
+            **{n: "c" for n in DEFAULT_TIER}, "processes": "b"}
+    assert _design_table() == want
