@@ -195,9 +195,9 @@ def test_cache_computes_once_per_graph_and_features():
 
 
 class OutvotedExecutor(CountingExecutor):
-    """An executor of several processes where another process always sees a cache miss."""
-
-    processes = 2
+    """An executor whose processes' vote always goes against this one's hit (as if another
+    process saw a miss); the rest of it is one process (a multi-process executor must
+    override the whole process tier, which this test does not need)."""
 
     def all_agree(self, flag: bool) -> bool:
         self.votes = getattr(self, "votes", 0) + 1

@@ -8,9 +8,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gblas_gnn as gg
-from gblas_gnn.executors import get_executor
+from gblas_gnn.executors import get_executor, to_numpy
 
 DTYPES = [np.float32, np.float64]
+
+
+def assert_allclose(got, want, **kw):
+    """numpy's, on host copies (results of the executor under test may be device arrays)."""
+    np.testing.assert_allclose(to_numpy(got), to_numpy(want), **kw)
+
+
+def assert_array_equal(got, want):
+    np.testing.assert_array_equal(to_numpy(got), to_numpy(want))
 
 
 def tol(dtype):
@@ -76,8 +85,8 @@ def test_sddmm(dtype, k):
     assert gg.ops.to_graphblas(E).dtype.np_type == dtype
     vals, pat = to_dense(E)
     A, Apat = to_dense(g.A)
-    np.testing.assert_array_equal(pat, Apat)
-    np.testing.assert_allclose(vals, A * (X @ Y.T), **tol(dtype))
+    assert_array_equal(pat, Apat)
+    assert_allclose(vals, A * (X @ Y.T), **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -86,8 +95,8 @@ def test_sddmm_accepts_scipy_and_pattern_graph(dtype):
     X = feats(g.n, 3, dtype)
     a = to_dense(gg.ops.sddmm(g.A, X, X))[0]
     b = to_dense(gg.ops.sddmm(g.to_scipy(), X, X))[0]
-    np.testing.assert_array_equal(a, b)
-    np.testing.assert_allclose(a, to_dense(g.A)[1] * (X @ X.T), **tol(dtype))
+    assert_array_equal(a, b)
+    assert_allclose(a, to_dense(g.A)[1] * (X @ X.T), **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -95,8 +104,8 @@ def test_outer_add(dtype):
     g = random_graph(dtype=dtype)
     u, v = feats(g.n, 1, dtype, 3)[:, 0], feats(g.n, 1, dtype, 4)[:, 0]
     vals, pat = to_dense(gg.ops.outer_add(g.A, u, v))
-    np.testing.assert_array_equal(pat, to_dense(g.A)[1])
-    np.testing.assert_allclose(vals, pat * (u[:, None] + v[None, :]), **tol(dtype))
+    assert_array_equal(pat, to_dense(g.A)[1])
+    assert_allclose(vals, pat * (u[:, None] + v[None, :]), **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -108,12 +117,12 @@ def test_softmax(dtype, scale):
     P = gg.ops.softmax(S)
     vals, pat = to_dense(P)
     svals, spat = to_dense(S)
-    np.testing.assert_array_equal(pat, spat)      # empty rows stay empty
+    assert_array_equal(pat, spat)      # empty rows stay empty
     assert np.isfinite(vals).all()
-    np.testing.assert_allclose(vals, ref_softmax(svals, spat), **tol(dtype))
+    assert_allclose(vals, ref_softmax(svals, spat), **tol(dtype))
     rows = gg.ops.row_sum(P)
     nonempty = spat.any(axis=1)
-    np.testing.assert_allclose(rows[nonempty], 1, **tol(dtype))
+    assert_allclose(rows[nonempty], 1, **tol(dtype))
     assert (rows[~nonempty] == 0).all()
 
 
@@ -122,7 +131,7 @@ def test_softmax_huge_logits_exact():
     S = A.dup()
     S[0, 0], S[0, 1], S[0, 2] = 1e4, 1e4 - np.log(2), 1e4 - np.log(4)
     vals, _ = to_dense(gg.ops.softmax(S))
-    np.testing.assert_allclose(vals[0], np.array([4, 2, 1]) / 7, rtol=1e-12)
+    assert_allclose(vals[0], np.array([4, 2, 1]) / 7, rtol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -134,7 +143,7 @@ def test_softmax_backward(dtype):
     pv, pat = to_dense(P)
     dv, _ = to_dense(dP)
     ref = pat * pv * (dv - (pv * dv).sum(axis=1, keepdims=True))
-    np.testing.assert_allclose(to_dense(gg.ops.softmax_backward(P, dP))[0], ref, **tol(dtype))
+    assert_allclose(to_dense(gg.ops.softmax_backward(P, dP))[0], ref, **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -145,16 +154,16 @@ def test_reductions_and_scaling(dtype):
     with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
         rmax = np.nan_to_num(np.nanmax(masked, axis=1))
         rmin = np.nan_to_num(np.nanmin(masked, axis=1))
-    np.testing.assert_allclose(gg.ops.row_sum(g.A), vals.sum(1), **tol(dtype))
-    np.testing.assert_allclose(gg.ops.col_sum(g.A), vals.sum(0), **tol(dtype))
-    np.testing.assert_allclose(gg.ops.row_max(g.A), rmax, **tol(dtype))
-    np.testing.assert_allclose(gg.ops.row_min(g.A), rmin, **tol(dtype))
+    assert_allclose(gg.ops.row_sum(g.A), vals.sum(1), **tol(dtype))
+    assert_allclose(gg.ops.col_sum(g.A), vals.sum(0), **tol(dtype))
+    assert_allclose(gg.ops.row_max(g.A), rmax, **tol(dtype))
+    assert_allclose(gg.ops.row_min(g.A), rmin, **tol(dtype))
     v = np.random.default_rng(9).uniform(0.5, 2, g.n).astype(dtype)
     ops = {"times": np.multiply, "div": np.divide, "plus": np.add, "minus": np.subtract}
     for name, f in ops.items():
-        np.testing.assert_allclose(to_dense(gg.ops.row_scale(g.A, v, name))[0],
+        assert_allclose(to_dense(gg.ops.row_scale(g.A, v, name))[0],
                                    pat * f(vals, v[:, None]), **tol(dtype))
-        np.testing.assert_allclose(to_dense(gg.ops.col_scale(g.A, v, name))[0],
+        assert_allclose(to_dense(gg.ops.col_scale(g.A, v, name))[0],
                                    pat * f(vals, v[None, :]), **tol(dtype))
 
 
@@ -162,28 +171,28 @@ def test_reductions_and_scaling(dtype):
 def test_edgewise_functions(dtype):
     g = random_graph(dtype=dtype)
     vals, pat = to_dense(g.A)
-    np.testing.assert_allclose(to_dense(gg.ops.exp(g.A))[0], pat * np.exp(vals), **tol(dtype))
-    np.testing.assert_allclose(to_dense(gg.ops.relu(g.A))[0], np.maximum(vals, 0))
+    assert_allclose(to_dense(gg.ops.exp(g.A))[0], pat * np.exp(vals), **tol(dtype))
+    assert_allclose(to_dense(gg.ops.relu(g.A))[0], np.maximum(vals, 0))
     for slope in (0.0, 0.2, 1.5):
-        np.testing.assert_allclose(to_dense(gg.ops.leaky_relu(g.A, slope))[0],
+        assert_allclose(to_dense(gg.ops.leaky_relu(g.A, slope))[0],
                                    np.where(vals > 0, vals, slope * vals), **tol(dtype))
     ex = get_executor()
-    np.testing.assert_allclose(to_dense(ex.apply(g.A, "scale", 3.0))[0], 3 * vals, **tol(dtype))
-    np.testing.assert_allclose(to_dense(ex.apply(g.A, "neg"))[0], -vals)
+    assert_allclose(to_dense(ex.apply(g.A, "scale", 3.0))[0], 3 * vals, **tol(dtype))
+    assert_allclose(to_dense(ex.apply(g.A, "neg"))[0], -vals)
     dE = gg.ops.exp(g.A)
-    np.testing.assert_allclose(to_dense(ex.leaky_relu_backward(g.A, dE, 0.3))[0],
+    assert_allclose(to_dense(ex.leaky_relu_backward(g.A, dE, 0.3))[0],
                                pat * np.exp(vals) * np.where(vals > 0, 1, 0.3), **tol(dtype))
-    np.testing.assert_allclose(to_dense(ex.ewise(ex.apply(g.A, "scale", 2.0), dE, "minus"))[0],
+    assert_allclose(to_dense(ex.ewise(ex.apply(g.A, "scale", 2.0), dE, "minus"))[0],
                                pat * (2 * vals - np.exp(vals)), **tol(dtype))
     for op, fn in (("plus", np.add), ("times", np.multiply), ("div", np.divide)):
-        np.testing.assert_allclose(to_dense(ex.ewise(g.A, dE, op))[0],
+        assert_allclose(to_dense(ex.ewise(g.A, dE, op))[0],
                                    pat * fn(vals, np.exp(vals)), **tol(dtype))
-    np.testing.assert_allclose(to_dense(ex.apply(g.A, "add", 1.5))[0], pat * (vals + 1.5),
+    assert_allclose(to_dense(ex.apply(g.A, "add", 1.5))[0], pat * (vals + 1.5),
                                **tol(dtype))
-    np.testing.assert_allclose(to_dense(ex.apply(dE, "rdiv", 2.0))[0], pat * 2 / np.exp(vals),
+    assert_allclose(to_dense(ex.apply(dE, "rdiv", 2.0))[0], pat * 2 / np.exp(vals),
                                **tol(dtype))
     values = ex.edge_values(dE)
-    np.testing.assert_array_equal(to_dense(ex.edge_from_values(g.A, values))[0],
+    assert_array_equal(to_dense(ex.edge_from_values(g.A, values))[0],
                                   to_dense(dE)[0])
     with pytest.raises(ValueError, match="edge values"):
         ex.edge_from_values(g.A, values[:-1])
@@ -199,7 +208,7 @@ def test_aggregate(dtype, k, aggr):
     Z = gg.ops.aggregate(g.A, H, aggr)
     assert Z.dtype == dtype and Z.shape == (g.n, k)
     vals, pat = to_dense(g.A)
-    np.testing.assert_allclose(Z, ref_aggregate(vals, pat, H, aggr), **tol(dtype))
+    assert_allclose(Z, ref_aggregate(vals, pat, H, aggr), **tol(dtype))
 
 
 def test_aggregate_pattern_max_is_neighbour_max():
@@ -209,7 +218,7 @@ def test_aggregate_pattern_max_is_neighbour_max():
     Z = gg.ops.aggregate(g.A, H, "max")
     for i in range(g.n):
         expect = H[pat[i]].max(0) if pat[i].any() else np.zeros(3)
-        np.testing.assert_array_equal(Z[i], expect)
+        assert_array_equal(Z[i], expect)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -217,16 +226,16 @@ def test_spmm_transpose_and_gemm(dtype):
     g = random_graph(dtype=dtype)
     vals, _ = to_dense(g.A)
     H = feats(g.n, 3, dtype)
-    np.testing.assert_allclose(gg.ops.spmm(g.A, H), vals @ H, **tol(dtype))
-    np.testing.assert_allclose(gg.ops.spmm_t(g.A, H), vals.T @ H, **tol(dtype))
+    assert_allclose(gg.ops.spmm(g.A, H), vals @ H, **tol(dtype))
+    assert_allclose(gg.ops.spmm_t(g.A, H), vals.T @ H, **tol(dtype))
     W = feats(3, 2, dtype, 11)
-    np.testing.assert_allclose(gg.ops.gemm(H, W), H @ W, **tol(dtype))
+    assert_allclose(gg.ops.gemm(H, W), H @ W, **tol(dtype))
 
 
 def test_spmm_matches_scipy_on_rectangular_free_graph():
     csr = sp.random(50, 50, 0.1, format="csr", random_state=3, dtype=np.float64)
     H = feats(50, 6, np.float64)
-    np.testing.assert_allclose(gg.ops.spmm(csr, H), csr @ H, rtol=1e-12)
+    assert_allclose(gg.ops.spmm(csr, H), csr @ H, rtol=1e-12)
 
 
 NEGATIVE_AVG = "the semiring 'avg' needs nonnegative edge weights"
@@ -286,7 +295,7 @@ def test_aggregate_property(n, m, k, seed, aggr):
                             dtype=np.float64)
     H = rng.integers(-4, 5, (n, k)).astype(np.float64)   # exact arithmetic
     vals, pat = to_dense(g.A)
-    np.testing.assert_allclose(gg.ops.aggregate(g.A, H, aggr),
+    assert_allclose(gg.ops.aggregate(g.A, H, aggr),
                                ref_aggregate(vals, pat, H, aggr), rtol=1e-12, atol=1e-12)
 
 
@@ -295,8 +304,8 @@ def test_aggregate_property(n, m, k, seed, aggr):
 def test_aggregate_backward_finite_differences(aggr):
     g = random_graph(dtype=np.float64, n=7, m=20)
     ex = get_executor()
-    H = feats(g.n, 3, np.float64)
-    R = feats(g.n, 3, np.float64, 42)
+    H = ex.asarray(feats(g.n, 3, np.float64))
+    R = ex.asarray(feats(g.n, 3, np.float64, 42))
     edge_vals = ex.edge_values(g.A)
 
     def loss(vals, H):
@@ -316,19 +325,19 @@ def test_aggregate_backward_finite_differences(aggr):
         e = np.zeros_like(H)
         e[idx] = eps
         num_dH[idx] = (loss(edge_vals, H + e) - loss(edge_vals, H - e)) / (2 * eps)
-    np.testing.assert_allclose(ex.edge_values(dS), num_dS, rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(dH, num_dH, rtol=1e-6, atol=1e-8)
+    assert_allclose(ex.edge_values(dS), num_dS, rtol=1e-6, atol=1e-8)
+    assert_allclose(dH, num_dH, rtol=1e-6, atol=1e-8)
 
 
 def test_max_tie_goes_to_first_stored_entry():
     g = gg.Graph.from_edges([1, 2], [0, 0], 3, dtype=np.float64)
-    H = np.array([[0.0], [5.0], [5.0]])
     ex = get_executor()
+    H = ex.asarray(np.array([[0.0], [5.0], [5.0]]))
     Z, ctx = ex.aggregate(g.A, H, "max", keep_context=True)
-    dS, dH = ex.aggregate_backward(ctx, np.ones((3, 1)))
-    assert Z[0, 0] == 5.0
-    np.testing.assert_array_equal(ex.edge_values(dS), [5.0, 0.0])
-    np.testing.assert_array_equal(dH[:, 0], [0.0, 1.0, 0.0])
+    dS, dH = ex.aggregate_backward(ctx, ex.asarray(np.ones((3, 1))))
+    assert to_numpy(Z)[0, 0] == 5.0
+    assert_array_equal(ex.edge_values(dS), [5.0, 0.0])
+    assert_array_equal(dH[:, 0], [0.0, 1.0, 0.0])
 
 
 def test_semiring_aggregation_has_no_backward():
@@ -349,7 +358,7 @@ def test_errors():
         gg.ops.aggregate(g.A, np.full_like(H, np.nan))
     with pytest.raises(ValueError, match="unknown aggregation"):
         gg.ops.aggregate(g.A, H, "median")
-    with pytest.raises(TypeError, match="numpy.ndarray"):
+    with pytest.raises(TypeError, match=r"(numpy|cupy)\.ndarray"):
         gg.ops.aggregate(g.A, H.tolist())
     with pytest.raises(TypeError, match="graphblas.Matrix or scipy.sparse"):
         gg.ops.softmax(np.eye(3))

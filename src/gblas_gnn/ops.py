@@ -4,7 +4,9 @@ Sparse operands are edge tensors of the executor (:mod:`gblas_gnn.executors.edge
 ``graphblas.Matrix`` (``scipy.sparse`` accepted and converted), the ``cuda`` executor's device
 edge tensors or the ``dist`` executor's blocks; :func:`to_graphblas` gives a host
 ``graphblas.Matrix`` of any of them. Dense operands are arrays of the executor's array module
-(``numpy.ndarray`` on the cpu). Every function validates its input before any work and keeps
+(``numpy.ndarray`` on the cpu); on the ``cuda`` executor a host ``numpy.ndarray`` is accepted
+too and copied to the device for the call (a counted copy, as a layer's input is: pass
+device arrays to avoid it). Every function validates its input before any work and keeps
 the operands' dtype (float32 or float64) end to end. None builds an n×n dense matrix or an
 |E|×k tensor.
 
@@ -116,10 +118,19 @@ def _pattern_of(S):
     return S.pattern if isinstance(S, Expr) else S
 
 
+def _resident(ex, x):
+    """``x`` on the executor: a host ``numpy.ndarray`` given to a device executor is copied
+    there (counted in its transfers, as a layer's input is); anything else is left as it is
+    for the checks to judge."""
+    if ex.xp is not np and isinstance(x, np.ndarray) and not isinstance(x, ex.xp.ndarray):
+        return ex.asarray(x)
+    return x
+
+
 def _features(ex, S, H, name: str = "H", side: str = "ncols"):
     # rows in the executor's layout of dense tensors: a grid holds the sources by rows too
     rows = ex.source_rows(S) if side == "ncols" else ex.target_rows(S)
-    H = dense_matrix(H, name, rows=rows, xp=ex.xp)
+    H = dense_matrix(_resident(ex, H), name, rows=rows, xp=ex.xp, finite=ex.all_finite)
     if H.dtype != _dtype_of(S):
         raise TypeError(f"{name} is {H.dtype} but the sparse operand is {_dtype_of(S)}; "
                         "convert one of them explicitly")
@@ -127,7 +138,7 @@ def _features(ex, S, H, name: str = "H", side: str = "ncols"):
 
 
 def _vector(ex, S, v, name: str, size: int):
-    v = dense_vector(v, name, size=size, xp=ex.xp)
+    v = dense_vector(_resident(ex, v), name, size=size, xp=ex.xp, finite=ex.all_finite)
     if v.dtype != _dtype_of(S):
         raise TypeError(f"{name} is {v.dtype} but the sparse operand is {_dtype_of(S)}")
     return v
@@ -144,6 +155,7 @@ def _operand(ex, S, X, name: str, side: str, ndim: int | None = None):
         if not X.vertex:
             raise TypeError(f"{name} must be vertex-indexed (one row per vertex)")
     else:
+        X = _resident(ex, X)
         if not isinstance(X, ex.xp.ndarray):
             raise TypeError(f"{name} must be a {'numpy' if ex.xp is np else 'device'}.ndarray "
                             f"or a traced array, got {type(X).__name__}")
@@ -254,8 +266,9 @@ def gemm(X, W, executor=None):
     if _lazy(X, W):
         return lift(X) @ lift(W)
     ex = get_executor(executor)
-    X = dense_matrix(X, "X", xp=ex.xp)
-    W = dense_matrix(W, "W", rows=X.shape[1], dtype=X.dtype, xp=ex.xp)
+    X = dense_matrix(_resident(ex, X), "X", xp=ex.xp, finite=ex.all_finite)
+    W = dense_matrix(_resident(ex, W), "W", rows=X.shape[1], dtype=X.dtype, xp=ex.xp,
+                     finite=ex.all_finite)
     return ex.gemm(X, W)
 
 
@@ -457,6 +470,7 @@ def _row_rule(name: str, H, eps):
     if isinstance(H, Traced):
         return getattr(rows, name)(H, float(eps))
     ex = get_executor(None)
+    H = _resident(ex, H)
     if not isinstance(H, ex.xp.ndarray) or H.dtype.kind != "f":
         raise TypeError(f"{name} needs a floating-point array, got {type(H).__name__}")
     if in_scope():

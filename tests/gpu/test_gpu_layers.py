@@ -90,3 +90,14 @@ def test_results_stay_on_the_device_and_parameters_are_device_arrays(cuda):
     assert all(isinstance(p, cuda.xp.ndarray) for p in layer.params.values())
     layer.backward(cuda.xp.ones_like(out))
     assert all(isinstance(p, cuda.xp.ndarray) for p in layer.grads.values())
+
+
+def test_a_host_array_given_to_gg_ops_is_copied_to_the_device_and_counted(cuda):
+    """gg.ops takes a host numpy array on the cuda executor as a layer does: one counted copy
+    to the device for the call, a device result, the cpu executor's values."""
+    g, H, _ = graph_and_inputs(2, 4, 1)
+    cuda.transfers.reset()
+    Z = gg.ops.aggregate(g.A, H, "max", executor=cuda)
+    assert isinstance(Z, cuda.xp.ndarray)
+    assert cuda.transfers.by_reason.get("asarray") == 1, cuda.transfers
+    np.testing.assert_array_equal(to_numpy(Z), gg.ops.aggregate(g.A, H, "max", executor="cpu"))
