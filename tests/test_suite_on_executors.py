@@ -33,9 +33,13 @@ GPU_SUITE = ["tests/gpu", "tests/test_executor_conformance.py", "tests/test_ops.
              "tests/test_compose_kernels.py"]
 
 
-def run_suite(executor: str, timeout: int, suite=SUITE, **env) -> subprocess.CompletedProcess:
+def run_suite(executor: str, timeout: int, suite=SUITE, workers: int = 1,
+              **env) -> subprocess.CompletedProcess:
+    """The suite on ``executor`` in a pytest session of its own; ``workers`` > 1 splits it
+    over that many processes (pytest-xdist): worth it for the CUDA simulator, which runs
+    on one core under the GIL, not for the cpu-side executors, whose kernels use both."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-           "--executor", executor, *suite]
+           *(["-n", str(workers)] if workers > 1 else []), "--executor", executor, *suite]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **env})
 
@@ -57,7 +61,8 @@ def test_layer_and_training_suite_on_the_primitives_executor():
 @pytest.mark.timeout(1560)
 def test_gpu_suite_in_the_cuda_simulator():
     pytest.importorskip("numba.cuda")
-    check(run_suite("cuda", timeout=1500, suite=GPU_SUITE, NUMBA_ENABLE_CUDASIM="1"))
+    check(run_suite("cuda", timeout=1500, suite=GPU_SUITE, workers=2,
+                    NUMBA_ENABLE_CUDASIM="1"))
 
 
 @pytest.mark.cpu_only
@@ -65,5 +70,5 @@ def test_gpu_suite_in_the_cuda_simulator():
 @pytest.mark.timeout(960)
 def test_gpu_kernels_at_the_full_warp_width_in_the_cuda_simulator():
     pytest.importorskip("numba.cuda")
-    check(run_suite("cuda", timeout=900, suite=["tests/gpu/test_gpu_kernels.py"],
+    check(run_suite("cuda", timeout=900, suite=["tests/gpu/test_gpu_kernels.py"], workers=2,
                     NUMBA_ENABLE_CUDASIM="1", GBLAS_GNN_CUDASIM_LANES="32"))
