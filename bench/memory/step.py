@@ -78,8 +78,11 @@ def _train_step(g, x, y, layers: int, k: int, hook=None) -> float:
 
     from ..layers.epoch import ours_model
 
-    hook = hook or (lambda name: None)
     model = ours_model(layers, k, k)
+    if hook is None:
+        hook = _no_hook
+    else:
+        _hook_children(model, hook)
     opt = Adam(model, lr=LR)
     every = np.ones(g.n, bool)
     model.train()
@@ -93,6 +96,32 @@ def _train_step(g, x, y, layers: int, k: int, hook=None) -> float:
     hook("after Adam step")
     del logits, dlogits
     return float(loss)
+
+
+def _no_hook(name: str) -> None:
+    pass
+
+
+def _hook_children(model, hook) -> None:
+    """``hook`` after every child's forward and before and after every child's backward
+    (instance attributes over the methods: the model is this run's own)."""
+    for i, child in enumerate(model.children()):
+        label = f"{i}:{type(child).__name__}"
+
+        def forward(g, H, child=child, label=label, call=child.forward):
+            out = call(g, H)
+            hook(f"forward {label} done")
+            return out
+
+        def backward(dout, label=label, call=child.backward):
+            hook(f"backward {label} start")
+            out = call(dout)
+            hook(f"backward {label} done")
+            return out
+
+        child.backward = backward
+        if not child.composed:          # a composed module's forward is traced, not called
+            child.forward = forward
 
 
 def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
