@@ -136,9 +136,15 @@ def apply_binary(op: str, a, b):
 
     need = (isinstance(a, Traced) and a.node is not None,
             isinstance(b, Traced) and b.node is not None)
+    # the vjp keeps what binary_vjp reads of this op only: a sum or a difference nothing, so
+    # that e.g. a layer's output Z + b is not held until the backward (issue 21)
+    held = (None if op in ("add", "sub", "div") else av,
+            None if op in ("add", "sub") else bv,
+            out if op == "div" else None)
+    del av, bv
 
     def vjp(g):
-        ga, gb = F.binary_vjp(xp, op, av, bv, out, g, need)
+        ga, gb = F.binary_vjp(xp, op, *held, g, need)
         return (_unbroadcast(ex, ga, ashape, a_vertex, vertex) if need[0] else None,
                 _unbroadcast(ex, gb, bshape, b_vertex, vertex) if need[1] else None)
 
