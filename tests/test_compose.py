@@ -291,6 +291,24 @@ def test_a_sum_keeps_nothing_for_its_backward():
     np.testing.assert_allclose(dW, X.T @ np.ones((50, 3)))
 
 
+def test_cotangents_sum_into_a_products_own_array_and_nothing_else():
+    """A product's cotangents are its own new arrays, so the tape sums X's other cotangents
+    into them in place (issue 21); the caller's ``dout``, which reaches X unchanged through
+    the sum, is never written."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((30, 4))
+    W1, W2 = rng.standard_normal((4, 4)), rng.standard_normal((4, 4))
+    out, pullback = compose.vjp(lambda X, W1, W2: X @ W1 + X @ W2 + X * 2.0 + X, X, W1, W2,
+                                executor=CPUExecutor(), vertex=(0,))
+    dout = rng.standard_normal(out.shape)
+    kept = dout.copy()
+    dX, dW1, dW2 = pullback(dout)
+    np.testing.assert_array_equal(dout, kept)
+    np.testing.assert_allclose(dX, dout @ W1.T + dout @ W2.T + 3.0 * dout, rtol=1e-12)
+    np.testing.assert_allclose(dW1, X.T @ dout, rtol=1e-12)
+    assert not np.shares_memory(dX, dout)
+
+
 def test_functional_form_gives_gradients_in_the_structure_of_the_arguments(executor):
     g, H, _ = graph_and_inputs(6, 4, 1)
     w = np.linspace(-1, 1, 4)

@@ -51,10 +51,10 @@ def _scope():
     return s
 
 
-def record(value, parents, vjp, vertex: bool, zero=None) -> Traced:
+def record(value, parents, vjp, vertex: bool, zero=None, fresh: bool = False) -> Traced:
     """A traced result: ``value``, recorded with ``vjp`` over ``parents`` in training mode
-    (``zero``: see :meth:`.tape.Scope.record`)."""
-    return Traced(value, _scope().record(parents, vjp, zero), vertex)
+    (``zero`` and ``fresh``: see :meth:`.tape.Scope.record`)."""
+    return Traced(value, _scope().record(parents, vjp, zero, fresh), vertex)
 
 
 def lift(x, vertex: bool = False) -> Traced:
@@ -196,7 +196,8 @@ def _matmul(a: Traced, b: Traced) -> Traced:
             gb = xp.matmul(av.reshape(-1, av.shape[-1]).T, G2)
         return ga, (gb[:, 0] if vector else gb)
 
-    return record(out, [a, b], vjp, a.vertex)
+    # products: both cotangents are new arrays (views of them), held by nothing else
+    return record(out, [a, b], vjp, a.vertex, fresh=True)
 
 
 def _inner(X: Traced, Y: Traced) -> Traced:
