@@ -11,6 +11,8 @@
     python -m bench peers [--setup [--dry-run]]
     python -m bench revisions --before REV [--after REV] --case M [--layers gat,agnn]
                               [--reps 5] [--threads 2] [--name NAME] [--out bench/results]
+    python -m bench memory [--scales 18,20] [--k 16] [--layers 3] [--no-breakdown]
+                           [--mem-limit-gib 6] [--name memory] [--out bench/results]
 
 ``--layers`` takes rows of :data:`bench.layers.rows.ROWS` (gat, gat-h4, agnn, gcn, sgc, gin,
 gatv2, gatv2-h4, transformer, transformer-h4) or ``all``; ``--peers dgl`` times DGL's layers
@@ -194,6 +196,19 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     sc.add_argument("--mem-limit-gib", type=_positive(float), default=22.0,
                     help="stop the job above this resident memory (all ranks together)")
     sc.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    mm = sub.add_parser("memory", help="bytes per stored entry of one 3-layer GAT training "
+                                       "step in one process, and a breakdown by component")
+    mm.add_argument("--scales", type=lambda t: [int(v) for v in t.split(",") if v.strip()],
+                    default=[18, 20], help="Kronecker scales, comma list (default 18,20)")
+    mm.add_argument("--k", type=_positive(int), default=16)
+    mm.add_argument("--layers", type=_positive(int), default=3)
+    mm.add_argument("--threads", type=_positive(int), default=2)
+    mm.add_argument("--no-breakdown", dest="breakdown", action="store_false",
+                    help="skip the traced run (tracemalloc) that attributes the bytes")
+    mm.add_argument("--mem-limit-gib", type=_positive(float), default=6.0,
+                    help="RSS limit of every worker process")
+    mm.add_argument("--name", default="memory", help="output file name without extension")
+    mm.add_argument("--out", type=Path, default=DEFAULT_OUT)
     c = sub.add_parser("comm", help="words per rank per layer: the global scheme on 1..P "
                                     "processes against its formula, the bound, the local "
                                     "formulation and CAGNET (MPI jobs)")
@@ -309,6 +324,16 @@ def _scale(a) -> int:
     return code
 
 
+def _memory(a) -> int:
+    from .memory.study import memory_markdown, run_memory
+
+    result = run_memory(a.scales, a.k, a.layers, a.threads, a.breakdown, a.mem_limit_gib,
+                        a.out, a.name)
+    print(memory_markdown(result))
+    print(f"wrote {a.out / (a.name + '.json')}, {a.out / (a.name + '.md')}")
+    return 1 if any("failed" in x for x in result["runs"] + result["traced"]) else 0
+
+
 def _cuda_kernels(a) -> int:
     from .kernels.cuda import cuda_kernels_markdown, run_cuda_kernels
 
@@ -411,9 +436,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
         a = p.parse_args(argv)
     except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
         return int(exc.code or 0)
-    if a.command in ("dist", "comm", "scale", "cuda-kernels", "peers", "revisions"):
+    if a.command in ("dist", "comm", "scale", "cuda-kernels", "peers", "revisions", "memory"):
         return {"dist": _dist, "comm": _comm, "scale": _scale, "peers": _peers,
-                "cuda-kernels": _cuda_kernels, "revisions": _revisions}[a.command](a)
+                "cuda-kernels": _cuda_kernels, "revisions": _revisions,
+                "memory": _memory}[a.command](a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
     return _run(a) if a.command == "run" else _kernels(a)

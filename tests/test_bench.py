@@ -276,3 +276,29 @@ def test_revisions_times_two_revisions_interleaved(tmp_path, capsys):
     assert main(["revisions", "--before", "no-such-revision", "--case", "tiny",
                  "--out", str(tmp_path)]) == 2
     assert "unknown revision 'no-such-revision'" in capsys.readouterr().err
+
+
+def test_memory_subcommand_measures_and_attributes_one_step(tmp_path, capsys):
+    """``bench memory`` at a small scale: the growth per entry, the traced breakdown with the
+    components of the step's peak, and a markdown that regenerates from the JSON (as the
+    recorded ones do)."""
+    from pathlib import Path
+
+    from bench.memory.study import memory_markdown
+
+    assert main(["memory", "--scales", "12", "--threads", "1", "--out", str(tmp_path)]) == 0
+    r = json.loads((tmp_path / "memory.json").read_text())
+    run, traced = r["runs"][0], r["traced"][0]
+    assert run["scale"] == 12 and run["nnz"] > run["nnz_graph"] > 0
+    assert run["bytes_per_entry"] > 0 and not run["breakdown_run"] and traced["breakdown_run"]
+    names = [s["name"] for s in traced["trace"]["snapshots"]]
+    assert "after forward" in names and any(n.startswith("column pass 1") for n in names)
+    peak = max(traced["trace"]["snapshots"], key=lambda s: s["traced"])
+    assert {"softmax caches S (one per layer)", "A with self loops (GraphBLAS)",
+            "CSR pattern of A+I (indptr, indices)"} <= set(peak["components"])
+    assert (tmp_path / "memory.md").read_text() == memory_markdown(r)
+    assert "| 12 |" in capsys.readouterr().out
+    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    for name in ("memory", "memory-baseline"):
+        recorded = json.loads((results / f"{name}.json").read_text())
+        assert memory_markdown(recorded) == (results / f"{name}.md").read_text(), name

@@ -271,6 +271,44 @@ def test_writing_into_the_output_changes_no_gradient(executor):
     np.testing.assert_array_equal(pulled[1], pulled[0])
 
 
+def test_a_sum_keeps_nothing_for_its_backward():
+    """A sum's (or difference's) gradient reads neither operand nor the result, so the tape
+    keeps none of them: a layer's output ``Z + b`` lives only as long as its user holds it
+    (issue 21: a 3-layer GAT step held every layer's output until the backward)."""
+    import gc
+    import weakref
+
+    rng = np.random.default_rng(0)
+    X, W, b = rng.standard_normal((50, 4)), rng.standard_normal((4, 3)), np.ones(3)
+    out, pullback = compose.vjp(lambda X, W, b: X @ W + b - 1.0, X, W, b,
+                                executor=CPUExecutor(), vertex=(0,))
+    gone = weakref.ref(out)
+    del out
+    gc.collect()
+    assert gone() is None
+    dX, dW, db = pullback(np.ones((50, 3)))
+    np.testing.assert_allclose(db, np.full(3, 50.0))
+    np.testing.assert_allclose(dW, X.T @ np.ones((50, 3)))
+
+
+def test_cotangents_sum_into_a_products_own_array_and_nothing_else():
+    """A product's cotangents are its own new arrays, so the tape sums X's other cotangents
+    into them in place (issue 21); the caller's ``dout``, which reaches X unchanged through
+    the sum, is never written."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((30, 4))
+    W1, W2 = rng.standard_normal((4, 4)), rng.standard_normal((4, 4))
+    out, pullback = compose.vjp(lambda X, W1, W2: X @ W1 + X @ W2 + X * 2.0 + X, X, W1, W2,
+                                executor=CPUExecutor(), vertex=(0,))
+    dout = rng.standard_normal(out.shape)
+    kept = dout.copy()
+    dX, dW1, dW2 = pullback(dout)
+    np.testing.assert_array_equal(dout, kept)
+    np.testing.assert_allclose(dX, dout @ W1.T + dout @ W2.T + 3.0 * dout, rtol=1e-12)
+    np.testing.assert_allclose(dW1, X.T @ dout, rtol=1e-12)
+    assert not np.shares_memory(dX, dout)
+
+
 def test_functional_form_gives_gradients_in_the_structure_of_the_arguments(executor):
     g, H, _ = graph_and_inputs(6, 4, 1)
     w = np.linspace(-1, 1, 4)

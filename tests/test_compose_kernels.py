@@ -237,6 +237,24 @@ def test_the_column_strategy_with_heads(executor, aggr, factor):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
 
 
+def test_a_column_backward_runs_once_per_forward():
+    """The column pass writes the edges' cotangents over the forward's softmax cache (issue
+    21: no CSC copy of it and no array of its own): a second backward of one context is
+    refused, never silently wrong, and the spent context holds neither ``Z`` nor ``S``."""
+    ex = CPUExecutor()
+    g, arrays, _ = _inputs(3, 9, 30, 2, np.float32)
+    with gg.executors.default(ex):
+        prog = build(Softmax(Masked(g.A, rep(arrays[2]) + rep(arrays[3]).T, True)),
+                     ("aggregate", "sum"), arrays[1])
+    out, ctx = ex.program_forward(prog, keep=True)
+    ex.program_backward(ctx, np.ones_like(out))
+    # spent, the context lets its aggregate and softmax cache go (the layer's backward
+    # holds it until its last product)
+    assert ctx.Z is None and not ctx.extra and not ctx.buffers.softmax
+    with pytest.raises(RuntimeError, match="once per forward"):
+        ex.program_backward(ctx, np.ones_like(out))
+
+
 @pytest.mark.parametrize("sink", ["sum", "max", "rows_sum", "spmm_t"])
 def test_the_parallel_variants_equal_the_reference(monkeypatch, sink):
     """The parallel kernels (what a graph above the serial threshold runs; a test's graphs

@@ -168,6 +168,23 @@ def test_transpose_is_the_csc_form(spec):
 
 
 @SETTINGS
+@given(spec=matrices)
+def test_the_pattern_column_view_is_a_stable_sort_by_column(spec):
+    """``CSRPattern.csc`` (a counting sort, issue 21) equals the stable argsort of the column
+    indices it replaced, in the int32 it stores, with empty rows and columns."""
+    rng, m, n, density, dtype, _ = spec
+    pattern = CSRPattern(to_gb(random_csr(rng, m, n, density, dtype)))
+    colptr, perm, rows = pattern.csc()
+    want = np.argsort(pattern.indices, kind="stable")
+    assert perm.dtype == rows.dtype == np.int32 and colptr.dtype == np.int64
+    np.testing.assert_array_equal(perm, want)
+    np.testing.assert_array_equal(rows, pattern.rows()[want])
+    np.testing.assert_array_equal(colptr, np.concatenate(
+        ([0], np.cumsum(np.bincount(pattern.indices, minlength=n)))))
+    assert pattern.csc()[1] is perm
+
+
+@SETTINGS
 @given(counts=st.lists(st.integers(0, 50), max_size=60), chunk=st.integers(1, 80))
 def test_balanced_bounds_split_rows_into_chunks(counts, chunk):
     indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)

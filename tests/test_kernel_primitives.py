@@ -13,10 +13,8 @@ from hypothesis import strategies as st
 from gblas_gnn.executors.alignment import ALIGNMENT, aligned_empty
 from gblas_gnn.executors.cpu._kernel_primitives import (
     exp_nonpositive,
-    gather_edge_rows,
     head_row_dots,
     prefetch_row,
-    row_words,
 )
 
 _REL_ERR = 2e-7          # the documented bound (about 1.2 float32 ulp measured)
@@ -132,23 +130,6 @@ def test_prefetch_changes_nothing(width, dtype):
     for arr in (X, unaligned):
         assert _prefetch_then_sum(arr) == pytest.approx(float(X.sum(dtype=np.float64)))
     np.testing.assert_array_equal(X, before)
-
-
-@settings(max_examples=30, deadline=None)
-@given(nnz=st.integers(0, 40), heads=st.integers(1, 5),
-       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
-def test_the_edge_gather_is_a_take_of_rows(nnz, heads, dtype, seed):
-    """Rows moved as one word (2 or 4 float32 heads, 1 or 2 float64) or head by head, the
-    gather equals numpy's take; the word view is a view, never a copy."""
-    rng = np.random.default_rng(seed)
-    values = rng.standard_normal((nnz, heads)).astype(dtype)
-    perm = rng.permutation(nnz).astype(np.int64)
-    out = np.empty_like(values)
-    words, out_words = row_words(values), row_words(out)
-    assert all(w is a or w.base is a for w, a in ((words, values), (out_words, out)))
-    assert words.shape[0] == nnz and words.shape[1] in (1, heads)
-    gather_edge_rows(perm, words, out_words)
-    np.testing.assert_array_equal(out, np.take(values, perm, axis=0))
 
 
 def test_the_softmax_term_is_by_row_and_head():

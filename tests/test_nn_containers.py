@@ -89,6 +89,25 @@ def test_activation_eval_keeps_no_cache_and_checks_inputs():
         ELU(alpha="1")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_elu_backward_keeps_one_slope_array_with_the_bits_of_the_select(dtype):
+    """ELU keeps σ'(x) (one (n, k) array, issue 21) and its gradient has the bits of
+    ``where(x > 0, dout, dout · (σ(x) + α))``, at 0, for every α, whatever the caller then
+    writes into the output."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((40, 5)).astype(dtype)
+    x[0, :3] = 0
+    dout = rng.standard_normal(x.shape).astype(dtype)
+    for alpha in (1.0, 0.7, 0.0, -0.5):
+        m = ELU(alpha)
+        out = m(None, x)
+        a = x.dtype.type(alpha)
+        want = np.where(x > 0, dout, dout * (a * np.expm1(np.minimum(x, 0)) + a))
+        out[...] = 3.0
+        assert list(m._cache) == ["slope"]
+        assert m.backward(dout).tobytes() == want.tobytes()
+
+
 def test_elu_large_negative_and_positive_inputs_no_warning():
     x = np.array([[-1000.0, 1000.0, 0.0]])
     with np.errstate(all="raise"):

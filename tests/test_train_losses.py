@@ -56,6 +56,22 @@ def test_cross_entropy_stable_and_dtype(dtype):
     np.testing.assert_allclose(d[2], [1 / 6, -1 / 6], rtol=1e-6)
 
 
+def test_every_row_masked_gives_the_masked_form_bitwise_and_leaves_the_logits():
+    """With every row masked the gradient is computed in place in the masked copy (one
+    (n, C) array, issue 21): the same bits as scattering it into zeros, its own memory."""
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((40, 5)).astype(np.float32)
+    before = logits.copy()
+    y = rng.integers(0, 5, 40)
+    loss, d = cross_entropy(logits, y, np.ones(40, bool))
+    # the same rows through the masked path: one extra unmasked row of zeros
+    padded = np.vstack([logits, np.zeros((1, 5), np.float32)])
+    loss_p, d_p = cross_entropy(padded, np.append(y, 0), np.append(np.ones(40, bool), False))
+    assert loss == loss_p and d.tobytes() == d_p[:40].tobytes()
+    assert not np.shares_memory(d, logits)
+    np.testing.assert_array_equal(logits, before)
+
+
 def test_cross_entropy_float32_matches_float64():
     rng = np.random.default_rng(3)
     logits = rng.standard_normal((50, 6))

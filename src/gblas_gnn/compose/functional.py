@@ -101,17 +101,19 @@ def vjp(fn: Callable, *args, executor=None, vertex: Sequence[int] | None = None)
         raise TypeError(f"fn must return an array computed from its arguments, got "
                         f"{type(out).__name__}")
     used = [False]
+    # the pullback keeps the output's node, shape and dtype, not its value (the caller holds
+    # that as long as it wants)
+    node, shape, dtype = out.node, tuple(out.shape), out.dtype
 
     def pullback(dout):
         if used[0]:
             raise RuntimeError("pullback runs once per vjp: call vjp again for another")
         used[0] = True
         dout = ex.asarray(dout)
-        if tuple(dout.shape) != tuple(out.shape):
-            raise ValueError(f"dout must have shape {tuple(out.shape)}, got "
-                             f"{tuple(dout.shape)}")
-        leaves = tape.backward(out.node, dout.astype(out.dtype, copy=False)) \
-            if out.node is not None else {}
+        if tuple(dout.shape) != shape:
+            raise ValueError(f"dout must have shape {shape}, got {tuple(dout.shape)}")
+        leaves = tape.backward(node, dout.astype(dtype, copy=False)) if node is not None \
+            else {}
         return tuple(_gather(a, leaves, ex, (k,)) for k, a in enumerate(args))
 
     return s.released(out.value), pullback

@@ -26,16 +26,19 @@ __all__ = ["Node", "Leaf", "Tape", "Scope", "current", "scope", "in_scope"]
 class Node:
     """One recorded operation: ``parents`` (nodes) and ``vjp(cotangent) -> cotangents``."""
 
-    __slots__ = ("parents", "vjp", "index", "zero")
+    __slots__ = ("parents", "vjp", "index", "zero", "fresh")
 
     def __init__(self, parents: Sequence[Node | None], vjp: Callable, index: int,
-                 zero: Callable[[], Any] | None = None):
+                 zero: Callable[[], Any] | None = None, fresh: bool = False):
         self.parents = tuple(parents)
         self.vjp = vjp
         self.index = index
         #: the zero cotangent of a node whose vjp runs even when nothing reaches it (a module
         #: whose backward must fill its grads); None for the others
         self.zero = zero
+        #: whether the vjp returns arrays of its own that nothing else holds (a product's):
+        #: the backward may sum other cotangents into them in place
+        self.fresh = fresh
 
 
 class Leaf(Node):
@@ -64,8 +67,8 @@ class Tape:
         return node
 
     def add(self, parents: Sequence[Node | None], vjp: Callable,
-            zero: Callable[[], Any] | None = None) -> Node:
-        node = Node(parents, vjp, len(self.nodes), zero)
+            zero: Callable[[], Any] | None = None, fresh: bool = False) -> Node:
+        node = Node(parents, vjp, len(self.nodes), zero, fresh)
         self.nodes.append(node)
         return node
 
@@ -74,6 +77,7 @@ class Tape:
         with a ``zero`` runs its vjp on it when no cotangent reaches it."""
         acc: dict[int, Any] = {output.index: cotangent}
         owned: set[int] = set()          # sums this backward allocated: added to in place
+        products: set[int] = set()       # cotangents that are a product's own array
         leaves: dict[Any, Any] = {}
         for node in reversed(self.nodes[:output.index + 1]):
             g = acc.pop(node.index, None)
@@ -91,14 +95,29 @@ class Tape:
                 prev = acc.get(k)
                 if prev is None:
                     acc[k] = pg
-                elif k in owned:
+                    if node.fresh:
+                        products.add(k)
+                elif k in owned or (k in products and _addable(prev, pg)):
                     prev += pg
                     acc[k] = prev
+                elif node.fresh and _addable(pg, prev):
+                    # into the product's own array: no third (n, k) array while the two
+                    # are summed (issue 21); x + y and y + x are the same bits
+                    pg += prev
+                    acc[k] = pg
+                    owned.add(k)
                 else:
                     acc[k] = prev + pg
                     owned.add(k)
         self.nodes = []                  # one backward per forward: free what the vjps hold
         return leaves
+
+
+def _addable(into, other) -> bool:
+    """Whether ``into += other`` gives exactly ``other + into`` (same shape, and ``into``'s
+    dtype is the sum's)."""
+    return (getattr(into, "shape", None) == getattr(other, "shape", ()) and
+            hasattr(into, "dtype") and into.dtype == getattr(other, "dtype", None))
 
 
 class Scope:
@@ -126,16 +145,16 @@ class Scope:
         return value
 
     def record(self, parents: Sequence[Any], vjp: Callable,
-               zero: Callable[[], Any] | None = None) -> Node | None:
+               zero: Callable[[], Any] | None = None, fresh: bool = False) -> Node | None:
         """A node for an operation on ``parents`` (traced values or anything else), or None
         when nothing is recorded (evaluation mode, or no parent carries a node and the node
-        need not run regardless: ``zero`` is None)."""
+        need not run regardless: ``zero`` is None); ``fresh``: see :attr:`Node.fresh`."""
         if self.tape is None:
             return None
         nodes = [getattr(p, "node", None) for p in parents]
         if not any(n is not None for n in nodes) and zero is None:
             return None
-        return self.tape.add(nodes, vjp, zero)
+        return self.tape.add(nodes, vjp, zero, fresh)
 
 
 _STACK: list[Scope] = []

@@ -51,10 +51,10 @@ def _scope():
     return s
 
 
-def record(value, parents, vjp, vertex: bool, zero=None) -> Traced:
+def record(value, parents, vjp, vertex: bool, zero=None, fresh: bool = False) -> Traced:
     """A traced result: ``value``, recorded with ``vjp`` over ``parents`` in training mode
-    (``zero``: see :meth:`.tape.Scope.record`)."""
-    return Traced(value, _scope().record(parents, vjp, zero), vertex)
+    (``zero`` and ``fresh``: see :meth:`.tape.Scope.record`)."""
+    return Traced(value, _scope().record(parents, vjp, zero, fresh), vertex)
 
 
 def lift(x, vertex: bool = False) -> Traced:
@@ -136,9 +136,15 @@ def apply_binary(op: str, a, b):
 
     need = (isinstance(a, Traced) and a.node is not None,
             isinstance(b, Traced) and b.node is not None)
+    # the vjp keeps what binary_vjp reads of this op only: a sum or a difference nothing, so
+    # that e.g. a layer's output Z + b is not held until the backward (issue 21)
+    held = (None if op in ("add", "sub", "div") else av,
+            None if op in ("add", "sub") else bv,
+            out if op == "div" else None)
+    del av, bv
 
     def vjp(g):
-        ga, gb = F.binary_vjp(xp, op, av, bv, out, g, need)
+        ga, gb = F.binary_vjp(xp, op, *held, g, need)
         return (_unbroadcast(ex, ga, ashape, a_vertex, vertex) if need[0] else None,
                 _unbroadcast(ex, gb, bshape, b_vertex, vertex) if need[1] else None)
 
@@ -190,7 +196,8 @@ def _matmul(a: Traced, b: Traced) -> Traced:
             gb = xp.matmul(av.reshape(-1, av.shape[-1]).T, G2)
         return ga, (gb[:, 0] if vector else gb)
 
-    return record(out, [a, b], vjp, a.vertex)
+    # products: both cotangents are new arrays (views of them), held by nothing else
+    return record(out, [a, b], vjp, a.vertex, fresh=True)
 
 
 def _inner(X: Traced, Y: Traced) -> Traced:

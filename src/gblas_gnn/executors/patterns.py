@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import graphblas as gb
+import numba as nb
 import numpy as np
 from graphblas import Matrix
 
@@ -116,16 +117,33 @@ class CSRPattern:
         return np.repeat(np.arange(self.nrows, dtype=np.int64), self.row_counts)
 
     def csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(colptr, perm, rows)``, built on first call (a stable sort by column)."""
+        """``(colptr, perm, rows)``, built on first call (a stable sort by column: rows ascend
+        within a column)."""
         if self._csc is None:
-            itype = index_dtype(max(self.nnz, self.nrows))
-            perm = np.argsort(self.indices, kind="stable").astype(itype)
             colptr = np.zeros(self.ncols + 1, np.int64)
             np.cumsum(np.bincount(self.indices, minlength=self.ncols), out=colptr[1:])
-            rows = np.repeat(np.arange(self.nrows, dtype=index_dtype(self.nrows)),
-                             self.row_counts)[perm]
+            perm = np.empty(self.nnz, index_dtype(max(self.nnz, self.nrows)))
+            rows = np.empty(self.nnz, index_dtype(self.nrows))
+            _csc_scatter(self.indptr, self.indices, colptr, perm, rows)
             self._csc = (colptr, perm, rows)
         return self._csc
+
+
+@nb.njit(cache=True)
+def _csc_scatter(indptr, indices, colptr, perm, rows):
+    """A counting sort of the CSR entries by column into ``perm`` and ``rows`` (CSR order
+    kept within a column): the arrays' final int32 form is written directly, where
+    ``np.argsort(indices, kind="stable")`` held an int64 permutation, its merge buffer and
+    two int32 temporaries at once (about 16 bytes an entry on top of the result, at the
+    first backward, when the forward's caches are all held; issue 21)."""
+    nxt = colptr[:-1].copy()
+    for i in range(indptr.shape[0] - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            q = nxt[j]
+            perm[q] = p
+            rows[q] = i
+            nxt[j] = q + 1
 
 
 class MatrixCache:

@@ -44,6 +44,7 @@ class ProgramContext:
     Z: DenseArray | None = None           # the raw aggregate (n, heads, f) or reduction
     extra: dict[str, DenseArray] = field(default_factory=dict)
     counts: DenseArray | None = None      # mean: the row counts (n, 1, 1)
+    spent: bool = False                   # a backward has run (it may reuse the caches)
 
 
 def finish_grads(p: Plan, b: ProgramBuffers, grads: dict[int, DenseArray]

@@ -94,14 +94,19 @@ class ELU(_Elementwise):
         # expm1 on min(H, 0) only: no overflow warnings from the positive entries.
         neg = alpha * xp.expm1(xp.minimum(H, 0))
         out = xp.where(pos, H, neg)
-        self._cache = {"pos": pos, "neg": neg} if self.training else None
+        if self.training:
+            # σ'(x) in neg's memory: 1 where x > 0, σ(x) + α elsewhere (dout · 1 is dout's
+            # own bits), one (n, k) array kept where pos and neg were (issue 21)
+            neg += alpha
+            neg[pos] = 1
+            self._cache = {"slope": neg}
+        else:
+            self._cache = None
         return out
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        cache = self._need_cache()
-        pos, neg = cache["pos"], cache["neg"]
-        dout = self._dout(dout, neg)
-        return self.xp.where(pos, dout, dout * (neg + neg.dtype.type(self.alpha)))
+        slope = self._need_cache()["slope"]
+        return self._dout(dout, slope) * slope
 
     def __repr__(self) -> str:
         return f"ELU(alpha={self.alpha})"

@@ -91,22 +91,28 @@ def cross_entropy(logits: np.ndarray, y: np.ndarray, mask: np.ndarray, executor=
     ex = get_executor(executor)
     xp = ex.xp
     logits, ym, mask, count = _check(logits, y, mask, ex)
+    # z: the masked rows, a copy (boolean indexing) that becomes the shifted logits, their
+    # exponentials and the gradient in place: one (n, C) array where there were five at once
+    # (issue 21: the loss ran at the memory peak of a large graph's step)
     z = logits[mask]
     if _read(ex, ex.vertex_sum(xp.isfinite(z).all(axis=1).astype(np.int64)), int) != count:
         raise FloatingPointError("logits contain NaN or Inf (has the model diverged?)")
     m = z.max(axis=1, keepdims=True)
-    shifted = z - m
-    e = xp.exp(shifted)
-    s = e.sum(axis=1, keepdims=True)
+    z -= m
     rows = xp.arange(z.shape[0])
+    zy = z[rows, ym].astype(np.float64)
+    xp.exp(z, out=z)
+    s = z.sum(axis=1, keepdims=True)
     # loss per node: log Σ exp(z - m) - (z_y - m), accumulated in float64
-    per_node = xp.log(s[:, 0].astype(np.float64)) - shifted[rows, ym].astype(np.float64)
+    per_node = xp.log(s[:, 0].astype(np.float64)) - zy
     loss = _read(ex, ex.vertex_sum(per_node)) / count
-    p = e / s
-    p[rows, ym] -= 1
-    p *= logits.dtype.type(1.0 / count)
+    z /= s
+    z[rows, ym] -= 1
+    z *= logits.dtype.type(1.0 / count)
+    if z.shape[0] == logits.shape[0]:       # every row masked: the gradient is z itself
+        return loss, z
     dlogits = xp.zeros_like(logits)
-    dlogits[mask] = p
+    dlogits[mask] = z
     return loss, dlogits
 
 

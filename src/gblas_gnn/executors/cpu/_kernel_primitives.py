@@ -21,7 +21,7 @@ from numba.extending import intrinsic, overload
 
 from ..alignment import ALIGNMENT
 
-__all__ = ["exp_nonpositive", "gather_edge_rows", "head_row_dots", "prefetch_row"]
+__all__ = ["exp_nonpositive", "head_row_dots", "prefetch_row"]
 
 _FAST = {"reassoc", "contract"}
 
@@ -129,35 +129,6 @@ def _exp_nonpositive_overload(x):
     if isinstance(x, types.Float):
         return lambda x: np.exp(x)
     return None
-
-
-# ---------------------------------------------------------------------- edge order
-_ROW_WORDS = {8: np.uint64, 16: np.complex128}
-
-
-def row_words(a: np.ndarray) -> np.ndarray:
-    """The C-contiguous (nnz, heads) array ``a`` as (nnz, 1) words when a row is 8 or 16
-    bytes (2 or 4 float32 heads, 1 or 2 float64), so that a gather moves a row in one load
-    and one store (values are moved, never computed on); else ``a`` itself."""
-    word = _ROW_WORDS.get(a.shape[1] * a.itemsize)
-    return a.view(word) if word is not None and a.flags.c_contiguous else a
-
-
-@nb.njit(parallel=True, cache=True)
-def gather_edge_rows(perm, values, out):
-    """``out[q] = values[perm[q]]`` (rows of C-contiguous (nnz, heads) arrays): edge values
-    from CSR into CSC order, so that a column pass reads them in sequence (measured at M on
-    GAT's: the column pass 58 → 42 ms for a 6 ms gather)."""
-    heads = values.shape[1]
-    src, dst = values.reshape(-1), out.reshape(-1)
-    if heads == 1:
-        for q in nb.prange(perm.shape[0]):
-            dst[q] = src[perm[q]]
-    else:
-        for q in nb.prange(perm.shape[0]):
-            base = perm[q] * heads
-            for h in range(heads):
-                dst[q * heads + h] = src[base + h]
 
 
 # ---------------------------------------------------------------------- row products

@@ -32,7 +32,7 @@ from ...semirings import negative_weight_error
 from ..alignment import aligned_empty
 from ..patterns import CSRPattern
 from ..program_context import ProgramContext, finish_grads
-from ._kernel_primitives import gather_edge_rows, head_row_dots, row_words
+from ._kernel_primitives import head_row_dots
 from ._program_kernels import SERIAL_WORK_BELOW, kernel, kernels, serial
 
 __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",
@@ -263,28 +263,36 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct)
     dt = np.dtype(p.structure.dtype)
     H, nnz = p.heads, b.pattern.nnz
     small = serial(b.work)              # numpy, not a parallel kernel's thread wake-up
+    if ctx.spent:
+        raise RuntimeError("a program's backward runs once per forward: its softmax cache "
+                           "holds the edge cotangents now")
+    ctx.spent = True
     if row_t is None:
         row_t = np.empty((b.pattern.nrows, H), dt)   # by row: one line per edge's row
         if small:
             np.einsum("ihc,ihc->ih", dZ, ctx.Z, out=row_t)
         else:
             head_row_dots(dZ, ctx.Z, row_t)
+    # Z was kept for t alone: the context lets it go before the passes allocate (the
+    # layer's backward runs on, holding the context, until its last product; issue 21)
+    ctx.Z, ctx.extra = None, {}
     X = b.operands[_x_slot(p)]
     dX = aligned_empty(X.shape, dt)
-    EB = np.empty((nnz, H), dt)
+    S = b.softmax[p.softmaxes.index(p.softmax)]
+    # The column pass reads Ψ at each edge's CSR slot p and writes the edge's cotangent
+    # EB[p] there, into S's own memory: the softmax (the root's heads, plan.py) is read
+    # nowhere else, and once per forward. No CSC copy of S and no fresh EB: 8 bytes an
+    # edge and head less at the backward's peak (issue 21), and the line read is the line
+    # written (the copy was a gather pass, then a random write per edge).
+    EB = S
     GF = np.empty((nnz, H), dt) if p.factor is not None else np.empty((1, 1), dt)
     col = _zeros_like_operands(p, b, {"col"})
-    S = b.softmax[p.softmaxes.index(p.softmax)]
-    ST = np.empty_like(S)
-    if small:
-        np.take(S, b.csc[1], axis=0, out=ST)
-    else:
-        call(gather_edge_rows, b.csc[1], row_words(S), row_words(ST))
-    call(kernel(mod, "column_pass", b.work), *b.args(csc=True), ST, dZ, row_t, dX, EB, GF,
+    call(kernel(mod, "column_pass", b.work), *b.args(csc=True), dZ, row_t, dX, EB, GF,
          *col.values())
     row = _zeros_like_operands(p, b, {"row", "param"})
     if row:
         call(kernel(mod, "column_rows", b.work), *b.args(), EB, GF, *row.values())
+    b.softmax = []                      # the cotangents in S are consumed: let it go
     return {**col, **row, _x_slot(p): dX}
 
 

@@ -1,0 +1,353 @@
+"""One training step of the 3-layer GAT on a Kronecker graph, in a fresh process: its memory.
+
+    python -m bench.memory.step --scale 20 [--edge-factor 16] [--k 16] [--layers 3]
+                                [--threads 2] [--breakdown]
+
+Order of work:
+
+1. imports, threads and one warm-up step on a scale-12 Kronecker graph (numba loads or
+   compiles its kernels: code and JIT state land in the baseline, not in the step), then
+   ``baseline_rss``;
+2. the graph ``gblas_gnn.data.kronecker(scale, edge_factor, seed=0)`` and its features and
+   labels (``gblas_gnn.data.specs.synthetic_rows``: k columns, k classes), then
+   ``graph_rss``; the high-water mark so far is ``graph_hwm`` (the generator's peak);
+3. ``VmHWM`` reset; the model (:func:`bench.layers.epoch.ours_model`: ``GATConv(k, k)`` ×
+   ``layers`` with ELU between, one head, the layers add the self loops), Adam (lr 0.005) and
+   one step as :func:`gblas_gnn.train.fit` runs it: forward, cross-entropy over every vertex,
+   backward, Adam step, the logits and their gradient alive until the step ends; then
+   ``step_hwm``.
+
+Per stored entry of the pattern the layers run on (``A`` with its self loops, ``nnz``):
+
+* ``bytes_per_entry`` = (max(graph_hwm, step_hwm) − baseline_rss) / nnz: the process's
+  growth, everything included (the graph, its self-looped copy, the patterns, features,
+  caches, optimiser): the number of issue 21;
+* ``step_bytes_per_entry`` = (step_hwm − graph_rss) / nnz: what the step adds to a process
+  that holds the graph and its features.
+
+With ``--breakdown`` the same work runs under ``tracemalloc`` (GraphBLAS allocates through
+numpy's allocator, so its matrices are traced too) and a snapshot is taken where the memory
+can peak: after the graph, after the forward, after the loss, at the start of every column
+pass of the backward, after the CSC view is built and after the step. Every live block of a
+snapshot is given a component (``A``, ``A`` with self loops, the CSR pattern, the CSC view,
+softmax caches, backward edge buffers, vertex arrays, …) by the code that allocated it.
+Tracing costs time and memory: the headline numbers come from a run without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import functools
+import gc
+import linecache
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+from ..core.rss import hwm_bytes, reset_hwm, rss_bytes
+from ..core.threads import set_threads
+from ..core.worker import worker_main
+
+__all__ = ["run_step", "component", "main"]
+
+LR = 0.005
+#: blocks smaller than this are summed as "small objects" in a breakdown
+SMALL = 64 << 10
+#: frames kept per traced block (deep enough to reach the library from numpy's allocator)
+NFRAME = 40
+
+
+# ---------------------------------------------------------------------------- the step
+def _data(scale: int, edge_factor: int, k: int):
+    from gblas_gnn.data import kronecker
+    from gblas_gnn.data.specs import synthetic_rows
+
+    g = kronecker(scale, edge_factor, seed=0)
+    x, y, _ = synthetic_rows(g.n, np.arange(g.n), seed=0, features=k, classes=k,
+                             dtype=np.float32)
+    return g, x, y
+
+
+def _train_step(g, x, y, layers: int, k: int, hook=None) -> float:
+    """Build the model and Adam, run one step; ``hook(name)`` at the step's milestones."""
+    from gblas_gnn.train import Adam
+    from gblas_gnn.train.losses import cross_entropy
+
+    from ..layers.epoch import ours_model
+
+    model = ours_model(layers, k, k)
+    if hook is None:
+        hook = _no_hook
+    else:
+        _hook_children(model, hook)
+    opt = Adam(model, lr=LR)
+    every = np.ones(g.n, bool)
+    model.train()
+    logits = model(g, x)
+    hook("after forward")
+    loss, dlogits = cross_entropy(logits, y, every)
+    hook("after loss")
+    model.backward(dlogits)
+    hook("after backward")
+    opt.step()
+    hook("after Adam step")
+    del logits, dlogits
+    return float(loss)
+
+
+def _no_hook(name: str) -> None:
+    pass
+
+
+def _hook_children(model, hook) -> None:
+    """``hook`` after every child's forward and before and after every child's backward
+    (instance attributes over the methods: the model is this run's own)."""
+    for i, child in enumerate(model.children()):
+        label = f"{i}:{type(child).__name__}"
+
+        def forward(g, H, child=child, label=label, call=child.forward):
+            out = call(g, H)
+            hook(f"forward {label} done")
+            return out
+
+        def backward(dout, label=label, call=child.backward):
+            hook(f"backward {label} start")
+            out = call(dout)
+            hook(f"backward {label} done")
+            return out
+
+        child.backward = backward
+        if not child.composed:          # a composed module's forward is traced, not called
+            child.forward = forward
+
+
+def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
+             threads: int = 2, breakdown: bool = False) -> dict:
+    """The worker (see the module docstring); the result as a JSON-ready dict."""
+    set_threads(threads, torch=False)
+    g0, x0, y0 = _data(12, edge_factor, k)     # the parallel kernels, as at scale
+    _train_step(g0, x0, y0, layers, k)              # kernels compiled or loaded
+    del g0, x0, y0
+    gc.collect()
+    baseline = rss_bytes()
+    tracer = _Tracer() if breakdown else None
+    if tracer is not None:
+        tracer.start()
+    t0 = time.perf_counter()
+    g, x, y = _data(scale, edge_factor, k)
+    graph_seconds = time.perf_counter() - t0
+    graph_rss, graph_hwm = rss_bytes(), hwm_bytes()
+    if tracer is not None:
+        tracer.sizes(g.n, g.with_self_loops().nnz)
+        tracer.snap("after graph and features")
+    reset_ok = reset_hwm()
+    t0 = time.perf_counter()
+    loss = _train_step(g, x, y, layers, k, hook=tracer.snap if tracer else None)
+    step_seconds = time.perf_counter() - t0
+    step_hwm = hwm_bytes()
+    nnz = g.with_self_loops().nnz
+    peak = max(graph_hwm, step_hwm) if reset_ok else step_hwm
+    result = {
+        "scale": scale, "edge_factor": edge_factor, "k": k, "layers": layers,
+        "threads": threads, "n": g.n, "nnz_graph": g.nnz, "nnz": nnz,
+        "breakdown_run": breakdown, "hwm_reset": reset_ok,
+        "baseline_rss": baseline, "graph_rss": graph_rss, "graph_hwm": graph_hwm,
+        "step_hwm": step_hwm, "loss": loss,
+        "graph_seconds": graph_seconds, "step_seconds": step_seconds,
+        "bytes_per_entry": (peak - baseline) / nnz,
+        "step_bytes_per_entry": (step_hwm - graph_rss) / nnz,
+        "graph_bytes_per_entry": (graph_rss - baseline) / nnz,
+        "graphblas": {"A": g.A.ss.nbytes, "A_iso": bool(g.A.ss.is_iso),
+                      "A_self_loops": g.with_self_loops().A.ss.nbytes,
+                      "A_self_loops_iso": bool(g.with_self_loops().A.ss.is_iso)},
+    }
+    if tracer is not None:
+        result["trace"] = tracer.finish()
+    return result
+
+
+# ---------------------------------------------------------------------------- breakdown
+#: (file under src/gblas_gnn, enclosing function, component), first match wins; a function
+#: is matched against the chain of the definitions enclosing the line ("Graph.with_self_loops
+#: .build")
+SITES = (
+    ("graph.py", "with_self_loops", "A with self loops (GraphBLAS)"),
+    ("graph.py", "from_edges", "A (GraphBLAS)"),
+    ("data/specs.py", "", "input features and labels"),
+    ("data/", "", "graph generator (transient)"),
+    ("executors/patterns.py", "CSRPattern.csc", "CSC view of A+I (colptr, perm, rows)"),
+    ("executors/patterns.py", "CSRPattern", "CSR pattern of A+I (indptr, indices)"),
+    ("executors/cpu/programs.py", "prepare", "softmax caches S (one per layer)"),
+    ("executors/cpu/programs.py", "", "backward edge buffers (ST, EB, GF)"),
+    ("executors/cpu/_gbio.py", "", "edge tensors exported from GraphBLAS"),
+    ("train/optim.py", "", "optimiser state"),
+)
+#: components that hold per-edge blocks only (a block of another size from the same code
+#: is a vertex array)
+PER_EDGE = {"softmax caches S (one per layer)", "backward edge buffers (ST, EB, GF)",
+            "edge tensors exported from GraphBLAS"}
+VERTEX = "vertex arrays (n × k: features, forward caches, gradients)"
+
+
+@functools.cache
+def _definitions(path: str) -> list[tuple[int, int, str]]:
+    """``(first line, last line, qualified name)`` of every function and class in ``path``."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError):
+        return []
+    out = []
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}.{child.name}" if prefix else child.name
+                out.append((child.lineno, child.end_lineno, name))
+                walk(child, name)
+            else:
+                walk(child, prefix)
+
+    walk(tree, "")
+    return out
+
+
+def _enclosing(path: str, line: int) -> str:
+    """The qualified name of the innermost definition holding ``line`` of ``path``."""
+    best = ""
+    for lo, hi, name in _definitions(path):
+        if lo <= line <= hi and len(name) > len(best):
+            best = name
+    return best
+
+
+def _site(traceback) -> tuple[str, str, int, str] | None:
+    """``(file under the package or bench, enclosing function, line, source)`` of the
+    innermost frame of a block's traceback in gblas_gnn or the harness."""
+    for frame in reversed(list(traceback)):
+        path = frame.filename.replace("\\", "/")
+        if path.endswith("/executors/alignment.py"):       # the caller names the array
+            continue
+        for root in ("/gblas_gnn/", "/bench/"):
+            if root in path:
+                rel = ("" if root == "/gblas_gnn/" else "bench/") + path.split(root, 1)[1]
+                return (rel, _enclosing(frame.filename, frame.lineno), frame.lineno,
+                        linecache.getline(frame.filename, frame.lineno).strip())
+    return None
+
+
+def component(site, size: int, n: int, nnz: int) -> str:
+    """The component a block of ``size`` bytes allocated at ``site`` belongs to."""
+    if size < SMALL:
+        return "small objects (< 64 KiB each)"
+    per_edge = size % nnz == 0          # one or more numbers per stored entry
+    if site is not None:
+        rel, func, _, _ = site
+        for where, fn, name in SITES:
+            if rel.startswith(where) and fn in func and (per_edge or name not in PER_EDGE):
+                return name
+    if per_edge:
+        return "other per-edge arrays"
+    if size % n <= 64 and size // n <= 1024:      # (64: an aligned array's margin)
+        return VERTEX
+    return "other"
+
+
+class _Tracer:
+    """tracemalloc snapshots at the step's milestones, summarised at once."""
+
+    def __init__(self):
+        self.n = self.nnz = 1
+        self.snaps: list[dict] = []
+        self.phase_peaks: list[dict] = []
+        self._undo: list = []
+        self._last = "start"
+
+    def start(self):
+        from gblas_gnn.executors.cpu import programs
+        from gblas_gnn.executors.patterns import CSRPattern
+
+        kernel = programs.kernel
+        csc = CSRPattern.csc
+        passes = {"n": 0}
+
+        def traced_kernel(mod, name, work):
+            fn = kernel(mod, name, work)
+            if name != "column_pass":
+                return fn
+
+            def run(*args):
+                passes["n"] += 1
+                self.snap(f"column pass {passes['n']} (backward, before its kernel)")
+                return fn(*args)
+            return run
+
+        def traced_csc(pattern):
+            fresh = pattern._csc is None
+            out = csc(pattern)
+            if fresh:
+                self.snap("CSC view built (first backward)")
+            return out
+
+        programs.kernel = traced_kernel
+        CSRPattern.csc = traced_csc
+        self._undo = [(programs, "kernel", kernel), (CSRPattern, "csc", csc)]
+        tracemalloc.start(NFRAME)
+
+    def sizes(self, n: int, nnz: int):
+        self.n, self.nnz = n, nnz
+
+    def snap(self, name: str):
+        current, peak = tracemalloc.get_traced_memory()
+        self.phase_peaks.append({"from": self._last, "to": name, "peak": peak})
+        snapshot = tracemalloc.take_snapshot()
+        by_component: dict[str, int] = {}
+        by_site: dict[str, list] = {}
+        total = 0
+        for trace in snapshot.traces:
+            site = _site(trace.traceback) if trace.size >= SMALL else None
+            comp = component(site, trace.size, self.n, self.nnz)
+            by_component[comp] = by_component.get(comp, 0) + trace.size
+            total += trace.size
+            if site is not None:
+                key = f"{site[0]}:{site[2]} ({site[1]}) {site[3]}"
+                entry = by_site.setdefault(key, [0, 0, comp])
+                entry[0] += trace.size
+                entry[1] += 1
+        del snapshot
+        top = sorted(by_site.items(), key=lambda kv: -kv[1][0])[:30]
+        self.snaps.append({"name": name, "traced": total, "traced_now": current,
+                           "rss": rss_bytes(), "components": by_component,
+                           "sites": [{"site": s, "bytes": b, "blocks": c, "component": comp}
+                                     for s, (b, c, comp) in top]})
+        tracemalloc.reset_peak()
+        self._last = name
+
+    def finish(self) -> dict:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        for obj, attr, value in self._undo:
+            setattr(obj, attr, value)
+        return {"snapshots": self.snaps, "phase_peaks": self.phase_peaks,
+                "last_peak": peak}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry of the worker."""
+    p = argparse.ArgumentParser(prog="python -m bench.memory.step",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--scale", type=int, required=True)
+    p.add_argument("--edge-factor", type=int, default=16)
+    p.add_argument("--k", type=int, default=16)
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--breakdown", action="store_true")
+    a = p.parse_args(argv)
+    return worker_main(lambda: run_step(a.scale, a.edge_factor, a.k, a.layers, a.threads,
+                                        a.breakdown))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
