@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..compose.plan import Plan
     from .base import DenseArray
 
-__all__ = ["ProgramBuffers", "ProgramContext", "finish_grads"]
+__all__ = ["ProgramBuffers", "ProgramContext", "finish_grads", "aggregate_output"]
 
 
 class ProgramBuffers(Protocol):
@@ -64,3 +64,16 @@ def finish_grads(p: Plan, b: ProgramBuffers, grads: dict[int, DenseArray]
         else:
             out[slot] = g
     return out
+
+
+def aggregate_output(ctx: ProgramContext | None, Z, heads: int | None, counts=None):
+    """An aggregation program's output and context from its sum ``Z`` (n, heads, f):
+    :math:`Z_i / c_i` with the row counts ``counts`` (n, 1, 1) for ``mean``, else ``Z``;
+    without a heads axis the (n, f) view. The context keeps ``Z`` (and the counts): the
+    output may be ``Z`` itself, which the caller copies before a user can write into it."""
+    out = Z if counts is None else Z / counts
+    if ctx is not None:
+        ctx.Z = Z
+        if counts is not None:
+            ctx.counts = counts
+    return (out[:, 0] if heads is None else out), ctx

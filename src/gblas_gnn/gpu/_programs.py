@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..compose.plan import Plan, plan
-from ..executors.program_context import ProgramContext, finish_grads
+from ..executors.program_context import ProgramContext, aggregate_output, finish_grads
 from ..semirings import negative_weight_error
 from . import _sparse_kernels as sparse
 from ._device import group_grid
@@ -157,15 +157,8 @@ def _finish_forward(ex, p: Plan, b: _Buffers, outs: dict, A, keep: bool):
             raise negative_weight_error("avg")
         den = outs["DEN"][:, :, None]
         Z = xp.where(den > 0, Z / xp.where(den > 0, den, 1), 0).astype(Z.dtype)
-    out = Z
-    if p.aggr == "mean":
-        counts = ex.row_counts(A, Z.dtype)[:, None, None]
-        out = Z / counts
-        if ctx is not None:
-            ctx.counts = counts
-    if ctx is not None:
-        ctx.Z = Z                       # (the output may be Z: the caller copies it)
-    return (out[:, 0] if heads is None else out), ctx
+    counts = ex.row_counts(A, Z.dtype)[:, None, None] if p.aggr == "mean" else None
+    return aggregate_output(ctx, Z, heads, counts)
 
 
 def backward(ex, ctx: ProgramContext, dout) -> list:

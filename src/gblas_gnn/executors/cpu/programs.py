@@ -31,7 +31,7 @@ from ...compose.plan import Plan, fusable, plan
 from ...semirings import negative_weight_error
 from ..alignment import aligned_empty
 from ..patterns import CSRPattern
-from ..program_context import ProgramContext, finish_grads
+from ..program_context import ProgramContext, aggregate_output, finish_grads
 from ._kernel_primitives import head_row_dots
 from ._program_kernels import SERIAL_WORK_BELOW, kernel, kernels, serial
 
@@ -195,17 +195,11 @@ def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool, counts=No
         pos = den > 0
         np.divide(Z, np.where(pos, den, 1)[:, :, None], out=Z)
         Z[~pos] = 0
-    out = Z
-    if p.aggr == "mean":
-        if counts is None:
-            counts = b.pattern.row_counts
-        counts = np.maximum(counts, 1).astype(Z.dtype)[:, None, None]
-        out = Z / counts
-        if ctx is not None:
-            ctx.counts = counts
-    if ctx is not None:
-        ctx.Z = Z                       # (the output may be Z: the caller copies it)
-    return (out[:, 0] if heads is None else out), ctx
+    if p.aggr != "mean":
+        return aggregate_output(ctx, Z, heads)
+    if counts is None:
+        counts = b.pattern.row_counts
+    return aggregate_output(ctx, Z, heads, np.maximum(counts, 1).astype(Z.dtype)[:, None, None])
 
 
 def root_cotangent_inputs(p: Plan, ctx: ProgramContext, dout):
