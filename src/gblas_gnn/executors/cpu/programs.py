@@ -222,22 +222,28 @@ def backward(ex, ctx: ProgramContext, dout) -> list:
     b.csc = b.pattern.csc()
     dZ = root_cotangent_inputs(p, ctx, dout)
     if p.strategy == "column":
-        grads = column_gradients(p, ctx, dZ, row_t=None)
+        grads = column_gradients(p, ctx, dZ, row_t=None, share=True)
     else:
         grads = row_gradients(p, ctx, dZ)
     return finish_grads(p, b, grads)
 
 
-def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str]) -> dict:
+def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str], dX=None) -> dict:
     """Zeroed cotangent arrays by slot, in the kernels' argument order (the rows read by
-    target, by source, then the parameters' per-row partials)."""
+    target, by source, then the parameters' per-row partials); with the messages'
+    cotangent ``dX``, an operand that is the messages' own array gets a view of ``dX``
+    instead (:func:`_same_rows`)."""
     out = {}
+    X = b.operands[_x_slot(p)] if dX is not None else None
     for role in ("row", "col", "param"):
         if role not in roles:
             continue
         for slot, (r, _) in enumerate(p.structure.roles):
             if r == role:
                 v = b.operands[slot]
+                if X is not None and role != "param" and _same_rows(v, X):
+                    out[slot] = dX.reshape(v.shape)
+                    continue
                 # np.zeros, not zeros_like: fresh zero pages instead of a pass that fills
                 out[slot] = np.zeros((b.pattern.nrows, *v.shape) if role == "param" else
                                      v.shape, v.dtype)
@@ -248,11 +254,28 @@ def _direct(fn, *args) -> None:
     fn(*args)
 
 
-def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct) -> dict:
+def _same_rows(a, b) -> bool:
+    """Whether ``a`` and ``b`` are one C-contiguous block of memory (a formulation's rows
+    passed in two roles: AGNN's normalised features are the scores' rows by target, by
+    source and the messages)."""
+    return (a.ctypes.data == b.ctypes.data and a.nbytes == b.nbytes and a.dtype == b.dtype
+            and a.shape[0] == b.shape[0] and a.flags.c_contiguous and b.flags.c_contiguous)
+
+
+def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct,
+                     share: bool = False) -> dict:
     """Strategy ``"column"``: the softmax term ``t`` (given, or the dense row product of
     ``dZ`` and the kept ``Z``), the column pass and the light row pass (each kernel run
     through ``call``). Returns the cotangents by slot (column-side ones in the column
-    layout, parameters per row)."""
+    layout, parameters per row).
+
+    With ``share`` (one process: rows by target and by source are the same vertices) an
+    operand that is the messages' own array has its cotangent summed into the messages' by
+    the kernels (the column pass zeroes ``dX_j`` before it adds to any row ``j``, the row
+    pass adds to ``dX_i`` after) and gets None: the same total reaches the traced input,
+    :math:`\\bar H = \\bar X + \\bar C + \\bar R` for ``H`` in all three roles (AGNN's
+    normalised rows), with one array for the tape instead of three to add up and two fewer
+    zeroed (n, k) arrays."""
     b, mod = ctx.buffers, kernels(p)
     dt = np.dtype(p.structure.dtype)
     H, nnz = p.heads, b.pattern.nnz
@@ -280,14 +303,17 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct)
     # written (the copy was a gather pass, then a random write per edge).
     EB = S
     GF = np.empty((nnz, H), dt) if p.factor is not None else np.empty((1, 1), dt)
-    col = _zeros_like_operands(p, b, {"col"})
+    col = _zeros_like_operands(p, b, {"col"}, dX if share else None)
     call(kernel(mod, "column_pass", b.work), *b.args(csc=True), dZ, row_t, dX, EB, GF,
          *col.values())
-    row = _zeros_like_operands(p, b, {"row", "param"})
+    row = _zeros_like_operands(p, b, {"row", "param"}, dX if share else None)
     if row:
         call(kernel(mod, "column_rows", b.work), *b.args(), EB, GF, *row.values())
     b.softmax = []                      # the cotangents in S are consumed: let it go
-    return {**col, **row, _x_slot(p): dX}
+    grads = {**col, **row}
+    if share:
+        grads = {slot: None if _same_rows(g, dX) else g for slot, g in grads.items()}
+    return {**grads, _x_slot(p): dX}
 
 
 def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
