@@ -104,6 +104,36 @@ def test_dense_products_and_vertex_reductions(case, k, k2):
     close(ex.inner(ex.asarray(X), ex.asarray(Y)), X.T @ Y, case.dtype, case.n)
     close(ex.vertex_sum(ex.asarray(X)), X.sum(axis=0), case.dtype, case.n)
     close(ex.row_dot(ex.asarray(X), ex.asarray(X)), (X * X).sum(axis=1), case.dtype, k)
+    Y2 = case.dense(k)
+    close(ex.row_dot(ex.asarray(X), ex.asarray(Y2)), (X * Y2).sum(axis=1), case.dtype, k)
+
+
+@SETTINGS
+@given(case=cases, k=st.integers(1, 4), bad=st.sampled_from([None, np.nan, np.inf, -np.inf]),
+       which=st.integers(0, 1))
+def test_all_finite(case, k, bad, which):
+    """One NaN or infinity anywhere in any of the arrays makes them not all finite."""
+    ex = under_test()
+    arrays = [case.dense(k), case.dense(k)]
+    if bad is not None and case.n:
+        arrays[which][case.rng.integers(case.n), case.rng.integers(k)] = bad
+    assert ex.all_finite(*(ex.asarray(a) for a in arrays)) is (bad is None or not case.n)
+    assert ex.all_finite() is True
+
+
+@SETTINGS
+@given(case=cases, k=st.integers(1, 5), two=st.booleans())
+def test_combine_rows(case, k, two):
+    """``O_i = a_i X_i + b_i Y_i`` (or ``a_i X_i``), a fresh array: the inputs stay."""
+    ex = under_test()
+    X, Y = case.dense(k), case.dense(k)
+    a, b = case.dense(1)[:, 0], case.dense(1)[:, 0]
+    want = a[:, None] * X + (b[:, None] * Y if two else 0)
+    args = (ex.asarray(a), ex.asarray(X)) + ((ex.asarray(b), ex.asarray(Y)) if two else ())
+    got = ex.combine_rows(*args)
+    close(got, want.astype(case.dtype), case.dtype, 2)
+    assert to_numpy(got).dtype == case.dtype
+    np.testing.assert_array_equal(to_numpy(args[1]), X)
 
 
 # ---------------------------------------------------------------------- edge primitives

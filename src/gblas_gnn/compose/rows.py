@@ -34,6 +34,11 @@ def _norms(ex, X, eps: float):
     return norms, xp.maximum(norms, X.dtype.type(eps))
 
 
+def _where_free(ex, norms, eps: float, values):
+    """``values`` where the row is not clamped (``‖X_i‖ > eps``), else 0."""
+    return ex.xp.where(norms > eps, values, values.dtype.type(0))
+
+
 def _check(x: Traced, name: str) -> None:
     if x.value.ndim != 2:
         raise ValueError(f"{name} needs an (n, k) array, got shape {tuple(x.value.shape)}")
@@ -47,10 +52,9 @@ def row_norm(x: Traced, eps: float) -> Traced:
     norms, clamped = _norms(ex, X, eps)
 
     def vjp(g):
-        scale = ex.xp.where(norms > eps, g / clamped, X.dtype.type(0))
-        return (X * scale[:, None],)
+        return (ex.combine_rows(_where_free(ex, norms, eps, g / clamped), X),)
 
-    return record(clamped, [x], vjp, x.vertex)
+    return record(clamped, [x], vjp, x.vertex, fresh=True)
 
 
 def normalize(x: Traced, eps: float) -> Traced:
@@ -59,13 +63,12 @@ def normalize(x: Traced, eps: float) -> Traced:
     ex = _scope().executor
     xp = ex.xp
     norms, clamped = _norms(ex, x.value, eps)
-    Y = x.value / clamped[:, None]
+    inv = xp.reciprocal(clamped)
+    Y = ex.combine_rows(inv, x.value)
 
     def vjp(g):
-        proj = xp.where(norms > eps, ex.row_dot(Y, g), Y.dtype.type(0))
-        out = Y * proj[:, None]
-        xp.subtract(g, out, out=out)
-        out /= clamped[:, None]
-        return (out,)
+        proj = _where_free(ex, norms, eps, ex.row_dot(Y, g))
+        # (ḡ - Ŷ ⟨Ŷ, ḡ⟩) / ν in one pass: ḡ/ν + Ŷ (-⟨Ŷ, ḡ⟩/ν)
+        return (ex.combine_rows(inv, g, -proj * inv, Y),)
 
-    return record(Y, [x], vjp, x.vertex)
+    return record(Y, [x], vjp, x.vertex, fresh=True)

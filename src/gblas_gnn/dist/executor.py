@@ -9,6 +9,7 @@ block and completes them with collectives on the row or column communicator:
 operation                communication (words per rank)
 =======================  ===========================================================
 ``gemm``, ``row_dot``    none: rows are local, parameters replicated
+``combine_rows``         none: rows are local
 ``inner``, ``vertex_sum``  each rank reduces 1/q of its rows, allreduce over all ranks
 ``row_reduce``           allreduce over the row communicator, n/q
 ``col_reduce``           allreduce over the column communicator, then the partner
@@ -187,6 +188,9 @@ class DistExecutor(Executor):
     def row_dot(self, X, Y):
         # per vertex: this rank's rows R_x are whole (no communication)
         return self.local.row_dot(X, Y)
+
+    def combine_rows(self, a, X, b=None, Y=None):
+        return self.local.combine_rows(a, X, b, Y)
 
     def _share(self, rows: int) -> slice:
         """This rank's share of its row block for a reduction over vertices: the q ranks of

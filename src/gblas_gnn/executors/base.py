@@ -99,7 +99,8 @@ PROCESS_TIER = ("is_root", "agree", "all_agree", "validation", "on_root", "gemm"
                 "gather_columns")
 #: tier (c): defaults built on tiers (a) and (b), right on every executor (an executor may
 #: override them with faster kernels giving the same result)
-DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "to_graphblas", "spmm_affine",
+DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "to_graphblas", "combine_rows",
+                "spmm_affine",
                 "lowers", "semiring_lowering", "generic_lowering", "target_rows",
                 "program_forward", "program_backward", "aggregate", "row_counts",
                 "aggregate_backward", "softmax", "softmax_backward", "dropout_edges",
@@ -404,6 +405,20 @@ class Executor(ABC):
                                   nrows=self._nrows(E), ncols=self._ncols(E))
 
     # ------------------------------------------------------------------ products
+    def combine_rows(self, a: DenseArray, X: DenseArray, b: DenseArray | None = None,
+                     Y: DenseArray | None = None) -> DenseArray:
+        r"""A per-row linear combination, a fresh array of ``X``'s shape:
+
+        .. math:: O_i = a_i X_i + b_i Y_i \qquad (O_i = a_i X_i \text{ without } b, Y)
+
+        with ``X``, ``Y`` (n, k) and the coefficients ``a``, ``b`` (n,). Rows are local, so
+        it is right on every executor; the ``cpu`` executor makes it one pass (a row
+        normalisation and its backward are built from it)."""
+        out = X * a[:, None]
+        if Y is not None:
+            out += Y * b[:, None]
+        return out
+
     def spmm_affine(self, S: EdgeTensor, H: DenseArray,
                     self_weight: float | DenseArray | None = None,
                     bias: DenseArray | None = None, transpose: bool = False) -> DenseArray:

@@ -124,7 +124,6 @@ class AGNNConv(PyGInterop, OrderMixin, Module):
     def forward(self, g, H):
         A = g.with_self_loops().A if self.add_self_loops else g.A
         # row normalisation (F.normalize): Ĥ = H ⊘ rep(n), n = max(‖H_i‖, eps)
-        norms = ops.row_norm(H, NORM_EPS)
         Hn = ops.normalize(H, NORM_EPS)
         beta = self.beta[0]
         # Ψ = sm(β · A ⊙ (Ĥ Ĥᵀ)): one dot product per edge on A's pattern
@@ -132,5 +131,6 @@ class AGNNConv(PyGInterop, OrderMixin, Module):
         W = self.params.get("W")
         if W is None and self.aggr in ("sum", "mean", "max", "min"):
             # H = diag(n) Ĥ: the messages n_j Ĥ_j read the same rows as the scores
+            norms = ops.row_norm(H, NORM_EPS)
             return ops.aggregate(P * rep(norms).T, Hn, self.aggr)
         return project_aggregate(P, H, W, self.aggr, self._order)

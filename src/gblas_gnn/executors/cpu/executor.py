@@ -117,6 +117,21 @@ class CPUExecutor(Executor):
             return _dense_kernels.column_sums(X)
         return super().vertex_sum(X)
 
+    def row_dot(self, X, Y):
+        if _dense_rows(X, Y):
+            return _dense_kernels.row_dots(X, Y)
+        return super().row_dot(X, Y)
+
+    def combine_rows(self, a, X, b=None, Y=None):
+        # one pass instead of numpy's pass and temporary per operation
+        rows = (X,) if Y is None else (X, Y)
+        coefs = (a,) if b is None else (a, b)
+        if (_dense_rows(*rows) and (Y is None) == (b is None)
+                and all(isinstance(c, np.ndarray) and c.shape == (X.shape[0],)
+                        and c.dtype == X.dtype for c in coefs)):
+            return _dense_kernels.combine_rows(a, X, b, Y)
+        return super().combine_rows(a, X, b, Y)
+
     # ------------------------------------------------------------------ edge primitives
     def edge_values(self, E):
         return _gbio.csr_arrays(E)[2]
@@ -336,3 +351,12 @@ class CPUExecutor(Executor):
         # `u.outer(v)` would not push the mask (docs/performance.md: 26 s at n=1e5).
         t = _tname(u.dtype)
         return _dense_to_gb(u).mxm(_dense_to_gb(v).T, semiring.min_plus[t]).new(mask=A.S)
+
+
+def _dense_rows(*arrays) -> bool:
+    """Whether ``arrays`` are C-contiguous 2-D float arrays of one shape and dtype (what the
+    row kernels of :mod:`._dense_kernels` take)."""
+    first = arrays[0]
+    return all(isinstance(x, np.ndarray) and x.ndim == 2 and x.flags.c_contiguous
+               and x.dtype in (np.float32, np.float64) and x.shape == first.shape
+               and x.dtype == first.dtype for x in arrays)
