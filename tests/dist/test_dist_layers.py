@@ -46,6 +46,21 @@ def test_layer_equals_one_process(dex, name, kw, aggr, relabel):
     assert all(d == digests[0] for d in digests)
 
 
+def test_layers_with_and_without_self_loops_run_on_one_grid(dex):
+    """A layer without self loops after one with them on the same graph: each equals one
+    process. The global row counts a block's programs read are kept per block and made by
+    a collective at the first use; off the diagonal both graphs have the same local matrix,
+    and a cache per local matrix had those ranks skip the collective the diagonal one
+    entered (the grid waited for ever)."""
+    g, H, _ = graph_and_inputs(7, 5, 1)
+    dg = dist.DistGraph.from_graph(g, dex.grid)
+    for loops in (True, False):
+        one, grid_layer = (gg.nn.GATConv(5, 3, add_self_loops=loops, aggr="mean",
+                                         dtype=np.float64, seed=3, executor=ex)
+                           for ex in (CPU, dex))
+        close(dg.gather(grid_layer(dg, dg.scatter(H))), one(g, H), f"loops={loops}")
+
+
 @pytest.mark.parametrize("aggr", ["sum", "max", "mean"])
 def test_inference_with_a_semiring_and_named_aggregations(dex, aggr):
     g, H, _ = graph_and_inputs(9, 4, 1)
