@@ -160,13 +160,22 @@ def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
         "bytes_per_entry": (peak - baseline) / nnz,
         "step_bytes_per_entry": (step_hwm - graph_rss) / nnz,
         "graph_bytes_per_entry": (graph_rss - baseline) / nnz,
-        "graphblas": {"A": g.A.ss.nbytes, "A_iso": bool(g.A.ss.is_iso),
-                      "A_self_loops": g.with_self_loops().A.ss.nbytes,
-                      "A_self_loops_iso": bool(g.with_self_loops().A.ss.is_iso)},
+        "graphblas": _graphblas_sizes(g),
     }
     if tracer is not None:
         result["trace"] = tracer.finish()
     return result
+
+
+def _graphblas_sizes(g) -> dict:
+    """GraphBLAS's bytes of ``A`` and of ``A`` with self loops; the latter ``None`` when the
+    self-looped graph never built its matrix (the layers run on its int32 pattern; sources
+    before that always built it). Reading it here must not build it."""
+    looped = g.with_self_loops()
+    built = getattr(getattr(looped, "edge_tensor", None), "built", True)
+    return {"A": g.A.ss.nbytes, "A_iso": bool(g.A.ss.is_iso),
+            "A_self_loops": looped.A.ss.nbytes if built else None,
+            "A_self_loops_iso": bool(looped.A.ss.is_iso) if built else None}
 
 
 # ---------------------------------------------------------------------------- breakdown
@@ -175,10 +184,12 @@ def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
 #: .build")
 SITES = (
     ("graph.py", "with_self_loops", "A with self loops (GraphBLAS)"),
+    ("graph.py", "self_looped_matrix", "A with self loops (GraphBLAS)"),
     ("graph.py", "from_edges", "A (GraphBLAS)"),
     ("data/specs.py", "", "input features and labels"),
     ("data/", "", "graph generator (transient)"),
     ("executors/patterns.py", "CSRPattern.csc", "CSC view of A+I (colptr, perm, rows)"),
+    ("executors/patterns.py", "CSRPattern.column_view", "CSC view of A+I (colptr, perm, rows)"),
     ("executors/patterns.py", "CSRPattern", "CSR pattern of A+I (indptr, indices)"),
     ("executors/cpu/programs.py", "prepare", "softmax caches S (one per layer)"),
     ("executors/cpu/programs.py", "", "backward edge buffers (ST, EB, GF)"),

@@ -92,12 +92,14 @@ def _breakdown(t: dict) -> list[str]:
     snaps = t["trace"]["snapshots"]
     peak = _peak_snapshot(t)
     gb = t["graphblas"]
+    looped = "A with self loops: no matrix built (the layers ran on its int32 pattern)" \
+        if gb["A_self_loops"] is None else \
+        f"A with self loops {gb['A_self_loops'] / nnz:.1f} B/entry (iso: {gb['A_self_loops_iso']})"
     lines = ["", f"## Breakdown at scale {t['scale']} (tracemalloc, {nnz:,} entries)", "",
              "Every live block of at least 64 KiB, by the code that allocated it "
              "(GraphBLAS allocates through numpy, so its matrices are traced), at the "
              f"snapshot holding the most: **{peak['name']}**. GraphBLAS's own count: A "
-             f"{gb['A'] / nnz:.1f} B/entry (iso values: {gb['A_iso']}), A with self loops "
-             f"{gb['A_self_loops'] / nnz:.1f} B/entry (iso: {gb['A_self_loops_iso']}).", "",
+             f"{gb['A'] / nnz:.1f} B/entry (iso values: {gb['A_iso']}), {looped}.", "",
              "| component | MiB | B/entry |", "|---|---|---|"]
     for comp, b in sorted(peak["components"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {comp} | {b / MIB:,.1f} | {b / nnz:.1f} |")
