@@ -305,3 +305,22 @@ def test_memory_subcommand_measures_and_attributes_one_step(tmp_path, capsys):
     for name in ("memory", "memory-baseline"):
         recorded = json.loads((results / f"{name}.json").read_text())
         assert memory_markdown(recorded) == (results / f"{name}.md").read_text(), name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_memory_subcommand_runs_a_grid_job_against_one_process(tmp_path):
+    """``bench memory --procs 1,4``: one MPI job of 4 ranks per scale beside the one
+    process, on the same graph (the ranks' blocks of A+I partition its entries), its growth
+    and peak RSS summed over the ranks, and the comparison in the markdown."""
+    from bench.memory.study import memory_markdown
+
+    assert main(["memory", "--scales", "12", "--procs", "1,4", "--no-breakdown",
+                 "--threads", "1", "--out", str(tmp_path)]) == 0
+    r = json.loads((tmp_path / "memory.json").read_text())
+    job = r["grid_runs"][0]
+    assert job["procs"] == 4 and [q["rank"] for q in job["ranks"]] == [0, 1, 2, 3]
+    assert sum(q["block_entries"] for q in job["ranks"]) == job["nnz"] == r["runs"][0]["nnz"]
+    assert 0 < job["bytes_per_entry"] < job["rss_bytes_per_entry"]
+    md = (tmp_path / "memory.md").read_text()
+    assert md == memory_markdown(r) and "| 12 | 4 | " in md
