@@ -106,7 +106,7 @@ def _check_params(module) -> None:
             raise ValueError(f"parameter {bad[0]!r} contains NaN or Inf")
 
 
-def run_forward(module, g, H):
+def run_forward(module, g: Any, H: Any) -> Any:
     """``module.forward(g, H)`` for a module with its own backward, as its caller gets it:
     a container's children hand their outputs to it, and an output the module's cache keeps
     is copied only for a caller whose code may write into it (:func:`.tape.hand_out`)."""

@@ -139,12 +139,12 @@ class Holder:
         xp: the array module of the values.
     """
 
-    def __init__(self, xp):
+    def __init__(self, xp: Any):
         self.xp = xp
         #: arrays kept by backward contexts or caches that values of this frame may share
         self.held: list[Any] = []
 
-    def released(self, value):
+    def released(self, value: Any) -> Any:
         """``value`` as it may leave the frame for code that may write into it: a copy when
         it shares memory with a kept array (a program's output, which its context reads for
         the softmax term; ELU's output, which its cache reads for the slope), else itself (an
@@ -219,7 +219,7 @@ def frame(holder: Holder | None) -> Iterator[Holder | None]:
         _FRAMES.pop()
 
 
-def hand_out(value, kept: Sequence[Any], xp):
+def hand_out(value: Any, kept: Sequence[Any], xp: Any) -> Any:
     """``value``, a module's output, as its caller gets it, when the module keeps ``kept``
     for its backward: a caller that is a :class:`Holder` (a composed forward, a container)
     takes it as it is and registers ``kept``; any other caller, whose code may write into

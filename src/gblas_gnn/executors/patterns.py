@@ -24,11 +24,13 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import graphblas as gb
 import numba as nb
 import numpy as np
 from graphblas import Matrix
+from numpy.typing import DTypeLike
 
 from .base import EdgeTensorOnPattern
 
@@ -229,7 +231,7 @@ class MatrixCache:
         self._build = build
         self._entries: dict[int, tuple[weakref.ref, int, object]] = {}
 
-    def find(self, A):
+    def find(self, A) -> object | None:
         """The value kept for ``A``, or None (nothing is built)."""
         hit = self._entries.get(id(A))
         if hit is not None and hit[0]() is A and hit[1] == A.nvals:
@@ -242,7 +244,7 @@ class MatrixCache:
             return hit
         return self.put(A, self._build(A))
 
-    def put(self, A, value):
+    def put(self, A, value: object) -> object:
         """Keep ``value`` for ``A`` (while ``A`` lives) and return it."""
         key = id(A)
         entries = self._entries
@@ -270,7 +272,8 @@ class AdjacencyPattern(EdgeTensorOnPattern):
         build: ``build()`` makes the matrix: ``pattern``'s entries, the adjacency's values.
     """
 
-    def __init__(self, pattern: CSRPattern, dtype, build: Callable[[], gb.Matrix]):
+    def __init__(self, pattern: CSRPattern, dtype: DTypeLike,
+                 build: Callable[[], gb.Matrix]):
         self.pattern = pattern
         self._dtype = np.dtype(dtype)
         self._build: Callable[[], gb.Matrix] | None = build
@@ -303,7 +306,7 @@ class AdjacencyPattern(EdgeTensorOnPattern):
                 f"{self.dtype.name}, matrix {'built' if self.built else 'not built'})")
 
 
-def csr_of(A) -> CSRPattern:
+def csr_of(A: gb.Matrix | AdjacencyPattern) -> CSRPattern:
     """The host pattern of an edge tensor: an :class:`AdjacencyPattern`'s own (also for the
     matrix it built), else exported from the ``graphblas.Matrix`` ``A``."""
     if isinstance(A, AdjacencyPattern):
@@ -312,7 +315,7 @@ def csr_of(A) -> CSRPattern:
     return shared if shared is not None else CSRPattern(A)
 
 
-def graphblas_of(E) -> gb.Matrix:
+def graphblas_of(E: Any) -> Any:
     """``E`` as a ``graphblas.Matrix``: an :class:`AdjacencyPattern`'s matrix (built now if
     it was not), anything else as it is."""
     return E.matrix if isinstance(E, AdjacencyPattern) else E
