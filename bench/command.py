@@ -11,8 +11,9 @@
     python -m bench peers [--setup [--dry-run]]
     python -m bench revisions --before REV [--after REV] --case M [--layers gat,agnn]
                               [--reps 5] [--threads 2] [--name NAME] [--out bench/results]
-    python -m bench memory [--scales 18,20] [--k 16] [--layers 3] [--no-breakdown]
-                           [--mem-limit-gib 6] [--name memory] [--out bench/results]
+    python -m bench memory [--scales 18,20] [--k 16] [--layers 3] [--procs 1,4]
+                           [--no-breakdown] [--mem-limit-gib 6] [--name memory]
+                           [--out bench/results]
 
 ``--layers`` takes rows of :data:`bench.layers.rows.ROWS` (gat, gat-h4, agnn, gcn, sgc, gin,
 gatv2, gatv2-h4, transformer, transformer-h4) or ``all``; ``--peers dgl`` times DGL's layers
@@ -203,6 +204,9 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     mm.add_argument("--k", type=_positive(int), default=16)
     mm.add_argument("--layers", type=_positive(int), default=3)
     mm.add_argument("--threads", type=_positive(int), default=2)
+    mm.add_argument("--procs", type=_procs, default=[1],
+                    help="also run every scale as a grid job of each count above 1 (MPI), "
+                         "against one process (comma list of squares; default 1)")
     mm.add_argument("--no-breakdown", dest="breakdown", action="store_false",
                     help="skip the traced run (tracemalloc) that attributes the bytes")
     mm.add_argument("--mem-limit-gib", type=_positive(float), default=6.0,
@@ -328,10 +332,12 @@ def _memory(a) -> int:
     from .memory.study import memory_markdown, run_memory
 
     result = run_memory(a.scales, a.k, a.layers, a.threads, a.breakdown, a.mem_limit_gib,
-                        a.out, a.name)
+                        a.out, a.name, tuple(a.procs))
     print(memory_markdown(result))
     print(f"wrote {a.out / (a.name + '.json')}, {a.out / (a.name + '.md')}")
-    return 1 if any("failed" in x for x in result["runs"] + result["traced"]) else 0
+    everything = result["runs"] + result["traced"] + result.get("grid_runs", []) + \
+        result.get("grid_traced", [])
+    return 1 if any("failed" in x for x in everything) else 0
 
 
 def _cuda_kernels(a) -> int:

@@ -30,6 +30,14 @@ LAYERS = [
     ("GINConv", dict(mlp_dims=[5, 6, 4], train_eps=True)),
 ]
 ATTENTION = {"GATConv", "AGNNConv", "VAConv"}
+#: the layers that add the missing self loops and run on A's pattern alone: the pattern of
+#: ``A + I`` and never a ``graphblas.Matrix`` of it (issue 21)
+SELF_LOOPED = [
+    ("GATConv", dict(in_dim=5, out_dim=3, heads=2, dropout=0.4)),
+    ("AGNNConv", dict(in_dim=5, out_dim=4)),
+    ("VAConv", dict(in_dim=5, out_dim=4, softmax=True)),
+    ("GATv2Conv", dict(in_dim=5, out_dim=3, heads=2)),
+]
 
 
 def cases(layers=LAYERS) -> list[tuple[str, dict, str]]:

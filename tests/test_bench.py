@@ -294,11 +294,33 @@ def test_memory_subcommand_measures_and_attributes_one_step(tmp_path, capsys):
     names = [s["name"] for s in traced["trace"]["snapshots"]]
     assert "after forward" in names and any(n.startswith("column pass 1") for n in names)
     peak = max(traced["trace"]["snapshots"], key=lambda s: s["traced"])
-    assert {"softmax caches S (one per layer)", "A with self loops (GraphBLAS)",
+    assert {"softmax caches S (one per layer)",
             "CSR pattern of A+I (indptr, indices)"} <= set(peak["components"])
+    # the layers run on the int32 pattern of A + I: no GraphBLAS matrix of it is built
+    assert "A with self loops (GraphBLAS)" not in peak["components"]
+    assert traced["graphblas"]["A_self_loops"] is None
     assert (tmp_path / "memory.md").read_text() == memory_markdown(r)
     assert "| 12 |" in capsys.readouterr().out
     results = Path(__file__).resolve().parents[1] / "bench" / "results"
-    for name in ("memory", "memory-baseline"):
+    for name in ("memory", "memory-baseline", "memory-grid"):
         recorded = json.loads((results / f"{name}.json").read_text())
         assert memory_markdown(recorded) == (results / f"{name}.md").read_text(), name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_memory_subcommand_runs_a_grid_job_against_one_process(tmp_path):
+    """``bench memory --procs 1,4``: one MPI job of 4 ranks per scale beside the one
+    process, on the same graph (the ranks' blocks of A+I partition its entries), its growth
+    and peak RSS summed over the ranks, and the comparison in the markdown."""
+    from bench.memory.study import memory_markdown
+
+    assert main(["memory", "--scales", "12", "--procs", "1,4", "--no-breakdown",
+                 "--threads", "1", "--out", str(tmp_path)]) == 0
+    r = json.loads((tmp_path / "memory.json").read_text())
+    job = r["grid_runs"][0]
+    assert job["procs"] == 4 and [q["rank"] for q in job["ranks"]] == [0, 1, 2, 3]
+    assert sum(q["block_entries"] for q in job["ranks"]) == job["nnz"] == r["runs"][0]["nnz"]
+    assert 0 < job["bytes_per_entry"] < job["rss_bytes_per_entry"]
+    md = (tmp_path / "memory.md").read_text()
+    assert md == memory_markdown(r) and "| 12 | 4 | " in md

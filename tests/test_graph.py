@@ -6,6 +6,8 @@ import pytest
 import scipy.sparse as sp
 
 import gblas_gnn as gg
+from gblas_gnn.executors import CPUExecutor
+from gblas_gnn.executors.patterns import AdjacencyPattern, CSRPattern, csr_of
 
 
 def dense(g: gg.Graph) -> np.ndarray:
@@ -63,6 +65,57 @@ def test_degrees_self_loops_transpose(edges):
 def test_with_self_loops_keeps_existing_loop_value():
     g = gg.Graph.from_edges([0, 1], [0, 0], 2, values=[5.0, 1.0])
     assert dense(g.with_self_loops())[0, 0] == 5.0
+
+
+@pytest.mark.parametrize("n, m, seed", [(0, 0, 0), (1, 0, 1), (1, 1, 2), (7, 0, 3),
+                                         (9, 30, 4), (40, 300, 5)])
+def test_pattern_with_diagonal_is_that_of_a_plus_i(n, m, seed):
+    """``CSRPattern.with_diagonal`` (written from A's buffers) stores what the matrix of
+    ``A + I`` stores, in its order: loops already there, empty rows, and the first and last
+    rows and columns included."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, max(n, 1), m), rng.integers(0, max(n, 1), m)
+    g = gg.Graph.from_edges(src, dst, n)
+    P = CSRPattern.with_diagonal(g.A)
+    M = (g.to_scipy() + sp.identity(n, format="csr")).tocsr()
+    M.sort_indices()
+    assert P.indices.dtype == np.int32 and (P.nrows, P.ncols, P.nnz) == (n, n, M.nnz)
+    np.testing.assert_array_equal(P.indptr, M.indptr)
+    np.testing.assert_array_equal(P.indices, M.indices)
+    np.testing.assert_array_equal(dense(g), g.to_scipy().toarray())    # A handed back whole
+
+
+def test_pattern_with_diagonal_needs_a_square_matrix():
+    with pytest.raises(ValueError, match="square matrix, got 2×3"):
+        CSRPattern.with_diagonal(gb.Matrix(float, 2, 3))
+
+
+def test_self_looped_graph_builds_its_matrix_only_when_asked(edges):
+    """``with_self_loops()`` holds the int32 pattern of ``A + I``; its ``A`` is built at the
+    first access, the same matrix as before, and the executors find the one pattern for
+    both."""
+    src, dst = edges
+    g = gg.Graph.from_edges(src, dst, 5, values=np.arange(1.0, 7.0))
+    s = g.with_self_loops()
+    P = s.edge_tensor
+    assert isinstance(P, AdjacencyPattern) and not P.built
+    assert (s.n, s.nnz, s.dtype, s.has_self_loops) == (5, g.nnz + 4, np.float32, True)
+    assert not P.built
+    A = s.A
+    assert P.built and s.A is A and P.matrix is A
+    eye = sp.diags(np.where(np.diag(dense(g)) == 0, 1.0, 0.0))
+    np.testing.assert_array_equal(dense(s), dense(g) + eye)
+    assert csr_of(A) is P.pattern and csr_of(P) is P.pattern
+    cpu = CPUExecutor()
+    assert cpu.csr_pattern(A) is P.pattern and cpu.csr_pattern(P) is P.pattern
+    np.testing.assert_array_equal(cpu.edge_values(P), cpu.edge_values(A))
+
+
+def test_adjacency_pattern_refuses_a_matrix_of_another_pattern():
+    g = gg.Graph.from_edges([0, 1], [1, 0], 2)
+    P = AdjacencyPattern(CSRPattern.with_diagonal(g.A), np.float32, lambda: g.A)
+    with pytest.raises(RuntimeError, match="matrix has 2 entries, its pattern 4"):
+        _ = P.matrix
 
 
 def test_symmetrize(edges):

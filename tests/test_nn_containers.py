@@ -90,10 +90,11 @@ def test_activation_eval_keeps_no_cache_and_checks_inputs():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_elu_backward_keeps_one_slope_array_with_the_bits_of_the_select(dtype):
-    """ELU keeps σ'(x) (one (n, k) array, issue 21) and its gradient has the bits of
-    ``where(x > 0, dout, dout · (σ(x) + α))``, at 0, for every α, whatever the caller then
-    writes into the output."""
+def test_elu_backward_keeps_one_array_with_the_bits_of_the_select(dtype):
+    """ELU keeps one (n, k) array (issue 21): its output for α ≥ 0 (σ(x) > 0 ⇔ x > 0), σ'(x)
+    for α < 0; its gradient has the bits of ``where(x > 0, dout, dout · (σ(x) + α))``, at 0,
+    for every α, whatever the caller then writes into the output (called directly, the
+    caller gets a copy of the array the cache keeps)."""
     rng = np.random.default_rng(2)
     x = rng.standard_normal((40, 5)).astype(dtype)
     x[0, :3] = 0
@@ -104,8 +105,89 @@ def test_elu_backward_keeps_one_slope_array_with_the_bits_of_the_select(dtype):
         a = x.dtype.type(alpha)
         want = np.where(x > 0, dout, dout * (a * np.expm1(np.minimum(x, 0)) + a))
         out[...] = 3.0
-        assert list(m._cache) == ["slope"]
+        assert list(m._cache) == (["out"] if alpha >= 0 else ["slope"])
         assert m.backward(dout).tobytes() == want.tobytes()
+
+
+class _Composed(gg.nn.Module):
+    """Composed: an ELU child's output is the module's output."""
+
+    def __init__(self):
+        super().__init__(np.float64)
+        self.add_param("W", np.eye(5))
+        self.act = ELU()
+
+    def forward(self, g, H):
+        return self.act(g, H @ self.params["W"])
+
+
+class _Doubler(gg.nn.Module):
+    """Hand-written: twice its ELU child's output, computed into that output (a caller the
+    library does not know) or into a new array."""
+
+    def __init__(self, in_place: bool):
+        super().__init__(np.float64)
+        self.act, self.in_place = ELU(), in_place
+
+    def forward(self, g, H):
+        out = self.act(g, H)
+        if not self.in_place:
+            return 2.0 * out
+        out *= 2.0
+        return out
+
+    def backward(self, dout):
+        return self.act.backward(2.0 * dout)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ELU(),
+    lambda: Sequential(Linear(5, 5, seed=1, dtype=np.float64), ELU()),
+    lambda: Sequential(Linear(5, 5, seed=1, dtype=np.float64), ELU(), Identity()),
+    lambda: Sequential(Sequential(Linear(5, 5, seed=1, dtype=np.float64), ELU())),
+    lambda: _Composed(),
+], ids=["elu", "sequential", "identity-last", "nested", "composed"])
+def test_writing_into_an_output_never_changes_a_gradient(make):
+    """ELU's cache keeps its output: whatever the module that hands it out (ELU itself, a
+    container, a composed forward) the caller who may write into it gets a copy
+    (``Scope.released``'s rule), so the gradients are those of an untouched run."""
+    x, g = feats(), small_graph()
+    runs = []
+    for overwrite in (False, True):
+        m = make()
+        out = m(g, x)
+        dout = np.random.default_rng(3).standard_normal(out.shape)
+        if overwrite:
+            out[...] = -7.0
+        dH = m.backward(dout)
+        runs.append([dH, *(v for _, v in m.named_grads())])
+    for a, b in zip(*runs, strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_a_module_writing_into_a_childs_output_changes_no_gradient():
+    """A hand-written module inside a Sequential that doubles its ELU child's output in
+    place gets the same gradients as one that doubles it into a new array: its ELU child
+    hands it a copy (the module's code is not a container's)."""
+    x, g = feats(), small_graph()
+    runs = []
+    for in_place in (False, True):
+        m = Sequential(Linear(5, 5, seed=1, dtype=np.float64), _Doubler(in_place),
+                       Linear(5, 3, seed=2, dtype=np.float64))
+        out = m(g, x)
+        dH = m.backward(np.random.default_rng(3).standard_normal(out.shape))
+        runs.append([out, dH, *(v for _, v in m.named_grads())])
+    for a, b in zip(*runs, strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_a_container_passes_the_kept_output_on_uncopied():
+    """Inside a Sequential the next layer keeps the very array ELU's cache keeps (the memory
+    issue 21 saves): nothing between the two may write into it."""
+    model = Sequential(Linear(5, 5, seed=1, dtype=np.float64), ELU(),
+                       Linear(5, 3, seed=2, dtype=np.float64))
+    model(small_graph(), feats())
+    assert model[2]._cache["H"] is model[1]._cache["out"]
 
 
 def test_elu_large_negative_and_positive_inputs_no_warning():

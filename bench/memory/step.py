@@ -51,7 +51,8 @@ from ..core.rss import hwm_bytes, reset_hwm, rss_bytes
 from ..core.threads import set_threads
 from ..core.worker import worker_main
 
-__all__ = ["run_step", "component", "main"]
+__all__ = ["run_step", "measure", "growth", "local_entries", "component", "worker_parser",
+           "main"]
 
 LR = 0.005
 #: blocks smaller than this are summed as "small objects" in a breakdown
@@ -71,24 +72,24 @@ def _data(scale: int, edge_factor: int, k: int):
     return g, x, y
 
 
-def _train_step(g, x, y, layers: int, k: int, hook=None) -> float:
+def _train_step(g, x, y, layers: int, k: int, hook=None, executor="cpu") -> float:
     """Build the model and Adam, run one step; ``hook(name)`` at the step's milestones."""
     from gblas_gnn.train import Adam
     from gblas_gnn.train.losses import cross_entropy
 
     from ..layers.epoch import ours_model
 
-    model = ours_model(layers, k, k)
+    model = ours_model(layers, k, k, executor=executor)
     if hook is None:
         hook = _no_hook
     else:
         _hook_children(model, hook)
     opt = Adam(model, lr=LR)
-    every = np.ones(g.n, bool)
+    every = np.ones(g.n_local, bool)
     model.train()
     logits = model(g, x)
     hook("after forward")
-    loss, dlogits = cross_entropy(logits, y, every)
+    loss, dlogits = cross_entropy(logits, y, every, executor=executor)
     hook("after loss")
     model.backward(dlogits)
     hook("after backward")
@@ -124,12 +125,11 @@ def _hook_children(model, hook) -> None:
             child.forward = forward
 
 
-def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
-             threads: int = 2, breakdown: bool = False) -> dict:
-    """The worker (see the module docstring); the result as a JSON-ready dict."""
-    set_threads(threads, torch=False)
-    g0, x0, y0 = _data(12, edge_factor, k)     # the parallel kernels, as at scale
-    _train_step(g0, x0, y0, layers, k)              # kernels compiled or loaded
+def measure(load, train, scale: int, breakdown: bool) -> tuple[dict, object]:
+    """This process's readings (the module docstring's order): ``load(scale)`` gives
+    ``(graph, x, y)``, ``train(g, x, y, hook)`` runs the step; also the graph at scale."""
+    g0, x0, y0 = load(12)                   # the parallel kernels, as at scale
+    train(g0, x0, y0, None)                 # kernels compiled or loaded
     del g0, x0, y0
     gc.collect()
     baseline = rss_bytes()
@@ -137,36 +137,65 @@ def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
     if tracer is not None:
         tracer.start()
     t0 = time.perf_counter()
-    g, x, y = _data(scale, edge_factor, k)
+    g, x, y = load(scale)
     graph_seconds = time.perf_counter() - t0
     graph_rss, graph_hwm = rss_bytes(), hwm_bytes()
-    if tracer is not None:
-        tracer.sizes(g.n, g.with_self_loops().nnz)
+    if tracer is not None:                  # this process's rows and entries
+        tracer.sizes(g.n_local, local_entries(g))
         tracer.snap("after graph and features")
     reset_ok = reset_hwm()
     t0 = time.perf_counter()
-    loss = _train_step(g, x, y, layers, k, hook=tracer.snap if tracer else None)
+    loss = train(g, x, y, tracer.snap if tracer else None)
     step_seconds = time.perf_counter() - t0
     step_hwm = hwm_bytes()
-    nnz = g.with_self_loops().nnz
-    peak = max(graph_hwm, step_hwm) if reset_ok else step_hwm
-    result = {
-        "scale": scale, "edge_factor": edge_factor, "k": k, "layers": layers,
-        "threads": threads, "n": g.n, "nnz_graph": g.nnz, "nnz": nnz,
-        "breakdown_run": breakdown, "hwm_reset": reset_ok,
-        "baseline_rss": baseline, "graph_rss": graph_rss, "graph_hwm": graph_hwm,
-        "step_hwm": step_hwm, "loss": loss,
-        "graph_seconds": graph_seconds, "step_seconds": step_seconds,
-        "bytes_per_entry": (peak - baseline) / nnz,
-        "step_bytes_per_entry": (step_hwm - graph_rss) / nnz,
-        "graph_bytes_per_entry": (graph_rss - baseline) / nnz,
-        "graphblas": {"A": g.A.ss.nbytes, "A_iso": bool(g.A.ss.is_iso),
-                      "A_self_loops": g.with_self_loops().A.ss.nbytes,
-                      "A_self_loops_iso": bool(g.with_self_loops().A.ss.is_iso)},
-    }
+    readings = {"breakdown_run": breakdown, "hwm_reset": reset_ok,
+                "baseline_rss": baseline, "graph_rss": graph_rss, "graph_hwm": graph_hwm,
+                "step_hwm": step_hwm, "loss": loss,
+                "graph_seconds": graph_seconds, "step_seconds": step_seconds}
     if tracer is not None:
-        result["trace"] = tracer.finish()
-    return result
+        readings["trace"] = tracer.finish()
+    return readings, g
+
+
+def local_entries(g) -> int:
+    """Stored entries of this process's pattern of ``A + I`` (sources before the pattern
+    had no matrix of its own: the matrix's)."""
+    looped = g.with_self_loops()
+    edges = getattr(looped, "edge_tensor", None)
+    return int((edges if edges is not None else looped.A).nvals)
+
+
+def growth(r: dict) -> int:
+    """Peak RSS over the graph's generation and the step, minus the baseline (bytes)."""
+    peak = max(r["graph_hwm"], r["step_hwm"]) if r["hwm_reset"] else r["step_hwm"]
+    return peak - r["baseline_rss"]
+
+
+def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
+             threads: int = 2, breakdown: bool = False) -> dict:
+    """The worker (see the module docstring); the result as a JSON-ready dict."""
+    set_threads(threads, torch=False)
+    r, g = measure(lambda s: _data(s, edge_factor, k),
+                   lambda g, x, y, hook: _train_step(g, x, y, layers, k, hook),
+                   scale, breakdown)
+    nnz = g.with_self_loops().nnz
+    return {"scale": scale, "edge_factor": edge_factor, "k": k, "layers": layers,
+            "threads": threads, "n": g.n, "nnz_graph": g.nnz, "nnz": nnz, **r,
+            "bytes_per_entry": growth(r) / nnz,
+            "step_bytes_per_entry": (r["step_hwm"] - r["graph_rss"]) / nnz,
+            "graph_bytes_per_entry": (r["graph_rss"] - r["baseline_rss"]) / nnz,
+            "graphblas": _graphblas_sizes(g)}
+
+
+def _graphblas_sizes(g) -> dict:
+    """GraphBLAS's bytes of ``A`` and of ``A`` with self loops; the latter ``None`` when the
+    self-looped graph never built its matrix (the layers run on its int32 pattern; sources
+    before that always built it). Reading it here must not build it."""
+    looped = g.with_self_loops()
+    built = getattr(getattr(looped, "edge_tensor", None), "built", True)
+    return {"A": g.A.ss.nbytes, "A_iso": bool(g.A.ss.is_iso),
+            "A_self_loops": looped.A.ss.nbytes if built else None,
+            "A_self_loops_iso": bool(looped.A.ss.is_iso) if built else None}
 
 
 # ---------------------------------------------------------------------------- breakdown
@@ -175,10 +204,15 @@ def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
 #: .build")
 SITES = (
     ("graph.py", "with_self_loops", "A with self loops (GraphBLAS)"),
+    ("graph.py", "self_looped_matrix", "A with self loops (GraphBLAS)"),
     ("graph.py", "from_edges", "A (GraphBLAS)"),
+    ("dist/graph.py", "DistGraph.from_", "A (GraphBLAS)"),
+    ("dist/grid.py", "", "source-side rows from the partner (grid exchange)"),
+    ("dist/generate.py", "", "graph generator (transient)"),
     ("data/specs.py", "", "input features and labels"),
     ("data/", "", "graph generator (transient)"),
     ("executors/patterns.py", "CSRPattern.csc", "CSC view of A+I (colptr, perm, rows)"),
+    ("executors/patterns.py", "CSRPattern.column_view", "CSC view of A+I (colptr, perm, rows)"),
     ("executors/patterns.py", "CSRPattern", "CSR pattern of A+I (indptr, indices)"),
     ("executors/cpu/programs.py", "prepare", "softmax caches S (one per layer)"),
     ("executors/cpu/programs.py", "", "backward edge buffers (ST, EB, GF)"),
@@ -334,17 +368,21 @@ class _Tracer:
                 "last_peak": peak}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry of the worker."""
-    p = argparse.ArgumentParser(prog="python -m bench.memory.step",
-                                description=__doc__.splitlines()[0])
+def worker_parser(module: str, doc: str) -> argparse.ArgumentParser:
+    """The arguments of a memory worker (this one, :mod:`.grid`)."""
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
     p.add_argument("--scale", type=int, required=True)
     p.add_argument("--edge-factor", type=int, default=16)
     p.add_argument("--k", type=int, default=16)
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--breakdown", action="store_true")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry of the worker."""
+    a = worker_parser("bench.memory.step", __doc__).parse_args(argv)
     return worker_main(lambda: run_step(a.scale, a.edge_factor, a.k, a.layers, a.threads,
                                         a.breakdown))
 

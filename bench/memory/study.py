@@ -1,11 +1,14 @@
 """Bytes per stored entry of one 3-layer GAT training step: ``python -m bench memory``.
 
     python -m bench memory [--scales 18,20] [--k 16] [--layers 3] [--threads 2]
-                           [--no-breakdown] [--mem-limit-gib 6] [--name memory]
-                           [--out bench/results]
+                           [--procs 1] [--no-breakdown] [--mem-limit-gib 6]
+                           [--name memory] [--out bench/results]
 
 For every scale one fresh worker (:mod:`.step`) measures the peak RSS of the step, and
-(unless ``--no-breakdown``) a second one the traced allocations by component. Writes
+(unless ``--no-breakdown``) a second one the traced allocations by component. With
+``--procs 1,4`` every scale also runs as a grid job of 4 ranks (:mod:`.grid`; a count of
+1 is the one-process worker), traced too unless ``--no-breakdown``, and the report compares
+the job's bytes per entry, summed over its ranks, with one process's. Writes
 ``OUT/NAME.json`` and ``OUT/NAME.md``.
 """
 
@@ -35,15 +38,35 @@ def _worker(scale: int, k: int, layers: int, threads: int, breakdown: bool,
     return answer
 
 
+def _grid(scale: int, procs: int, k: int, layers: int, breakdown: bool,
+          timeout: float = 3600) -> dict:
+    from ..distributed.executor import launch as launch_job
+
+    args = ["--scale", str(scale), "--k", str(k), "--layers", str(layers)] + \
+        (["--breakdown"] if breakdown else [])
+    try:
+        return launch_job(procs, "bench.memory.grid", args, timeout)
+    except (RuntimeError, OSError, SystemExit) as exc:
+        return {"scale": scale, "procs": procs, "breakdown_run": breakdown,
+                "failed": str(exc)[-1500:]}
+
+
 def run_memory(scales: list[int], k: int, layers: int, threads: int, breakdown: bool,
-               mem_limit_gib: float, out: Path, name: str = "memory") -> dict:
+               mem_limit_gib: float, out: Path, name: str = "memory",
+               procs: tuple[int, ...] = (1,)) -> dict:
     """One worker per scale (and one traced worker per scale with ``breakdown``), one at a
-    time; writes ``out/name.json`` and ``.md``."""
+    time, and one grid job per scale and process count above 1 (traced too with
+    ``breakdown``); writes ``out/name.json`` and ``.md``."""
     runs = [_worker(s, k, layers, threads, False, mem_limit_gib) for s in scales]
     traced = [_worker(s, k, layers, threads, True, mem_limit_gib) for s in scales] \
         if breakdown else []
+    grids = [p for p in procs if p > 1]
     result = {"runs": runs, "traced": traced, "target_bytes_per_entry": TARGET,
               "environment": environment()}
+    if grids:
+        result["grid_runs"] = [_grid(s, p, k, layers, False) for s in scales for p in grids]
+        result["grid_traced"] = [_grid(s, p, k, layers, True) for s in scales
+                                 for p in grids] if breakdown else []
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(result, indent=1))
     (out / f"{name}.md").write_text(memory_markdown(result))
@@ -84,7 +107,72 @@ def memory_markdown(r: dict) -> str:
             lines += ["", f"Breakdown at scale {t['scale']} failed: {t['failed']}"]
             continue
         lines += _breakdown(t)
+    if "grid_runs" in r:
+        lines += _grid_report(r)
     return "\n".join(lines) + "\n"
+
+
+def _grid_report(r: dict) -> list[str]:
+    """The grid jobs against one process at the same scale, then every rank."""
+    one = {x["scale"]: x for x in r["runs"] if "failed" not in x}
+    lines = ["", "## Grid jobs against one process", "",
+             "The same step on a √p×√p grid, one MPI job, one thread per rank "
+             "(`bench/memory/grid.py`): every rank's growth and peak RSS summed over the "
+             "ranks, per stored entry of the whole A+I. *Peak RSS* includes every process's "
+             "fixed runtime (interpreter, numba, GraphBLAS, MPI: its *baseline*), as issue 21 "
+             "counts a grid job; *growth* leaves it out, as the one-process number does.", "",
+             "| scale | ranks | entries (A+I) | growth Σ B/entry | one process | ratio | "
+             "peak RSS Σ B/entry | one process | ratio |", "|---|---|---|---|---|---|---|---|---|"]
+    for x in r["grid_runs"]:
+        if "failed" in x:
+            lines.append(f"| {x['scale']} | {x['procs']} | failed: {x['failed'][:200]} "
+                         "| | | | | | |")
+            continue
+        o = one.get(x["scale"])
+        o_rss = max(o["graph_hwm"], o["step_hwm"]) / o["nnz"] if o else None
+        cells = [f"{x['bytes_per_entry']:.1f}",
+                 f"{o['bytes_per_entry']:.1f}" if o else "–",
+                 f"{x['bytes_per_entry'] / o['bytes_per_entry']:.2f}" if o else "–",
+                 f"{x['rss_bytes_per_entry']:.1f}", f"{o_rss:.1f}" if o else "–",
+                 f"{x['rss_bytes_per_entry'] / o_rss:.2f}" if o else "–"]
+        lines.append(f"| {x['scale']} | {x['procs']} | {x['nnz']:,} | " + " | ".join(cells)
+                     + " |")
+    for x in r["grid_runs"]:
+        if "failed" in x:
+            continue
+        lines += ["", f"Ranks at scale {x['scale']}, {x['procs']} ranks:", "",
+                  "| rank | rows | block entries (A+I) | baseline MiB | growth MiB | "
+                  "growth B/block entry |", "|---|---|---|---|---|---|"]
+        for q in x["ranks"]:
+            lines.append(f"| {q['rank']} | {q['rows']:,} | {q['block_entries']:,} | "
+                         f"{q['baseline_rss'] / MIB:,.0f} | {q['growth'] / MIB:,.0f} | "
+                         f"{q['growth'] / max(q['block_entries'], 1):.1f} |")
+    for t in r.get("grid_traced", []):
+        if "failed" in t:
+            lines += ["", f"Grid breakdown at scale {t['scale']} failed: {t['failed'][:300]}"]
+            continue
+        lines += _grid_breakdown(t)
+    return lines
+
+
+def _grid_breakdown(t: dict) -> list[str]:
+    """Every rank's traced components at its own peak, in B per entry of its block."""
+    peaks = [_peak_snapshot(q) for q in t["ranks"]]
+    comps = sorted({c for p in peaks for c in p["components"]},
+                   key=lambda c: -sum(p["components"].get(c, 0) for p in peaks))
+    head = " | ".join(f"rank {q['rank']}" for q in t["ranks"])
+    lines = ["", f"Traced components of every rank at its own peak, scale {t['scale']}, "
+             f"{t['procs']} ranks: MiB (B per entry of the rank's block of A+I). Peaks: "
+             + "; ".join(f"rank {q['rank']} at {p['name']}"
+                         for q, p in zip(t["ranks"], peaks, strict=True)) + ".", "",
+             f"| component | {head} |", "|---|" + "---|" * len(peaks)]
+    for c in comps + ["total traced"]:
+        cells = []
+        for q, p in zip(t["ranks"], peaks, strict=True):
+            b = p["traced"] if c == "total traced" else p["components"].get(c, 0)
+            cells.append(f"{b / MIB:,.1f} ({b / max(q['block_entries'], 1):.1f})")
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _breakdown(t: dict) -> list[str]:
@@ -92,12 +180,14 @@ def _breakdown(t: dict) -> list[str]:
     snaps = t["trace"]["snapshots"]
     peak = _peak_snapshot(t)
     gb = t["graphblas"]
+    looped = "A with self loops: no matrix built (the layers ran on its int32 pattern)" \
+        if gb["A_self_loops"] is None else \
+        f"A with self loops {gb['A_self_loops'] / nnz:.1f} B/entry (iso: {gb['A_self_loops_iso']})"
     lines = ["", f"## Breakdown at scale {t['scale']} (tracemalloc, {nnz:,} entries)", "",
              "Every live block of at least 64 KiB, by the code that allocated it "
              "(GraphBLAS allocates through numpy, so its matrices are traced), at the "
              f"snapshot holding the most: **{peak['name']}**. GraphBLAS's own count: A "
-             f"{gb['A'] / nnz:.1f} B/entry (iso values: {gb['A_iso']}), A with self loops "
-             f"{gb['A_self_loops'] / nnz:.1f} B/entry (iso: {gb['A_self_loops_iso']}).", "",
+             f"{gb['A'] / nnz:.1f} B/entry (iso values: {gb['A_iso']}), {looped}.", "",
              "| component | MiB | B/entry |", "|---|---|---|"]
     for comp, b in sorted(peak["components"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {comp} | {b / MIB:,.1f} | {b / nnz:.1f} |")

@@ -10,7 +10,8 @@ Conventions
   canonicalises a COO matrix).
 * **Self loops are kept as given.** :meth:`Graph.with_self_loops` adds the missing ones with
   value 1 (never duplicating an existing loop, whose value is kept), as PyTorch Geometric's
-  ``add_remaining_self_loops`` does.
+  ``add_remaining_self_loops`` does. The graph it returns holds only the executors' int32
+  pattern of ``A + I`` (:attr:`Graph.edge_tensor`) until its ``A`` is asked for.
 * Edge values must be finite; vertex ids must be integers in ``[0, n)``.
 """
 
@@ -27,6 +28,7 @@ from graphblas import binary
 
 from ._io import atomic_write, read_npz
 from ._validate import float_dtype, widening
+from .executors.patterns import AdjacencyPattern, CSRPattern
 
 __all__ = ["Graph", "as_graph"]
 
@@ -71,6 +73,7 @@ class Graph:
     ----------
     A : graphblas.Matrix
         n×n adjacency, ``A[i, j]`` stored ⇔ edge ``j → i``; dtype FP32 unless asked otherwise.
+        (The graph :meth:`with_self_loops` returns builds it at the first access.)
     n, nnz : int
         Number of vertices and of stored edges.
     """
@@ -80,8 +83,30 @@ class Graph:
             raise TypeError(f"Graph needs a graphblas.Matrix, got {type(A).__name__}")
         if A.nrows != A.ncols:
             raise ValueError(f"adjacency must be square, got {A.nrows}×{A.ncols}")
-        self.A = A
+        self._edges: gb.Matrix | AdjacencyPattern = A
         self._cache: dict = {}
+
+    @classmethod
+    def _of_pattern(cls, pattern: AdjacencyPattern) -> Graph:
+        """The graph whose adjacency is ``pattern`` (its matrix built when ``A`` is read)."""
+        g = cls.__new__(cls)
+        g._edges, g._cache = pattern, {}
+        return g
+
+    @property
+    def A(self) -> gb.Matrix:
+        """The adjacency as a ``graphblas.Matrix`` (see the class docstring)."""
+        E = self._edges
+        return E.matrix if isinstance(E, AdjacencyPattern) else E
+
+    @property
+    def edge_tensor(self) -> gb.Matrix | AdjacencyPattern:
+        """The adjacency as the executors take it (an edge tensor): ``A`` itself, or, for the
+        graph :meth:`with_self_loops` returns, an
+        :class:`~gblas_gnn.executors.patterns.AdjacencyPattern` holding only the int32 CSR
+        pattern the kernels read, whose matrix is ``A`` (built when asked for).
+        ``ops.structure(g)`` masks with it; the executors keep one pattern for both."""
+        return self._edges
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -219,15 +244,16 @@ class Graph:
     # ------------------------------------------------------------------ properties
     @property
     def n(self) -> int:
-        return self.A.nrows
+        return int(self._edges.nrows)
 
     @property
     def nnz(self) -> int:
-        return self.A.nvals
+        return int(self._edges.nvals)
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(self.A.dtype.np_type)
+        dtype = self._edges.dtype
+        return np.dtype(getattr(dtype, "np_type", dtype))
 
     def __repr__(self) -> str:
         return f"Graph(n={self.n}, nnz={self.nnz}, dtype={self.dtype})"
@@ -266,6 +292,8 @@ class Graph:
 
     @property
     def has_self_loops(self) -> bool:
+        if isinstance(self._edges, AdjacencyPattern):      # with_self_loops(): every vertex
+            return self.n > 0
         return self.A.diag().nvals > 0
 
     # ------------------------------------------------------------------ derived graphs
@@ -278,11 +306,17 @@ class Graph:
         return self._cached(("astype", dt), lambda: Graph(self.A.dup(dtype=dt)))
 
     def with_self_loops(self) -> Graph:
-        """``A`` plus a self loop (value 1) at every vertex that lacks one (cached)."""
+        """``A`` plus a self loop (value 1) at every vertex that lacks one (cached).
+
+        The graph returned holds the int32 CSR pattern of ``A + I``, built straight from A's
+        (:meth:`~gblas_gnn.executors.patterns.CSRPattern.with_diagonal`): what the layers
+        and every executor run on (:attr:`edge_tensor`). Its ``A``, a ``graphblas.Matrix``
+        with A's values and 1 on the added loops, is built at the first access.
+        """
         def build():
-            eye = gb.Vector.from_scalar(self.dtype.type(1), self.n, dtype=self.A.dtype).diag()
-            # existing loops keep their value: ``first`` takes A's entry where both exist
-            g = Graph(self.A.ewise_add(eye, binary.first).new())
+            pattern = AdjacencyPattern(CSRPattern.with_diagonal(self.A), self.dtype,
+                                       functools.partial(self_looped_matrix, self.A))
+            g = Graph._of_pattern(pattern)
             g._cache["self_looped"] = g
             return g
         if "self_looped" in self._cache:
@@ -309,6 +343,13 @@ class Graph:
             dinv = dinv.astype(self.dtype)
             return ex.scale_edges(M, dinv, dinv)     # Â[i,j] = dinv[i] M[i,j] dinv[j]
         return self._cached(("gcn_norm", add_self_loops), build)
+
+
+def self_looped_matrix(A: gb.Matrix) -> gb.Matrix:
+    """``A`` with a self loop of value 1 where it has none (existing loops keep their
+    value: ``first`` takes A's entry where both exist)."""
+    eye = gb.Vector.from_scalar(np.dtype(A.dtype.np_type).type(1), A.nrows, dtype=A.dtype).diag()
+    return A.ewise_add(eye, binary.first).new()
 
 
 def _cpu():

@@ -49,6 +49,7 @@ from .compose.traced import Traced, apply_unary, lift
 from .compose.traced import concat as _concat
 from .executors import default, get_executor
 from .executors.base import check_aggregation
+from .executors.patterns import AdjacencyPattern
 
 __all__ = [
     "as_sparse", "to_graphblas", "softmax", "softmax_backward", "aggregate", "sddmm",
@@ -65,12 +66,15 @@ Edges = gb.Matrix | Expr
 
 def as_sparse(S, name: str = "S"):
     """``S`` as a float sparse operand: an edge tensor (a ``scipy.sparse`` matrix or a
-    :class:`~gblas_gnn.Graph` is converted to a ``graphblas.Matrix``) or a sparse
+    :class:`~gblas_gnn.Graph` is converted to a ``graphblas.Matrix``, and so is an
+    :class:`~gblas_gnn.executors.patterns.AdjacencyPattern`, built if it was not) or a sparse
     expression."""
     from .graph import Graph
 
     if isinstance(S, Graph):
         return S.A
+    if isinstance(S, AdjacencyPattern):
+        return S.matrix
     if isinstance(S, Expr):
         if not S.is_sparse:
             raise TypeError(f"{name} must be sparse: mask the virtual tensor first (A * expr)")
@@ -357,7 +361,17 @@ def _check_scale_op(op: str) -> None:
 
 def structure(A):
     """A's pattern without its values: ``structure(A) * expr`` evaluates ``expr`` on A's
-    stored entries (``A * expr`` also multiplies by A's values)."""
+    stored entries (``A * expr`` also multiplies by A's values).
+
+    ``A`` may be a graph (a :class:`~gblas_gnn.Graph`, or a
+    :class:`~gblas_gnn.dist.DistGraph`'s block on a grid): its :attr:`~gblas_gnn.Graph.edge_tensor`,
+    so that ``structure(g.with_self_loops())`` runs on the pattern of ``A + I`` without a
+    ``graphblas.Matrix`` of it (the layers' form; issue 21)."""
+    edges = getattr(A, "edge_tensor", None)
+    if edges is not None:
+        return Structure(edges)
+    if isinstance(A, AdjacencyPattern):
+        return Structure(A)
     return Structure(as_sparse(A, "A"))
 
 

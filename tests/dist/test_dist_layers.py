@@ -8,13 +8,17 @@ Run as ``mpiexec -n P python -m mpi4py -m pytest --executor dist tests/dist`` (P
 
 from __future__ import annotations
 
+import graphblas as gb
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from layer_cases import SELF_LOOPED as LOOPED
 from layer_cases import N, build, case_ids, cases, close, graph_and_inputs, in_dim_of
 
 import gblas_gnn as gg
 from gblas_gnn import dist
 from gblas_gnn.executors import CPUExecutor
+from gblas_gnn.executors.patterns import AdjacencyPattern
 
 CPU = CPUExecutor()
 CASES = cases()
@@ -44,6 +48,42 @@ def test_layer_equals_one_process(dex, name, kw, aggr, relabel):
     # parameters and their gradients are the same on every rank
     digests = dex.grid.allgather([float(np.sum(v)) for v in grid_layer.grads.values()], "t")
     assert all(d == digests[0] for d in digests)
+
+
+@pytest.mark.parametrize("name, kw", LOOPED, ids=[n for n, _ in LOOPED])
+def test_attention_layers_keep_no_matrix_of_a_plus_i(dex, name, kw):
+    """On a diagonal rank the block of ``A + I`` is the int32 pattern built from A's block
+    (issue 21): a training step builds no ``graphblas.Matrix`` of it; ``A`` builds the one
+    the graph always had (A's values, 1 on the added loops)."""
+    g, H, _ = graph_and_inputs(7, kw["in_dim"], 1)
+    dg = dist.DistGraph.from_graph(g, dex.grid, relabel=True, seed=5)
+    layer = build(name, kw, "sum", dex)
+    layer.dropout_rng = np.random.default_rng(11)
+    out = layer(dg, dg.scatter(H))
+    layer.backward(np.ones_like(out))
+    looped = dg.with_self_loops()
+    M = looped.edge_tensor.M
+    diagonal = dex.grid.x == dex.grid.y
+    assert isinstance(M, AdjacencyPattern) is diagonal
+    assert not (diagonal and M.built)
+    eye = sp.identity(dg.A.nrows) if diagonal else sp.csr_matrix(dg.A.shape)
+    want = dg.A.M.ewise_add(gb.io.from_scipy_sparse(eye.astype(dg.dtype)), gb.binary.first)
+    assert looped.A.M.isequal(want.new()) and looped.nnz == g.with_self_loops().nnz
+
+
+def test_layers_with_and_without_self_loops_run_on_one_grid(dex):
+    """A layer without self loops after one with them on the same graph: each equals one
+    process. The global row counts a block's programs read are kept per block and made by
+    a collective at the first use; off the diagonal both graphs have the same local matrix,
+    and a cache per local matrix had those ranks skip the collective the diagonal one
+    entered (the grid waited for ever)."""
+    g, H, _ = graph_and_inputs(7, 5, 1)
+    dg = dist.DistGraph.from_graph(g, dex.grid)
+    for loops in (True, False):
+        one, grid_layer = (gg.nn.GATConv(5, 3, add_self_loops=loops, aggr="mean",
+                                         dtype=np.float64, seed=3, executor=ex)
+                           for ex in (CPU, dex))
+        close(dg.gather(grid_layer(dg, dg.scatter(H))), one(g, H), f"loops={loops}")
 
 
 @pytest.mark.parametrize("aggr", ["sum", "max", "mean"])

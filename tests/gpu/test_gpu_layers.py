@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from layer_cases import (
     LAYERS,
+    SELF_LOOPED,
     build,
     case_ids,
     cases,
@@ -67,6 +68,18 @@ def test_layer_equals_the_cpu_executor(cpu, cuda, name, kw, aggr):
                          ids=["gat", "agnn", "gat-wide"])
 def test_float32_layers_equal_the_cpu_executor(cpu, cuda, name, kw):
     compare(name, kw, "sum", cpu, cuda, np.float32, rtol=2e-4)
+
+
+@pytest.mark.parametrize("name, kw", SELF_LOOPED, ids=[n for n, _ in SELF_LOOPED])
+def test_attention_layers_run_on_the_pattern_of_a_plus_i(cpu, cuda, name, kw):
+    """The device pattern of ``A + I`` comes from the graph's int32 host pattern: no
+    ``graphblas.Matrix`` of it is built, and the step equals the cpu executor's."""
+    g, H, _ = graph_and_inputs(7, kw["in_dim"], 1)
+    got = run(name, kw, "sum", cuda, g, H, np.float64)
+    assert not g.with_self_loops().edge_tensor.built
+    want = run(name, kw, "sum", cpu, g, H, np.float64)
+    for a, b, what in zip(got[:2], want[:2], ("forward", "input gradient"), strict=True):
+        close(a, b, what)
 
 
 @pytest.mark.parametrize("semiring", ["max_plus", "min_times", "avg"])

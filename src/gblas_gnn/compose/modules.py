@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .tape import Node, Tape, current, scope
+from .tape import Holder, Node, Tape, current, frame, hand_out, scope
 from .traced import Traced, record
 
-__all__ = ["INPUT", "Recording", "call_composed", "call_opaque", "derived_backward"]
+__all__ = ["INPUT", "Recording", "call_composed", "call_opaque", "derived_backward",
+           "run_forward"]
 
 #: the key of the module input among the tape's leaves
 INPUT = "input"
@@ -105,9 +106,20 @@ def _check_params(module) -> None:
             raise ValueError(f"parameter {bad[0]!r} contains NaN or Inf")
 
 
+def run_forward(module, g: Any, H: Any) -> Any:
+    """``module.forward(g, H)`` for a module with its own backward, as its caller gets it:
+    a container's children hand their outputs to it, and an output the module's cache keeps
+    is copied only for a caller whose code may write into it (:func:`.tape.hand_out`)."""
+    holder = Holder(module.xp) if module.container else None
+    with frame(holder):
+        out = module.forward(g, H)
+    kept = holder.held if holder is not None else module.kept_outputs()
+    return hand_out(out, kept, module.xp)
+
+
 def call_opaque(module, g, H: Traced):
     """A module with its own backward, called with a traced input inside a composition."""
-    out = module.forward(g, H.value)
+    out = run_forward(module, g, H.value)
     s = current()
     if s is None or s.tape is None or not module.training:
         return Traced(out, None, True)

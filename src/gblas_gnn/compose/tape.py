@@ -12,6 +12,14 @@ the nodes in reverse order of recording and accumulates
 which is reverse-mode differentiation of the recorded program. In evaluation mode the scope has
 no tape: operations still run through the traced values (so reductions over vertices and
 edge expressions reach the executor) but nothing is recorded and nothing is kept.
+
+A value a backward context or a module's cache keeps may also be what a forward returns (a
+program's output, ELU's output). The rule that keeps a user from changing a gradient by
+writing into what they were handed: a value is copied where it leaves for code that may write
+into it, and only if it shares memory with something kept (:meth:`Holder.released`). Composed
+forwards (:class:`Scope`) and containers (``Sequential``) are :class:`Holder` frames: what
+their parts keep is registered with them (:func:`hand_out`), and they apply the rule once,
+to the value they return.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Node", "Leaf", "Tape", "Scope", "current", "scope", "in_scope"]
+__all__ = ["Node", "Leaf", "Tape", "Holder", "Scope", "current", "scope", "in_scope", "frame",
+           "hand_out"]
 
 
 class Node:
@@ -120,29 +129,41 @@ def _addable(into, other) -> bool:
             hasattr(into, "dtype") and into.dtype == getattr(other, "dtype", None))
 
 
-class Scope:
+class Holder:
+    """A frame that hands values on without writing into them (a composed forward, a
+    container's forward): what its parts keep for their backward is registered in
+    :attr:`held`, and the rule is applied once, to the value it returns
+    (:meth:`released`).
+
+    Args:
+        xp: the array module of the values.
+    """
+
+    def __init__(self, xp: Any):
+        self.xp = xp
+        #: arrays kept by backward contexts or caches that values of this frame may share
+        self.held: list[Any] = []
+
+    def released(self, value: Any) -> Any:
+        """``value`` as it may leave the frame for code that may write into it: a copy when
+        it shares memory with a kept array (a program's output, which its context reads for
+        the softmax term; ELU's output, which its cache reads for the slope), else itself (an
+        output computed after the last of those, a bias added or a mean over heads, is
+        already its own array and is not copied again)."""
+        return _unshared(value, self.held, self.xp)
+
+
+class Scope(Holder):
     """Where a composed forward runs: its executor and, in training mode, its tape."""
 
     def __init__(self, executor, tape: Tape | None):
+        super().__init__(executor.xp)
         self.executor = executor
         self.tape = tape
         #: the modules whose parameters are traced leaves of this tape
         self.modules: list = []
         #: the width of every graph operation run (the features an aggregation moves)
         self.widths: list[int] = []
-        #: outputs of programs whose backward contexts hold them (see :meth:`released`)
-        self.held: list[Any] = []
-
-    def released(self, value):
-        """``value`` as it may leave the forward: a program's output is also held by its
-        backward context (the softmax term reads ``Z``), so the output handed to the user,
-        who may write into it, is a copy when it shares memory with one; an output computed
-        after the last program (a bias added, a mean over heads) is already its own array
-        and is not copied again."""
-        xp = self.executor.xp
-        if any(xp.may_share_memory(value, h) for h in self.held):
-            return value.copy()
-        return value
 
     def record(self, parents: Sequence[Any], vjp: Callable,
                zero: Callable[[], Any] | None = None, fresh: bool = False) -> Node | None:
@@ -158,6 +179,9 @@ class Scope:
 
 
 _STACK: list[Scope] = []
+#: the forwards being run, innermost last: a :class:`Holder` (a composed forward, a
+#: container's) or None (any other module's, whose code may write into what it is handed)
+_FRAMES: list[Holder | None] = []
 
 
 def current() -> Scope | None:
@@ -178,7 +202,39 @@ def scope(executor, tape: Tape | None) -> Iterator[Scope]:
     s = Scope(executor, tape)
     _STACK.append(s)
     try:
-        with default(executor):
+        with default(executor), frame(s):
             yield s
     finally:
         _STACK.pop()
+
+
+@contextmanager
+def frame(holder: Holder | None) -> Iterator[Holder | None]:
+    """Run a module's forward as the innermost frame: ``holder`` for a container (its
+    children hand their outputs to it), None for any other module."""
+    _FRAMES.append(holder)
+    try:
+        yield holder
+    finally:
+        _FRAMES.pop()
+
+
+def hand_out(value: Any, kept: Sequence[Any], xp: Any) -> Any:
+    """``value``, a module's output, as its caller gets it, when the module keeps ``kept``
+    for its backward: a caller that is a :class:`Holder` (a composed forward, a container)
+    takes it as it is and registers ``kept``; any other caller, whose code may write into
+    it, gets a copy if it shares memory with a kept array (:meth:`Holder.released`)."""
+    if not kept:
+        return value
+    caller = _FRAMES[-1] if _FRAMES else None
+    if caller is not None:
+        caller.held.extend(kept)
+        return value
+    return _unshared(value, kept, xp)
+
+
+def _unshared(value, kept: Sequence[Any], xp):
+    """``value``, or a copy of it when it shares memory with an array of ``kept``."""
+    if any(xp.may_share_memory(value, k) for k in kept):
+        return value.copy()
+    return value

@@ -176,8 +176,8 @@ class DistExecutor(Executor):
         """A column-indexed result (rows ``C_y``) back in the row layout (rows ``R_x``)."""
         return self.grid.exchange(X_cols, label, rows=_local(S).nrows)
 
-    def _global_row_counts(self, M) -> np.ndarray:
-        counts = self.local.csr_pattern(M).row_counts.astype(np.int64)
+    def _global_row_counts(self, S) -> np.ndarray:
+        counts = self.local.csr_pattern(_local(S)).row_counts.astype(np.int64)
         return self.grid.allreduce(counts, "sum", "row", "row_counts")
 
     # ------------------------------------------------------------------ dense
@@ -310,7 +310,11 @@ class DistExecutor(Executor):
 
     # ------------------------------------------------------------------ aggregation
     def row_counts(self, S, dtype):
-        return np.maximum(self._counts.get(_local(S)), 1).astype(dtype)
+        # kept per Block, not per local matrix: a miss runs a collective, so every rank of a
+        # grid row must miss together, and Blocks are made by all ranks at once, while a
+        # local matrix may be shared by two graphs on some ranks and not on others (off the
+        # diagonal a graph and its self-looped form have the same one)
+        return np.maximum(self._counts.get(S), 1).astype(dtype)
 
     def aggregate(self, S, H, aggr, keep_context=False):
         if not (keep_context and isinstance(aggr, str) and aggr in ("sum", "mean")):

@@ -16,6 +16,7 @@ to the block (ties of max/min aggregation and the random masks then match one pr
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import graphblas as gb
@@ -24,7 +25,9 @@ import scipy.sparse as sp
 
 from .._validate import float_dtype, widening
 from ..executors.base import EdgeTensorBase
-from ..graph import as_graph
+from ..executors.edges import edge_dtype
+from ..executors.patterns import AdjacencyPattern, CSRPattern, graphblas_of
+from ..graph import as_graph, self_looped_matrix
 from .grid import Grid
 
 __all__ = ["Block", "DistDataset", "DistGraph", "partition", "relabel_order"]
@@ -58,9 +61,11 @@ def relabel_order(n: int, seed: int = 0) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class Block:
     """This rank's block of a sparse matrix: ``M`` (a ``graphblas.Matrix`` with local row and
-    column indices) and the global vertex ids of its rows and columns."""
+    column indices, or the :class:`~gblas_gnn.executors.patterns.AdjacencyPattern` of the
+    block of ``A + I`` in :attr:`DistGraph.edge_tensor`) and the global vertex ids of its rows
+    and columns."""
 
-    M: gb.Matrix
+    M: gb.Matrix | AdjacencyPattern
     row_ids: np.ndarray
     col_ids: np.ndarray
 
@@ -95,14 +100,15 @@ class DistGraph:
         grid: the process grid.
         n: vertices of the whole graph. n_local: rows of this rank's share (``|R_x|``).
         nnz: stored entries of the whole graph.
-        A: this rank's :class:`Block` of the adjacency.
+        A: this rank's :class:`Block` of the adjacency (for :meth:`with_self_loops`'s graph
+            its matrix is built at the first access).
         vertex_ids: the global ids of this rank's rows (``R_x``).
     """
 
     def __init__(self, grid: Grid, n: int, parts: list[np.ndarray], block: Block,
                  nnz: int | None = None):
         self.grid, self.n, self.parts = grid, int(n), parts
-        self.A = block
+        self._block = block
         self.vertex_ids = block.row_ids
         self.n_local = int(block.row_ids.shape[0])
         self.nnz = int(nnz) if nnz is not None else int(
@@ -169,12 +175,32 @@ class DistGraph:
 
     # ------------------------------------------------------------------ properties
     @property
+    def A(self) -> Block:
+        """This rank's block of the adjacency, its ``M`` a ``graphblas.Matrix``. For
+        :meth:`with_self_loops`'s graph it is another :class:`Block` than
+        :attr:`edge_tensor` on every rank (the same local matrix off the diagonal), so
+        that what an executor keeps per block is missed, and made collectively, by all
+        ranks at once."""
+        block = self._block
+        if self._cache.get("self_looped") is self:
+            return self._cached("A", lambda: block.with_matrix(graphblas_of(block.M)))
+        return block
+
+    @property
+    def edge_tensor(self) -> Block:
+        """This rank's block as the executors take it (:attr:`gblas_gnn.Graph.edge_tensor`):
+        for :meth:`with_self_loops`'s graph, the pattern of the block of ``A + I`` on a
+        diagonal rank, without its matrix."""
+        return self._block
+
+    @property
     def dtype(self) -> np.dtype:
-        return np.dtype(self.A.M.dtype.np_type)
+        return edge_dtype(self._block.M)
 
     def __repr__(self) -> str:
+        b = self._block
         return (f"DistGraph(n={self.n}, nnz={self.nnz}, grid={self.grid.q}x{self.grid.q}, "
-                f"block={self.A.nrows}x{self.A.ncols} with {self.A.nvals} entries)")
+                f"block={b.nrows}x{b.ncols} with {b.nvals} entries)")
 
     def _cached(self, key, build):
         if key not in self._cache:
@@ -194,12 +220,14 @@ class DistGraph:
 
     def with_self_loops(self) -> DistGraph:
         """A plus a self loop (value 1) at every vertex that lacks one (cached); only the
-        diagonal blocks (x = y) change."""
+        diagonal blocks (x = y) change. There, as in :meth:`gblas_gnn.Graph.with_self_loops`,
+        the graph holds the int32 pattern of the block of ``A + I`` and builds its matrix
+        when ``A`` is read."""
         def build():
             M = self.A.M
             if self.grid.x == self.grid.y:
-                eye = gb.Vector.from_scalar(self.dtype.type(1), M.nrows, dtype=M.dtype).diag()
-                M = M.ewise_add(eye, gb.binary.first).new()
+                M = AdjacencyPattern(CSRPattern.with_diagonal(M), self.dtype,
+                                     functools.partial(self_looped_matrix, M))
             g = DistGraph(self.grid, self.n, self.parts, self.A.with_matrix(M))
             g._cache["self_looped"] = g
             return g
@@ -265,7 +293,8 @@ class DistGraph:
     # ------------------------------------------------------------------ diagnostics
     def imbalance(self) -> float:
         """``max / mean`` of the block sizes (stored entries) over the ranks (1 = balanced)."""
-        sizes = np.array(self.grid.allgather(int(self.A.nvals), "graph.imbalance"), float)
+        sizes = np.array(self.grid.allgather(int(self._block.nvals), "graph.imbalance"),
+                         float)
         return float(sizes.max() / sizes.mean()) if sizes.sum() else 1.0
 
 

@@ -82,7 +82,7 @@ def forward(dex, prog, keep: bool):
     else:
         _phases(grid, p, fwd, args, outs)
     out, ctx = cpu.finish_forward(local, p, b, outs, M, keep,
-                                  counts=dex.row_counts(M, b.avals.dtype
+                                  counts=dex.row_counts(A, b.avals.dtype
                                                         if b.avals.size else
                                                         np.dtype(p.structure.dtype)))
     if p.sink[0] == "values":

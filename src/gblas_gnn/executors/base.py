@@ -76,8 +76,8 @@ if TYPE_CHECKING:
     from .edges import EdgeTensor
 
 __all__ = ["AGGREGATIONS", "CORE_TIER", "PROCESS_TIER", "DEFAULT_TIER", "Executor",
-           "EdgeTensorBase", "DenseArray", "Lowering", "AggregateContext", "MeanContext",
-           "check_aggregation", "is_named"]
+           "EdgeTensorBase", "EdgeTensorOnPattern", "DenseArray", "Lowering",
+           "AggregateContext", "MeanContext", "check_aggregation", "is_named"]
 
 #: the aggregations with a backward; any other ``aggr`` is a semiring (forward only)
 AGGREGATIONS = ("sum", "max", "min", "mean")
@@ -190,6 +190,26 @@ class EdgeTensorBase(ABC):
     @abstractmethod
     def dtype(self) -> np.dtype:
         """The values' numpy dtype."""
+
+
+class EdgeTensorOnPattern(EdgeTensorBase):
+    """An edge tensor whose shape is that of its ``pattern`` (an object with ``nrows``,
+    ``ncols`` and ``nnz``: a host or device CSR pattern)."""
+
+    __slots__ = ()
+    pattern: Any
+
+    @property
+    def nrows(self) -> int:
+        return self.pattern.nrows
+
+    @property
+    def ncols(self) -> int:
+        return self.pattern.ncols
+
+    @property
+    def nvals(self) -> int:
+        return self.pattern.nnz
 
 
 #: ``spmm(S, H)`` (or ``spmm_t``) of one semiring on one executor
@@ -398,6 +418,9 @@ class Executor(ABC):
         (``E`` itself when it is one)."""
         import graphblas as gb
 
+        from .patterns import graphblas_of
+
+        E = graphblas_of(E)             # a graph's adjacency pattern: its matrix
         if isinstance(E, gb.Matrix):
             return E
         rows, cols = (self.to_numpy(a) for a in self.edge_ids(E))

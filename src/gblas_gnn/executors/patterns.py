@@ -10,6 +10,13 @@ The caches are :class:`MatrixCache` objects, weakly keyed: an entry goes with it
 A matrix is assumed not to change after its first use; edge tensors and the graphs of
 :class:`~gblas_gnn.Graph` never do. :func:`csr_view` and :func:`csr_arrays` read a matrix's
 CSR buffers (zero-copy for the duration of a block, or an exported copy).
+
+A pattern need not come from a matrix: :meth:`CSRPattern.with_diagonal` builds the pattern of
+``A + I`` straight from A's buffers, and an :class:`AdjacencyPattern` is the edge tensor of
+such a pattern whose ``graphblas.Matrix`` is built only when something asks for it (the
+graph :meth:`gblas_gnn.Graph.with_self_loops` returns: SuiteSparse stores int64 indices, so a
+matrix of ``A + I`` beside the int32 pattern cost 8.5 bytes an entry that the layers never
+read; issue 21). :func:`csr_of` gives the pattern of either kind of edge tensor.
 """
 
 from __future__ import annotations
@@ -17,14 +24,18 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import graphblas as gb
 import numba as nb
 import numpy as np
 from graphblas import Matrix
+from numpy.typing import DTypeLike
 
-__all__ = ["CHUNK_NNZ", "CSRPattern", "MatrixCache", "balanced_bounds", "csr_arrays",
-           "csr_view", "index_dtype"]
+from .base import EdgeTensorOnPattern
+
+__all__ = ["CHUNK_NNZ", "AdjacencyPattern", "CSRPattern", "MatrixCache", "balanced_bounds",
+           "csr_arrays", "csr_of", "csr_view", "graphblas_of", "index_dtype"]
 
 #: stored entries per chunk of rows a kernel hands to one thread at a time
 CHUNK_NNZ = 16_384
@@ -91,14 +102,38 @@ class CSRPattern:
     CSR position of CSC slot ``q`` and ``rows[q]`` its row."""
 
     def __init__(self, A: gb.Matrix):
-        self.nrows, self.ncols = A.nrows, A.ncols
         # copies of the zero-copy view: no int64 export of the indices and values
         with csr_view(A) as (indptr, indices, _, _):
-            self.indptr = indptr.copy()
-            self.indices = indices.astype(index_dtype(self.ncols))
-        self.nnz = int(self.indices.shape[0])
+            self._set(A.nrows, A.ncols, indptr.copy(), indices.astype(index_dtype(A.ncols)))
+
+    def _set(self, nrows: int, ncols: int, indptr: np.ndarray, indices: np.ndarray) -> None:
+        self.nrows, self.ncols = int(nrows), int(ncols)
+        self.indptr, self.indices = indptr, indices
+        self.nnz = int(indices.shape[0])
         self._csc = None
         self._chunks = None
+
+    @classmethod
+    def with_diagonal(cls, A: gb.Matrix) -> CSRPattern:
+        r"""The pattern of ``A + I`` for a square ``A``: A's stored entries and ``(i, i)`` for
+        every row ``i`` without one, columns sorted within rows,
+
+        .. math:: \mathcal{P}(A + I) = \mathcal{P}(A) \cup \{(i, i) : 0 \le i < n\},
+
+        written straight into the int32 buffers from a zero-copy view of A (no matrix of
+        ``A + I`` and no int64 export; :func:`csr_view`'s rules apply to ``A`` meanwhile)."""
+        if A.nrows != A.ncols:
+            raise ValueError(f"the diagonal needs a square matrix, got {A.nrows}×{A.ncols}")
+        n = int(A.nrows)
+        out = cls.__new__(cls)
+        with csr_view(A) as (indptr, indices, _, _):
+            ptr = np.zeros(n + 1, np.int64)
+            _diagonal_counts(indptr, indices, ptr[1:])
+            np.cumsum(ptr, out=ptr)
+            loops = np.empty(int(ptr[-1]), index_dtype(n))
+            _diagonal_fill(indptr, indices, ptr, loops)
+        out._set(n, n, ptr, loops)
+        return out
 
     @property
     def chunks(self) -> np.ndarray:
@@ -117,16 +152,23 @@ class CSRPattern:
         return np.repeat(np.arange(self.nrows, dtype=np.int64), self.row_counts)
 
     def csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(colptr, perm, rows)``, built on first call (a stable sort by column: rows ascend
-        within a column)."""
+        """``(colptr, perm, rows)``, built on first call and kept (:meth:`column_view`)."""
         if self._csc is None:
-            colptr = np.zeros(self.ncols + 1, np.int64)
-            np.cumsum(np.bincount(self.indices, minlength=self.ncols), out=colptr[1:])
-            perm = np.empty(self.nnz, index_dtype(max(self.nnz, self.nrows)))
-            rows = np.empty(self.nnz, index_dtype(self.nrows))
-            _csc_scatter(self.indptr, self.indices, colptr, perm, rows)
-            self._csc = (colptr, perm, rows)
+            self._csc = self.column_view()
         return self._csc
+
+    def column_view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(colptr, perm, rows)``: the cached one, else built and not kept (a device
+        executor copies it away and needs no host copy beside the pattern a graph holds); a
+        stable sort by column, rows ascend within a column."""
+        if self._csc is not None:
+            return self._csc
+        colptr = np.zeros(self.ncols + 1, np.int64)
+        np.cumsum(np.bincount(self.indices, minlength=self.ncols), out=colptr[1:])
+        perm = np.empty(self.nnz, index_dtype(max(self.nnz, self.nrows)))
+        rows = np.empty(self.nnz, index_dtype(self.nrows))
+        _csc_scatter(self.indptr, self.indices, colptr, perm, rows)
+        return colptr, perm, rows
 
 
 @nb.njit(cache=True)
@@ -146,19 +188,65 @@ def _csc_scatter(indptr, indices, colptr, perm, rows):
             nxt[j] = q + 1
 
 
+@nb.njit(cache=True)
+def _diagonal_counts(indptr, indices, counts):
+    """``counts[i]``: the entries of row ``i`` of ``A + I`` (one more than A's when the row
+    has no diagonal entry; columns are sorted, so the scan stops at the first ``j ≥ i``)."""
+    for i in range(indptr.shape[0] - 1):
+        extra = 1
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            if j >= i:
+                if j == i:
+                    extra = 0
+                break
+        counts[i] = indptr[i + 1] - indptr[i] + extra
+
+
+@nb.njit(cache=True)
+def _diagonal_fill(indptr, indices, ptr, out):
+    """Row ``i`` of ``A + I`` into ``out[ptr[i]:ptr[i + 1]]``: A's columns with ``i`` put in
+    its sorted place when the row lacks it."""
+    for i in range(indptr.shape[0] - 1):
+        q = ptr[i]
+        placed = False
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            if not placed and j >= i:
+                if j != i:
+                    out[q] = i
+                    q += 1
+                placed = True
+            out[q] = j
+            q += 1
+        if not placed:
+            out[q] = i
+
+
 class MatrixCache:
-    """``build(A)`` per live ``graphblas.Matrix`` (keyed by identity, dropped with it)."""
+    """``build(A)`` per live ``graphblas.Matrix`` or other edge tensor (keyed by identity,
+    dropped with it)."""
 
     def __init__(self, build: Callable[[gb.Matrix], object]):
         self._build = build
         self._entries: dict[int, tuple[weakref.ref, int, object]] = {}
 
-    def get(self, A: gb.Matrix):
-        key = id(A)
-        hit = self._entries.get(key)
+    def find(self, A) -> object | None:
+        """The value kept for ``A``, or None (nothing is built)."""
+        hit = self._entries.get(id(A))
         if hit is not None and hit[0]() is A and hit[1] == A.nvals:
             return hit[2]
-        value = self._build(A)
+        return None
+
+    def get(self, A: gb.Matrix):
+        hit = self.find(A)
+        if hit is not None:
+            return hit
+        return self.put(A, self._build(A))
+
+    def put(self, A, value: object) -> object:
+        """Keep ``value`` for ``A`` (while ``A`` lives) and return it."""
+        key = id(A)
         entries = self._entries
 
         def forget(ref):        # only our own entry: the id may have been reused meanwhile
@@ -167,3 +255,67 @@ class MatrixCache:
 
         self._entries[key] = (weakref.ref(A, forget), A.nvals, value)
         return value
+
+
+#: the pattern an :class:`AdjacencyPattern` shares with the matrix it built
+_SHARED = MatrixCache(CSRPattern)
+
+
+class AdjacencyPattern(EdgeTensorOnPattern):
+    """A graph's adjacency as an edge tensor whose ``graphblas.Matrix`` is built only when
+    something asks for it (:attr:`matrix`): the CSR pattern (int32 indices) the executors
+    run on, and the value dtype. Its values are the matrix's.
+
+    Args:
+        pattern: the :class:`CSRPattern`.
+        dtype: the values' dtype.
+        build: ``build()`` makes the matrix: ``pattern``'s entries, the adjacency's values.
+    """
+
+    def __init__(self, pattern: CSRPattern, dtype: DTypeLike,
+                 build: Callable[[], gb.Matrix]):
+        self.pattern = pattern
+        self._dtype = np.dtype(dtype)
+        self._build: Callable[[], gb.Matrix] | None = build
+        self._matrix: gb.Matrix | None = None
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def built(self) -> bool:
+        """Whether :attr:`matrix` exists."""
+        return self._matrix is not None
+
+    @property
+    def matrix(self) -> gb.Matrix:
+        """The ``graphblas.Matrix``, built at the first call; executors asked about it find
+        this pattern (:func:`csr_of`) instead of exporting another."""
+        if self._matrix is None:
+            M = self._build()
+            if M.nvals != self.nvals:
+                raise RuntimeError(f"the adjacency's matrix has {M.nvals} entries, its "
+                                   f"pattern {self.nvals}")
+            _SHARED.put(M, self.pattern)
+            self._matrix, self._build = M, None
+        return self._matrix
+
+    def __repr__(self) -> str:
+        return (f"AdjacencyPattern({self.nrows}×{self.ncols}, {self.nvals} entries, "
+                f"{self.dtype.name}, matrix {'built' if self.built else 'not built'})")
+
+
+def csr_of(A: gb.Matrix | AdjacencyPattern) -> CSRPattern:
+    """The host pattern of an edge tensor: an :class:`AdjacencyPattern`'s own (also for the
+    matrix it built), else exported from the ``graphblas.Matrix`` ``A``."""
+    if isinstance(A, AdjacencyPattern):
+        return A.pattern
+    shared = _SHARED.find(A)
+    return shared if shared is not None else CSRPattern(A)
+
+
+def graphblas_of(E: Any) -> Any:
+    """``E`` as a ``graphblas.Matrix``: an :class:`AdjacencyPattern`'s matrix (built now if
+    it was not), anything else as it is."""
+    return E.matrix if isinstance(E, AdjacencyPattern) else E

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..executors.base import EdgeTensorBase
+from ..executors.base import EdgeTensorOnPattern
 from ..executors.patterns import CSRPattern, index_dtype
 
 __all__ = ["DevicePattern", "EdgeTensor", "index_dtype"]
@@ -44,9 +44,10 @@ class DevicePattern:
         self._csc = None
 
     def csc(self):
-        """``(colptr, perm, crow)`` on the device, built (on the host, once) at first use."""
+        """``(colptr, perm, crow)`` on the device, built (on the host, once) at first use;
+        the host pattern, which a graph may hold on, does not keep its host copy."""
         if self._csc is None:
-            colptr, perm, rows = self._host.csc()
+            colptr, perm, rows = self._host.column_view()
             itype = self.index_dtype
             self._csc = (self._put(colptr.astype(np.int64), "graph"),
                          self._put(perm.astype(itype), "graph"),
@@ -55,7 +56,7 @@ class DevicePattern:
         return self._csc
 
 
-class EdgeTensor(EdgeTensorBase):
+class EdgeTensor(EdgeTensorOnPattern):
     """One value per stored edge of a :class:`DevicePattern`, in CSR order.
 
     Attributes:
@@ -69,18 +70,6 @@ class EdgeTensor(EdgeTensorBase):
         if tuple(values.shape) != (pattern.nnz,):
             raise ValueError(f"need {pattern.nnz} edge values, got {tuple(values.shape)}")
         self.pattern, self.values = pattern, values
-
-    @property
-    def nrows(self) -> int:
-        return self.pattern.nrows
-
-    @property
-    def ncols(self) -> int:
-        return self.pattern.ncols
-
-    @property
-    def nvals(self) -> int:
-        return self.pattern.nnz
 
     @property
     def dtype(self) -> np.dtype:

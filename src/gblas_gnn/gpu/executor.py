@@ -42,7 +42,7 @@ import numpy as np
 
 from ..compose.plan import fusable
 from ..executors.base import Executor
-from ..executors.patterns import CSRPattern, MatrixCache, csr_arrays
+from ..executors.patterns import AdjacencyPattern, MatrixCache, csr_arrays, csr_of, graphblas_of
 from . import _edge_kernels as edge
 from . import _programs
 from . import _semiring_kernels as srk
@@ -167,18 +167,19 @@ class CUDAExecutor(Executor):
         kernel[grid[0], grid[1], 0, shared](*args)
 
     # ================================================================== patterns
-    def _upload_pattern(self, A: gb.Matrix) -> DevicePattern:
-        return DevicePattern(CSRPattern(A), self._put)
+    def _upload_pattern(self, A: gb.Matrix | AdjacencyPattern) -> DevicePattern:
+        # a graph's AdjacencyPattern (with_self_loops) brings its host pattern: no matrix
+        return DevicePattern(csr_of(A), self._put)
 
-    def _upload_matrix(self, A: gb.Matrix) -> EdgeTensor:
-        values = csr_arrays(A)[2]
+    def _upload_matrix(self, A: gb.Matrix | AdjacencyPattern) -> EdgeTensor:
+        values = csr_arrays(graphblas_of(A))[2]
         return EdgeTensor(self._patterns.get(A), self._put(values, "graph"))
 
     def _edges(self, S) -> EdgeTensor:
         """``S`` as an edge tensor: itself, or a matrix's device copy (made once)."""
         if isinstance(S, EdgeTensor):
             return S
-        if isinstance(S, gb.Matrix):
+        if isinstance(S, (gb.Matrix, AdjacencyPattern)):
             return self._matrices.get(S)
         raise TypeError(f"an edge tensor of the cuda executor or a graphblas.Matrix is "
                         f"needed, got {type(S).__name__}")
@@ -186,7 +187,7 @@ class CUDAExecutor(Executor):
     def _pattern(self, A) -> DevicePattern:
         if isinstance(A, EdgeTensor):
             return A.pattern
-        if isinstance(A, gb.Matrix):
+        if isinstance(A, (gb.Matrix, AdjacencyPattern)):
             return self._patterns.get(A)
         raise TypeError(f"a pattern (graphblas.Matrix or edge tensor) is needed, got "
                         f"{type(A).__name__}")

@@ -68,6 +68,12 @@ class ELU(_Elementwise):
         \qquad
         \sigma'(x) = \begin{cases} 1 & x > 0 \\ \sigma(x) + \alpha & x \le 0 \end{cases}
 
+    For :math:`\alpha \ge 0`, :math:`\sigma(x) > 0` exactly when :math:`x > 0`, so the
+    training cache is the output itself and the backward reads the slope from it (the next
+    layer keeps that array anyway, for its :math:`H W`); a caller whose code may write into
+    the output gets a copy (:meth:`kept_outputs`), so that no write changes a gradient. For
+    :math:`\alpha < 0` the slope array is kept instead.
+
     Args:
         alpha: the limit of :math:`\sigma(x)` is :math:`-\alpha` for :math:`x \to -\infty`
             (any finite real; PyTorch's default 1).
@@ -94,19 +100,37 @@ class ELU(_Elementwise):
         # expm1 on min(H, 0) only: no overflow warnings from the positive entries.
         neg = alpha * xp.expm1(xp.minimum(H, 0))
         out = xp.where(pos, H, neg)
-        if self.training:
-            # σ'(x) in neg's memory: 1 where x > 0, σ(x) + α elsewhere (dout · 1 is dout's
-            # own bits), one (n, k) array kept where pos and neg were (issue 21)
+        if not self.training:
+            self._cache = None
+        elif self.alpha >= 0:
+            # the output is the cache: σ'(x) is read from it at the backward, and the array
+            # is the one the next layer keeps for its H W (7.6 B/entry of a 3-layer GAT
+            # step at Kronecker 20 less than a slope array; issue 21)
+            self._cache = {"out": out}
+        else:
+            # σ(x) > 0 also where x ≤ 0: σ'(x) in neg's memory, 1 where x > 0
             neg += alpha
             neg[pos] = 1
             self._cache = {"slope": neg}
-        else:
-            self._cache = None
         return out
 
+    def kept_outputs(self) -> tuple:
+        cache = self._cache
+        return (cache["out"],) if cache is not None and "out" in cache else ()
+
     def backward(self, dout: np.ndarray) -> np.ndarray:
-        slope = self._need_cache()["slope"]
-        return self._dout(dout, slope) * slope
+        cache = self._need_cache()
+        if "slope" in cache:
+            slope = cache["slope"]
+            return self._dout(dout, slope) * slope
+        out = cache["out"]
+        dout = self._dout(dout, out)
+        # σ'(x) = σ(x) + α where σ(x) ≤ 0, 1 where σ(x) > 0, times dout (the same bits as the
+        # slope array gave: dout · 1 is dout, and the product commutes)
+        grad = out + out.dtype.type(self.alpha)
+        grad[out > 0] = 1
+        grad *= dout
+        return grad
 
     def __repr__(self) -> str:
         return f"ELU(alpha={self.alpha})"

@@ -122,7 +122,9 @@ class AGNNConv(PyGInterop, OrderMixin, Module):
 
     # ------------------------------------------------------------------ forward
     def forward(self, g, H):
-        A = g.with_self_loops().A if self.add_self_loops else g.A
+        # the graph, not its matrix: structure() reads the executors' pattern of A + I,
+        # and no graphblas.Matrix of it is built (issue 21)
+        A = g.with_self_loops() if self.add_self_loops else g
         # row normalisation (F.normalize): Ĥ = H ⊘ rep(n), n = max(‖H_i‖, eps)
         Hn = ops.normalize(H, NORM_EPS)
         beta = self.beta[0]

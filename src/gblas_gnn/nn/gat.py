@@ -146,7 +146,9 @@ class GATConv(PyGInterop, Module):
 
     def forward(self, g, H):
         agg_first = self._aggregate_first()         # validates the order before any work
-        A = g.with_self_loops().A if self.add_self_loops else g.A
+        # the graph, not its matrix: structure() reads the executors' pattern of A + I,
+        # and no graphblas.Matrix of it is built (issue 21)
+        A = g.with_self_loops() if self.add_self_loops else g
         p, n, h, f = self.params, H.shape[0], self.heads, self.out_dim
         B = self._att_matrix()
         # [s d] = H' B, or H (W B) without H' (aggregating first) or when it is wider than H

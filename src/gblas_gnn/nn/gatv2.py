@@ -81,7 +81,9 @@ class GATv2Conv(PyGInterop, Module):
 
     def forward(self, g, H):
         p, n, h, f = self.params, H.shape[0], self.heads, self.out_dim
-        A = g.with_self_loops().A if self.add_self_loops else g.A
+        # the graph, not its matrix: structure() reads the executors' pattern of A + I,
+        # and no graphblas.Matrix of it is built (issue 21)
+        A = g.with_self_loops() if self.add_self_loops else g
         Xl = affine(self.params, H, "l").reshape(n, h, f)
         Xr = Xl if self.share_weights else affine(self.params, H, "r").reshape(n, h, f)
         E = ops.structure(A) * (leaky_relu(rep(Xr) + rep(Xl).T, self.negative_slope)

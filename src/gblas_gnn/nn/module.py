@@ -130,7 +130,18 @@ class Module(ABC):
             return modules.call_composed(self, g, H)
         if isinstance(H, Traced):
             return modules.call_opaque(self, g, H)
-        return self.forward(g, H)
+        return modules.run_forward(self, g, H)
+
+    #: whether :meth:`forward` only passes values between its children (``Sequential``):
+    #: what they keep for their backward is then handed on to this module's caller
+    #: (:func:`gblas_gnn.compose.tape.hand_out`)
+    container: bool = False
+
+    def kept_outputs(self) -> tuple:
+        """The arrays this module's cache keeps that its last output may share (ELU keeps
+        its output for the slope): a caller that may write into the output gets a copy
+        (:func:`gblas_gnn.compose.tape.hand_out`). None by default."""
+        return ()
 
     @abstractmethod
     def forward(self, g, H: np.ndarray) -> np.ndarray:

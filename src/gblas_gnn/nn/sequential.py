@@ -29,6 +29,10 @@ class Sequential(Module):
         H (n, in) → the last module's output.
     """
 
+    #: the children's outputs pass from one to the next untouched: the outputs a child's
+    #: cache keeps are copied, if at all, where the container's output leaves it
+    container = True
+
     def __init__(self, *modules: Module):
         if not modules:
             raise ValueError("Sequential needs at least one module")

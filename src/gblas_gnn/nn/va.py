@@ -79,7 +79,9 @@ class VAConv(OrderMixin, Module):
                 f"aggr={self.aggr!r})")
 
     def forward(self, g, H):
-        A = g.with_self_loops().A if self.add_self_loops else g.A
+        # the graph, not its matrix: structure() reads the executors' pattern of A + I,
+        # and no graphblas.Matrix of it is built (issue 21)
+        A = g.with_self_loops() if self.add_self_loops else g
         Psi = ops.structure(A) * (factor(H) @ factor(H).T)      # A ⊙ (H Hᵀ), one SDDMM
         if self.softmax:
             Psi = ops.softmax(Psi)

@@ -20,7 +20,7 @@ from graphblas import binary, monoid, semiring, unary
 from ..alignment import aligned_empty
 from ..base import Executor
 from ..contexts import ArgExtremeContext
-from ..patterns import CSRPattern, MatrixCache
+from ..patterns import CSRPattern, MatrixCache, csr_of, graphblas_of
 from . import _argext, _dense_kernels, _gbio, _random_kernels, _spmm, programs
 from . import semiring_lowering as _lowering
 from ._spmm import CSCOperand
@@ -68,8 +68,10 @@ class CPUExecutor(Executor):
     _LOWERINGS = _lowering.LOWERINGS
 
     def __init__(self, threads: int | None = None, blas_threads: int = 1):
-        self._patterns = MatrixCache(CSRPattern)
-        self._values = MatrixCache(lambda A: _gbio.csr_arrays(A)[2])
+        # a graph's AdjacencyPattern (with_self_loops) brings its own pattern, and its
+        # matrix, once built, shares it (patterns.csr_of)
+        self._patterns = MatrixCache(csr_of)
+        self._values = MatrixCache(lambda A: _gbio.csr_arrays(graphblas_of(A))[2])
         self._transposes = MatrixCache(lambda A: A.T.new())
         self._csc = MatrixCache(lambda A: CSCOperand(A, self._patterns.get(A)))
         self.blas_threads = 1
@@ -134,7 +136,7 @@ class CPUExecutor(Executor):
 
     # ------------------------------------------------------------------ edge primitives
     def edge_values(self, E):
-        return _gbio.csr_arrays(E)[2]
+        return _gbio.csr_arrays(graphblas_of(E))[2]
 
     def edge_from_values(self, A, values):
         # the structure comes from the cached pattern (no export of A per call, e.g. per
