@@ -308,11 +308,14 @@ def _dist(a) -> int:
 
 
 def _comm(a) -> int:
-    from .distributed.comm import DEFAULT_GRAPHS, comm_markdown, run_comm
+    from .distributed.comm import DEFAULT_GRAPHS, NO_PLOT, comm_markdown, run_comm
 
     result = run_comm(a.procs, a.graphs or DEFAULT_GRAPHS, a.models, a.ks, a.out)
     print(comm_markdown(result))
-    print(f"wrote {a.out / 'comm.json'}, {a.out / 'comm.md'}, {a.out / 'comm.png'}")
+    written = ["comm.json", "comm.md", *([result["plot"]] if result["plot"] else [])]
+    print("wrote " + ", ".join(str(a.out / name) for name in written))
+    if not result["plot"]:
+        print(NO_PLOT)
     return 0
 
 

@@ -1,25 +1,46 @@
-"""Test-suite configuration: run the suite on any registered executor.
+"""Test-suite configuration: the executors the suite runs on.
 
-``python -m pytest --executor NAME`` makes ``NAME`` the default executor for every test
-(``gblas_gnn.executors.default``), so each layer, model, trainer and ``gg.ops`` call that does
-not name an executor runs on it; tests that hold an executor to the cpu one name both. The
-``executor`` fixture is the executor under test. Tests marked ``cpu_only`` check the cpu
-executor's own kernels or lowerings and run only when it is the one under test. On the
-``dist`` executor (``mpiexec -n P python -m mpi4py -m pytest --executor dist``) the suite
-written for grids, ``tests/dist``, runs; the rest passes whole-graph inputs and is skipped.
+The default run (``python -m pytest``) runs the *executor-neutral* suites
+(:data:`EVERY_EXECUTOR`: the conformance, composition, operation, layer and training tests,
+which take the executor under test as the default and hold it to the cpu executor or to a
+reference) once on each executor of ``--executors`` (default ``cpu,primitives``), in this one
+session: their test ids end in ``[cpu]`` and ``[primitives]``. Every other test runs once, on
+the first executor of the list. ``primitives`` is the cpu executor without any fused kernel, so
+its run proves that an executor implementing only the core (and the one-process tier) runs every
+layer and trains.
+
+``python -m pytest --executor NAME`` runs the whole session on ``NAME`` alone (as the default
+executor, ``gblas_gnn.executors.default``): how the suite runs on a real GPU (``cuda``), in
+Numba's CUDA simulator (launched from ``test_suite_on_executors.py``, which says why it needs a
+process of its own) and on a grid (``mpiexec -n P python -m mpi4py -m pytest --executor dist``:
+there the suite written for grids, ``tests/dist``, runs; the rest passes whole-graph inputs and
+is skipped).
+
+The ``executor`` fixture is the executor under test (an instance). Tests marked ``cpu_only``
+check the cpu executor's own kernels or lowerings: they run once, on ``cpu``, and are skipped
+when it is not in the session.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+TESTS = Path(__file__).resolve().parent
 # the benchmark harness (``bench/``, top level) is importable from the tests
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(TESTS.parent))
+
+#: the suites (files of ``tests/``) that run on every executor of the session
+EVERY_EXECUTOR = ("test_executor_conformance.py", "test_compose_kernels.py", "test_ops.py",
+                  "test_virtual.py", "test_compose.py", "test_compose_rules.py",
+                  "test_nn_*.py", "test_train_*.py")
+#: the executors of a default session
+DEFAULT_EXECUTORS = ("cpu", "primitives")
 
 settings.register_profile("default", suppress_health_check=[HealthCheck.too_slow])
 # every process of an MPI job must draw the same examples in the same order
@@ -30,13 +51,55 @@ settings.load_profile("collective" if os.environ.get("GBLAS_GNN_TEST_COLLECTIVE"
 
 
 def pytest_addoption(parser):
-    parser.addoption("--executor", default="cpu",
-                     help="the executor the suite runs on (default cpu; see "
-                          "gblas_gnn.executors.names())")
+    parser.addoption("--executor", default=None,
+                     help="run the whole session on this one executor (e.g. dist under "
+                          "mpiexec, cuda on a GPU or in the simulator); see "
+                          "gblas_gnn.executors.names()")
+    parser.addoption("--executors", default=None,
+                     help="comma list of the executors the executor-neutral suites run on "
+                          f"in this session (default {','.join(DEFAULT_EXECUTORS)}); every "
+                          "other test runs on the first")
+
+
+def session_executors(config) -> tuple[str, ...]:
+    """The executors of this session, the first one the default of every test that is not
+    executor-neutral (``--executor NAME``: that one alone)."""
+    one, many = config.getoption("--executor"), config.getoption("--executors")
+    if one is not None:
+        return (one,)
+    if many is None:
+        return DEFAULT_EXECUTORS
+    return tuple(dict.fromkeys(name.strip() for name in many.split(",") if name.strip()))
+
+
+def runs_on_every_executor(path: Path) -> bool:
+    """Whether the test file ``path`` is one of the executor-neutral suites."""
+    return path.parent == TESTS and any(fnmatch(path.name, p) for p in EVERY_EXECUTOR)
+
+
+def executors_for(config, node) -> tuple[str, ...]:
+    """The executors the test ``node`` runs on in this session."""
+    names = session_executors(config)
+    if node.get_closest_marker("cpu_only") is not None:
+        return ("cpu",) if "cpu" in names else names[:1]          # (then skipped)
+    return names if runs_on_every_executor(node.path) else names[:1]
 
 
 def pytest_configure(config):
     # (the markers, slow, cpu_only and gpu, and the timeouts are in pyproject.toml)
+    if config.getoption("--executor") is not None and \
+            config.getoption("--executors") is not None:
+        raise pytest.UsageError("--executor NAME runs the session on NAME alone; give it or "
+                                "--executors, not both")
+    names = session_executors(config)
+    if not names:
+        raise pytest.UsageError("--executors names no executor")
+    from gblas_gnn import executors
+
+    unknown = [n for n in names if n not in executors.names()]
+    if unknown:
+        raise pytest.UsageError(f"unknown executor(s) {unknown}: use "
+                                f"{', '.join(executors.names())}")
     if os.environ.get("GBLAS_GNN_TEST_COLLECTIVE") and config.option.basetemp is None:
         # every rank of an MPI job is its own pytest process: give each its own base
         # directory, or they delete each other's temporary directories
@@ -44,6 +107,16 @@ def pytest_configure(config):
 
         config.option.basetemp = str(Path(tempfile.gettempdir()) /
                                      f"gblas-gnn-pytest-{os.getpid()}")
+
+
+def pytest_generate_tests(metafunc):
+    # an executor-neutral test once per executor of the session ([cpu], [primitives])
+    if "executor_name" not in metafunc.fixturenames:
+        return
+    names = executors_for(metafunc.config, metafunc.definition)
+    if runs_on_every_executor(metafunc.definition.path) and \
+            len(session_executors(metafunc.config)) > 1:
+        metafunc.parametrize("executor_name", names, indirect=True, ids=list(names))
 
 
 def _real_gpu() -> bool:
@@ -55,29 +128,35 @@ def _real_gpu() -> bool:
     return not config.ENABLE_CUDASIM and cuda.is_available()
 
 
+def _executor_of(item) -> str:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "executor_name" in callspec.params:
+        return callspec.params["executor_name"]
+    return executors_for(item.config, item)[0]
+
+
 def pytest_collection_modifyitems(config, items):
     if not _real_gpu():
         no_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
         for item in items:
             if item.get_closest_marker("gpu") is not None:
                 item.add_marker(no_gpu)
-    name = config.getoption("--executor")
-    if name == "cpu":
-        return
-    skip = pytest.mark.skip(reason=f"checks the cpu executor itself, not {name!r}")
     # on a grid, layers take a DistGraph and row shares: tests/dist is the suite written so
     grid_only = pytest.mark.skip(reason="passes whole-graph inputs; the grid suite is "
                                         "tests/dist")
     for item in items:
-        if "cpu_only" in item.keywords:
-            item.add_marker(skip)
+        name = _executor_of(item)
+        if name != "cpu" and item.get_closest_marker("cpu_only") is not None:
+            item.add_marker(pytest.mark.skip(
+                reason=f"checks the cpu executor itself, not {name!r}"))
         elif name == "dist" and item.path.parent.name != "dist":
             item.add_marker(grid_only)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def executor_name(request) -> str:
-    return request.config.getoption("--executor")
+    """The name of the executor under test (the parameter of an executor-neutral test)."""
+    return getattr(request, "param", None) or executors_for(request.config, request.node)[0]
 
 
 @pytest.fixture(autouse=True)

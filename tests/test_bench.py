@@ -324,3 +324,22 @@ def test_memory_subcommand_runs_a_grid_job_against_one_process(tmp_path):
     assert 0 < job["bytes_per_entry"] < job["rss_bytes_per_entry"]
     md = (tmp_path / "memory.md").read_text()
     assert md == memory_markdown(r) and "| 12 | 4 | " in md
+
+
+def test_comm_with_one_process_writes_its_tables_and_says_why_there_is_no_plot(tmp_path, capsys):
+    """``bench comm --procs 1``: one process sends nothing, so there is nothing to draw on
+    log axes; the tables are written, the plot is skipped with a message, and an older plot
+    in the folder is removed (it would pass for this study's)."""
+    from mpi_helpers import mpiexec
+
+    mpiexec()                                     # skips where there is none
+    (tmp_path / "comm.png").write_bytes(PNG_MAGIC)
+    assert main(["comm", "--procs", "1", "--graphs", "er:n=200,density=0.03", "--models",
+                 "gcn", "--ks", "4", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "no plot: every run had one process" in out
+    r = json.loads((tmp_path / "comm.json").read_text())
+    assert r["plot"] is None and [x["p"] for x in r["rows"]] == [1]
+    assert r["rows"][0]["fwd"] == r["rows"][0]["bwd"] == 0
+    assert "| gcn | 4 | 1 |" in (tmp_path / "comm.md").read_text()
+    assert not (tmp_path / "comm.png").exists()

@@ -4,8 +4,9 @@ rows, columns, parameters, A's values and dropout scales, rank-3 contractions, z
 two softmaxes, heads, every fused aggregation and semiring, row and column reductions, the
 transposed product, float32 and float64, graphs with empty rows and isolated vertices.
 
-The reference is the reference lowering (the ``primitives`` executor runs it); under
-``--executor primitives`` the cpu executor's generated kernels are held to it instead. Also:
+The reference is the reference lowering (the ``primitives`` executor runs it); on the
+``primitives`` executor (the ``[primitives]`` tests) the cpu executor's generated kernels are
+held to it instead. Also:
 the kernel cache is keyed by the whole structure (two formulations never share a module), and
 the generated source is built from the structure alone (no user text in it), for the cpu and
 the cuda generators.

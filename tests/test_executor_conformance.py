@@ -1,4 +1,5 @@
-"""Conformance of the executor under test (``--executor``; cpu by default) to the interface.
+"""Conformance of the executor under test (each of ``--executors``, cpu and primitives by
+default; or ``--executor NAME``) to the interface.
 
 Every operation of :class:`gblas_gnn.executors.Executor` is held to dense numpy on small
 random graphs (isolated vertices, self loops, one long row, the empty graph; float32 and

@@ -111,6 +111,7 @@ def _calls(ex):
         "source_rows": lambda: ex.source_rows(A),
         "columns": lambda: ex.columns(A, X),
         "gather_columns": lambda: ex.gather_columns(A, np.arange(3.0)),
+        "to_graphblas": lambda: ex.to_graphblas(A),
     }
 
 
@@ -141,6 +142,9 @@ def test_on_one_process_the_defaults_are_the_local_operations():
     np.testing.assert_allclose(ex.spmm_t(A, X), dense.T @ X)
     assert ex.is_root and ex.agree(3) == 3 and ex.all_agree(True) and ex.on_root(lambda: 7) == 7
     assert ex.source_rows(A) == 3 and ex.columns(A, X) is X
+    M = ex.to_graphblas(A)
+    assert (M.nrows, M.ncols) == (3, 3)
+    np.testing.assert_array_equal(M.to_dense(fill_value=0), dense)
 
 
 @pytest.mark.parametrize("method", PROCESS_TIER)

@@ -72,8 +72,7 @@ def test_tests_that_launch_long_jobs_are_slow_with_a_timeout_above_their_launche
     import test_notebooks
     import test_suite_on_executors as suites
 
-    launched = {suites.test_layer_and_training_suite_on_the_primitives_executor: 1200,
-                suites.test_gpu_suite_in_the_cuda_simulator: 1500,
+    launched = {suites.test_gpu_suite_in_the_cuda_simulator: 1500,
                 suites.test_gpu_kernels_at_the_full_warp_width_in_the_cuda_simulator: 900,
                 test_mpi.test_grid_suite: 600, test_notebooks.test_notebook_runs: 600}
     for fn, seconds in launched.items():

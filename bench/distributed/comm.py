@@ -24,7 +24,9 @@ P = 64 … 1024 for a graph of MAKG's size (n = 111 M, 3.2 B edges, k = 16 and 1
 α–β network model, from the scheme's exact count (validated above) and, for the local
 formulation, the average-degree bound on remote neighbours; and the **time breakdown** of one
 layer step by step at P = 4 from the executor's own timers (compute) and the grid's
-(communication). Writes ``OUT/comm.json``, ``comm.md`` and ``comm.png``.
+(communication). Writes ``OUT/comm.json``, ``comm.md`` and ``comm.png`` (the plot only when a
+process count above 1 ran: one process sends nothing, and the plot is words against P on
+log axes).
 """
 
 from __future__ import annotations
@@ -109,9 +111,10 @@ def run_comm(procs: list[int], graphs: list[str], models: list[str], ks: list[in
               "rows": studies, "network": NETWORK, "projection": projection(),
               "environment": environment()}
     out.mkdir(parents=True, exist_ok=True)
+    drawn = plot(result, out / "comm.png")
+    result["plot"] = drawn.name if drawn is not None else None
     (out / "comm.json").write_text(json.dumps(result, indent=1))
     (out / "comm.md").write_text(comm_markdown(result))
-    plot(result, out / "comm.png")
     return result
 
 
@@ -217,8 +220,32 @@ def comm_markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(r: dict, path: Path) -> Path:
-    """Words per rank against P: measured, the bound, local, CAGNET (GAT and GCN, k=128)."""
+#: why :func:`plot` draws nothing for a study of one process
+NO_PLOT = ("no plot: every run had one process, which sends nothing (words per rank against "
+           "P needs a process count above 1)")
+
+
+def plot(r: dict, path: Path) -> Path | None:
+    """Words per rank against P: measured, the bound, local, CAGNET (GAT and GCN, the
+    largest k), for the process counts above 1.
+
+    Parameters
+    ----------
+    r : dict
+        A :func:`run_comm` result.
+    path : Path
+        Where the PNG goes.
+
+    Returns
+    -------
+    Path or None
+        ``path``; None when no process count above 1 ran (:data:`NO_PLOT`): then nothing is
+        drawn and an older plot at ``path`` is removed, so that it cannot pass for this
+        study's.
+    """
+    if not any(x["p"] > 1 for x in r["rows"]):
+        path.unlink(missing_ok=True)
+        return None
     import matplotlib
 
     matplotlib.use("Agg")

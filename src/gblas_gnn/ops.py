@@ -97,7 +97,9 @@ def as_sparse(S, name: str = "S"):
 def to_graphblas(E, executor=None) -> gb.Matrix:
     """A host ``graphblas.Matrix`` with the pattern and values of the edge tensor ``E`` of
     ``executor`` (a ``graphblas.Matrix`` is returned as it is; a sparse expression is
-    evaluated)."""
+    evaluated). On the ``dist`` executor ``E`` is this rank's block, and the matrix has the
+    whole graph's ``n × n`` shape with the block's entries at their global vertex ids (no
+    communication: the ranks' matrices add up to the whole)."""
     E = as_sparse(E, "E")
     if isinstance(E, Expr):
         E = sinks.materialize(E)

@@ -113,6 +113,26 @@ def test_scatter_gather_round_trip_and_errors(dex):
     assert dg.imbalance() >= 1.0
 
 
+@pytest.mark.parametrize("relabel", [False, True])
+def test_to_graphblas_gives_the_blocks_entries_at_their_global_ids(dex, relabel):
+    """An edge tensor of the grid (this rank's block) as a host matrix: the global n × n
+    shape with the block's entries where they are in the whole matrix, and nothing else (so
+    the ranks' matrices add up to the whole); no communication."""
+    g, H, _ = graph_and_inputs(6, 3, 1)
+    dg = dist.DistGraph.from_graph(g, dex.grid, relabel=relabel, seed=7)
+    whole = gg.ops.to_graphblas(gg.ops.sddmm(g.A, H, H, executor=CPU), executor=CPU)
+    E = gg.ops.sddmm(dg.A, dg.scatter(H), dg.scatter(H), executor=dex)
+    dex.grid.reset_comm_stats()
+    got = gg.ops.to_graphblas(E, executor=dex)
+    assert dex.grid.comm_stats()["messages"] == 0
+    rows, cols, values = whole.to_coo()
+    mine = np.isin(rows, dg.vertex_ids) & np.isin(cols, dg.A.col_ids)
+    want = gb.Matrix.from_coo(rows[mine], cols[mine], values[mine], nrows=g.n, ncols=g.n)
+    assert (got.nrows, got.ncols, got.nvals) == (g.n, g.n, dg.A.nvals) == (g.n, g.n, want.nvals)
+    assert got.dtype == whole.dtype
+    assert got.isclose(want, rel_tol=1e-12, check_dtype=True)
+
+
 def test_sgc_cache_hit_is_agreed_when_only_some_ranks_see_new_features(dex):
     """Features changed in the rows of grid row 0 only: every rank recomputes (those whose
     own rows still match the cache too), so no rank skips the propagation's collectives."""

@@ -226,6 +226,23 @@ class DistExecutor(Executor):
         with self._op("gather_cols"):
             return self.local.gather_cols(_local(E), self._columns(v, E, "gather_cols"))
 
+    def to_graphblas(self, E):
+        """This rank's block of the edge tensor ``E`` as a host matrix of the whole graph's
+        shape (``n × n``): the block's entries at their global vertex ids (those of
+        :meth:`edge_ids`), nothing else. No communication: every entry of the whole matrix is
+        in exactly one rank's block, so the ranks' matrices add up to it. A plain
+        ``graphblas.Matrix`` (no ids known) is returned as it is."""
+        import graphblas as gb
+
+        if isinstance(E, gb.Matrix):
+            return E
+        if not isinstance(E, Block):
+            raise TypeError("to_graphblas needs an edge tensor of the grid (a Block), got "
+                            f"{type(E).__name__}")
+        rows, cols = self.edge_ids(E)
+        return gb.Matrix.from_coo(rows, cols, self.edge_values(E), dtype=E.M.dtype,
+                                  nrows=E.n, ncols=E.n)
+
     def edge_ids(self, A):
         if not isinstance(A, Block):
             raise TypeError("edge_ids needs the graph's block (DistGraph.A), not an edge "

@@ -62,12 +62,13 @@ def relabel_order(n: int, seed: int = 0) -> np.ndarray:
 class Block:
     """This rank's block of a sparse matrix: ``M`` (a ``graphblas.Matrix`` with local row and
     column indices, or the :class:`~gblas_gnn.executors.patterns.AdjacencyPattern` of the
-    block of ``A + I`` in :attr:`DistGraph.edge_tensor`) and the global vertex ids of its rows
-    and columns."""
+    block of ``A + I`` in :attr:`DistGraph.edge_tensor`), the global vertex ids of its rows
+    and columns, and ``n``, the vertices of the whole graph (the whole matrix is ``n × n``)."""
 
     M: gb.Matrix | AdjacencyPattern
     row_ids: np.ndarray
     col_ids: np.ndarray
+    n: int
 
     def __getattr__(self, name: str):
         # nrows, ncols, nvals, dtype, ...: those of the local matrix
@@ -76,7 +77,7 @@ class Block:
         return getattr(self.M, name)
 
     def with_matrix(self, M: gb.Matrix) -> Block:
-        return Block(M, self.row_ids, self.col_ids)
+        return Block(M, self.row_ids, self.col_ids, self.n)
 
     @property
     def S(self):
@@ -140,7 +141,7 @@ class DistGraph:
         local = csr[rows][:, cols].tocsr()
         local.sort_indices()
         M = gb.io.from_scipy_sparse(local.astype(g.dtype))
-        return cls(grid, g.n, parts, Block(M, rows, cols), nnz=g.nnz)
+        return cls(grid, g.n, parts, Block(M, rows, cols, g.n), nnz=g.nnz)
 
     @classmethod
     def from_blocks(cls, grid: Grid, n: int, parts: list[np.ndarray], block: sp.spmatrix,
@@ -153,7 +154,7 @@ class DistGraph:
         if local.shape != (rows.size, cols.size):
             raise ValueError(f"block shape {local.shape} does not match the parts "
                              f"({rows.size}, {cols.size})")
-        return cls(grid, n, parts, Block(gb.io.from_scipy_sparse(local), rows, cols))
+        return cls(grid, n, parts, Block(gb.io.from_scipy_sparse(local), rows, cols, int(n)))
 
     @classmethod
     def kronecker(cls, grid: Grid, scale: int, edge_factor: int = 16, **kw) -> DistGraph:

@@ -96,11 +96,10 @@ CORE_TIER = ("edge_values", "edge_from_values", "gather_rows", "gather_cols", "e
 #: overrides every one (their defaults raise there). ``processes`` itself decides.
 PROCESS_TIER = ("is_root", "agree", "all_agree", "validation", "on_root", "gemm", "inner",
                 "vertex_sum", "row_dot", "spmm", "spmm_t", "source_rows", "columns",
-                "gather_columns")
+                "gather_columns", "to_graphblas")
 #: tier (c): defaults built on tiers (a) and (b), right on every executor (an executor may
 #: override them with faster kernels giving the same result)
-DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "to_graphblas", "combine_rows",
-                "spmm_affine",
+DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "combine_rows", "spmm_affine",
                 "lowers", "semiring_lowering", "generic_lowering", "target_rows",
                 "program_forward", "program_backward", "aggregate", "row_counts",
                 "aggregate_backward", "softmax", "softmax_backward", "dropout_edges",
@@ -341,6 +340,24 @@ class Executor(ABC):
         self._one_process("gather_columns")
         return self.gather_cols(A, v)
 
+    def to_graphblas(self, E: EdgeTensor) -> gb.Matrix:
+        """A host ``graphblas.Matrix`` with the pattern and values of the edge tensor ``E``
+        (``E`` itself when it is one), in the whole matrix's shape, each entry at its global
+        vertex ids (:meth:`edge_ids`). On one process that is E's own shape; an executor of
+        several processes holds a share of each edge tensor and says where it lies in the
+        whole (``dist``: this rank's block in the global ``n × n`` shape)."""
+        self._one_process("to_graphblas")
+        import graphblas as gb
+
+        from .patterns import graphblas_of
+
+        E = graphblas_of(E)             # a graph's adjacency pattern: its matrix
+        if isinstance(E, gb.Matrix):
+            return E
+        rows, cols = (self.to_numpy(a) for a in self.edge_ids(E))
+        return gb.Matrix.from_coo(rows, cols, self.to_numpy(self.edge_values(E)),
+                                  nrows=self._nrows(E), ncols=self._ncols(E))
+
     # ================================================================== (a) the core
     @abstractmethod
     def edge_values(self, E: EdgeTensor) -> DenseArray:
@@ -412,20 +429,6 @@ class Executor(ABC):
         flags = [xp.isfinite(a).all() for a in arrays]
         ok = flags[0] if len(flags) == 1 else xp.stack(flags).all()
         return bool(self.to_numpy(ok, "finite"))
-
-    def to_graphblas(self, E: EdgeTensor) -> gb.Matrix:
-        """A host ``graphblas.Matrix`` with the pattern and values of the edge tensor ``E``
-        (``E`` itself when it is one)."""
-        import graphblas as gb
-
-        from .patterns import graphblas_of
-
-        E = graphblas_of(E)             # a graph's adjacency pattern: its matrix
-        if isinstance(E, gb.Matrix):
-            return E
-        rows, cols = (self.to_numpy(a) for a in self.edge_ids(E))
-        return gb.Matrix.from_coo(rows, cols, self.to_numpy(self.edge_values(E)),
-                                  nrows=self._nrows(E), ncols=self._ncols(E))
 
     # ------------------------------------------------------------------ products
     def combine_rows(self, a: DenseArray, X: DenseArray, b: DenseArray | None = None,

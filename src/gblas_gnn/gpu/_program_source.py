@@ -28,15 +28,19 @@ aggregation also keeps its weights ``W``, which its backward reads):
 * ``forward``: the row pass, in phases (``phase`` ``-1`` runs all of them);
 * ``column_pass`` / ``column_rows`` (strategy ``"column"``) and ``row_pass`` (phased) /
   ``row_columns`` (strategy ``"row"``).
+
+The skeleton of those passes is the cpu generator's too
+(:class:`gblas_gnn.compose.kernel_source.ProgramSource`); this module says how a lane group
+runs it (the loops, the group reductions, the writes of lane 0, the barriers) and writes the
+pieces where a group works differently from one thread (the sinks, the column strategy).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..compose.kernel_args import ArrayLeaves, Layout
+from ..compose.kernel_args import ArrayLeaves
+from ..compose.kernel_source import ProgramSource, column_edge
 from ..compose.plan import Plan, head_index, leaf_kinds
-from ..compose.scalar import Block, EdgeCode, Scope, literal
+from ..compose.scalar import Block, Scope
 
 __all__ = ["source", "kernel_arguments", "EXTREME"]
 
@@ -95,19 +99,17 @@ class _Leaves(ArrayLeaves):
         block.nested().emit(f"{target} += {g}")
 
 
-class _Generator:
+class _Generator(ProgramSource):
     """Writes the kernels of one plan (see the module docstring)."""
 
+    head_major = True
+    own_edges = _LANE_EDGES
+    exp = "math.exp"
+
     def __init__(self, p: Plan):
-        self.p = p
-        self.s = p.structure
-        self.ops = self.s.ops
-        self.layout = Layout.of(p)
-        dt = np.dtype(self.s.dtype)
-        self.zero, self.one = literal(0.0, dt), literal(1.0, dt)
-        self.inf = f"np.{dt.name}(math.inf)"
-        self.sink, self.aggr = p.sink, p.aggr
-        self.H = "H"
+        super().__init__(p)
+        self.inf = f"np.{self.dtype.name}(math.inf)"
+        self.neg_inf = f"-{self.inf}"
         r = self.s.root
         #: the aggregation reads its weights from the root's softmax buffer when the root
         #: is a softmax, else from ``W`` (written by the forward)
@@ -117,10 +119,8 @@ class _Generator:
         self.arguments: dict[str, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ helpers
-    def code(self, accumulate=frozenset(), together: bool = False) -> EdgeCode:
-        code = EdgeCode(self.s, _Leaves(self.p, set(accumulate), together))
-        code.cut = set(self.p.softmaxes)
-        return code
+    def leaves(self, accumulate: set[str], together: bool) -> _Leaves:
+        return _Leaves(self.p, accumulate, together)
 
     def _def(self, out: Block, name: str, *extra: str) -> Block:
         args = ("indptr", "indices", "colptr", "perm", "crow", "rid", "cid", "AV",
@@ -145,6 +145,9 @@ class _Generator:
         row.emit("hi = indptr[i + 1]")
         return row
 
+    def _cols(self, body: Block) -> Block:
+        return self._items(body, "j", "colptr")
+
     @staticmethod
     def _edges(row: Block, lanes: bool) -> Block:
         """A loop over the edges ``(i, j)`` of row ``i``: each lane over its own
@@ -152,15 +155,6 @@ class _Generator:
         row.emit(_LANE_EDGES if lanes else "for p in range(lo, hi):")
         e = row.nested()
         e.emit("j = indices[p]")
-        return e
-
-    @staticmethod
-    def _col_edges(col: Block) -> Block:
-        """A loop of all lanes together over the edges of column ``j``."""
-        col.emit("for q in range(colptr[j], colptr[j + 1]):")
-        e = col.nested()
-        e.emit("i = crow[q]")
-        e.emit("p = perm[q]")
         return e
 
     @staticmethod
@@ -178,27 +172,24 @@ class _Generator:
         block.emit(f"{name} = group_sum({name})")
 
     @staticmethod
-    def _lane0(block: Block, line: str) -> None:
+    def _once(block: Block, line: str) -> None:
         block.emit("if ln == 0:")
         block.nested().emit(line)
 
     @staticmethod
-    def _phase(row: Block, number: int) -> Block:
-        """One phase of a row pass (all of them in order when ``phase < 0``); a phase reads
-        what the lanes wrote in the earlier ones only after a group barrier."""
-        row.emit(f"if phase < 0 or phase == {number}:")
-        body = row.nested()
+    def _combine(block: Block, var: str, op: str) -> None:
+        block.emit(f"{var} = {_GROUP_REDUCE[op]}({var})")
+
+    @staticmethod
+    def _sync(block: Block) -> None:
+        block.emit("group_sync()")
+
+    def _phase(self, row: Block, number: int) -> Block:
+        # a phase reads what the lanes wrote in the earlier ones only after a group barrier
+        body = super()._phase(row, number)
         if number:
-            body.emit("group_sync()")
+            self._sync(body)
         return body
-
-    def _root(self, e: Block, together: bool = False) -> str:
-        r = self.s.root
-        return self.code(together=together).value(e, Scope(), r, head_index(self.p, r, "hh"))
-
-    def _seeds(self, e: Block, seeds: dict, kinds: set[str]) -> None:
-        """The reverse mode at one edge (lanes together) from ``seeds``."""
-        self.code(kinds, together=True).reverse(e, Scope(), seeds)
 
     def _sink_args(self) -> tuple[str, ...]:
         kind = self.sink[0]
@@ -210,63 +201,7 @@ class _Generator:
             return ("Z", "W", "DEN", "NEG")
         return ("Z", "W", "ARG") if self.aggr in EXTREME else ("Z", "W")
 
-    def _grads(self, kinds: set[str]) -> tuple[str, ...]:
-        p, out = self.p, []
-        for kind, prefix, slots in (("row", "dR", p.rows), ("col", "dC", p.cols),
-                                    ("param", "dP", p.params)):
-            if kind in kinds:
-                out += [f"{prefix}{s}" for s in slots]
-        return tuple(out)
-
     # ------------------------------------------------------------------ forward
-    def forward(self, out: Block) -> None:
-        """The row pass: per softmax ``k`` (the ``m``-th) the phases ``3m`` (scores and row
-        maximum), ``3m + 1`` (exponentials and row sum), ``3m + 2`` (normalisation), then
-        the root and the sink (phase ``3·stages``)."""
-        stats = tuple(f"{n}{k}" for k in self.p.softmaxes for n in ("RM", "RS"))
-        row = self._rows(self._def(out, "forward", *self._sink_args(), *stats, "phase"))
-        for m, k in enumerate(self.p.softmaxes):
-            self._scores(self._phase(row, 3 * m), k)
-            self._exp(self._phase(row, 3 * m + 1), k)
-            self._norm(self._phase(row, 3 * m + 2), k)
-        self._final(self._phase(row, 3 * len(self.p.softmaxes)))
-        out.emit("")
-
-    def _scores(self, row: Block, k: int) -> None:
-        x = self.ops[k].inputs[0]
-        row.emit(f"for hk in range(S{k}.shape[0]):")
-        head = row.nested()
-        head.emit(f"m = -{self.inf}")
-        e = self._edges(head, lanes=True)
-        v = self.code().value(e, Scope(), x, head_index(self.p, k, "hk"))
-        e.emit(f"S{k}[hk, p] = {v}")
-        e.emit(f"if {v} > m:")
-        e.nested().emit(f"m = {v}")
-        head.emit("m = group_max(m)")
-        self._lane0(head, f"RM{k}[hk, i] = m")
-
-    def _exp(self, row: Block, k: int) -> None:
-        row.emit(f"for hk in range(S{k}.shape[0]):")
-        head = row.nested()
-        head.emit(f"m = RM{k}[hk, i]")
-        head.emit(f"tot = {self.zero}")
-        head.emit(_LANE_EDGES)
-        e = head.nested()
-        e.emit(f"v = math.exp(S{k}[hk, p] - m)")
-        e.emit(f"S{k}[hk, p] = v")
-        e.emit("tot += v")
-        head.emit("tot = group_sum(tot)")
-        self._lane0(head, f"RS{k}[hk, i] = tot")
-
-    def _norm(self, row: Block, k: int) -> None:
-        row.emit(f"for hk in range(S{k}.shape[0]):")
-        head = row.nested()
-        head.emit("if hi > lo:")
-        body = head.nested()
-        body.emit(f"inv = {self.one} / RS{k}[hk, i]")
-        body.emit(_LANE_EDGES)
-        body.nested().emit(f"S{k}[hk, p] *= inv")
-
     def _final(self, row: Block) -> None:
         """The root at every edge of the row (lanes over edges) and the sink."""
         kind = self.sink[0]
@@ -289,7 +224,7 @@ class _Generator:
             e.emit(f"if {w} {'>' if op == 'max' else '<'} acc:")
             e.nested().emit(f"acc = {w}")
         head.emit(f"acc = {_GROUP_REDUCE[op]}(acc)")
-        self._lane0(head, "OUT[i, hh] = acc" if op == "sum" else
+        self._once(head, "OUT[i, hh] = acc" if op == "sum" else
                     f"OUT[i, hh] = acc if hi > lo else {self.zero}")
 
     def _aggregate(self, row: Block) -> None:
@@ -311,7 +246,7 @@ class _Generator:
                 e.nested().emit("NEG[0] = 1")
                 e.emit(f"den += {w}")
                 head.emit("den = group_sum(den)")
-                self._lane0(head, "DEN[i, hh] = den")
+                self._once(head, "DEN[i, hh] = den")
             row.emit("group_sync()")
         row.emit(f"for hh in range({self.H}):")
         f = self._features(row.nested(), "X.shape[2]")
@@ -342,21 +277,17 @@ class _Generator:
         gradient, what the scores read by source) and the light row pass (a group per row:
         what they read by target, the parameters)."""
         p = self.p
-        sm, x = p.softmax, self.ops[p.softmax].inputs[0]
-        kinds = leaf_kinds(p, x) | (leaf_kinds(p, p.factor) if p.factor is not None else set())
+        sm, x = p.softmax, self._stage_input(p.softmax)
+        kinds = leaf_kinds(p, x) | self._factor_kinds()
         hv = head_index(p, self.s.root, "hh")
-        body = self._def(out, "column_pass", "dZ", "T", "dX", "EB", "GF",
-                         *self._grads({"col"}))
-        col = self._items(body, "j", "colptr")
-        self._zero_messages(col)
-        e = self._col_edges(col)
+        e = self._column_pass_edges(out)
         e.emit(f"for hh in range({self.H}):")
         h = e.nested()
         h.emit(f"psi = S{sm}[{'hh' if hv else '0'}, p]")
         factor = None
         if p.factor is not None:
             factor = self.code(together=True).value(h, Scope(), p.factor, hv)
-        weight, cotangents = _column_edge(factor, p.factor_op)
+        weight, cotangents = column_edge(factor, p.factor_op)
         h.emit(weight)
         # one pass over the gathered dZ_i: g = ⟨dZ_i, X_j⟩ and dX_j += w dZ_i
         h.emit(f"g = {self.zero}")
@@ -368,14 +299,11 @@ class _Generator:
         for line in cotangents:
             h.emit(line)
         h.emit("eb = psi * (gpsi - T[hh, i])")
-        self._lane0(h, "EB[hh, p] = eb")
+        self._once(h, "EB[hh, p] = eb")
         if factor is not None:
-            self._lane0(h, "GF[hh, p] = gf")
+            self._once(h, "GF[hh, p] = gf")
         if "col" in kinds:
-            seeds = {(x, hv): "eb"}
-            if factor is not None:
-                seeds[(p.factor, hv)] = "gf"
-            self._seeds(h, seeds, {"col"})
+            self._column_seeds(h, x, hv, factor)
         out.emit("")
         row = self._rows(self._def(out, "column_rows", "EB", "GF",
                                    *self._grads({"row", "param"})))
@@ -392,42 +320,9 @@ class _Generator:
         self._features(col.nested(), "dX.shape[2]").emit(f"dX[j, hh, c] = {self.zero}")
 
     # ------------------------------------------------------------------ strategy "row"
-    def row_strategy(self, out: Block) -> None:
-        """The row pass through every stage — phase 0 the root and the last stage, then per
-        softmax (in reverse) ``1 + 2r`` its row term ``T`` and ``2 + 2r`` its backward —
-        and the column pass."""
-        p = self.p
-        stage = tuple(f"{n}{k}" for k in p.softmaxes for n in ("GS", "EB"))
-        extra = self._sink_args()[1:] if self.sink[0] == "aggregate" else ()
-        ts = tuple(f"T{k}" for k in p.softmaxes)
-        row = self._rows(self._def(out, "row_pass", "dZ", "GB", "Z", *stage, *extra, *ts,
-                                   "dXr", *self._grads({"row", "param"}), "phase"))
-        self._row_root(self._phase(row, 0))
-        for r, k in enumerate(reversed(p.softmaxes)):
-            self._row_t(self._phase(row, 1 + 2 * r), k)
-            self._row_stage(self._phase(row, 2 + 2 * r), k)
-        out.emit("")
-        self._row_columns(out, stage, extra)
-
-    def _row_root(self, row: Block) -> None:
-        """Zero the softmax cotangents, the root's cotangent ``GB`` at every edge of the
-        row, and the reverse mode of the last stage (lanes together)."""
-        r = self.s.root
-        for k in self.p.softmaxes:
-            row.emit(f"for hk in range(GS{k}.shape[0]):")
-            row.nested().emit(_LANE_EDGES)
-            row.nested().nested().emit(f"GS{k}[hk, p] = {self.zero}")
-        row.emit(f"for hh in range({self.H}):")
-        self._root_cotangent(row.nested())
-        row.emit("group_sync()")
-        e = self._edges(row, lanes=False)
-        e.emit(f"for hh in range({self.H}):")
-        h = e.nested()
-        if self.sink[0] == "spmm_t":
-            h.emit(f"w = {self._root(h, together=True)}")
-            self._features(h, "dXr.shape[2]").emit("dXr[i, hh, c] += w * dZ[j, hh, c]")
-        self._seeds(h, {(r, head_index(self.p, r, "hh")): "GB[hh, p]"},
-                    {"row", "param", "softmax"})
+    def _transposed_messages(self, h: Block) -> None:
+        h.emit(f"w = {self._root(h, together=True)}")
+        self._features(h, "dXr.shape[2]").emit("dXr[i, hh, c] += w * dZ[j, hh, c]")
 
     def _root_cotangent(self, head: Block) -> None:
         """``GB[hh, p]`` at every edge of row ``i`` from the sink's cotangent ``dZ``."""
@@ -467,58 +362,7 @@ class _Generator:
             self._dot(e, "dZ[i, hh", "X[j, hh", "g")
         if self.aggr == "avg":
             e.emit(f"g = (g - tz) / den if den > {z} else {z}")
-        self._lane0(e, "GB[hh, p] = g")
-
-    def _row_t(self, row: Block, k: int) -> None:
-        """``T<k>[hk, i] = Σ_p Ψ ⊙ GS`` over the row."""
-        row.emit(f"for hk in range(S{k}.shape[0]):")
-        hk = row.nested()
-        hk.emit(f"t = {self.zero}")
-        hk.emit(_LANE_EDGES)
-        hk.nested().emit(f"t += S{k}[hk, p] * GS{k}[hk, p]")
-        hk.emit("t = group_sum(t)")
-        self._lane0(hk, f"T{k}[hk, i] = t")
-
-    def _row_stage(self, row: Block, k: int) -> None:
-        """``EB<k> = Ψ ⊙ (GS − rep(T))`` (lanes over edges), then the reverse mode of the
-        stage's input (lanes together)."""
-        x = self.ops[k].inputs[0]
-        row.emit(f"for hk in range(S{k}.shape[0]):")
-        hk = row.nested()
-        hk.emit(f"t = T{k}[hk, i]")
-        hk.emit(_LANE_EDGES)
-        hk.nested().emit(f"EB{k}[hk, p] = S{k}[hk, p] * (GS{k}[hk, p] - t)")
-        if leaf_kinds(self.p, x) & {"row", "param", "softmax"}:
-            row.emit("group_sync()")
-            e = self._edges(row, lanes=False)
-            e.emit(f"for hk in range(S{k}.shape[0]):")
-            self._seeds(e.nested(), {(x, head_index(self.p, k, "hk")): f"EB{k}[hk, p]"},
-                        {"row", "param", "softmax"})
-
-    def _row_columns(self, out: Block, stage, extra) -> None:
-        """A group per column: the messages' gradient from the kept weights, and the
-        cotangents of what the root and the stages read by source."""
-        p, r = self.p, self.s.root
-        col = self._items(self._def(out, "row_columns", "dZ", "GB", "Z", *stage, *extra,
-                                    "dX", *self._grads({"col"})), "j", "colptr")
-        messages = self.sink[0] == "aggregate"
-        if messages:
-            self._zero_messages(col)
-        e = self._col_edges(col)
-        e.emit(f"for hh in range({self.H}):")
-        h = e.nested()
-        h.emit("pass")
-        if messages:
-            self._message_gradient(h)
-        if "col" in leaf_kinds(p, r):
-            self._seeds(h, {(r, head_index(p, r, "hh")): "GB[hh, p]"}, {"col"})
-        for k in p.softmaxes:
-            x = self.ops[k].inputs[0]
-            if "col" in leaf_kinds(p, x):
-                e.emit(f"for hk in range(S{k}.shape[0]):")
-                self._seeds(e.nested(), {(x, head_index(p, k, "hk")): f"EB{k}[hk, p]"},
-                            {"col"})
-        out.emit("")
+        self._once(e, "GB[hh, p] = g")
 
     def _message_gradient(self, h: Block) -> None:
         """``dX[j] += w_ij · dZ_i`` (max/min: on the features the edge won)."""
@@ -535,22 +379,10 @@ class _Generator:
                         "dX[j, hh, c] += dZ[i, hh, c] * w")
 
 
-def _column_edge(factor: str | None, op: str) -> tuple[str, list[str]]:
-    """The column strategy at one edge: the weight ``w`` (``Ψ`` times or over the factor),
-    and from ``g = ⟨dZ_i, X_j⟩`` the cotangents ``gpsi`` of ``Ψ`` and ``gf`` of the factor."""
-    if factor is None:
-        return "w = psi", ["gpsi = g"]
-    if op == "mul":
-        return f"w = psi * {factor}", [f"gpsi = g * {factor}", "gf = g * psi"]
-    return f"w = psi / {factor}", [f"gpsi = g / {factor}", f"gf = -g * w / {factor}"]
-
-
 def _generate(p: Plan) -> tuple[str, dict[str, tuple[str, ...]]]:
     out = Block()
     gen = _Generator(p)
-    gen.forward(out)
-    if p.sink[0] != "values":
-        (gen.column_strategy if p.strategy == "column" else gen.row_strategy)(out)
+    gen.write(out)
     return HEADER + "\n\n" + "\n".join(out.lines) + "\n", gen.arguments
 
 

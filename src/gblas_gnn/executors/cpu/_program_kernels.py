@@ -15,7 +15,10 @@ Kernels of a module (argument lists in :class:`Layout`):
   :mod:`~gblas_gnn.compose.plan`.
 
 Each in a parallel and a ``_serial`` variant (:func:`kernel` picks by the work);
-few, phase-parameterised kernels keep the compilation of a new formulation to seconds.
+few, phase-parameterised kernels keep the compilation of a new formulation to seconds. The
+skeleton of the passes is shared with the cuda generator
+(:class:`gblas_gnn.compose.kernel_source.ProgramSource`); this module writes the cpu's loops
+(``prange`` over rows or columns), the prefetches and the sinks.
 
 Every loop runs over rows or over columns (``prange``), so no kernel needs atomics and the
 results are bitwise reproducible; the k-loops follow the rules measured for the hand-written
@@ -26,17 +29,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from ...compose.kernel_args import ArrayLeaves as _Read
 from ...compose.kernel_args import Layout
 from ...compose.kernel_cache import cache_dir as _cache_dir
 from ...compose.kernel_cache import load_module
 from ...compose.kernel_cache import signature_key as _signature_key
+from ...compose.kernel_source import ProgramSource, column_edge
 from ...compose.plan import Plan
 from ...compose.plan import head_index as _head_index
 from ...compose.plan import leaf_kinds as _leaf_kinds
-from ...compose.scalar import Block, EdgeCode, Scope, literal
+from ...compose.scalar import Block, Scope
 
 __all__ = ["Layout", "kernels", "kernel", "source", "cache_dir", "GENERATOR_VERSION",
            "SERIAL_WORK_BELOW", "serial"]
@@ -104,31 +106,21 @@ def _leaf_slots(p: Plan, start: int, kind: str) -> set[int]:
     return slots
 
 
-class _Generator:
-    """Writes the source of one module (see the module docstring)."""
+class _Generator(ProgramSource):
+    """Writes the source of one module (see the module docstring): a ``prange`` over rows or
+    columns, per-edge buffers edge-major ``[p, head]``."""
+
+    exp = "exp_nonpositive"
 
     def __init__(self, p: Plan, serial: bool = False):
-        self.p = p
+        super().__init__(p)
         self.decorator, self.suffix = (_SERIAL, "_serial") if serial else (_PARALLEL, "")
-        self.s = p.structure
-        self.ops = self.s.ops
-        self.dtype = np.dtype(self.s.dtype)
-        self.layout = Layout.of(p)
-        self.zero = literal(0.0, self.dtype)
-        self.one = literal(1.0, self.dtype)
-        self.H = "H"                 # the root's heads, read from an array in each kernel
-        self.aggr = p.aggr
-        self.sink = p.sink
+        self.neg_inf = f"np.{self.dtype.name}(-np.inf)"
 
     # ------------------------------------------------------------------ helpers
-    def _lit_inf(self, sign: int) -> str:
-        name = "np.float32" if self.dtype == np.float32 else "np.float64"
-        return f"{name}({'-' if sign < 0 else ''}np.inf)"
 
-    def code(self, accumulate: set[str] = frozenset()) -> EdgeCode:
-        code = EdgeCode(self.s, _Read(self.p, set(accumulate)))
-        code.cut = set(self.p.softmaxes)
-        return code
+    def leaves(self, accumulate: set[str], together: bool) -> _Read:
+        return _Read(self.p, accumulate)       # one thread runs an item: always "together"
 
     def _args(self, *extra: str) -> str:
         return ", ".join(("indptr", "indices", "colptr", "perm", "crow", "rid", "cid", "AV",
@@ -143,14 +135,14 @@ class _Generator:
         body.emit(f"H = {self.code().size(r, 0) if self.ops[r].trail else 1}")
         return body
 
-    def _rows_loop(self, body: Block) -> Block:
+    def _rows(self, body: Block) -> Block:
         body.emit("for i in nb.prange(indptr.shape[0] - 1):")
         row = body.nested()
         row.emit("lo = indptr[i]")
         row.emit("hi = indptr[i + 1]")
         return row
 
-    def _edges(self, row: Block) -> Block:
+    def _edges(self, row: Block, lanes: bool = False) -> Block:
         row.emit("for p in range(lo, hi):")
         e = row.nested()
         e.emit("j = indices[p]")
@@ -206,51 +198,7 @@ class _Generator:
         e.emit("if hk == 0:")
         self._prefetch_rows(e.nested(), "col", "p")
 
-    def _scores(self, row: Block, k: int, with_max: bool) -> None:
-        """Stage ``k``'s input at every edge of the row into ``S<k>`` (and its maximum)."""
-        x = self.ops[k].inputs[0]
-        hk = "hk"
-        row.emit(f"for hk in range(S{k}.shape[1]):")
-        head = row.nested()
-        if with_max:
-            head.emit(f"m = {self._lit_inf(-1)}")
-        e = self._edges(head)
-        self._prefetch(e, k)
-        v = self.code().value(e, Scope(), x, _head_index(self.p, k, hk))
-        e.emit(f"S{k}[p, hk] = {v}")
-        if with_max:
-            e.emit(f"if {v} > m:")
-            e.nested().emit(f"m = {v}")
-            head.emit(f"RM{k}[hk, i] = m")
-
-    def _exp(self, row: Block, k: int, local_max: bool) -> None:
-        """``S<k> = exp(S<k> − max)`` and its row sum (``RS<k>``)."""
-        row.emit(f"for hk in range(S{k}.shape[1]):")
-        head = row.nested()
-        head.emit(f"m = RM{k}[hk, i]")
-        head.emit(f"tot = {self.zero}")
-        head.emit("for p in range(lo, hi):")
-        e = head.nested()
-        e.emit(f"v = exp_nonpositive(S{k}[p, hk] - m)")
-        e.emit(f"S{k}[p, hk] = v")
-        e.emit("tot += v")
-        head.emit(f"RS{k}[hk, i] = tot")
-
-    def _norm(self, row: Block, k: int) -> None:
-        row.emit(f"for hk in range(S{k}.shape[1]):")
-        head = row.nested()
-        head.emit("if hi > lo:")
-        body = head.nested()
-        body.emit(f"inv = {self.one} / RS{k}[hk, i]")
-        body.emit("for p in range(lo, hi):")
-        body.nested().emit(f"S{k}[p, hk] *= inv")
-
-    def _root(self, e: Block) -> str:
-        r = self.s.root
-        return self.code().value(e, Scope(), r, _head_index(self.p, r, "hh"))
-
     def _final(self, row: Block) -> None:
-        """The root at every edge of the row and the sink."""
         kind = self.sink[0]
         row.emit(f"for hh in range({self.H}):")
         head = row.nested()
@@ -324,76 +272,28 @@ class _Generator:
             extra = ("ARG",)
         return ("Z", *extra)
 
-    def _phase(self, row: Block, number: int) -> Block:
-        """The code of one phase of a row pass: all of them in order (``phase < 0``) on one
-        process; one at a time on a grid, which completes a row between them."""
-        row.emit(f"if phase < 0 or phase == {number}:")
-        return row.nested()
-
-    def forward(self, out: Block) -> None:
-        """The row pass: per softmax ``k`` (the ``m``-th) the phases ``3m`` (scores and
-        local max), ``3m + 1`` (exp and local sum), ``3m + 2`` (normalisation), then the
-        root and the sink (phase ``3·stages``)."""
-        stats = tuple(f"{n}{k}" for k in self.p.softmaxes for n in ("RM", "RS"))
-        body = self._def(out, "forward", *self._sink_args(), *stats, "phase")
+    def _forward_setup(self, body: Block) -> None:
         if self.sink[0] == "aggregate":
             self._messages_apart(body)
-        row = self._rows_loop(body)
-        for m, k in enumerate(self.p.softmaxes):
-            self._scores(self._phase(row, 3 * m), k, with_max=True)
-            self._exp(self._phase(row, 3 * m + 1), k, local_max=True)
-            self._norm(self._phase(row, 3 * m + 2), k)
-        self._final(self._phase(row, 3 * len(self.p.softmaxes)))
-        out.emit("")
 
     # ------------------------------------------------------------------ backward pieces
-    def _stage_input(self, k: int) -> int:
-        return self.ops[k].inputs[0]
-
-    def _cols_loop(self, body: Block) -> Block:
+    def _cols(self, body: Block) -> Block:
         body.emit("for j in nb.prange(colptr.shape[0] - 1):")
         return body.nested()
 
-    def _col_edges(self, col: Block) -> Block:
-        col.emit("for q in range(colptr[j], colptr[j + 1]):")
-        e = col.nested()
-        e.emit("i = crow[q]")
-        e.emit("p = perm[q]")
-        return e
-
-    def _grads(self, kinds: set[str]) -> tuple[str, ...]:
-        p = self.p
-        out = []
-        if "row" in kinds:
-            out += [f"dR{s}" for s in p.rows]
-        if "col" in kinds:
-            out += [f"dC{s}" for s in p.cols]
-        if "param" in kinds:
-            out += [f"dP{s}" for s in p.params]
-        return tuple(out)
-
-    def _seeds(self, e: Block, seeds: dict, kinds: set[str]) -> None:
-        """The reverse mode at one edge from ``seeds``, accumulating ``kinds``."""
-        self.code(kinds).reverse(e, Scope(), seeds)
-
-    def _factor_kinds(self) -> set[str]:
-        return _leaf_kinds(self.p, self.p.factor) if self.p.factor is not None else set()
-
-    def column_strategy(self, out: Block) -> None:
-        """Strategy ``"column"``: the column pass and the light row pass."""
-        p = self.p
-        x = self._stage_input(p.softmax)
-        kinds = _leaf_kinds(p, x) | self._factor_kinds()
-        hv = _head_index(p, self.s.root, "hh")
-        body = self._def(out, "column_pass", "dZ", "T", "dX", "EB", "GF",
-                         *self._grads({"col"}))
-        col = self._cols_loop(body)
+    def _zero_messages(self, col: Block) -> None:
         col.emit(f"for hh in range({self.H}):")
         z = col.nested()
         z.emit("dxj = dX[j, hh]")
         z.emit("for c in range(dxj.shape[0]):")
         z.nested().emit(f"dxj[c] = {self.zero}")
-        e = self._col_edges(col)
+
+    def column_strategy(self, out: Block) -> None:
+        p = self.p
+        x = self._stage_input(p.softmax)
+        kinds = _leaf_kinds(p, x) | self._factor_kinds()
+        hv = _head_index(p, self.s.root, "hh")
+        e = self._column_pass_edges(out)
         self._prefetch_rows(e, "row", "q")
         # Ψ of the edge ahead, read and written at its CSR slot (a random line), with one
         # head too: the GAT and AGNN column passes at M took 70 → 58 and 105 → 84 ms on one
@@ -409,17 +309,9 @@ class _Generator:
         factor = None
         if p.factor is not None:
             factor = self.code().value(h, Scope(), p.factor, hv)
-        if factor is None:
-            h.emit("w = psi")
-            h.emit("gpsi = g")
-        elif p.factor_op == "mul":
-            h.emit(f"w = psi * {factor}")
-            h.emit(f"gpsi = g * {factor}")
-            h.emit("gf = g * psi")
-        else:
-            h.emit(f"w = psi / {factor}")
-            h.emit(f"gpsi = g / {factor}")
-            h.emit(f"gf = -g * w / {factor}")
+        weight, cotangents = column_edge(factor, p.factor_op)
+        for line in (weight, *cotangents):
+            h.emit(line)
         h.emit("_axpy(dX[j, hh], w, dzi)")
         h.emit("eb = psi * (gpsi - T[i, hh])")
         if _leaf_kinds(p, x) & {"row", "param"}:
@@ -427,13 +319,10 @@ class _Generator:
         if factor is not None and self._factor_kinds() & {"row", "param"}:
             h.emit("GF[p, hh] = gf")
         if "col" in kinds:
-            seeds = {(x, hv): "eb"}
-            if factor is not None:
-                seeds[(p.factor, hv)] = "gf"
-            self._seeds(h, seeds, {"col"})
+            self._column_seeds(h, x, hv, factor)
         out.emit("")
         body = self._def(out, "column_rows", "EB", "GF", *self._grads({"row", "param"}))
-        row = self._rows_loop(body)
+        row = self._rows(body)
         e = self._edges(row)
         self._prefetch_rows(e, "col", "p", messages=False)
         e.emit(f"for hh in range({self.H}):")
@@ -449,100 +338,8 @@ class _Generator:
             h.emit("pass")
         out.emit("")
 
-    def _row_buffers(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        stage_bufs = tuple(f"{n}{k}" for k in self.p.softmaxes for n in ("GS", "EB"))
-        extra = self._sink_args()[1:] if self.sink[0] == "aggregate" else ()
-        return stage_bufs, extra
-
-    def _row_root(self, row: Block) -> None:
-        """Row pass, first part: zero the softmax cotangents, the root's cotangent at every
-        edge, and the reverse mode of the last stage (into what is read by target, the
-        parameters and the softmax cotangents ``GS``)."""
-        p, r = self.p, self.s.root
-        hv = _head_index(p, r, "hh")
-        for k in p.softmaxes:
-            row.emit(f"for hk in range(GS{k}.shape[1]):")
-            row.nested().emit("for p in range(lo, hi):")
-            row.nested().nested().emit(f"GS{k}[p, hk] = {self.zero}")
-        row.emit(f"for hh in range({self.H}):")
-        self._root_cotangent(row.nested())
-        e = self._edges(row)
-        e.emit(f"for hh in range({self.H}):")
-        h = e.nested()
-        if self.sink[0] == "spmm_t":
-            h.emit(f"_axpy(dXr[i, hh], {self._root(h)}, dZ[j, hh])")
-        self._seeds(h, {(r, hv): "GB[p, hh]"}, {"row", "param", "softmax"})
-
-    def _row_t(self, row: Block, k: int) -> None:
-        """``T<k>[hk, i] = Σ_p Ψ ⊙ GS`` over the row (a grid completes it by rows)."""
-        row.emit(f"for hk in range(S{k}.shape[1]):")
-        hk = row.nested()
-        hk.emit(f"t = {self.zero}")
-        hk.emit("for p in range(lo, hi):")
-        hk.nested().emit(f"t += S{k}[p, hk] * GS{k}[p, hk]")
-        hk.emit(f"T{k}[hk, i] = t")
-
-    def _row_stage(self, row: Block, k: int) -> None:
-        """The softmax backward of stage ``k`` (``EB = Ψ ⊙ (GS − rep(T))``) and the reverse
-        mode of its input."""
-        p = self.p
-        x = self._stage_input(k)
-        row.emit(f"for hk in range(S{k}.shape[1]):")
-        hk = row.nested()
-        hk.emit(f"t = T{k}[hk, i]")
-        hk.emit("for p in range(lo, hi):")
-        hk.nested().emit(f"EB{k}[p, hk] = S{k}[p, hk] * (GS{k}[p, hk] - t)")
-        if _leaf_kinds(p, x) & {"row", "param", "softmax"}:
-            e = self._edges(row)
-            e.emit(f"for hk in range(S{k}.shape[1]):")
-            self._seeds(e.nested(), {(x, _head_index(p, k, "hk")): f"EB{k}[p, hk]"},
-                        {"row", "param", "softmax"})
-
-    def row_strategy(self, out: Block) -> None:
-        """Strategy ``"row"``: the row pass through every stage — phase 0 the root and the
-        last stage, then per softmax (in reverse) ``1 + 2r`` its row term ``T`` and
-        ``2 + 2r`` its backward — and the column pass."""
-        p = self.p
-        stage_bufs, extra = self._row_buffers()
-        ts = tuple(f"T{k}" for k in p.softmaxes)
-        grads = self._grads({"row", "param"})
-        common = ("dZ", "GB", "Z", *stage_bufs, *extra, *ts, "dXr", *grads, "phase")
-        row = self._rows_loop(self._def(out, "row_pass", *common))
-        self._row_root(self._phase(row, 0))
-        for r, k in enumerate(reversed(p.softmaxes)):
-            self._row_t(self._phase(row, 1 + 2 * r), k)
-            self._row_stage(self._phase(row, 2 + 2 * r), k)
-        out.emit("")
-        self._row_columns(out, stage_bufs, extra)
-
-    def _row_columns(self, out: Block, stage_bufs, extra) -> None:
-        p, r = self.p, self.s.root
-        hv = _head_index(p, r, "hh")
-        body = self._def(out, "row_columns", "dZ", "GB", "Z", *stage_bufs, *extra, "dX",
-                         *self._grads({"col"}))
-        col = self._cols_loop(body)
-        messages = self.sink[0] == "aggregate"
-        if messages:
-            col.emit(f"for hh in range({self.H}):")
-            z = col.nested()
-            z.emit("dxj = dX[j, hh]")
-            z.emit("for c in range(dxj.shape[0]):")
-            z.nested().emit(f"dxj[c] = {self.zero}")
-        e = self._col_edges(col)
-        e.emit(f"for hh in range({self.H}):")
-        h = e.nested()
-        h.emit("pass")
-        if messages:
-            self._message_gradient(h)
-        if "col" in _leaf_kinds(p, r):
-            self._seeds(h, {(r, hv): "GB[p, hh]"}, {"col"})
-        for k in p.softmaxes:
-            x = self._stage_input(k)
-            if "col" in _leaf_kinds(p, x):
-                e.emit(f"for hk in range(S{k}.shape[1]):")
-                self._seeds(e.nested(), {(x, _head_index(p, k, "hk")): f"EB{k}[p, hk]"},
-                            {"col"})
-        out.emit("")
+    def _transposed_messages(self, h: Block) -> None:
+        h.emit(f"_axpy(dXr[i, hh], {self._root(h)}, dZ[j, hh])")
 
     def _root_cotangent(self, head: Block) -> None:
         """``GB[p, hh]``: the cotangent of the root at every edge of row ``i`` from the
@@ -599,7 +396,6 @@ class _Generator:
                         "GB[q, hh] += dZ[i, hh, c] * X[indices[q], hh, c]")
 
     def _message_gradient(self, h: Block) -> None:
-        """``dX[j]`` from the edge ``(i, j)`` in the column pass."""
         aggr = self.aggr
         w = self._root(h)
         if aggr in ("sum", "mean", "plus_times"):
@@ -623,10 +419,7 @@ def source(p: Plan) -> str:
     """The module source of a plan's kernels (each in a parallel and a serial variant)."""
     out = Block()
     for serial in (False, True):
-        gen = _Generator(p, serial)
-        gen.forward(out)
-        if p.sink[0] != "values":
-            (gen.column_strategy if p.strategy == "column" else gen.row_strategy)(out)
+        _Generator(p, serial).write(out)
     return _HEADER + "\n\n" + "\n".join(out.lines) + "\n"
 
 
