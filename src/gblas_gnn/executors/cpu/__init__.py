@@ -3,7 +3,7 @@
 The class is :class:`~.executor.CPUExecutor` (module :mod:`.executor`); this package
 re-exports it. Modules: :mod:`.executor` (the executor), :mod:`._gbio` (moving arrays in and
 out of GraphBLAS), :mod:`.semiring_lowering` (how each semiring runs here), :mod:`._spmm` (the
-``plus_times`` products), :mod:`._minmax_kernels`, :mod:`._argext`, :mod:`._spmm_kernels`,
+``plus_times`` products), :mod:`._minmax_kernels`, :mod:`._spmm_kernels`,
 :mod:`._dense_kernels`, :mod:`._kernel_primitives` and :mod:`._random_kernels` (the numba
 kernels), :mod:`._program_kernels` (the kernels generated from edge programs: every
 attention layer, every composition) and :mod:`.programs` (their runtime; public, as the

@@ -5,14 +5,10 @@
 * dense ``Z`` out: ``Matrix.ss.unpack("fullr")`` of a matrix we created (zero-copy);
 * CSR buffers of ``S`` for the numba kernels: ``S.ss.unpack("csr")`` and a
   ``pack_csr(..., take_ownership=True)`` back in a ``finally`` (both ~0 ms, no copy)
-  when ``S`` is stored as CSR, else an exported copy (:func:`csr_view`,
-  :func:`csr_buffers`).
+  when ``S`` is stored as CSR, else an exported copy (:func:`csr_view`).
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import graphblas as gb
 import numpy as np
@@ -22,7 +18,6 @@ from ..patterns import csr_arrays, csr_view
 
 __all__ = [
     "csr_arrays",
-    "csr_buffers",
     "csr_view",
     "dense_in",
     "full_out",
@@ -59,20 +54,6 @@ def full_out(Z: Matrix, dtype: np.dtype) -> np.ndarray:
     if info["is_iso"]:
         return np.full((Z.nrows, Z.ncols), values.reshape(-1)[0], dtype=dtype)
     return values.reshape(Z.nrows, Z.ncols)
-
-
-@contextmanager
-def csr_buffers(S: Matrix, dtype: np.dtype | None = None) -> Iterator[tuple]:
-    """CSR arrays ``(indptr, indices, values)`` of ``S`` for the duration of a block
-    (:func:`csr_view`, the same rules), with the values of an iso-valued ``S`` expanded and
-    cast to ``dtype`` when given (a copy only if it differs)."""
-    with csr_view(S) as (indptr, indices, values, is_iso):
-        if is_iso:
-            fill = values.reshape(-1)[0] if values.size else 0
-            values = np.full(indices.size, fill, dtype=values.dtype)
-        if dtype is not None:
-            values = values.astype(dtype, copy=False)
-        yield indptr, indices, values
 
 
 def _operand(S: Matrix, transpose: bool):

@@ -1,100 +1,196 @@
-"""Numba kernels over CSR buffers: the fast lowerings of the tropical semirings.
+r"""Numba kernels over CSR buffers for max/min: the tropical semirings' products and the
+max/min aggregation of weighted messages with its backward.
 
-SuiteSparse from PyPI has its JIT off; ``max_plus``, ``max_times`` and
-``min_times`` run "generic" kernels, and ``min_plus`` runs a factory
-``saxpy5`` kernel that is still 6-10x slower than the ``plus_times`` one for
-SpMM into a dense result (measured; see :mod:`gblas_gnn.semirings`).  These
-kernels compute exactly the same thing over the very same CSR buffers of ``S``:
+SuiteSparse from PyPI has its JIT off; ``max_plus``, ``max_times`` and ``min_times`` run
+"generic" kernels, and ``min_plus`` runs a factory ``saxpy5`` kernel that is still 6–10×
+slower than the ``plus_times`` one into a dense result (see
+:mod:`gblas_gnn.executors.cpu.semiring_lowering`). :func:`extreme_rows` computes the same
+thing over the very same buffers in one pass over the rows,
 
 .. math::
 
-    Z_{i,c} = \\bigoplus_{p \\in \\mathrm{row}(i)} S_p \\otimes H_{\\mathrm{col}(p), c},
-    \\qquad Z_{i,:} = 0 \\text{ for an empty row } i,
+    Z_{i,c} = \bigoplus_{p \in \mathrm{row}(i)} S_p \otimes X_{\mathrm{idx}[p], c},
+    \qquad
+    A_{i,c} = \min \{\, p \in \mathrm{row}(i) : S_p \otimes X_{\mathrm{idx}[p], c} = Z_{i,c} \,\},
+    \qquad Z_{i,:} = 0,\ A_{i,:} = -1 \text{ for an empty row } i,
 
-with ``⊕ ∈ {min, max}`` and ``⊗ ∈ {+, ×}``.  The accumulation runs along the
-stored entries of a row in storage order; the ``k`` feature columns are ``k``
-independent accumulators (the inner loop vectorises).  No ``fastmath``: each
-``s ⊗ h`` is the correctly rounded IEEE result, and min/max are exact, so the
-result is bitwise identical to the GraphBLAS general form.
+with ``⊕ ∈ {min, max}``, ``⊗ ∈ {+, ×}`` and, when a backward needs it, the winner ``A``
+(CSR position; ties to the first stored entry, the lowest source id, since a row's columns
+ascend). The backward of the aggregation routes the cotangent ``G`` to the winners:
+
+.. math::
+
+    \bar S_p = \sum_c [A_{i,c} = p]\, G_{i,c} X_{\mathrm{idx}[p], c}, \qquad
+    \bar X_{j,c} = \sum_i [\mathrm{idx}[A_{i,c}] = j]\, G_{i,c} S_{A_{i,c}}
+    \quad (\otimes = \times;\ \text{without the factor } S \text{ for } \otimes = +).
+
+Exactness: ``min`` is computed as ``−max(−v)`` (negation is exact in IEEE arithmetic, so
+this is bit for bit the ``min`` with the same ties), the comparison is strict and the first
+entry of a row starts it; no ``fastmath``. So a NaN message is kept only when it comes first
+in its row, as before, and the result is bitwise that of the GraphBLAS general form.
 """
 
 from __future__ import annotations
 
+import numba
+import numba as nb
 import numpy as np
-from numba import njit, prange
+
+from ..alignment import aligned_empty
+from ..patterns import CSRPattern, index_dtype
+from ._kernel_primitives import prefetch_row
+from ._spmm_kernels import prefetch_distance
+
+__all__ = ["extreme_rows", "run_extreme", "run_spmm_minmax", "winner_edges",
+           "winner_features", "feature_blocks"]
 
 
-@njit(parallel=True, cache=True)
-def spmm_minmax(indptr, indices, data, H, out, is_max, is_times):  # pragma: no cover (numba)
-    """``out[i, :] = ⊕_p data[p] ⊗ H[indices[p], :]`` over row ``i``; empty rows give 0.
+@nb.njit(parallel=True, cache=True)
+def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead, out,
+                 arg):  # pragma: no cover (numba)
+    """``out[i, c] = sign · max_p sign · (w_p ⊗ X[indices[p], c])`` over row ``i`` (0 for an
+    empty row), with ``arg[i, c]`` the first ``p`` reaching it (−1 for an empty row).
 
     Parameters
     ----------
-    indptr, indices : int64 arrays
-        CSR structure of ``S`` (``S.nrows + 1`` and ``nnz`` entries).
-    data : float array, same dtype as ``H``
-        CSR values of ``S``.
-    H : (S.ncols, k) C-contiguous float array
-    out : (S.nrows, k) float array, written completely
-    is_max : bool
-        ``⊕ = max`` if true, else ``⊕ = min``.
+    bounds : int64 array
+        Chunks of rows (:func:`..patterns.balanced_bounds`); call under
+        ``numba.parallel_chunksize(1)``.
+    indptr, indices : CSR structure (int32 or int64 indices).
+    values : float array of ``X``'s dtype; ``w_p = values[0]`` when ``iso`` else
+        ``values[p]``.
+    X : (ncols, k) C-contiguous float array.
+    sign : scalar of ``X``'s dtype
+        ``1`` for max, ``−1`` for min.
     is_times : bool
         ``⊗ = ×`` if true, else ``⊗ = +``.
+    ahead : int
+        Entries ahead whose row of ``X`` is prefetched.
+    out : (nrows, k) float array, written completely.
+    arg : (nrows, k) int array, or None (then no winner is recorded: numba compiles the
+        kernel without it).
     """
-    n = indptr.size - 1
-    k = H.shape[1]
-    for i in prange(n):
-        p0 = indptr[i]
-        p1 = indptr[i + 1]
-        if p0 == p1:
-            for c in range(k):
-                out[i, c] = 0
-            continue
-        s = data[p0]
-        j = indices[p0]
-        if is_times:
-            for c in range(k):
-                out[i, c] = s * H[j, c]
-        else:
-            for c in range(k):
-                out[i, c] = s + H[j, c]
-        for p in range(p0 + 1, p1):
-            s = data[p]
-            j = indices[p]
-            if is_times:
-                if is_max:
-                    for c in range(k):
-                        v = s * H[j, c]
-                        o = out[i, c]
-                        out[i, c] = v if v > o else o
-                else:
-                    for c in range(k):
-                        v = s * H[j, c]
-                        o = out[i, c]
-                        out[i, c] = v if v < o else o
-            else:
-                if is_max:
-                    for c in range(k):
-                        v = s + H[j, c]
-                        o = out[i, c]
-                        out[i, c] = v if v > o else o
-                else:
-                    for c in range(k):
-                        v = s + H[j, c]
-                        o = out[i, c]
-                        out[i, c] = v if v < o else o
+    last = max(indices.shape[0] - 1, 0)
+    for t in nb.prange(bounds.shape[0] - 1):
+        for i in range(bounds[t], bounds[t + 1]):
+            oi = out[i]
+            lo = indptr[i]
+            hi = indptr[i + 1]
+            if arg is not None:
+                ai = arg[i]
+                for c in range(ai.shape[0]):
+                    ai[c] = lo if hi > lo else -1
+            if hi == lo:
+                for c in range(oi.shape[0]):
+                    oi[c] = 0
+                continue
+            w = values[0] if iso else values[lo]
+            xj = X[indices[lo]]
+            for c in range(oi.shape[0]):
+                oi[c] = sign * (w * xj[c] if is_times else w + xj[c])
+            for p in range(lo + 1, hi):
+                prefetch_row(X[indices[min(p + ahead, last)]])
+                w = values[0] if iso else values[p]
+                xj = X[indices[p]]
+                for c in range(oi.shape[0]):
+                    v = sign * (w * xj[c] if is_times else w + xj[c])
+                    take = v > oi[c]
+                    oi[c] = v if take else oi[c]
+                    if arg is not None:
+                        ai[c] = p if take else ai[c]
+            if sign < 0:
+                for c in range(oi.shape[0]):
+                    oi[c] = -oi[c]
 
 
-def run_spmm_minmax(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    H: np.ndarray,
-    *,
-    is_max: bool,
-    is_times: bool,
-) -> np.ndarray:
-    """Allocate the output and run :func:`spmm_minmax` (argument normalisation only)."""
-    out = np.empty((indptr.size - 1, H.shape[1]), dtype=H.dtype)
-    spmm_minmax(indptr, indices, data, H, out, bool(is_max), bool(is_times))
-    return out
+def run_extreme(pattern: CSRPattern, values: np.ndarray, iso: bool, X: np.ndarray, *,
+                is_max: bool, is_times: bool = True, with_arg: bool = False
+                ) -> tuple[np.ndarray, np.ndarray | None]:
+    r"""``(Z, A)`` of :func:`extreme_rows` over a cached pattern: :math:`Z_{i,c} =
+    \max_p / \min_p\ w_p \otimes X_{\mathrm{idx}[p], c}` and, with ``with_arg``, the winners
+    ``A`` (int32 CSR positions when they fit, −1 for an empty row), else ``A = None``.
+
+    Parameters
+    ----------
+    pattern : the CSR index buffers of ``S`` (:class:`~..patterns.CSRPattern`).
+    values : ``S``'s values in CSR order (one value when ``iso``); cast to ``X``'s dtype.
+    iso : whether one value stands for every entry.
+    X : (pattern.ncols, k) C-contiguous float32 or float64 array.
+    is_max, is_times : ``⊕ = max`` (else min), ``⊗ = ×`` (else +).
+    with_arg : record the winners.
+    """
+    dt = X.dtype
+    out = aligned_empty((pattern.nrows, X.shape[1]), dt)
+    arg = np.empty(out.shape, index_dtype(pattern.nnz)) if with_arg else None
+    with numba.parallel_chunksize(1):       # dynamic: one chunk of rows at a time
+        extreme_rows(pattern.chunks, pattern.indptr, pattern.indices,
+                     values.astype(dt, copy=False), bool(iso), X,
+                     dt.type(1 if is_max else -1), bool(is_times),
+                     prefetch_distance(X.shape[1] * dt.itemsize), out, arg)
+    return out, arg
+
+
+def run_spmm_minmax(pattern: CSRPattern, values: np.ndarray, iso: bool, X: np.ndarray, *,
+                    is_max: bool, is_times: bool) -> np.ndarray:
+    """``Z = S ⊕.⊗ X`` over ``(min|max, +|×)`` (:func:`run_extreme` without winners): the
+    semirings' fast lowering."""
+    return run_extreme(pattern, values, iso, X, is_max=is_max, is_times=is_times)[0]
+
+
+@nb.njit(parallel=True, cache=True)
+def winner_edges(indptr, indices, arg, X, G, out):  # pragma: no cover (numba)
+    r"""``out[p] = Σ_c [arg[i, c] = p] G[i, c] X[indices[p], c]`` for the entries ``p`` of
+    every row ``i`` (:math:`\bar S` of ``⊗ = ×``; a row owns its entries: race free)."""
+    for i in nb.prange(indptr.shape[0] - 1):
+        for p in range(indptr[i], indptr[i + 1]):
+            out[p] = 0
+        ai = arg[i]
+        for c in range(ai.shape[0]):
+            p = ai[c]
+            if p >= 0:
+                out[p] += G[i, c] * X[indices[p], c]
+
+
+@nb.njit(parallel=True, cache=True)
+def winner_features(blocks, indices, weights, width, arg, G, out):  # pragma: no cover (numba)
+    r"""``out[indices[p], c] += G[i, c] · weights[p, c // width]`` (or ``+= G[i, c]`` when
+    ``weights`` is None: ``⊗ = +``) for every ``p = arg[i, c] ≥ 0``: :math:`\bar X` of the
+    max/min aggregation; ``out`` is zeroed by the caller.
+
+    Parameters
+    ----------
+    blocks : int64 array
+        Column ranges ``blocks[b] … blocks[b+1]`` (:func:`feature_blocks`), one per thread
+        at a time.
+    indices : the CSR column indices of the pattern.
+    weights : (nnz, heads) array of ``G``'s dtype, or None
+        The weight of every entry per head (``heads · width`` = ``G.shape[1]``).
+    width : int
+        Features per head.
+    arg, G : (nrows, heads · width) winners and cotangents.
+    out : (ncols, heads · width) array.
+
+    Two threads never write the same element (no atomics), and every element is
+    accumulated in row order, so the result is the same for any thread count.
+    """
+    for b in nb.prange(blocks.shape[0] - 1):
+        c0 = blocks[b]
+        c1 = blocks[b + 1]
+        for i in range(arg.shape[0]):
+            ai = arg[i]
+            gi = G[i]
+            for c in range(c0, c1):
+                p = ai[c]
+                if p >= 0:
+                    if weights is None:
+                        out[indices[p], c] += gi[c]
+                    else:
+                        out[indices[p], c] += gi[c] * weights[p, c // width]
+
+
+def feature_blocks(k: int, itemsize: int) -> np.ndarray:
+    """Column boundaries for :func:`winner_features`: ranges of one cache line (64 bytes) of
+    features each, so that two threads writing neighbouring ranges of a 64-byte aligned row
+    never share a line."""
+    width = max(1, 64 // itemsize)
+    return np.append(np.arange(0, k, width, dtype=np.int64), np.int64(k))

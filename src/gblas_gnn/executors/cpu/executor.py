@@ -20,8 +20,9 @@ from graphblas import binary, monoid, semiring, unary
 from ..alignment import aligned_empty
 from ..base import Executor
 from ..contexts import ArgExtremeContext
-from ..patterns import CSRPattern, MatrixCache, csr_of, graphblas_of
-from . import _argext, _dense_kernels, _gbio, _random_kernels, _spmm, programs
+from ..patterns import CSRPattern, MatrixCache, csr_of, csr_view, graphblas_of
+from . import _dense_kernels, _gbio, _random_kernels, _spmm, programs
+from . import _minmax_kernels as _minmax
 from . import semiring_lowering as _lowering
 from ._spmm import CSCOperand
 
@@ -239,27 +240,37 @@ class CPUExecutor(Executor):
         return np.maximum(_gbio.vector_to_dense(cnt, dtype), dtype.type(1))
 
     def extreme_aggregate(self, S, H, is_max, keep_context):
-        # no factory kernel exists for max_times / min_times: a numba row kernel that also
-        # records the winner of every (row, feature)
-        indptr, indices, values = _gbio.csr_arrays(S)
-        values = values.astype(H.dtype)
-        Z, arg = _argext.argext_forward(indptr, indices, values, H, is_max)
-        if not keep_context:
-            return Z
-        return Z, ArgExtremeContext("max" if is_max else "min", S, H, indptr, indices, values,
-                                    arg)
+        # no factory kernel exists for max_times / min_times: one numba pass over the rows of
+        # S's cached int32 pattern, its values read in place, that records the winner of
+        # every (row, feature) only when a backward will need it (._minmax_kernels)
+        S = graphblas_of(S)             # a graph's adjacency pattern: its matrix
+        pattern = self._patterns.get(S)
+        H = _spmm.check_features(H, pattern.ncols, "aggregate")
+        with csr_view(S) as (_, _, values, iso):
+            Z, arg = _minmax.run_extreme(pattern, values, iso, H, is_max=is_max,
+                                         with_arg=keep_context)
+            if not keep_context:
+                return Z
+            # the backward reads the values after S has its buffers back: a copy of them
+            kept = np.full(pattern.nnz, values.reshape(-1)[0] if values.size else 0, H.dtype) \
+                if iso else values.astype(H.dtype)
+        return Z, ArgExtremeContext("max" if is_max else "min", S, H, pattern.indptr,
+                                    pattern.indices, kept, arg)
 
     def extreme_aggregate_backward(self, ctx: ArgExtremeContext, dZ, need_dS=True):
+        # dS: a row pass (each row owns its entries); dH: a scatter from the winners split
+        # by feature columns across threads (no two threads write one element)
+        dZ = np.ascontiguousarray(dZ, dtype=ctx.H.dtype)
         dS = None
         if need_dS:
             out = np.empty(ctx.indices.shape[0], dtype=ctx.H.dtype)
-            _argext.argext_backward_edges(ctx.indptr, ctx.indices, ctx.arg, ctx.H, dZ, out)
-            dS = gb.Matrix.ss.import_csr(nrows=ctx.S.nrows, ncols=ctx.S.ncols,
-                                         indptr=ctx.indptr.copy(),
-                                         col_indices=ctx.indices.copy(), values=out,
-                                         sorted_cols=True, take_ownership=True)
-        dH = _argext.argext_backward_features(ctx.indices, ctx.values, ctx.arg, dZ,
-                                              ctx.S.ncols)
+            _minmax.winner_edges(ctx.indptr, ctx.indices, ctx.arg, ctx.H, dZ, out)
+            dS = self.edge_from_values(ctx.S, out)
+        dH = aligned_empty((ctx.S.ncols, dZ.shape[1]), dZ.dtype)
+        dH.fill(0)
+        _minmax.winner_features(_minmax.feature_blocks(dZ.shape[1], dZ.itemsize),
+                                ctx.indices, ctx.values.reshape(-1, 1), max(dZ.shape[1], 1),
+                                ctx.arg, dZ, dH)
         return dS, dH
 
     # ------------------------------------------------------------------ random masks

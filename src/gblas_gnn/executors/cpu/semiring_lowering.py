@@ -46,6 +46,7 @@ from numba import types as nt
 from ...semirings import check_operands
 from . import _gbio
 from ._minmax_kernels import run_spmm_minmax
+from ._spmm import check_features
 
 __all__ = ["LOWERINGS", "PAIR32", "PAIR64", "gb_semiring", "inplace_lowering",
            "spmm_general"]
@@ -108,13 +109,15 @@ def _plus_times(ex, sr):
 
 
 def _minmax(ex, sr):
-    """``(min|max, +|×)`` through the numba CSR row kernel, on ``S`` or the cached ``Sᵀ``."""
+    """``(min|max, +|×)`` through the numba CSR row kernel over the executor's cached int32
+    pattern of ``S`` (or of the cached ``Sᵀ``), its values read in place."""
     is_max, is_times = sr.name.startswith("max"), sr.name.endswith("times")
 
     def run(S, H):
-        with _gbio.csr_buffers(S, H.dtype) as (indptr, indices, values):
-            return run_spmm_minmax(indptr, indices, values, H, is_max=is_max,
-                                   is_times=is_times)
+        pattern = ex.csr_pattern(S)
+        H = check_features(H, pattern.ncols, f"{sr.name} product")
+        with _gbio.csr_view(S) as (_, _, values, iso):
+            return run_spmm_minmax(pattern, values, iso, H, is_max=is_max, is_times=is_times)
 
     return run, lambda S, H: run(ex.transposed(S), H)
 
