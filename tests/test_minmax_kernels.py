@@ -71,13 +71,22 @@ def reference(vals, pat, X, is_max, is_times=True):
     return Z, win
 
 
-def run(S, X, is_max, is_times=True, with_arg=True, bounds=None):
+def run(S, X, is_max, is_times=True, with_arg=True, bounds=None, ahead=None):
+    """``(Z, arg, pattern)`` of the row kernel (``bounds``: other row chunks; ``ahead``: a
+    prefetch distance, else :func:`mk.run_extreme` picks it)."""
     pattern = CSRPattern(S)
     if bounds is not None:
         pattern._chunks = bounds
     with csr_view(S) as (_, _, values, iso):
-        Z, arg = mk.run_extreme(pattern, values, iso, X, is_max=is_max, is_times=is_times,
-                                with_arg=with_arg)
+        if ahead is None:
+            Z, arg = mk.run_extreme(pattern, values, iso, X, is_max=is_max,
+                                    is_times=is_times, with_arg=with_arg)
+            return Z, arg, pattern
+        Z = np.empty((pattern.nrows, X.shape[1]), X.dtype)
+        arg = np.empty(Z.shape, np.int32)
+        mk.extreme_rows(pattern.chunks, pattern.indptr, pattern.indices,
+                        values.astype(X.dtype), iso, X, X.dtype.type(1 if is_max else -1),
+                        is_times, ahead, Z, arg)
     return Z, arg, pattern
 
 
@@ -114,15 +123,18 @@ def test_row_kernel_equals_the_per_vertex_loop(spec, k, is_max, is_times):
 
 @seed(21)
 @SETTINGS
-@given(spec=graphs, k=st.integers(1, 9), is_max=st.booleans(), chunk=st.integers(1, 40))
-def test_row_kernel_does_not_depend_on_the_chunking(spec, k, is_max, chunk):
+@given(spec=graphs, k=st.integers(1, 9), is_max=st.booleans(), chunk=st.integers(1, 40),
+       ahead=st.integers(1, 9))
+def test_row_kernel_does_not_depend_on_the_chunking(spec, k, is_max, chunk, ahead):
+    """Nor on the prefetch distance (graphs this small get none from run_extreme)."""
     rng, n, m, edges, dtype, iso = spec
     S = random_matrix(rng, n, m, edges, dtype, iso=iso)
     X = rng.standard_normal((m, k)).astype(dtype)
     Z, arg, pattern = run(S, X, is_max)
-    Z2, arg2, _ = run(S, X, is_max, bounds=balanced_bounds(pattern.indptr, chunk))
-    np.testing.assert_array_equal(Z2, Z)
-    np.testing.assert_array_equal(arg2, arg)
+    for Z2, arg2, _ in (run(S, X, is_max, bounds=balanced_bounds(pattern.indptr, chunk)),
+                        run(S, X, is_max, ahead=ahead)):
+        np.testing.assert_array_equal(Z2, Z)
+        np.testing.assert_array_equal(arg2, arg)
     # random floats: the same values as numpy's, ties to the lowest source
     vals, pat = dense(S)
     Z_ref, _ = reference(vals, pat, X, is_max)
