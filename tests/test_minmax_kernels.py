@@ -187,7 +187,7 @@ def test_winner_gradients_equal_the_per_vertex_loop(spec, heads, width, is_max, 
     np.testing.assert_array_equal(got, dS)
     out = np.zeros((m, k), dtype)
     mk.winner_features(mk.feature_blocks(k, np.dtype(dtype).itemsize), pattern.indices,
-                       None if plus else W, width, arg, G, out)
+                       None if plus else W, np.repeat(np.arange(heads), width), arg, G, out)
     np.testing.assert_array_equal(out, dX)
 
 

@@ -269,8 +269,8 @@ class CPUExecutor(Executor):
         dH = aligned_empty((ctx.S.ncols, dZ.shape[1]), dZ.dtype)
         dH.fill(0)
         _minmax.winner_features(_minmax.feature_blocks(dZ.shape[1], dZ.itemsize),
-                                ctx.indices, ctx.values.reshape(-1, 1), max(dZ.shape[1], 1),
-                                ctx.arg, dZ, dH)
+                                ctx.indices, ctx.values.reshape(-1, 1),
+                                np.zeros(dZ.shape[1], np.int64), ctx.arg, dZ, dH)
         return dS, dH
 
     # ------------------------------------------------------------------ random masks
