@@ -186,16 +186,8 @@ def test_winner_gradients_equal_the_per_vertex_loop(spec, heads, width, is_max, 
     mk.winner_edges(pattern.indptr, pattern.indices, arg, X, G, got)
     np.testing.assert_array_equal(got, dS)
     out = np.zeros((m, k), dtype)
-    mk.winner_features(mk.feature_blocks(k, np.dtype(dtype).itemsize), pattern.indices,
-                       None if plus else W, np.repeat(np.arange(heads), width), arg, G, out)
+    mk.winner_features(pattern.indices, None if plus else W, width, arg, G, out)
     np.testing.assert_array_equal(out, dX)
-
-
-@pytest.mark.parametrize("k, itemsize", [(0, 4), (1, 4), (16, 4), (17, 4), (32, 8), (5, 8)])
-def test_feature_blocks_cover_the_columns_once_a_line_each(k, itemsize):
-    b = mk.feature_blocks(k, itemsize)
-    assert b[0] == 0 and b[-1] == k and (np.diff(b) > 0).all()
-    assert (np.diff(b)[:-1] * itemsize == 64).all()
 
 
 # ---------------------------------------------------------------------- the public paths

@@ -258,8 +258,7 @@ class CPUExecutor(Executor):
                                     pattern.indices, kept, arg)
 
     def extreme_aggregate_backward(self, ctx: ArgExtremeContext, dZ, need_dS=True):
-        # dS: a row pass (each row owns its entries); dH: a scatter from the winners split
-        # by feature columns across threads (no two threads write one element)
+        # dS: a row pass (each row owns its entries); dH: a scatter from the winners
         dZ = np.ascontiguousarray(dZ, dtype=ctx.H.dtype)
         dS = None
         if need_dS:
@@ -268,9 +267,8 @@ class CPUExecutor(Executor):
             dS = self.edge_from_values(ctx.S, out)
         dH = aligned_empty((ctx.S.ncols, dZ.shape[1]), dZ.dtype)
         dH.fill(0)
-        _minmax.winner_features(_minmax.feature_blocks(dZ.shape[1], dZ.itemsize),
-                                ctx.indices, ctx.values.reshape(-1, 1),
-                                np.zeros(dZ.shape[1], np.int64), ctx.arg, dZ, dH)
+        _minmax.winner_features(ctx.indices, ctx.values.reshape(-1, 1), max(dZ.shape[1], 1),
+                                ctx.arg, dZ, dH)
         return dS, dH
 
     # ------------------------------------------------------------------ random masks
