@@ -19,6 +19,14 @@ is skipped).
 The ``executor`` fixture is the executor under test (an instance). Tests marked ``cpu_only``
 check the cpu executor's own kernels or lowerings: they run once, on ``cpu``, and are skipped
 when it is not in the session.
+
+The session sets ``OMP_WAIT_POLICY=passive`` (unless the environment says otherwise) before
+any OpenMP runtime loads. One process holds two: SuiteSparse:GraphBLAS brings its own
+libgomp and numba's parallel kernels run on the system's. Spinning, the idle threads of one
+burn the cores the other needs; once the cpu executor's kernels have started numba's pool, the
+primitives executor's GraphBLAS calls in the same session ran up to 10× slower on this 2-core
+machine with another job running (``test_nn_gin.py`` and ``test_nn_gcn.py`` on both executors:
+35 s spinning, 6 s passive). The benchmark harness sets the same policy for the same reason.
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# before graphblas, numba or torch load their OpenMP runtimes (see the module docstring)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 TESTS = Path(__file__).resolve().parent
 # the benchmark harness (``bench/``, top level) is importable from the tests
