@@ -302,7 +302,7 @@ def test_memory_subcommand_measures_and_attributes_one_step(tmp_path, capsys):
     assert (tmp_path / "memory.md").read_text() == memory_markdown(r)
     assert "| 12 |" in capsys.readouterr().out
     results = Path(__file__).resolve().parents[1] / "bench" / "results"
-    for name in ("memory", "memory-baseline", "memory-grid", "memory-k24"):
+    for name in ("memory", "memory-baseline", "memory-grid", "memory-k24", "memory-k23-grid"):
         recorded = json.loads((results / f"{name}.json").read_text())
         assert memory_markdown(recorded) == (results / f"{name}.md").read_text(), name
 
