@@ -238,6 +238,26 @@ def test_the_column_strategy_with_heads(executor, aggr, factor):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize("aggr", ["sum", "mean"])
+def test_one_array_in_every_role_of_the_column_strategy(executor, aggr):
+    """AGNN's shape: one array X is the scores' rows by target and by source and the
+    messages (the cpu executor then sums the three cotangents into one buffer in its
+    kernels); its gradient, and a second input's through a factor, against the reference."""
+    reference = _reference_for(executor)
+
+    def fn(A, X, Y, u, v, P):
+        S = ops.softmax(ops.structure(A) * ((rep(X) * rep(X).T).sum(-1) * P["beta"]))
+        return ops.aggregate(S * rep(u).T, X, aggr)
+
+    g, arrays, P = _inputs(11, 9, 30, None, np.float64)
+    got, want = (_run(fn, ex, g, arrays, P, 5) for ex in (executor, reference))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-11)
+    assert np.abs(want[1][0]).max() > 0 and np.abs(want[1][2]).max() > 0
+    for a, b in zip(got[1], want[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(got[2]["beta"], want[2]["beta"], rtol=1e-9, atol=1e-11)
+
+
 def test_a_column_backward_runs_once_per_forward():
     """The column pass writes the edges' cotangents over the forward's softmax cache (issue
     21: no CSC copy of it and no array of its own): a second backward of one context is
