@@ -153,6 +153,48 @@ def test_generated_kernels_equal_the_reference(executor, heads):
     check()
 
 
+@pytest.mark.parametrize("heads", [3, 9], ids=["written-out", "above-the-cap"])
+@pytest.mark.parametrize("sink", ["sum", "mean", "max", "rows_sum", "spmm_t"])
+def test_many_heads_equal_the_reference(executor, heads, sink):
+    """Three heads (the cpu forward writes them out, edge by edge) and nine (above
+    ``UNROLLED_HEADS``: a loop over heads), two random formulations each, in float64."""
+    reference = _reference_for(executor)
+    for seed in (5, 17):
+        fn = random_formulation(seed, heads, sink)
+        g, arrays, P = _inputs(seed, 9, 30, heads, np.float64)
+        got, want = (_run(fn, ex, g, arrays, P, seed) for ex in (executor, reference))
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-11)
+        for a, b in zip(got[1], want[1], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+
+
+def _gat_structure(heads: int, width: int):
+    g = gg.Graph.from_edges([0, 1, 2], [1, 2, 0], 3)
+    u, v = (np.ones((3, heads), np.float32) for _ in range(2))
+    X = np.ones((3, heads, width), np.float32)
+    return _structure(g.A, ops.leaky_relu(rep(u) + rep(v).T, 0.2), ("aggregate", "sum"), X)
+
+
+def test_the_cpu_forward_writes_out_up_to_eight_heads():
+    """The cpu module's key holds the head counts its forward writes out: 2 and 4 heads get
+    modules of their own, two feature widths share one; the forward of 4 heads walks each
+    row once per phase (no loop over heads), that of 9 heads keeps the loop."""
+    from gblas_gnn.executors.cpu._head_unrolling import UNROLLED_HEADS
+
+    assert UNROLLED_HEADS == 8
+    assert signature_key(_gat_structure(2, 8)) != signature_key(_gat_structure(4, 8))
+    assert signature_key(_gat_structure(4, 8)) == signature_key(_gat_structure(4, 16))
+
+    def forward(p):
+        text = source(p)
+        return text[text.index("def forward("):text.index("def column_pass(")]
+
+    four, nine = forward(_gat_structure(4, 8)), forward(_gat_structure(9, 8))
+    assert "for hk in range" not in four and "[p, 3] = " in four and "_axpy(zi[3]" in four
+    assert "for hk in range" in nine and "for hh in range(H)" in nine
+    assert signature_key(_gat_structure(9, 8)) == signature_key(_gat_structure(10, 8))
+
+
 def _structure(A, e, sink, X=None):
     return plan(build(Softmax(Masked(A, e, True)), sink, X).structure)
 

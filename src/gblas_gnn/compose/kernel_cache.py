@@ -3,10 +3,11 @@
 A generator turns a :class:`~.plan.Plan` into the source of a Python module of kernels; the
 module is written to a cache folder under a name that hashes the structure's
 :attr:`~.program.Structure.kernel_signature` (every extent above one erased: the kernels read
-their sizes from their arrays) and the generator's version, and imported from there, so a
+their sizes from their arrays), the generator's version and whatever else of the plan a
+generator writes into the source (the cpu's head counts), and imported from there, so a
 formulation is generated (and its kernels compiled, with the compiler's own cache beside
 the source) once per machine. Two formulations never share a module; one formulation at
-several widths does.
+several feature widths does.
 """
 
 from __future__ import annotations
@@ -34,9 +35,12 @@ def cache_dir(executor: str = "cpu") -> Path:
     return cpu if executor == "cpu" else cpu.parent / f"{executor}_kernels"
 
 
-def signature_key(p: Plan, version: int, prefix: str = "prog_") -> str:
-    """A file name for the kernels of ``p``'s structure made by a generator of ``version``."""
-    text = repr((version, p.structure.kernel_signature))
+def signature_key(p: Plan, version: int, prefix: str = "prog_", extra: tuple = ()) -> str:
+    """A file name for the kernels of ``p``'s structure made by a generator of ``version``;
+    ``extra``: what else of the plan the generator writes into the source (the cpu's head
+    counts)."""
+    key = (version, p.structure.kernel_signature)
+    text = repr((*key, extra) if extra else key)
     return prefix + hashlib.sha256(text.encode()).hexdigest()[:24]
 
 

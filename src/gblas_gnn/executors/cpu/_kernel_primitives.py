@@ -122,7 +122,10 @@ def exp_nonpositive(x):
     return np.exp(x)
 
 
-@overload(exp_nonpositive, inline="always")
+# not inlined in numba's IR (LLVM inlines it and vectorises the loop all the same): two
+# IR-inlined calls in one loop body, as a forward with its heads written out has, trip
+# numba's SSA check (NumbaIRAssumptionWarning)
+@overload(exp_nonpositive)
 def _exp_nonpositive_overload(x):
     if x == types.float32:
         return lambda x: _exp_nonpositive_f32(x)
