@@ -299,6 +299,11 @@ class _Generator(HeadUnrolling, ProgramSource):
         hv = _head_index(p, self.s.root, "hh")
         e = self._column_pass_edges(out)
         self._prefetch_rows(e, "row", "q")
+        if p.heads > 1:
+            # the softmax term t_i of the edge ahead: a row of T holds a number per head,
+            # (n, heads) outgrows L2 (GAT 4 x 8 at M, one column pass on a shared box:
+            # 72 -> 67 ms; with one head it cost what it saved)
+            e.emit("prefetch_row(T[nxt])")
         # Ψ of the edge ahead, read and written at its CSR slot (a random line), with one
         # head too: the GAT and AGNN column passes at M took 70 → 58 and 105 → 84 ms on one
         # thread with it (the line is a miss either way; the prefetch overlaps it)
