@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compose.plan import Plan, fusable, plan
+from ..compose.plan import EXTREME, Plan, fusable, plan
 from ..executors.alignment import aligned_empty
 from ..executors.cpu import programs as cpu
 
 __all__ = ["runs", "forward", "backward"]
-
-_EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
 
 
 def runs(structure) -> bool:
@@ -124,7 +122,7 @@ def _phases(grid, p: Plan, fwd, args: list, outs: dict) -> None:
     if kind == "rows":
         grid.allreduce(outs["OUT"], "sum", "row", "program.rows")
     elif kind == "aggregate":
-        if p.aggr in _EXTREME:
+        if p.aggr in EXTREME:
             _extreme(grid, p, args, outs)
         else:
             grid.allreduce(outs["Z"], "sum", "row", "program.aggregate")

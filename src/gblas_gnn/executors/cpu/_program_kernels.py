@@ -35,7 +35,7 @@ from ...compose.kernel_cache import cache_dir as _cache_dir
 from ...compose.kernel_cache import load_module
 from ...compose.kernel_cache import signature_key as _signature_key
 from ...compose.kernel_source import ProgramSource, column_edge
-from ...compose.plan import Plan
+from ...compose.plan import EXTREME, Plan
 from ...compose.plan import head_index as _head_index
 from ...compose.plan import leaf_kinds as _leaf_kinds
 from ...compose.scalar import Block, Scope
@@ -268,7 +268,7 @@ class _Generator(ProgramSource):
         if kind in ("cols", "spmm_t"):
             return ("W",)
         extra = {"avg": ("DEN", "NEG")}.get(self.aggr, ())
-        if self.aggr in ("max", "min", "max_times", "min_times", "max_plus", "min_plus"):
+        if self.aggr in EXTREME:
             extra = ("ARG",)
         return ("Z", *extra)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ...compose.plan import Plan, fusable, plan
+from ...compose.plan import EXTREME, Plan, fusable, plan
 from ...semirings import negative_weight_error
 from ..alignment import aligned_empty
 from ..patterns import CSRPattern
@@ -41,7 +41,6 @@ __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "back
            "finish_grads", "stats", "kernels", "kernel", "serial", "SERIAL_WORK_BELOW"]
 
 _EMPTY_I = np.zeros(0, np.int64)
-_EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
 
 
 def fused(structure) -> bool:
@@ -132,7 +131,7 @@ def sink_outputs(p: Plan, b: Buffers) -> dict:
         return {"OUT": np.empty((n, H), dt)}
     f = b.operands[_x_slot(p)].shape[2]
     out = {"Z": aligned_empty((n, H, f), dt)}
-    if p.aggr in _EXTREME:
+    if p.aggr in EXTREME:
         out["ARG"] = np.empty((n, H, f), np.int64)
     if p.aggr == "avg":
         out["DEN"] = np.empty((n, H), dt)
