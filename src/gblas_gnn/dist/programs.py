@@ -72,7 +72,8 @@ def forward(dex, prog, keep: bool):
     # see _call) while each block has its own size: the parallel ones
     b.min_work = cpu.SERIAL_WORK_BELOW
     mod = cpu.kernels(p)
-    outs = cpu.sink_outputs(p, b)
+    # max / min: the winners complete the rows over the grid row, backward or not
+    outs = cpu.sink_outputs(p, b, winners=keep or grid.q > 1)
     fwd = cpu.kernel(mod, "forward", b.work)
     args = [*b.args(), *outs.values(), *cpu.stats(p, b)]
     if grid.q == 1:
