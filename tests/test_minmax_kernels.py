@@ -8,11 +8,14 @@ float32 and float64:
   not, with and without winners, for any chunking of the rows; the NaN rule (a NaN is kept
   only when it comes first in its row);
 * the backward kernels: the winners' edge and feature gradients, with heads;
-* the public ``gg.ops.aggregate(S, H, "max" | "min")`` and the executor's backward against
-  one dense reference.
+* the public ``gg.ops.aggregate(S, H, "max" | "min")``, the executor's backward, and a
+  composed formulation's forward, evaluation and derived backward (the generated kernels),
+  all against one dense reference.
 """
 
 from __future__ import annotations
+
+from unittest import mock
 
 import graphblas as gb
 import numpy as np
@@ -21,9 +24,12 @@ from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 import gblas_gnn as gg
+from gblas_gnn import compose, ops
 from gblas_gnn.executors import CPUExecutor
 from gblas_gnn.executors.cpu import _minmax_kernels as mk
+from gblas_gnn.executors.cpu import programs
 from gblas_gnn.executors.patterns import CSRPattern, balanced_bounds, csr_view
+from gblas_gnn.ops import rep
 
 pytestmark = pytest.mark.cpu_only
 SETTINGS = settings(max_examples=40, deadline=None)
@@ -223,3 +229,46 @@ def test_public_aggregate_and_its_backward(spec, k, aggr):
     np.testing.assert_array_equal(dense(dS)[0], dS_ref)
     np.testing.assert_array_equal(dH, dH_ref)
     assert ex.aggregate_backward(ctx, G, need_dS=False)[0] is None
+
+
+@seed(24)
+@settings(max_examples=20, deadline=None)
+@given(spec=graphs, k=st.integers(1, 5), aggr=st.sampled_from(["max", "min"]),
+       weighted=st.booleans())
+def test_composed_aggregate_forward_and_derived_backward(spec, k, aggr, weighted):
+    """A composition aggregating with max/min: its generated forward (with winners for a
+    backward, without for an evaluation) and derived backward (the messages' gradient
+    scattered from the winners) against dense numpy. ``weighted``: the edge weights are
+    ``u_i + v_j`` of traced vectors (the root has a cotangent), else A's constant values
+    (it has none)."""
+    rng, n, m, edges, dtype, iso = spec
+    n = m
+    A = random_matrix(rng, n, m, edges, dtype, iso=iso)
+    H = rng.integers(-3, 4, (n, k)).astype(dtype)
+    u = rng.integers(-2, 3, n).astype(dtype)
+    v = rng.integers(-2, 3, n).astype(dtype)
+    G = rng.integers(-3, 4, (n, k)).astype(dtype)
+    ex = CPUExecutor()
+
+    def fn(X, u, v):
+        S = ops.structure(A) * (rep(u) + rep(v).T) if weighted else A
+        return ops.aggregate(S, X, aggr)
+
+    # the generated kernels run it (not the reference lowering): spied on
+    with mock.patch.object(programs, "forward", wraps=programs.forward) as spy:
+        out, pull = compose.vjp(fn, H, u, v, executor=ex, vertex=(0, 1, 2))
+        dX, du, dv = pull(G)
+        evaluated = compose.evaluate(fn, H, u, v, executor=ex, vertex=(0, 1, 2))
+    vals, pat = dense(A)
+    if weighted:
+        vals = np.where(pat, u[:, None] + v[None, :], 0).astype(dtype)
+    Z_ref, win = reference(vals, pat, H, aggr == "max")
+    dS_ref, dX_ref = dense_gradients(vals, pat, H, win, G)
+    np.testing.assert_array_equal(out, Z_ref)
+    np.testing.assert_array_equal(dX, dX_ref)
+    if weighted:
+        np.testing.assert_array_equal(du, dS_ref.sum(1))
+        np.testing.assert_array_equal(dv, dS_ref.sum(0))
+    # no backward follows: the kernels run without winners
+    np.testing.assert_array_equal(evaluated, Z_ref)
+    assert [c.args[2] for c in spy.call_args_list] == [True, False]

@@ -1,7 +1,7 @@
 """Compositions on a grid equal one process: every derived rule (``tests/compose_rules.py``)
 and the composed layers (the built-in ones written as compositions, ``tests/composed.py``),
-forward and every gradient, float64; and a composed GAT moves no more bytes than the
-built-in ``GATConv``.
+forward and every gradient, float64 (the max/min ones also in evaluation); and a composed
+GAT moves no more bytes than the built-in ``GATConv``.
 
 Run as ``mpiexec -n P python -m mpi4py -m pytest --executor dist tests/dist`` (P = 4, 9 from
 ``tests/test_mpi.py``); the ordinary run checks the 1×1 grid.
@@ -72,6 +72,22 @@ def test_composed_layer_on_a_grid_equals_one_process(dex, cls, kw, aggr):
             np.testing.assert_allclose(grid_layer.grads[k], v, atol=1e-12)
         else:
             close(grid_layer.grads[k], v, f"gradient of {k}")
+
+
+EXTREME_LAYERS = [case for case in LAYERS if case[2] in ("max", "min")]
+
+
+@pytest.mark.parametrize("cls, kw, aggr", EXTREME_LAYERS,
+                         ids=[c.__name__ for c, _, _ in EXTREME_LAYERS])
+def test_composed_layer_in_evaluation_on_a_grid_equals_one_process(dex, cls, kw, aggr):
+    """Evaluation (no backward follows) of a max/min composition: one process skips the
+    winners, a grid of more than one process still records them (they complete its
+    rows)."""
+    g, H, _ = graph_and_inputs(7, kw["in_dim"], 1)
+    one = cls(**kw, aggr=aggr, dtype=np.float64, seed=3, executor=CPU).eval()
+    grid_layer = cls(**kw, aggr=aggr, dtype=np.float64, seed=3, executor=dex).eval()
+    dg = dist.DistGraph.from_graph(g, dex.grid, relabel=True, seed=5)
+    close(dg.gather(grid_layer(dg, dg.scatter(H))), one(g, H), "forward")
 
 
 def test_composed_gat_moves_no_more_than_the_builtin_layer(dex):

@@ -95,6 +95,24 @@ def test_wide_edge_programs_and_their_backward(cpu, cuda, seed, f, program):
         close(got, want, np.float64, 8)
 
 
+@pytest.mark.parametrize("aggr", ["max", "min_plus", "sum"])
+def test_edge_program_with_a_constant_root_and_its_backward(cpu, cuda, aggr):
+    """A composition whose weights are the graph's constant values (the root reads nothing
+    differentiable, so the row pass computes no cotangent for it): the messages' gradient
+    equals the cpu executor's (max/min from the winners, sum from the weights)."""
+    g = graph(3, LANES + 3, 2 * LANES, np.float64)
+    rng = np.random.default_rng(0)
+    X, dZ = rng.standard_normal((g.n, LANES + 2)), rng.standard_normal((g.n, LANES + 2))
+
+    def run(ex):
+        out, pull = gg.compose.vjp(lambda A, X: ops.aggregate(A, X, aggr), g.A,
+                                   ex.asarray(X), executor=ex, vertex=(1,))
+        return to_numpy(out), to_numpy(pull(ex.asarray(dZ))[1])
+
+    for got, want in zip(run(cuda), run(cpu), strict=True):
+        close(got, want, np.float64, 8)
+
+
 @pytest.mark.parametrize("name", ["plus_times", "min_plus", "max_plus", "max_times",
                                   "min_times", "avg"])
 def test_wide_semiring_products(cpu, cuda, name):

@@ -11,7 +11,10 @@ Both write the same passes of :mod:`.plan` with the same arguments (:mod:`.kerne
 * strategy ``"column"``: ``column_pass`` and ``column_rows`` (each generator's own);
 * strategy ``"row"``: ``row_pass`` (phase 0 the root and the last stage, then per softmax, in
   reverse, ``1 + 2r`` its row term ``T`` and ``2 + 2r`` its backward) and ``row_columns``
-  (per column: the messages' gradient, the cotangents of what is read by source).
+  (per column: the messages' gradient, the cotangents of what is read by source). A
+  generator may leave the messages' gradient to its runtime
+  (:meth:`ProgramSource._scatter_messages`): the row pass then stores the root at every
+  edge in ``WP`` for it.
 
 :class:`ProgramSource` writes that skeleton; a generator subclasses it with how its loops run
 (a ``prange`` over rows on the cpu; a lane group per row or column on a GPU), how a per-edge
@@ -239,6 +242,13 @@ class ProgramSource(ABC):
         """The root at every edge of the row and the sink."""
 
     # ------------------------------------------------------------------ backward
+    def _scatter_messages(self) -> bool:
+        """Whether the runtime computes the messages' gradient after the row strategy's
+        passes (the cpu's max/min: a scatter from the winners) instead of ``row_columns``;
+        the row pass then stores the root at every edge and head in ``WP`` (one more
+        argument after the sink's). False unless overridden."""
+        return False
+
     @abstractmethod
     def column_strategy(self, out: Block) -> None:
         """Strategy ``"column"``: the column pass and the light row pass."""
@@ -270,6 +280,8 @@ class ProgramSource(ABC):
         p = self.p
         stage = tuple(f"{n}{k}" for k in p.softmaxes for n in ("GS", "EB"))
         extra = self._sink_args()[1:] if self.sink[0] == "aggregate" else ()
+        if self._scatter_messages():
+            extra = (*extra, "WP")
         ts = tuple(f"T{k}" for k in p.softmaxes)
         row = self._rows(self._def(out, "row_pass", "dZ", "GB", "Z", *stage, *extra, *ts,
                                    "dXr", *self._grads({"row", "param"}), "phase"))
@@ -284,22 +296,33 @@ class ProgramSource(ABC):
         """Zero the softmax cotangents ``GS``, the root's cotangent ``GB`` at every edge of
         the row from the sink's ``dZ``, and the reverse mode of the last stage (every
         thread of the row on each edge) into what is read by target, the parameters and
-        ``GS``."""
+        ``GS``. A root that reads nothing differentiable (a constant edge tensor) has no
+        use for ``GB``: it is neither computed nor read. With
+        :meth:`_scatter_messages` the root at every edge goes to ``WP``."""
         p, r = self.p, self.s.root
         for k in p.softmaxes:
             head = self._heads(row, f"GS{k}")
             head.emit(self.own_edges)
             head.nested().emit(f"{self.at(f'GS{k}', 'hk')} = {self.zero}")
-        row.emit(f"for hh in range({self.H}):")
-        self._root_cotangent(row.nested())
+        needed = bool(leaf_kinds(p, r))
+        if needed:
+            row.emit(f"for hh in range({self.H}):")
+            self._root_cotangent(row.nested())
         self._sync(row)
+        spmm_t, keep = self.sink[0] == "spmm_t", self._scatter_messages()
+        if not (needed or spmm_t or keep):
+            row.emit("pass")
+            return
         e = self._edges(row, lanes=False)
         e.emit(f"for hh in range({self.H}):")
         h = e.nested()
-        if self.sink[0] == "spmm_t":
+        if spmm_t:
             self._transposed_messages(h)
-        self._seeds(h, {(r, head_index(p, r, "hh")): self.at("GB", "hh")},
-                    {"row", "param", "softmax"})
+        if keep:
+            self._once(h, f"{self.at('WP', 'hh')} = {self._root(h, together=True)}")
+        if needed:
+            self._seeds(h, {(r, head_index(p, r, "hh")): self.at("GB", "hh")},
+                        {"row", "param", "softmax"})
 
     @abstractmethod
     def _root_cotangent(self, head: Block) -> None:
@@ -337,7 +360,8 @@ class ProgramSource(ABC):
 
     def _row_columns(self, out: Block, stage: tuple[str, ...],
                      extra: tuple[str, ...]) -> None:
-        """Per column ``j``: the messages' gradient ``dX[j]`` from the kept weights, and the
+        """Per column ``j``: the messages' gradient ``dX[j]`` from the kept weights (zeros
+        only, with :meth:`_scatter_messages`: the runtime adds it after), and the
         cotangents of what the root and the stages read by source (from ``GB`` and
         ``EB<k>``)."""
         p, r = self.p, self.s.root
@@ -350,7 +374,7 @@ class ProgramSource(ABC):
         e.emit(f"for hh in range({self.H}):")
         h = e.nested()
         h.emit("pass")
-        if messages:
+        if messages and not self._scatter_messages():
             self._message_gradient(h)
         if "col" in leaf_kinds(p, r):
             self._seeds(h, {(r, head_index(p, r, "hh")): self.at("GB", "hh")}, {"col"})

@@ -32,11 +32,15 @@ from dataclasses import dataclass, field
 
 from .program import Structure
 
-__all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "FUSED_AGGREGATIONS"]
+__all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "FUSED_AGGREGATIONS",
+           "EXTREME"]
 
 #: aggregations the generated kernels run (any other: the reference lowering)
 FUSED_AGGREGATIONS = ("sum", "mean", "max", "min", "plus_times", "max_times", "min_times",
                       "max_plus", "min_plus", "avg")
+#: the max/min ones: each (row, head, feature) has one winning edge, which their backward
+#: routes the cotangent to
+EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compose.plan import Plan, fusable, plan
+from ..compose.plan import EXTREME, Plan, fusable, plan
 from ..executors.alignment import aligned_empty
 from ..executors.cpu import programs as cpu
 
 __all__ = ["runs", "forward", "backward"]
-
-_EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
 
 
 def runs(structure) -> bool:
@@ -74,7 +72,8 @@ def forward(dex, prog, keep: bool):
     # see _call) while each block has its own size: the parallel ones
     b.min_work = cpu.SERIAL_WORK_BELOW
     mod = cpu.kernels(p)
-    outs = cpu.sink_outputs(p, b)
+    # max / min: the winners complete the rows over the grid row, backward or not
+    outs = cpu.sink_outputs(p, b, winners=keep or grid.q > 1)
     fwd = cpu.kernel(mod, "forward", b.work)
     args = [*b.args(), *outs.values(), *cpu.stats(p, b)]
     if grid.q == 1:
@@ -124,7 +123,7 @@ def _phases(grid, p: Plan, fwd, args: list, outs: dict) -> None:
     if kind == "rows":
         grid.allreduce(outs["OUT"], "sum", "row", "program.rows")
     elif kind == "aggregate":
-        if p.aggr in _EXTREME:
+        if p.aggr in EXTREME:
             _extreme(grid, p, args, outs)
         else:
             grid.allreduce(outs["Z"], "sum", "row", "program.aggregate")

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from ..compose.kernel_args import ArrayLeaves
 from ..compose.kernel_source import ProgramSource, column_edge
-from ..compose.plan import Plan, head_index, leaf_kinds
+from ..compose.plan import EXTREME, Plan, head_index, leaf_kinds
 from ..compose.scalar import Block, Scope
 
 __all__ = ["source", "kernel_arguments", "EXTREME"]
@@ -58,8 +58,6 @@ from gblas_gnn.gpu._lanes import (group, group_max, group_min, group_sum, group_
 '''
 
 _JIT = "@cuda.jit(cache=True)"
-#: aggregations that keep the winner of every (row, head, feature)
-EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
 _GROUP_REDUCE = {"sum": "group_sum", "max": "group_max", "min": "group_min"}
 #: the loop of each lane over its own edges of row ``i``
 _LANE_EDGES = "for p in range(lo + ln, hi, LANES):"

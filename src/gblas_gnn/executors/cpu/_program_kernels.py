@@ -35,7 +35,7 @@ from ...compose.kernel_cache import cache_dir as _cache_dir
 from ...compose.kernel_cache import load_module
 from ...compose.kernel_cache import signature_key as _signature_key
 from ...compose.kernel_source import ProgramSource, column_edge
-from ...compose.plan import Plan
+from ...compose.plan import EXTREME, Plan
 from ...compose.plan import head_index as _head_index
 from ...compose.plan import leaf_kinds as _leaf_kinds
 from ...compose.scalar import Block, Scope
@@ -246,22 +246,35 @@ class _Generator(HeadUnrolling, ProgramSource):
             e.emit(f"_axpy(zi, {w}, X[j, hh])")
             head.emit("DEN[i, hh] = den")
             return
-        # max / min over (times | plus): the winner of each feature (ties: first stored)
-        is_max = aggr in ("max", "max_times", "max_plus")
+        # max / min over (times | plus): the row's first edge starts each feature, a later
+        # one takes it only when strictly better (ties: the first stored entry, the lowest
+        # source id; a NaN is kept only when it comes first), as selects: the feature loop
+        # vectorises. The winners are recorded only when ARG is an array: numba compiles
+        # the kernel without them for ARG = None (a forward no backward follows).
+        better = ">" if aggr in ("max", "max_times", "max_plus") else "<"
         plus = aggr in ("max_plus", "min_plus")
-        head.emit("ai = ARG[i, hh]")
-        head.emit("for c in range(ai.shape[0]):")
-        head.nested().emit("ai[c] = -1")
+        head.emit("if ARG is not None:")
+        a = head.nested()
+        a.emit("ai = ARG[i, hh]")
+        a.emit("for c in range(ai.shape[0]):")
+        a.nested().emit("ai[c] = lo if hi > lo else -1")
         e = self._edges(head)
         w = self._root(e)
+        msg = f"{w} + xj[c]" if plus else f"{w} * xj[c]"
         e.emit("xj = X[j, hh]")
-        e.emit("for c in range(zi.shape[0]):")
-        f = e.nested()
-        f.emit(f"v = {w} + xj[c]" if plus else f"v = {w} * xj[c]")
-        f.emit(f"if ai[c] < 0 or v {'>' if is_max else '<'} zi[c]:")
-        g = f.nested()
-        g.emit("zi[c] = v")
-        g.emit("ai[c] = p")
+        e.emit("if p == lo:")
+        first = e.nested()
+        first.emit("for c in range(zi.shape[0]):")
+        first.nested().emit(f"zi[c] = {msg}")
+        e.emit("else:")
+        later = e.nested()
+        later.emit("for c in range(zi.shape[0]):")
+        f = later.nested()
+        f.emit(f"v = {msg}")
+        f.emit(f"take = v {better} zi[c]")
+        f.emit("zi[c] = v if take else zi[c]")
+        f.emit("if ARG is not None:")
+        f.nested().emit("ai[c] = p if take else ai[c]")
 
     def _sink_args(self) -> tuple[str, ...]:
         kind = self.sink[0]
@@ -272,7 +285,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         if kind in ("cols", "spmm_t"):
             return ("W",)
         extra = {"avg": ("DEN", "NEG")}.get(self.aggr, ())
-        if self.aggr in ("max", "min", "max_times", "min_times", "max_plus", "min_plus"):
+        if self.aggr in EXTREME:
             extra = ("ARG",)
         return ("Z", *extra)
 
@@ -281,6 +294,13 @@ class _Generator(HeadUnrolling, ProgramSource):
             self._messages_apart(body)
 
     # ------------------------------------------------------------------ backward pieces
+    def _scatter_messages(self) -> bool:
+        """max / min: the messages' gradient is the scatter of
+        :func:`gblas_gnn.executors.cpu._minmax_kernels.winner_features` from the winners
+        (n·heads·f updates, :func:`gblas_gnn.executors.cpu.programs.row_backward_columns`),
+        where ``row_columns`` would compare every edge's row of winners (nnz·heads·f)."""
+        return self.sink[0] == "aggregate" and self.aggr in EXTREME
+
     def _cols(self, body: Block) -> Block:
         body.emit("for j in nb.prange(colptr.shape[0] - 1):")
         return body.nested()
@@ -410,17 +430,9 @@ class _Generator(HeadUnrolling, ProgramSource):
         if aggr in ("sum", "mean", "plus_times"):
             h.emit(f"_axpy(dX[j, hh], {w}, dZ[i, hh])")
             return
-        if aggr == "avg":
-            h.emit(f"if DEN[i, hh] > {self.zero}:")
-            h.nested().emit(f"_axpy(dX[j, hh], {w} / DEN[i, hh], dZ[i, hh])")
-            return
-        plus = aggr in ("max_plus", "min_plus")
-        h.emit("ai = ARG[i, hh]")
-        h.emit("for c in range(ai.shape[0]):")
-        c = h.nested()
-        c.emit("if ai[c] == p:")
-        c.nested().emit("dX[j, hh, c] += dZ[i, hh, c]" if plus else
-                        f"dX[j, hh, c] += dZ[i, hh, c] * {w}")
+        # avg (max / min scatter it from their winners instead: _scatter_messages)
+        h.emit(f"if DEN[i, hh] > {self.zero}:")
+        h.nested().emit(f"_axpy(dX[j, hh], {w} / DEN[i, hh], dZ[i, hh])")
 
 
 # ---------------------------------------------------------------------- modules and cache

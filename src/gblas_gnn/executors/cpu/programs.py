@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from ...compose.plan import Plan, fusable, plan
+from ...compose.plan import EXTREME, Plan, fusable, leaf_kinds, plan
 from ...semirings import negative_weight_error
 from ..alignment import aligned_empty
-from ..patterns import CSRPattern
+from ..patterns import CSRPattern, index_dtype
 from ..program_context import ProgramContext, aggregate_output, finish_grads
 from ._kernel_primitives import head_row_dots
+from ._minmax_kernels import winner_features
 from ._program_kernels import SERIAL_WORK_BELOW, kernel, kernels, serial
 
 __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",
@@ -41,7 +42,6 @@ __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "back
            "finish_grads", "stats", "kernels", "kernel", "serial", "SERIAL_WORK_BELOW"]
 
 _EMPTY_I = np.zeros(0, np.int64)
-_EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
 
 
 def fused(structure) -> bool:
@@ -121,8 +121,20 @@ def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
                    softmax, p.heads, x_shape)
 
 
-def sink_outputs(p: Plan, b: Buffers) -> dict:
-    """The sink's output arrays of the row pass (by kernel argument name)."""
+def sink_outputs(p: Plan, b: Buffers, winners: bool = True) -> dict:
+    """The sink's output arrays of the row pass (by kernel argument name).
+
+    Parameters
+    ----------
+    p : Plan
+        The program's plan.
+    b : Buffers
+        Its arrays (:func:`prepare`).
+    winners : bool
+        max / min: whether ``ARG`` records the winner of every (row, head, feature), as
+        int32 CSR positions when they fit, which a backward or a grid's completion of the
+        rows needs; ``ARG`` is None otherwise (numba compiles the kernel without it).
+    """
     s, dt = p.structure, np.dtype(p.structure.dtype)
     n, nnz, H = b.pattern.nrows, b.pattern.nnz, p.heads
     kind = s.sink[0]
@@ -132,8 +144,8 @@ def sink_outputs(p: Plan, b: Buffers) -> dict:
         return {"OUT": np.empty((n, H), dt)}
     f = b.operands[_x_slot(p)].shape[2]
     out = {"Z": aligned_empty((n, H, f), dt)}
-    if p.aggr in _EXTREME:
-        out["ARG"] = np.empty((n, H, f), np.int64)
+    if p.aggr in EXTREME:
+        out["ARG"] = np.empty((n, H, f), index_dtype(nnz)) if winners else None
     if p.aggr == "avg":
         out["DEN"] = np.empty((n, H), dt)
         out["NEG"] = np.zeros(1, np.int64)
@@ -155,7 +167,7 @@ def forward(ex, prog, keep: bool):
     p = plan(prog.structure)
     mod = kernels(p)
     b = prepare(ex, prog, p, prog.pattern, lambda slot, v: v)
-    outs = sink_outputs(p, b)
+    outs = sink_outputs(p, b, winners=keep)
     kernel(mod, "forward", b.work)(*b.args(), *outs.values(), *stats(p, b), -1)
     return finish_forward(ex, p, b, outs, prog.pattern, keep)
 
@@ -352,13 +364,18 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
         stage += [np.empty((nnz, p.heads_of(k)), dt), np.empty((nnz, p.heads_of(k)), dt)]
     kind = p.structure.sink[0]
     extra = list(ctx.extra.values())[1:] if kind == "aggregate" else []
+    if _scatters_messages(p):
+        extra.append(np.empty((nnz, H), dt))        # WP: the root at every edge
+    # the root's cotangent at every edge: not written when the root reads nothing
+    # differentiable (a constant edge tensor)
+    GB = np.empty((nnz, H) if leaf_kinds(p, p.structure.root) else (1, 1), dt)
     Z = ctx.Z if p.aggr == "avg" else np.empty((1, 1, 1), dt)
     spmm_t = kind == "spmm_t"
     if spmm_t:
         dZ = _heads_view(dZ, H)
     dXr = np.zeros(b.operands[_x_slot(p)].shape, dt) if spmm_t else np.empty((1, 1, 1), dt)
     T = [np.empty((p.heads_of(k), n), dt) for k in p.softmaxes]
-    return RowBackward(dZ, np.empty((nnz, H), dt), Z, stage, extra, T, dXr,
+    return RowBackward(dZ, GB, Z, stage, extra, T, dXr,
                        _zeros_like_operands(p, b, {"row", "param"}))
 
 
@@ -380,9 +397,32 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward,
         dX = np.empty((1, 1, 1), dt)
     call(kernel(mod, "row_columns", b.work), *b.args(csc=True), dZ, GB, Z, *stage, *extra, dX,
          *col.values())
+    if _scatters_messages(p):
+        _winners_gradient(p, b, dZ, extra, dX)
     grads.update(col)
     if kind == "aggregate":
         grads[_x_slot(p)] = dX
     elif spmm_t:
         grads[_x_slot(p)] = dXr
     return grads
+
+
+def _scatters_messages(p: Plan) -> bool:
+    """Whether the messages' gradient is :func:`_winners_gradient` after the row strategy's
+    passes (max / min aggregations; the generator's ``_scatter_messages``)."""
+    return p.sink[0] == "aggregate" and p.aggr in EXTREME
+
+
+def _winners_gradient(p: Plan, b: Buffers, dZ, extra: list, dX) -> None:
+    r"""max / min: :math:`\bar X_{j,h,c} \mathrel{+}= \bar Z_{i,h,c} W_{p,h}` for the winner
+    ``p = ARG[i, h, c]`` of every (row, head, feature) and ``j`` its column, ``W`` the root
+    at every edge (``WP``, stored by the row pass; no factor for ``max_plus`` /
+    ``min_plus``). One serial pass over the rows
+    (:func:`._minmax_kernels.winner_features`): n·heads·f updates where the column pass
+    would compare every edge's row of winners (nnz·heads·f). ``dX`` holds zeros on entry
+    (the column pass wrote them)."""
+    ARG, WP = extra
+    n, H, f = ARG.shape
+    weights = None if p.aggr in ("max_plus", "min_plus") else WP
+    winner_features(b.pattern.indices, weights, max(f, 1), ARG.reshape(n, H * f),
+                    dZ.reshape(n, H * f), dX.reshape(dX.shape[0], H * f))
