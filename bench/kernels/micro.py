@@ -5,11 +5,12 @@
 
 On an Erdős–Rényi graph (seed 0, float32): SDDMM ``A ⊙ (H Hᵀ)``, the masked outer sum of
 GAT, the row softmax, SpMM over every registered semiring (weights = the softmax of the
-SDDMM, so they are nonnegative as ``avg`` needs), the named aggregations, scipy's CSR SpMM
-and ``torch.sparse.mm``. Repetitions are round-robin over all ops (median and spread after
-one warm-up). Our ops run on the executor ``--executor`` names. The SuiteSparse kernel each
-op runs is read from ``gb.ss.burble``. Writes ``kernels.json`` and ``kernels.md`` and prints
-the table.
+SDDMM, so they are nonnegative as ``avg`` needs), the named aggregations, a composition
+aggregating with max (weights ``u_i + v_j`` on A's pattern: evaluated, and forward plus
+derived backward), scipy's CSR SpMM and ``torch.sparse.mm``. Repetitions are round-robin
+over all ops (median and spread after one warm-up). Our ops run on the executor
+``--executor`` names. The SuiteSparse kernel each op runs is read from ``gb.ss.burble``.
+Writes ``kernels.json`` and ``kernels.md`` and prints the table.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def _ops(n: int, degree: float, k: int, with_torch: bool, executor: str = "cpu"
         fns[f"spmm {name}"] = lambda sr=sr: sr.spmm(P, Hx, executor=ex)
     for a in ("sum", "max", "min", "mean"):
         fns[f"aggregate {a}"] = lambda a=a: gg.ops.aggregate(P, Hx, a, executor=ex)
+    fns.update(_composed_max(g, Hx, u, v, ex))
     d = P.ss.export("csr", give_ownership=False, sort=True)
     values = d["values"] if not d["is_iso"] else np.full(d["col_indices"].size, d["values"][0])
     csr = sp.csr_matrix((values.astype(np.float32), d["col_indices"], d["indptr"]),
@@ -69,6 +71,26 @@ def _ops(n: int, degree: float, k: int, with_torch: bool, executor: str = "cpu"
         foreign["torch.sparse.mm (CSR)"] = f"torch {torch.__version__}"
     meta = {"n": n, "nnz": g.nnz, "degree": degree, "k": k}
     return fns, {"foreign": foreign, **meta}
+
+
+def _composed_max(g, Hx, u, v, ex) -> dict:
+    """``Z = max_j (u_i + v_j) X_j`` over A's pattern as a composition: its evaluation, and
+    its forward with the derived backward (cotangent: ones)."""
+    from gblas_gnn import compose, ops
+    from gblas_gnn.ops import rep
+
+    def fn(X, u, v):
+        return ops.aggregate(ops.structure(g.A) * (rep(u) + rep(v).T), X, "max")
+
+    ones = ex.asarray(np.ones(Hx.shape, Hx.dtype))
+
+    def train():
+        _, pull = compose.vjp(fn, Hx, u, v, executor=ex, vertex=(0, 1, 2))
+        return pull(ones)
+
+    return {"composed max, evaluation":
+            lambda: compose.evaluate(fn, Hx, u, v, executor=ex, vertex=(0, 1, 2)),
+            "composed max, fwd+bwd": train}
 
 
 def run_kernels(n: int = 100_000, degree: float = 16, k: int = 32, threads: int = 2,
