@@ -375,6 +375,33 @@ def test_row_norms_and_normalisation_equal_numpy_and_clamp_like_torch(executor):
                                    np.linalg.norm(H, axis=1))
 
 
+def test_normalize_with_its_norms_equals_the_two_rules(executor):
+    """``normalize(X, eps, return_norms=True)``: the pair of ``normalize`` and ``row_norm``,
+    values and gradient (a zero row included), in a composition and outside one."""
+    rng = np.random.default_rng(5)
+    H = rng.standard_normal((6, 4))
+    H[3] = 0.0
+    G, w, eps = rng.standard_normal((6, 4)), rng.standard_normal(6), 1e-6
+
+    def together(X):
+        Xn, norms = ops.normalize(X, eps, return_norms=True)
+        return (Xn * G).sum() + (norms * w).sum()
+
+    def apart(X):
+        return (ops.normalize(X, eps) * G).sum() + (ops.row_norm(X, eps) * w).sum()
+
+    got, want = (compose.value_and_grad(fn, executor=executor, vertex=(0,))(
+        executor.asarray(H)) for fn in (together, apart))
+    np.testing.assert_allclose(float(host(got[0])), float(host(want[0])), rtol=1e-14)
+    np.testing.assert_allclose(host(got[1]), host(want[1]), rtol=1e-14)
+    with gg.executors.default(executor):
+        Hn, norms = ops.normalize(executor.asarray(H), eps, return_norms=True)
+        np.testing.assert_allclose(host(Hn), host(ops.normalize(executor.asarray(H), eps)))
+        np.testing.assert_allclose(host(norms), host(ops.row_norm(executor.asarray(H), eps)))
+    with pytest.raises(TypeError, match="return_norms must be a bool"):
+        ops.normalize(H, eps, return_norms=1)
+
+
 @pytest.mark.parametrize("args, error, match", [
     ((np.ones((3, 2)), -1.0), ValueError, "eps must be a finite number ≥ 0"),
     ((np.ones((3, 2)), float("nan")), ValueError, "eps must be a finite number ≥ 0"),

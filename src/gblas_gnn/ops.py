@@ -495,7 +495,10 @@ def _row_rule(name: str, H, eps):
         raise ValueError(f"{name} needs an (n, k) array, got shape {tuple(H.shape)}")
     norms = ex.xp.maximum(ex.xp.sqrt(ex.row_dot(H, H)).astype(H.dtype, copy=False),
                           H.dtype.type(eps))
-    return norms if name == "row_norm" else H / norms[:, None]
+    if name == "row_norm":
+        return norms
+    return (H / norms[:, None], norms) if name == "normalize_with_norms" else \
+        H / norms[:, None]
 
 
 def row_norm(H, eps: float = 0.0):
@@ -505,12 +508,17 @@ def row_norm(H, eps: float = 0.0):
     return _row_rule("row_norm", H, eps)
 
 
-def normalize(H, eps: float = 1e-12):
+def normalize(H, eps: float = 1e-12, return_norms: bool = False):
     r"""Rows scaled to unit length: :math:`H_i / \max(\lVert H_i \rVert_2, \epsilon)`
     (``torch.nn.functional.normalize(H, dim=1)``), shape (n, k). Differentiable, one
     recorded operation: :math:`\bar H_i = (\bar{\hat H}_i - \hat H_i \langle \hat H_i,
-    \bar{\hat H}_i \rangle) / \max(\lVert H_i \rVert, \epsilon)`."""
-    return _row_rule("normalize", H, eps)
+    \bar{\hat H}_i \rangle) / \max(\lVert H_i \rVert, \epsilon)`.
+
+    With ``return_norms``: ``(normalize(H, eps), row_norm(H, eps))``, the norms computed
+    once."""
+    if not isinstance(return_norms, bool):
+        raise TypeError(f"return_norms must be a bool, got {type(return_norms).__name__}")
+    return _row_rule("normalize_with_norms" if return_norms else "normalize", H, eps)
 
 
 def concat(xs, axis: int = -1):

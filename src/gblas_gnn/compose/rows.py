@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .traced import Traced, _scope, record
 
-__all__ = ["row_norm", "normalize"]
+__all__ = ["row_norm", "normalize", "normalize_with_norms"]
 
 
 def _norms(ex, X, eps: float):
@@ -44,12 +44,10 @@ def _check(x: Traced, name: str) -> None:
         raise ValueError(f"{name} needs an (n, k) array, got shape {tuple(x.value.shape)}")
 
 
-def row_norm(x: Traced, eps: float) -> Traced:
-    r"""``max(‖X_i‖₂, eps)`` per row of a traced (n, k) ``x``."""
-    _check(x, "row_norm")
-    ex = _scope().executor
+def _recorded_norms(x: Traced, ex, norms, clamped, eps: float) -> Traced:
+    """The clamped norms ``clamped`` of ``x`` (``norms``: before clamping) as a recorded
+    operation."""
     X = x.value
-    norms, clamped = _norms(ex, X, eps)
 
     def vjp(g):
         return (ex.combine_rows(_where_free(ex, norms, eps, g / clamped), X),)
@@ -57,13 +55,9 @@ def row_norm(x: Traced, eps: float) -> Traced:
     return record(clamped, [x], vjp, x.vertex, fresh=True)
 
 
-def normalize(x: Traced, eps: float) -> Traced:
-    """``X_i / max(‖X_i‖₂, eps)`` per row of a traced (n, k) ``x``."""
-    _check(x, "normalize")
-    ex = _scope().executor
-    xp = ex.xp
-    norms, clamped = _norms(ex, x.value, eps)
-    inv = xp.reciprocal(clamped)
+def _recorded_normalized(x: Traced, ex, norms, clamped, eps: float) -> Traced:
+    """``x``'s rows over their clamped norms as a recorded operation."""
+    inv = ex.xp.reciprocal(clamped)
     Y = ex.combine_rows(inv, x.value)
 
     def vjp(g):
@@ -72,3 +66,26 @@ def normalize(x: Traced, eps: float) -> Traced:
         return (ex.combine_rows(inv, g, -proj * inv, Y),)
 
     return record(Y, [x], vjp, x.vertex, fresh=True)
+
+
+def row_norm(x: Traced, eps: float) -> Traced:
+    r"""``max(‖X_i‖₂, eps)`` per row of a traced (n, k) ``x``."""
+    _check(x, "row_norm")
+    ex = _scope().executor
+    return _recorded_norms(x, ex, *_norms(ex, x.value, eps), eps)
+
+
+def normalize(x: Traced, eps: float) -> Traced:
+    """``X_i / max(‖X_i‖₂, eps)`` per row of a traced (n, k) ``x``."""
+    _check(x, "normalize")
+    ex = _scope().executor
+    return _recorded_normalized(x, ex, *_norms(ex, x.value, eps), eps)
+
+
+def normalize_with_norms(x: Traced, eps: float) -> tuple[Traced, Traced]:
+    """``(normalize(x, eps), row_norm(x, eps))`` from one computation of the norms (two
+    recorded operations)."""
+    _check(x, "normalize")
+    ex = _scope().executor
+    norms = _norms(ex, x.value, eps)
+    return (_recorded_normalized(x, ex, *norms, eps), _recorded_norms(x, ex, *norms, eps))

@@ -125,14 +125,18 @@ class AGNNConv(PyGInterop, OrderMixin, Module):
         # the graph, not its matrix: structure() reads the executors' pattern of A + I,
         # and no graphblas.Matrix of it is built (issue 21)
         A = g.with_self_loops() if self.add_self_loops else g
-        # row normalisation (F.normalize): Ĥ = H ⊘ rep(n), n = max(‖H_i‖, eps)
-        Hn = ops.normalize(H, NORM_EPS)
+        W = self.params.get("W")
+        # H = diag(n) Ĥ: without W the messages n_j Ĥ_j read the same rows as the scores
+        messages_from_scores = W is None and self.aggr in ("sum", "mean", "max", "min")
+        # row normalisation (F.normalize): Ĥ = H ⊘ rep(n), n = max(‖H_i‖, eps); the norms
+        # come with it where the messages use them
+        if messages_from_scores:
+            Hn, norms = ops.normalize(H, NORM_EPS, return_norms=True)
+        else:
+            Hn = ops.normalize(H, NORM_EPS)
         beta = self.beta[0]
         # Ψ = sm(β · A ⊙ (Ĥ Ĥᵀ)): one dot product per edge on A's pattern
         P = ops.softmax(ops.structure(A) * (beta * (factor(Hn) @ factor(Hn).T)))
-        W = self.params.get("W")
-        if W is None and self.aggr in ("sum", "mean", "max", "min"):
-            # H = diag(n) Ĥ: the messages n_j Ĥ_j read the same rows as the scores
-            norms = ops.row_norm(H, NORM_EPS)
+        if messages_from_scores:
             return ops.aggregate(P * rep(norms).T, Hn, self.aggr)
         return project_aggregate(P, H, W, self.aggr, self._order)
