@@ -57,13 +57,19 @@ class HeadUnrolling:
     def _stage_heads(self, k: int) -> int:
         return _unrolled(self.p.heads_of(k))
 
+    @staticmethod
+    def _each_head(block: Block, n: int, *lines: str) -> None:
+        """``lines`` for heads ``0 … n-1`` in turn (``{h}``: the head)."""
+        for h in range(n):
+            for line in lines:
+                block.emit(line.format(h=h))
+
     def _scores(self, row: Block, k: int) -> None:
         n = self._stage_heads(k)
         if not n:
             return super()._scores(row, k)
         s = f"S{k}"
-        for h in range(n):
-            row.emit(f"m{h} = {self.neg_inf}")
+        self._each_head(row, n, f"m{{h}} = {self.neg_inf}")
         e = self._edges(row)
         if k == self.p.softmaxes[0]:
             self._prefetch_rows(e, "col", "p")
@@ -73,25 +79,18 @@ class HeadUnrolling:
             e.emit(f"{self.at(s, str(h))} = {v}")
             e.emit(f"if {v} > m{h}:")
             e.nested().emit(f"m{h} = {v}")
-        for h in range(n):
-            row.emit(f"RM{k}[{h}, i] = m{h}")
+        self._each_head(row, n, f"RM{k}[{{h}}, i] = m{{h}}")
 
     def _exp(self, row: Block, k: int) -> None:
         n = self._stage_heads(k)
         if not n:
             return super()._exp(row, k)
-        for h in range(n):
-            row.emit(f"m{h} = RM{k}[{h}, i]")
-            row.emit(f"t{h} = {self.zero}")
+        self._each_head(row, n, f"m{{h}} = RM{k}[{{h}}, i]", f"t{{h}} = {self.zero}")
         row.emit(self.own_edges)
-        e = row.nested()
-        for h in range(n):
-            at = self.at(f"S{k}", str(h))
-            e.emit(f"v = {self.exp}({at} - m{h})")
-            e.emit(f"{at} = v")
-            e.emit(f"t{h} += v")
-        for h in range(n):
-            row.emit(f"RS{k}[{h}, i] = t{h}")
+        at = self.at(f"S{k}", "{h}")
+        self._each_head(row.nested(), n, f"v = {self.exp}({at} - m{{h}})", f"{at} = v",
+                        "t{h} += v")
+        self._each_head(row, n, f"RS{k}[{{h}}, i] = t{{h}}")
 
     def _norm(self, row: Block, k: int) -> None:
         n = self._stage_heads(k)
@@ -99,12 +98,9 @@ class HeadUnrolling:
             return super()._norm(row, k)
         row.emit("if hi > lo:")
         body = row.nested()
-        for h in range(n):
-            body.emit(f"inv{h} = {self.one} / RS{k}[{h}, i]")
+        self._each_head(body, n, f"inv{{h}} = {self.one} / RS{k}[{{h}}, i]")
         body.emit(self.own_edges)
-        e = body.nested()
-        for h in range(n):
-            e.emit(f"{self.at(f'S{k}', str(h))} *= inv{h}")
+        self._each_head(body.nested(), n, f"{self.at(f'S{k}', '{h}')} *= inv{{h}}")
 
     def _aggregate_heads(self, row: Block) -> bool:
         """The sink of a multi-head sum of weighted messages, written out per head, edge by
