@@ -178,20 +178,28 @@ def _gat_structure(heads: int, width: int):
 def test_the_cpu_forward_writes_out_up_to_eight_heads():
     """The cpu module's key holds the head counts its forward writes out: 2 and 4 heads get
     modules of their own, two feature widths share one; the forward of 4 heads walks each
-    row once per phase (no loop over heads), that of 9 heads keeps the loop."""
+    row once per phase (no loop over heads) and its sink and column pass run over the lanes
+    of all heads at once (each lane's head by selects on the lane), those of 9 heads keep
+    the loop over heads."""
     from gblas_gnn.executors.cpu._head_unrolling import UNROLLED_HEADS
 
     assert UNROLLED_HEADS == 8
     assert signature_key(_gat_structure(2, 8)) != signature_key(_gat_structure(4, 8))
     assert signature_key(_gat_structure(4, 8)) == signature_key(_gat_structure(4, 16))
 
-    def forward(p):
+    def kernel(p, name, end):
         text = source(p)
-        return text[text.index("def forward("):text.index("def column_pass(")]
+        return text[text.index(f"def {name}("):text.index(f"def {end}(")]
 
-    four, nine = forward(_gat_structure(4, 8)), forward(_gat_structure(9, 8))
-    assert "for hk in range" not in four and "[p, 3] = " in four and "_axpy(zi[3]" in four
-    assert "for hk in range" in nine and "for hh in range(H)" in nine
+    four, nine = (kernel(_gat_structure(h, 8), "forward", "column_pass") for h in (4, 9))
+    assert "for hk in range" not in four and "[p, 3] = " in four
+    assert "zi = Zf[i]" in four and "if c < hb3 else" in four and "_axpy" not in four
+    assert "for hk in range" in nine and "for hh in range(H)" in nine and "hb1" not in nine
+    four, nine = (kernel(_gat_structure(h, 8), "column_pass", "column_rows")
+                  for h in (4, 9))
+    assert "g3 += v if c >= hb3" in four and "_dot(" not in four and "_axpy(" not in four
+    assert "EB[p, 3] = eb" in four and "dxj = dXf[j]" in four
+    assert "g = _dot(dzi, X[j, hh])" in nine and "hb1" not in nine
     assert signature_key(_gat_structure(9, 8)) == signature_key(_gat_structure(10, 8))
 
 

@@ -260,10 +260,17 @@ class ProgramSource(ABC):
     def _column_pass_edges(self, out: Block) -> Block:
         """The column pass of strategy ``"column"`` down to the loop over the edges of
         column ``j``, ``dX[j]`` zeroed first."""
-        col = self._cols(self._def(out, "column_pass", "dZ", "T", "dX", "EB", "GF",
-                                   *self._grads({"col"})))
+        body = self._def(out, "column_pass", "dZ", "T", "dX", "EB", "GF",
+                         *self._grads({"col"}))
+        self._column_setup(body)
+        col = self._cols(body)
         self._zero_messages(col)
         return self._col_edges(col)
+
+    def _column_setup(self, body: Block) -> None:
+        """What the column pass computes once before its columns (nothing unless
+        overridden)."""
+        return
 
     def _column_seeds(self, h: Block, x: int, hv: tuple, factor: str | None) -> None:
         """The column pass's reverse mode at the edge: what the scores ``x`` (and the

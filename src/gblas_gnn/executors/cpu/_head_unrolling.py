@@ -103,21 +103,92 @@ class HeadUnrolling:
         body.emit(self.own_edges)
         self._each_head(body.nested(), n, f"{self.at(f'S{k}', '{h}')} *= inv{{h}}")
 
-    def _aggregate_heads(self, row: Block) -> bool:
-        """The sink of a multi-head sum of weighted messages, written out per head, edge by
-        edge; False (nothing written) for any other sink."""
+    # ------------------------------------------------------------------ lanes
+    def _lane_heads(self) -> int:
+        """The root's heads when the sink of the forward and the column pass run over a
+        gathered row's heads as one row of ``heads · f`` lanes (a sum of weighted
+        messages with its heads written out), else 0."""
         n = _unrolled(self.p.heads)
-        if not n or self.sink[0] != "aggregate" or self.aggr not in _LINEAR:
+        return n if n and self.sink[0] == "aggregate" and self.aggr in _LINEAR else 0
+
+    def _flat_rows(self, body: Block, *names: str) -> None:
+        """``<name>f``: the (rows, heads · f) view of each (rows, heads, f) array, and the
+        lane bounds ``hb<h> = h · f`` of the heads (the messages' width ``f``)."""
+        for name in names:
+            body.emit(f"{name}f = {name}.reshape(({name}.shape[0], "
+                      f"{name}.shape[1] * {name}.shape[2]))")
+        for h in range(1, self._lane_heads()):
+            body.emit(f"hb{h} = {h} * X.shape[2]")
+
+    @staticmethod
+    def _by_lane(values: list[str]) -> str:
+        """The value of lane ``c``'s head: ``values[h]`` for ``hb<h> ≤ c < hb<h+1>``, as
+        selects on ``c`` (which vectorise; a loop of one head's ``f`` lanes is below the
+        vector loop's width and runs scalar)."""
+        expr = values[-1]
+        for h in range(len(values) - 2, -1, -1):
+            expr = f"({values[h]} if c < hb{h + 1} else {expr})"
+        return expr
+
+    def _lane_of(self, h: int) -> str:
+        """Whether lane ``c`` belongs to head ``h``."""
+        last = self._lane_heads() - 1
+        if h == 0:
+            return "c < hb1"
+        return f"c >= hb{h}" if h == last else f"hb{h} <= c < hb{h + 1}"
+
+    def _forward_setup(self, body: Block) -> None:
+        if self._lane_heads():
+            self._flat_rows(body, "X", "Z")
+
+    def _column_setup(self, body: Block) -> None:
+        if self._lane_heads():
+            self._flat_rows(body, "X", "dZ", "dX")
+
+    def _aggregate_heads(self, row: Block) -> bool:
+        r"""The sink of a multi-head sum of weighted messages over the row's lanes, edge by
+        edge: :math:`Z_{i,c} \mathrel{+}= w_{p,h(c)} X_{j,c}`; False (nothing written) for
+        any other sink."""
+        n = self._lane_heads()
+        if not n:
             return False
-        row.emit("zi = Z[i]")
-        row.emit(f"for hh in range({n}):")
-        z = row.nested()
-        z.emit("for c in range(zi.shape[1]):")
-        z.nested().emit(f"zi[hh, c] = {self.zero}")
+        row.emit("zi = Zf[i]")
+        row.emit("for c in range(zi.shape[0]):")
+        row.nested().emit(f"zi[c] = {self.zero}")
         e = self._edges(row)
-        e.emit("xj = X[j]")
+        e.emit("xj = Xf[j]")
         code, scope, r = self.code(), Scope(), self.s.root
+        w = [code.value(e, scope, r, head_index(self.p, r, str(h))) for h in range(n)]
+        e.emit("for c in range(zi.shape[0]):")
+        e.nested().emit(f"zi[c] += {self._by_lane(w)} * xj[c]")
+        return True
+
+    def _column_lanes(self, e: Block, x: int, kinds: set[str]) -> bool:
+        r"""The column pass at edge ``(i, j)`` over the lanes of its heads: the dots
+        :math:`g_h = \langle dZ_{i,h}, X_{j,h}\rangle` in one walk over the lanes (lane
+        ``c`` adds to its head's sum), each head's cotangents, then
+        :math:`dX_{j,c} \mathrel{+}= w_{h(c)}\, dZ_{i,c}`; False (nothing written) unless
+        :meth:`_lane_heads`."""
+        n = self._lane_heads()
+        if not n:
+            return False
+        p = self.p
+        e.emit("dzi = dZf[i]")
+        e.emit("xj = Xf[j]")
+        self._each_head(e, n, f"g{{h}} = {self.zero}")
+        e.emit("for c in range(dzi.shape[0]):")
+        lane = e.nested()
+        lane.emit("v = dzi[c] * xj[c]")
         for h in range(n):
-            w = code.value(e, scope, r, head_index(self.p, r, str(h)))
-            e.emit(f"_axpy(zi[{h}], {w}, xj[{h}])")
+            lane.emit(f"g{h} += v if {self._lane_of(h)} else {self.zero}")
+        for h in range(n):
+            hv = head_index(p, self.s.root, str(h))
+            e.emit(f"psi = S{p.softmax}[p, {h}]")
+            e.emit(f"g = g{h}")
+            factor = self._column_weight(e, hv)
+            e.emit(f"w{h} = w")
+            self._column_cotangents(e, x, kinds, hv, str(h), factor)
+        e.emit("dxj = dXf[j]")
+        e.emit("for c in range(dxj.shape[0]):")
+        e.nested().emit(f"dxj[c] += {self._by_lane([f'w{h}' for h in range(n)])} * dzi[c]")
         return True
