@@ -166,12 +166,20 @@ class _Generator(HeadUnrolling, ProgramSource):
                 e.emit(f"for hx in range({name}.shape[1]):")
                 e.nested().emit(f"prefetch_row({name}[nxt, hx])")
         if messages and kind == "row":
-            e.emit("for hx in range(dZ.shape[1]):")
-            e.nested().emit("prefetch_row(dZ[nxt, hx])")
+            self._prefetch_heads(e, "dZ")
         elif messages and self.sink[0] == "aggregate":
             e.emit("if xsep:          # the messages are not one of the rows above")
-            e.nested().emit("for hx in range(X.shape[1]):")
-            e.nested().nested().emit("prefetch_row(X[nxt, hx])")
+            self._prefetch_heads(e.nested(), "X")
+
+    def _prefetch_heads(self, e: Block, name: str) -> None:
+        """Prefetch row ``nxt`` of the (rows, heads, f) array ``name``: head by head, or as
+        one run of lines where the heads' lanes are one row (``<name>f``, one prefetch per
+        line instead of one per head: GAT 4 × 8's column pass at M 57 → 52 ms)."""
+        if self._lane_heads():
+            e.emit(f"prefetch_row({name}f[nxt])")
+            return
+        e.emit(f"for hx in range({name}.shape[1]):")
+        e.nested().emit(f"prefetch_row({name}[nxt, hx])")
 
     def _wide_rows(self, kind: str) -> list[tuple[str, int]]:
         """``(name, trailing dimensions)`` of the operands of ``kind`` the program reads whose
