@@ -21,7 +21,7 @@ from numba.extending import intrinsic, overload
 
 from ..alignment import ALIGNMENT
 
-__all__ = ["exp_nonpositive", "head_row_dots", "prefetch_row"]
+__all__ = ["exp_nonpositive", "head_row_dots", "prefetch_heads", "prefetch_row"]
 
 _FAST = {"reassoc", "contract"}
 
@@ -63,6 +63,21 @@ def prefetch_row(row):
         _prefetch(row, c)
     if row.shape[0] > 0:
         _prefetch(row, row.shape[0] - 1)     # the last line of a row that is not aligned
+
+
+@nb.njit(inline="always")
+def prefetch_heads(block):
+    """Prefetch every cache line of the C-contiguous 2-D view ``block`` (e.g. ``X[j]``: a
+    row's heads, side by side), one prefetch per line. A loop of :func:`prefetch_row` over
+    the heads asks for a line once per head on it (four prefetches for the two lines of a
+    4 × 8 float32 row), and cost GAT 4 × 8's row pass at M 44 against 32 ms."""
+    first = block[0]
+    size = block.shape[0] * block.shape[1]
+    step = max(1, ALIGNMENT // block.itemsize)
+    for c in range(0, size, step):
+        _prefetch(first, c)                  # past the first head: the same contiguous row
+    if size > 0:
+        _prefetch(first, size - 1)
 
 
 # ---------------------------------------------------------------------- exp

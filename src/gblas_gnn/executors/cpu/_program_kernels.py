@@ -53,7 +53,8 @@ import math
 import numba as nb
 import numpy as np
 
-from gblas_gnn.executors.cpu._kernel_primitives import exp_nonpositive, prefetch_row
+from gblas_gnn.executors.cpu._kernel_primitives import (exp_nonpositive, prefetch_heads,
+                                                        prefetch_row)
 from gblas_gnn.executors.cpu._random_kernels import uniform
 
 _FAST = {"reassoc", "contract"}
@@ -163,8 +164,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             if ndim == 1:
                 e.emit(f"prefetch_row({name}[nxt])")
             else:
-                e.emit(f"for hx in range({name}.shape[1]):")
-                e.nested().emit(f"prefetch_row({name}[nxt, hx])")
+                self._prefetch_heads(e, name)
         if messages and kind == "row":
             self._prefetch_heads(e, "dZ")
         elif messages and self.sink[0] == "aggregate":
@@ -172,11 +172,11 @@ class _Generator(HeadUnrolling, ProgramSource):
             self._prefetch_heads(e.nested(), "X")
 
     def _prefetch_heads(self, e: Block, name: str) -> None:
-        """Prefetch row ``nxt`` of the (rows, heads, f) array ``name``: head by head, or as
-        one run of lines where the heads' lanes are one row (``<name>f``, one prefetch per
-        line instead of one per head: GAT 4 × 8's column pass at M 57 → 52 ms)."""
-        if self._lane_heads():
-            e.emit(f"prefetch_row({name}f[nxt])")
+        """Prefetch row ``nxt`` of the (rows, heads, f) array ``name``: head by head with one
+        head, as one run of lines with several (one prefetch per line, not per head on it:
+        :func:`~gblas_gnn.executors.cpu._kernel_primitives.prefetch_heads`)."""
+        if self.p.heads > 1:
+            e.emit(f"prefetch_heads({name}[nxt])")
             return
         e.emit(f"for hx in range({name}.shape[1]):")
         e.nested().emit(f"prefetch_row({name}[nxt, hx])")
