@@ -89,6 +89,10 @@ def test_interrupted_line(tmp_path):
     assert line == (f"interrupted at epoch 3; the checkpoint {tmp_path / 'ck.npz'} holds epoch "
                     f"2; resume with: gblas-gnn train --checkpoint {tmp_path / 'ck.npz'} "
                     "--resume --lr 0.1")
+    # Ctrl-C while epoch 3's checkpoint was being written (after its metrics): the file
+    # still holds epoch 2, and epoch 3 is the one under way, not 4
+    assert interrupted(4, tmp_path / "ck.npz", argv).startswith(
+        f"interrupted at epoch 3; the checkpoint {tmp_path / 'ck.npz'} holds epoch 2;")
 
 
 def _grid_facts(**extra):

@@ -232,20 +232,27 @@ def interrupted(epoch: int | None, checkpoint: Path | None, argv: Sequence[str])
 
     ``epoch`` is the epoch that was running (``None``: before training started); the
     checkpoint's epoch is read from the file itself, which an interrupted write never
-    leaves half-written.
+    leaves half-written. The command writes the checkpoint after every epoch, once the
+    epoch's metrics are in: a Ctrl-C during that write leaves the previous epoch's file,
+    and the epoch under way is then the one after the file's (not the one after the
+    metrics'), the epoch a resumed run starts with.
     """
     from ..train import CheckpointError, read_checkpoint
 
-    where = f"interrupted at epoch {epoch}" if epoch is not None else \
-        "interrupted before training started"
+    def where(at: int | None) -> str:
+        return f"interrupted at epoch {at}" if at is not None else \
+            "interrupted before training started"
+
     if checkpoint is None:
-        return f"{where}; nothing was saved (--checkpoint PATH makes a run resumable)"
+        return f"{where(epoch)}; nothing was saved (--checkpoint PATH makes a run resumable)"
     try:
         saved = read_checkpoint(checkpoint).epoch
     except FileNotFoundError:
-        return f"{where}; no checkpoint was written yet"
+        return f"{where(epoch)}; no checkpoint was written yet"
     except CheckpointError as exc:
-        return f"{where}; the checkpoint cannot be read ({exc})"
+        return f"{where(epoch)}; the checkpoint cannot be read ({exc})"
+    if epoch is not None:
+        epoch = min(epoch, saved + 1)
     resume = list(argv) if "--resume" in argv else [*argv, "--resume"]
-    return (f"{where}; the checkpoint {checkpoint} holds epoch {saved}; resume with: "
+    return (f"{where(epoch)}; the checkpoint {checkpoint} holds epoch {saved}; resume with: "
             f"{shlex.join(['gblas-gnn', *resume])}")
