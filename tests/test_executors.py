@@ -109,3 +109,28 @@ def test_draw_key_advances_the_generator():
     k1, k2 = _random.draw_key(rng), _random.draw_key(rng)
     assert k1 != k2 and 0 <= k1 < 2**64
     assert k1 == int(np.random.default_rng(1).integers(0, 2**64, dtype=np.uint64))
+
+
+def test_the_two_products_of_a_matmul_backward():
+    """``matmul_vjp`` gives ``(G Wᵀ, Xᵀ G)`` on every path of the cpu executor: the two
+    products on two threads (large), one after the other (small, or more than one BLAS
+    thread) and the default of the interface; an error in the second thread reaches the
+    caller."""
+    from gblas_gnn.executors import CPUExecutor
+    from gblas_gnn.executors.base import Executor
+    from gblas_gnn.executors.cpu import executor as cpu_module
+
+    rng = np.random.default_rng(3)
+    ex = CPUExecutor()
+    for n in (5, 20_000):                          # below and above the threads' threshold
+        G = rng.standard_normal((n, 24)).astype(np.float32)
+        X = rng.standard_normal((n, 16)).astype(np.float32)
+        W = rng.standard_normal((16, 24)).astype(np.float32)
+        for got in (ex.matmul_vjp(G, W, X), Executor.matmul_vjp(ex, G, W, X)):
+            np.testing.assert_allclose(got[0], G @ W.T, rtol=1e-5, atol=1e-4)
+            np.testing.assert_allclose(got[1], X.T @ G, rtol=1e-5, atol=1e-2)
+    assert n * (24 + 16) >= cpu_module._PAIR_WORK > 5 * (24 + 16)
+    two = CPUExecutor(blas_threads=2)
+    np.testing.assert_allclose(two.matmul_vjp(G, W, X)[1], X.T @ G, rtol=1e-5, atol=1e-2)
+    with pytest.raises(ValueError):               # Xᵀ G with mismatched rows, in the thread
+        ex.matmul_vjp(G, W, X[:-1])

@@ -189,8 +189,8 @@ def _matmul(a: Traced, b: Traced) -> Traced:
         G = g[..., None] if vector else g
         G2 = G.reshape(-1, G.shape[-1])
         if a.vertex:
-            ga = ex.gemm(G2, B.T).reshape(av.shape)
-            gb = ex.inner(av.reshape(-1, av.shape[-1]), G2)
+            ga, gb = ex.matmul_vjp(G2, B, av.reshape(-1, av.shape[-1]))
+            ga = ga.reshape(av.shape)
         else:
             ga = xp.matmul(G, B.T).reshape(av.shape)
             gb = xp.matmul(av.reshape(-1, av.shape[-1]).T, G2)

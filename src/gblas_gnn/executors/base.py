@@ -100,7 +100,7 @@ PROCESS_TIER = ("is_root", "agree", "all_agree", "validation", "on_root", "gemm"
 #: tier (c): defaults built on tiers (a) and (b), right on every executor (an executor may
 #: override them with faster kernels giving the same result)
 DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "combine_rows", "spmm_affine",
-                "lowers", "semiring_lowering", "generic_lowering", "target_rows",
+                "matmul_vjp", "lowers", "semiring_lowering", "generic_lowering", "target_rows",
                 "program_forward", "program_backward", "aggregate", "row_counts",
                 "aggregate_backward", "softmax", "softmax_backward", "dropout_edges",
                 "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise", "row_scale",
@@ -292,6 +292,14 @@ class Executor(ABC):
         gradients ``Hᵀ dZ``): ``(a, b)`` for ``X`` (n, a) and ``Y`` (n, b)."""
         self._one_process("inner")
         return X.T @ Y
+
+    def matmul_vjp(self, G: DenseArray, W: DenseArray, X: DenseArray
+                   ) -> tuple[DenseArray, DenseArray]:
+        r"""The two products of the backward of :math:`Y = X W` (a vertex-indexed ``X``)
+        for the cotangent ``G`` of ``Y``: :math:`(G W^\top, X^\top G)`, the cotangents of
+        ``X`` and of ``W`` (:meth:`gemm` and :meth:`inner`, which an executor may run at
+        the same time)."""
+        return self.gemm(G, W.T), self.inner(X, G)
 
     def vertex_sum(self, X: DenseArray) -> DenseArray:
         r"""The reduction over vertices :math:`\sum_i X_i` (bias gradients, loss sums):

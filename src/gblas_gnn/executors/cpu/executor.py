@@ -12,6 +12,7 @@ objects sharing A's pattern. The package's other modules are listed in
 from __future__ import annotations
 
 import functools
+import threading
 
 import graphblas as gb
 import numpy as np
@@ -47,6 +48,11 @@ def _dense_to_gb(X: np.ndarray) -> gb.Matrix:
     """An (n, k) or (n,) ndarray as a full row-major ``graphblas.Matrix`` (one copy)."""
     X = np.ascontiguousarray(X)
     return _gbio.dense_in(X.reshape(-1, 1) if X.ndim == 1 else X)
+
+
+#: below this much work (rows × the two products' widths) a vjp's two products run one after
+#: the other: a thread's start and join (~0.1 ms) would cost what the overlap saves
+_PAIR_WORK = 1 << 18
 
 
 @functools.cache
@@ -112,6 +118,34 @@ class CPUExecutor(Executor):
 
     def inner(self, X, Y):
         return self.gemm(X.T, Y)
+
+    def matmul_vjp(self, G, W, X):
+        # G Wᵀ and Xᵀ G on the two cores at once, each on one OpenBLAS thread (one BLAS call
+        # with two threads loses more to their spin-waits than it gains, see gemm); a
+        # thread of its own per call, so a fork never inherits a pool without its thread
+        if self.blas_threads != 1 or G.shape[0] * (G.shape[1] + X.shape[1]) < _PAIR_WORK:
+            return super().matmul_vjp(G, W, X)
+        dtype = np.result_type(G, W, X)
+        ga = aligned_empty((G.shape[0], W.shape[0]), dtype)
+        gw = aligned_empty((X.shape[1], G.shape[1]), dtype)
+        failed: list[BaseException] = []
+
+        def weights():
+            try:
+                np.matmul(X.T, G, out=gw)
+            except BaseException as exc:        # re-raised by the caller's thread
+                failed.append(exc)
+
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            second = threading.Thread(target=weights, name="gblas_gnn-matmul-vjp")
+            second.start()
+            try:
+                np.matmul(G, W.T, out=ga)
+            finally:
+                second.join()
+        if failed:
+            raise failed[0]
+        return ga, gw
 
     def vertex_sum(self, X):
         # a float matrix (every bias gradient) in parallel chunks, summed in a fixed order
