@@ -70,10 +70,12 @@ def project_propagate_backward(ex, saved: PropagateCache, dout, W, K: int, proje
     S = saved.S
     if project_first:
         G = propagate(ex, S, dout, K, True)                    # (Sᵀ)ᴷ dZ, out_dim columns
-        return ex.inner(saved.H, G), ex.gemm(G, W.T)
-    dW = ex.inner(saved.P, dout)
+        dH, dW = ex.matmul_vjp(G, W, saved.H)
+        return dW, dH
     if propagate_dout_first:
+        dW = ex.inner(saved.P, dout)
         dH = ex.gemm(propagate(ex, S, dout, K, True), W.T)
     else:
-        dH = propagate(ex, S, ex.gemm(dout, W.T), K, True)
+        dOut, dW = ex.matmul_vjp(dout, W, saved.P)
+        dH = propagate(ex, S, dOut, K, True)
     return dW, dH

@@ -140,20 +140,17 @@ class GINConv(PyGInterop, Module):
         d = dout
         for i in range(len(self.mlp_dims) - 2, 0, -1):
             X = cache["acts"][i - 1]                            # the input of lin i
-            self.grads[f"lin{i}.W"] = ex.inner(X, d)
             self.grads[f"lin{i}.bias"] = ex.vertex_sum(d)
-            d = ex.gemm(d, self.params[f"lin{i}.W"].T)
+            d, self.grads[f"lin{i}.W"] = ex.matmul_vjp(d, self.params[f"lin{i}.W"], X)
             d *= X > 0                                          # ReLU' (d is ours)
         self.grads["lin0.bias"] = ex.vertex_sum(d)
         if self._project_first:
             G = ex.spmm_affine(A, d, self_weight=one_eps, transpose=True)  # ∂(H W0)
-            self.grads["lin0.W"] = ex.inner(cache["H"], G)
-            dH = ex.gemm(G, W0.T)
+            dH, self.grads["lin0.W"] = ex.matmul_vjp(G, W0, cache["H"])
             if self.train_eps:                                  # Σ G0 ⊙ (H W0)
                 deps = ex.vertex_sum(ex.row_dot(d, cache["Y"]))
         else:
-            self.grads["lin0.W"] = ex.inner(cache["X0"], d)
-            dX0 = ex.gemm(d, W0.T)
+            dX0, self.grads["lin0.W"] = ex.matmul_vjp(d, W0, cache["X0"])
             dH = ex.spmm_affine(A, dX0, self_weight=one_eps, transpose=True)
             if self.train_eps:                                  # Σ ∂X0 ⊙ H
                 deps = ex.vertex_sum(ex.row_dot(dX0, cache["H"]))

@@ -48,8 +48,8 @@ class Linear(Module):
         H = self._need_cache()["H"]
         dout = self._check_dout(dout, (H.shape[0], self.out_dim))
         ex = self.executor
-        self.grads["W"] = ex.inner(H, dout)                     # Hᵀ dZ
+        dH, self.grads["W"] = ex.matmul_vjp(dout, self.params["W"], H)  # dZ Wᵀ, Hᵀ dZ
         if "bias" in self.params:
             self.grads["bias"] = ex.vertex_sum(dout)            # dZᵀ 1
-        return ex.gemm(dout, self.params["W"].T)
+        return dH
 
