@@ -125,9 +125,8 @@ class CPUExecutor(Executor):
         # thread of its own per call, so a fork never inherits a pool without its thread
         if self.blas_threads != 1 or G.shape[0] * (G.shape[1] + X.shape[1]) < _PAIR_WORK:
             return super().matmul_vjp(G, W, X)
-        dtype = np.result_type(G, W, X)
-        ga = aligned_empty((G.shape[0], W.shape[0]), dtype)
-        gw = aligned_empty((X.shape[1], G.shape[1]), dtype)
+        ga = aligned_empty((G.shape[0], W.shape[0]), np.result_type(G, W))   # as gemm's
+        gw = aligned_empty((X.shape[1], G.shape[1]), np.result_type(X, G))
         failed: list[BaseException] = []
 
         def weights():
