@@ -400,6 +400,8 @@ def test_normalize_with_its_norms_equals_the_two_rules(executor):
         np.testing.assert_allclose(host(norms), host(ops.row_norm(executor.asarray(H), eps)))
     with pytest.raises(TypeError, match="return_norms must be a bool"):
         ops.normalize(H, eps, return_norms=1)
+    with pytest.raises(ValueError, match="^normalize needs an \\(n, k\\) array"):
+        ops.normalize(np.ones(3), eps, return_norms=True)    # the name the user called
 
 
 @pytest.mark.parametrize("args, error, match", [

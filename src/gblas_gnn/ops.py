@@ -487,18 +487,19 @@ def _row_rule(name: str, H, eps):
         return getattr(rows, name)(H, float(eps))
     ex = get_executor(None)
     H = _resident(ex, H)
+    public = "row_norm" if name == "row_norm" else "normalize"     # the name users called
     if not isinstance(H, ex.xp.ndarray) or H.dtype.kind != "f":
-        raise TypeError(f"{name} needs a floating-point array, got {type(H).__name__}")
+        raise TypeError(f"{public} needs a floating-point array, got {type(H).__name__}")
     if in_scope():
         return getattr(rows, name)(lift(H, vertex=True), float(eps))
     if H.ndim != 2:
-        raise ValueError(f"{name} needs an (n, k) array, got shape {tuple(H.shape)}")
+        raise ValueError(f"{public} needs an (n, k) array, got shape {tuple(H.shape)}")
     norms = ex.xp.maximum(ex.xp.sqrt(ex.row_dot(H, H)).astype(H.dtype, copy=False),
                           H.dtype.type(eps))
     if name == "row_norm":
         return norms
-    return (H / norms[:, None], norms) if name == "normalize_with_norms" else \
-        H / norms[:, None]
+    Y = H / norms[:, None]
+    return (Y, norms) if name == "normalize_with_norms" else Y
 
 
 def row_norm(H, eps: float = 0.0):
