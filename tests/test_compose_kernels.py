@@ -153,10 +153,12 @@ def test_generated_kernels_equal_the_reference(executor, heads):
     check()
 
 
-@pytest.mark.parametrize("heads", [3, 9], ids=["written-out", "above-the-cap"])
+@pytest.mark.parametrize("heads", [3, 4, 9], ids=["written-out", "flat-entries",
+                                                   "above-the-cap"])
 @pytest.mark.parametrize("sink", ["sum", "mean", "max", "rows_sum", "spmm_t"])
 def test_many_heads_equal_the_reference(executor, heads, sink):
-    """Three heads (the cpu forward writes them out, edge by edge) and nine (above
+    """Three heads (the cpu forward writes them out, edge by edge), four (written out, the
+    softmax's exponentials and normalisation over the row's flat entries) and nine (above
     ``UNROLLED_HEADS``: a loop over heads), two random formulations each, in float64."""
     reference = _reference_for(executor)
     for seed in (5, 17):
@@ -179,7 +181,8 @@ def test_the_cpu_forward_writes_out_up_to_eight_heads():
     """The cpu module's key holds the head counts its forward writes out: 2 and 4 heads get
     modules of their own, two feature widths share one; the forward of 4 heads walks each
     row once per phase (no loop over heads) and its sink and column pass run over the lanes
-    of all heads at once (each lane's head by selects on the lane), those of 9 heads keep
+    of all heads at once (each lane's head by selects on the lane); its softmax walks the
+    row's entries flat (4 is a power of two; 3 heads walk the edges); those of 9 heads keep
     the loop over heads."""
     from gblas_gnn.executors.cpu._head_unrolling import UNROLLED_HEADS
 
@@ -191,8 +194,11 @@ def test_the_cpu_forward_writes_out_up_to_eight_heads():
         text = source(p)
         return text[text.index(f"def {name}("):text.index(f"def {end}(")]
 
-    four, nine = (kernel(_gat_structure(h, 8), "forward", "column_pass") for h in (4, 9))
+    three, four, nine = (kernel(_gat_structure(h, 8), "forward", "column_pass")
+                         for h in (3, 4, 9))
     assert "for hk in range" not in four and "[p, 3] = " in four
+    assert "hh = e & np.uint64(3)" in four and "f[e] = v" in four and "f[e] *= (inv0" in four
+    assert "for p in range(np.uint64(lo), np.uint64(hi)):" in three and "f[e]" not in three
     assert "zi = Zf[i]" in four and "if c < hb3 else" in four and "_axpy" not in four
     assert "for hk in range" in nine and "for hh in range(H)" in nine and "hb1" not in nine
     four, nine = (kernel(_gat_structure(h, 8), "column_pass", "column_rows")

@@ -105,10 +105,17 @@ class HeadUnrolling:
         if not n:
             return super()._exp(row, k)
         self._each_head(row, n, f"m{{h}} = RM{k}[{{h}}, i]", f"t{{h}} = {self.zero}")
-        row.emit(self.own_edges)
-        at = self.at(f"S{k}", "{h}")
-        self._each_head(row.nested(), n, f"v = {self.exp}({at} - m{{h}})", f"{at} = v",
-                        "t{h} += v")
+        flat = self._flat_entries(row, k)
+        if flat:
+            flat.emit(f"v = {self.exp}(S{k}f[e] - {self._by_head([f'm{h}' for h in range(n)])})")
+            flat.emit(f"S{k}f[e] = v")
+            for h in range(n):
+                flat.emit(f"t{h} += v if hh == np.uint64({h}) else {self.zero}")
+        else:
+            row.emit(self.own_edges)
+            at = self.at(f"S{k}", "{h}")
+            self._each_head(row.nested(), n, f"v = {self.exp}({at} - m{{h}})", f"{at} = v",
+                            "t{h} += v")
         self._each_head(row, n, f"RS{k}[{{h}}, i] = t{{h}}")
 
     def _norm(self, row: Block, k: int) -> None:
@@ -118,8 +125,44 @@ class HeadUnrolling:
         row.emit("if hi > lo:")
         body = row.nested()
         self._each_head(body, n, f"inv{{h}} = {self.one} / RS{k}[{{h}}, i]")
+        flat = self._flat_entries(body, k)
+        if flat:
+            flat.emit(f"S{k}f[e] *= {self._by_head([f'inv{h}' for h in range(n)])}")
+            return
         body.emit(self.own_edges)
         self._each_head(body.nested(), n, f"{self.at(f'S{k}', '{h}')} *= inv{{h}}")
+
+    def _flat_stages(self) -> list[int]:
+        """The softmax stages whose exponentials and normalisation walk the row's entries of
+        ``S<k>`` flat: heads written out, a power of two of them."""
+        return [k for k in self.p.softmaxes
+                if (n := self._stage_heads(k)) and n & (n - 1) == 0]
+
+    def _flat_entries(self, row: Block, k: int) -> Block | None:
+        """For a stage of :meth:`_flat_stages`: the loop over the row's ``H (hi − lo)``
+        entries of ``S<k>`` through its flat view ``S<k>f`` by an unsigned index ``e`` (its
+        head ``hh = e mod H``, a mask), whose body the caller writes; else None.
+
+        An edge's ``H`` entries are side by side, so one vector holds ``8 / H`` edges'
+        heads, each lane's value chosen by selects on ``hh``; the loop over edges with the
+        heads written out in its body did not vectorise (GAT 4 × 8 at M, the exponentials
+        alone: 10.4 → 5.0 ms)."""
+        if k not in self._flat_stages():
+            return None
+        n = self._stage_heads(k)
+        row.emit(f"for e in range(np.uint64(lo * {n}), np.uint64(hi * {n})):")
+        body = row.nested()
+        body.emit(f"hh = e & np.uint64({n - 1})")
+        return body
+
+    @staticmethod
+    def _by_head(values: list[str]) -> str:
+        """The value of entry ``e``'s head ``hh``: ``values[hh]``, as selects (which
+        vectorise)."""
+        expr = values[-1]
+        for h in range(len(values) - 2, -1, -1):
+            expr = f"({values[h]} if hh == np.uint64({h}) else {expr})"
+        return expr
 
     # ------------------------------------------------------------------ lanes
     def _lane_heads(self) -> int:
@@ -158,6 +201,8 @@ class HeadUnrolling:
     def _forward_setup(self, body: Block) -> None:
         if self._lane_heads():
             self._flat_rows(body, "X", "Z")
+        for k in self._flat_stages():
+            body.emit(f"S{k}f = S{k}.reshape(S{k}.shape[0] * S{k}.shape[1])")
 
     def _column_setup(self, body: Block) -> None:
         if self._lane_heads():
