@@ -309,6 +309,38 @@ def test_cotangents_sum_into_a_products_own_array_and_nothing_else():
     assert not np.shares_memory(dX, dout)
 
 
+def test_a_row_normalisation_writes_its_gradient_into_a_cotangent_the_backward_owns():
+    """The backward of ``normalize`` writes into its cotangent when the tape made it (a
+    product's own array, here ``ḡ Wᵀ``) and leaves the caller's ``dout`` alone when that is
+    what reaches it; the gradient is :math:`(\\bar g - \\hat Y \\langle \\hat Y, \\bar g
+    \\rangle) / \\nu` either way."""
+    rng = np.random.default_rng(2)
+    X, W = rng.standard_normal((40, 5)), rng.standard_normal((5, 5))
+    norm = np.linalg.norm(X, axis=1, keepdims=True)
+    Y = X / norm
+
+    def want(g):
+        return (g - Y * (Y * g).sum(1, keepdims=True)) / norm
+
+    class Recording(CPUExecutor):
+        def combine_rows(self, a, X, b=None, Y=None, overwrite=False):
+            overwrites.append(overwrite)
+            return super().combine_rows(a, X, b, Y, overwrite)
+
+    ex = Recording()
+    for fn, owned in ((lambda X: ops.normalize(X, 1e-12), False),
+                      (lambda X: ops.normalize(X, 1e-12) @ W, True)):
+        overwrites = []
+        out, pullback = compose.vjp(fn, X, executor=ex, vertex=(0,))
+        dout = rng.standard_normal(out.shape)
+        kept = dout.copy()
+        (dX,) = pullback(dout)
+        np.testing.assert_array_equal(dout, kept)
+        g = dout @ W.T if owned else dout
+        np.testing.assert_allclose(dX, want(g), rtol=1e-10, atol=1e-12)
+        assert overwrites[-1] is owned
+
+
 def test_functional_form_gives_gradients_in_the_structure_of_the_arguments(executor):
     g, H, _ = graph_and_inputs(6, 4, 1)
     w = np.linspace(-1, 1, 4)

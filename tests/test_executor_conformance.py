@@ -137,6 +137,24 @@ def test_combine_rows(case, k, two):
     np.testing.assert_array_equal(to_numpy(args[1]), X)
 
 
+@SETTINGS
+@given(case=cases, k=st.integers(1, 5), two=st.booleans())
+def test_combine_rows_into_x(case, k, two):
+    """With ``overwrite`` the same combination, written into ``X`` itself (no fresh array);
+    ``Y`` and the coefficients stay."""
+    ex = under_test()
+    X, Y = case.dense(k), case.dense(k)
+    a, b = case.dense(1)[:, 0], case.dense(1)[:, 0]
+    want = a[:, None] * X + (b[:, None] * Y if two else 0)
+    Xd = ex.asarray(X.copy())
+    args = (ex.asarray(a), Xd) + ((ex.asarray(b), ex.asarray(Y)) if two else ())
+    got = ex.combine_rows(*args, overwrite=True)
+    close(got, want.astype(case.dtype), case.dtype, 2)
+    close(Xd, want.astype(case.dtype), case.dtype, 2)
+    if two:
+        np.testing.assert_array_equal(to_numpy(args[3]), Y)
+
+
 # ---------------------------------------------------------------------- edge primitives
 @SETTINGS
 @given(case=cases)

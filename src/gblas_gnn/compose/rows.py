@@ -60,12 +60,13 @@ def _recorded_normalized(x: Traced, ex, norms, clamped, eps: float) -> Traced:
     inv = ex.xp.reciprocal(clamped)
     Y = ex.combine_rows(inv, x.value)
 
-    def vjp(g):
+    def vjp(g, owned):
         proj = _where_free(ex, norms, eps, ex.row_dot(Y, g))
-        # (ḡ - Ŷ ⟨Ŷ, ḡ⟩) / ν in one pass: ḡ/ν + Ŷ (-⟨Ŷ, ḡ⟩/ν)
-        return (ex.combine_rows(inv, g, -proj * inv, Y),)
+        # (ḡ - Ŷ ⟨Ŷ, ḡ⟩) / ν in one pass: ḡ/ν + Ŷ (-⟨Ŷ, ḡ⟩/ν), into ḡ when the backward
+        # holds it alone (the attention's cotangent of its messages, AGNN's Ĥ)
+        return (ex.combine_rows(inv, g, -proj * inv, Y, overwrite=owned),)
 
-    return record(Y, [x], vjp, x.vertex, fresh=True)
+    return record(Y, [x], vjp, x.vertex, fresh=True, donate=True)
 
 
 def row_norm(x: Traced, eps: float) -> Traced:

@@ -33,12 +33,14 @@ __all__ = ["Node", "Leaf", "Tape", "Holder", "Scope", "current", "scope", "in_sc
 
 
 class Node:
-    """One recorded operation: ``parents`` (nodes) and ``vjp(cotangent) -> cotangents``."""
+    """One recorded operation: ``parents`` (nodes) and ``vjp(cotangent) -> cotangents``
+    (``vjp(cotangent, owned)`` for a node that may take its cotangent over, :attr:`donate`)."""
 
-    __slots__ = ("parents", "vjp", "index", "zero", "fresh")
+    __slots__ = ("parents", "vjp", "index", "zero", "fresh", "donate")
 
     def __init__(self, parents: Sequence[Node | None], vjp: Callable, index: int,
-                 zero: Callable[[], Any] | None = None, fresh: bool = False):
+                 zero: Callable[[], Any] | None = None, fresh: bool = False,
+                 donate: bool = False):
         self.parents = tuple(parents)
         self.vjp = vjp
         self.index = index
@@ -48,6 +50,12 @@ class Node:
         #: whether the vjp returns arrays of its own that nothing else holds (a product's):
         #: the backward may sum other cotangents into them in place
         self.fresh = fresh
+        #: whether the vjp takes a second argument, ``owned``: True when its cotangent is an
+        #: array the backward itself made and holds alone (a sum it allocated, a product's
+        #: own array), which the vjp may then overwrite with its result instead of writing a
+        #: fresh array (a row normalisation's backward at n = 2²⁰, k = 32: 128 MiB less to
+        #: map); never the caller's cotangent
+        self.donate = donate
 
 
 class Leaf(Node):
@@ -76,8 +84,9 @@ class Tape:
         return node
 
     def add(self, parents: Sequence[Node | None], vjp: Callable,
-            zero: Callable[[], Any] | None = None, fresh: bool = False) -> Node:
-        node = Node(parents, vjp, len(self.nodes), zero, fresh)
+            zero: Callable[[], Any] | None = None, fresh: bool = False,
+            donate: bool = False) -> Node:
+        node = Node(parents, vjp, len(self.nodes), zero, fresh, donate)
         self.nodes.append(node)
         return node
 
@@ -97,7 +106,12 @@ class Tape:
             if isinstance(node, Leaf):
                 leaves[node.key] = g
                 continue
-            for parent, pg in zip(node.parents, node.vjp(g), strict=True):
+            if node.donate:
+                ours = node.index in owned or node.index in products
+                grads = node.vjp(g, ours)
+            else:
+                grads = node.vjp(g)
+            for parent, pg in zip(node.parents, grads, strict=True):
                 if parent is None or pg is None:
                     continue
                 k = parent.index
@@ -166,16 +180,18 @@ class Scope(Holder):
         self.widths: list[int] = []
 
     def record(self, parents: Sequence[Any], vjp: Callable,
-               zero: Callable[[], Any] | None = None, fresh: bool = False) -> Node | None:
+               zero: Callable[[], Any] | None = None, fresh: bool = False,
+               donate: bool = False) -> Node | None:
         """A node for an operation on ``parents`` (traced values or anything else), or None
         when nothing is recorded (evaluation mode, or no parent carries a node and the node
-        need not run regardless: ``zero`` is None); ``fresh``: see :attr:`Node.fresh`."""
+        need not run regardless: ``zero`` is None); ``fresh``, ``donate``: see
+        :attr:`Node.fresh`, :attr:`Node.donate`."""
         if self.tape is None:
             return None
         nodes = [getattr(p, "node", None) for p in parents]
         if not any(n is not None for n in nodes) and zero is None:
             return None
-        return self.tape.add(nodes, vjp, zero, fresh)
+        return self.tape.add(nodes, vjp, zero, fresh, donate)
 
 
 _STACK: list[Scope] = []

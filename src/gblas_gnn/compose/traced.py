@@ -51,10 +51,11 @@ def _scope():
     return s
 
 
-def record(value, parents, vjp, vertex: bool, zero=None, fresh: bool = False) -> Traced:
+def record(value, parents, vjp, vertex: bool, zero=None, fresh: bool = False,
+           donate: bool = False) -> Traced:
     """A traced result: ``value``, recorded with ``vjp`` over ``parents`` in training mode
-    (``zero`` and ``fresh``: see :meth:`.tape.Scope.record`)."""
-    return Traced(value, _scope().record(parents, vjp, zero, fresh), vertex)
+    (``zero``, ``fresh`` and ``donate``: see :meth:`.tape.Scope.record`)."""
+    return Traced(value, _scope().record(parents, vjp, zero, fresh, donate), vertex)
 
 
 def lift(x, vertex: bool = False) -> Traced:

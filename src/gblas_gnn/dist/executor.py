@@ -189,8 +189,8 @@ class DistExecutor(Executor):
         # per vertex: this rank's rows R_x are whole (no communication)
         return self.local.row_dot(X, Y)
 
-    def combine_rows(self, a, X, b=None, Y=None):
-        return self.local.combine_rows(a, X, b, Y)
+    def combine_rows(self, a, X, b=None, Y=None, overwrite=False):
+        return self.local.combine_rows(a, X, b, Y, overwrite)
 
     def _share(self, rows: int) -> slice:
         """This rank's share of its row block for a reduction over vertices: the q ranks of

@@ -440,15 +440,23 @@ class Executor(ABC):
 
     # ------------------------------------------------------------------ products
     def combine_rows(self, a: DenseArray, X: DenseArray, b: DenseArray | None = None,
-                     Y: DenseArray | None = None) -> DenseArray:
-        r"""A per-row linear combination, a fresh array of ``X``'s shape:
+                     Y: DenseArray | None = None, overwrite: bool = False) -> DenseArray:
+        r"""A per-row linear combination, an array of ``X``'s shape:
 
         .. math:: O_i = a_i X_i + b_i Y_i \qquad (O_i = a_i X_i \text{ without } b, Y)
 
-        with ``X``, ``Y`` (n, k) and the coefficients ``a``, ``b`` (n,). Rows are local, so
-        it is right on every executor; the ``cpu`` executor makes it one pass (a row
-        normalisation and its backward are built from it)."""
-        out = X * a[:, None]
+        with ``X``, ``Y`` (n, k) and the coefficients ``a``, ``b`` (n,). A fresh array, or
+        ``X`` itself with ``overwrite`` (the caller holds ``X`` alone and needs it no more:
+        no array of its size to allocate) where the result has ``X``'s dtype. Rows are
+        local, so it is right on every executor; the ``cpu`` executor makes it one pass (a
+        row normalisation and its backward are built from it)."""
+        xp = self.xp
+        types = (X, a) if Y is None else (X, a, Y, b)
+        if overwrite and Y is not X and xp.result_type(*types) == X.dtype:
+            out = X
+            out *= a[:, None]
+        else:
+            out = X * a[:, None]
         if Y is not None:
             out += Y * b[:, None]
         return out

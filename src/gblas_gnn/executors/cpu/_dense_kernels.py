@@ -89,11 +89,13 @@ def _combine_rows(a, X, b, Y, two, out):
 
 
 def combine_rows(a: np.ndarray, X: np.ndarray, b: np.ndarray | None = None,
-                 Y: np.ndarray | None = None) -> np.ndarray:
+                 Y: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
     r""":math:`O_i = a_i X_i + b_i Y_i` (or :math:`a_i X_i` without ``b``, ``Y``) of
     C-contiguous (n, k) float arrays of one dtype and per-row coefficients (n,) of that
-    dtype: one pass, a fresh array."""
-    out = np.empty_like(X)
+    dtype: one pass, into ``out`` (a fresh array by default; ``X`` itself may be given:
+    each number is read before it is written)."""
+    if out is None:
+        out = np.empty_like(X)
     two = Y is not None
     _combine_rows(a, X, b if two else a, Y if two else X, two, out)
     return out

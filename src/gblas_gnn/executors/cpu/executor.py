@@ -158,15 +158,15 @@ class CPUExecutor(Executor):
             return _dense_kernels.row_dots(X, Y)
         return super().row_dot(X, Y)
 
-    def combine_rows(self, a, X, b=None, Y=None):
+    def combine_rows(self, a, X, b=None, Y=None, overwrite=False):
         # one pass instead of numpy's pass and temporary per operation
         rows = (X,) if Y is None else (X, Y)
         coefs = (a,) if b is None else (a, b)
         if (_dense_rows(*rows) and (Y is None) == (b is None)
                 and all(isinstance(c, np.ndarray) and c.shape == (X.shape[0],)
                         and c.dtype == X.dtype for c in coefs)):
-            return _dense_kernels.combine_rows(a, X, b, Y)
-        return super().combine_rows(a, X, b, Y)
+            return _dense_kernels.combine_rows(a, X, b, Y, out=X if overwrite else None)
+        return super().combine_rows(a, X, b, Y, overwrite)
 
     # ------------------------------------------------------------------ edge primitives
     def edge_values(self, E):
