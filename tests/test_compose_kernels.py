@@ -179,16 +179,20 @@ def _gat_structure(heads: int, width: int):
 
 def test_the_cpu_forward_writes_out_up_to_eight_heads():
     """The cpu module's key holds the head counts its forward writes out: 2 and 4 heads get
-    modules of their own, two feature widths share one; the forward of 4 heads walks each
+    modules of their own; the forward of 4 heads walks each
     row once per phase (no loop over heads) and its sink and column pass run over the lanes
-    of all heads at once (each lane's head by selects on the lane); its softmax walks the
+    of all heads at once (each lane's head by selects on the lane, the width a literal:
+    part of the key; a head's dot over its own lanes); its softmax walks the
     row's entries flat (4 is a power of two; 3 heads walk the edges); those of 9 heads keep
     the loop over heads."""
     from gblas_gnn.executors.cpu._head_unrolling import UNROLLED_HEADS
 
     assert UNROLLED_HEADS == 8
     assert signature_key(_gat_structure(2, 8)) != signature_key(_gat_structure(4, 8))
-    assert signature_key(_gat_structure(4, 8)) == signature_key(_gat_structure(4, 16))
+    # the lanes' width is written in where the heads are (4), not where they loop (9)
+    assert signature_key(_gat_structure(4, 8)) != signature_key(_gat_structure(4, 16))
+    assert signature_key(_gat_structure(9, 8)) == signature_key(_gat_structure(9, 16))
+    assert signature_key(_gat_structure(1, 8)) == signature_key(_gat_structure(1, 16))
 
     def kernel(p, name, end):
         text = source(p)
@@ -200,10 +204,12 @@ def test_the_cpu_forward_writes_out_up_to_eight_heads():
     assert "hh = e & np.uint64(3)" in four and "f[e] = v" in four and "f[e] *= (inv0" in four
     assert "for p in range(np.uint64(lo), np.uint64(hi)):" in three and "f[e]" not in three
     assert "zi = Zf[i]" in four and "if c < hb3 else" in four and "_axpy" not in four
+    assert "hb3 = 24" in four and four.count("for c in range(32):") == 2
     assert "for hk in range" in nine and "for hh in range(H)" in nine and "hb1" not in nine
     four, nine = (kernel(_gat_structure(h, 8), "column_pass", "column_rows")
                   for h in (4, 9))
-    assert "g3 += v if c >= hb3" in four and "_dot(" not in four and "_axpy(" not in four
+    assert "g3 = _dot_at(dzi, xj, 24, 8)" in four and "_dot(" not in four
+    assert "_axpy(" not in four and "for c in range(32):" in four
     assert "EB[p, 3] = eb" in four and "dxj = dXf[j]" in four
     assert "g = _dot(dzi, X[j, hh])" in nine and "hb1" not in nine
     assert signature_key(_gat_structure(9, 8)) == signature_key(_gat_structure(10, 8))

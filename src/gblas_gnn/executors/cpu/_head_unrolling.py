@@ -18,15 +18,16 @@ sum and reciprocal in a scalar of its own:
 Measured at case M (GAT 4 heads × 8, two threads, the row pass alone): the generated
 kernel 66–69 → 56–59 ms; a hand-written trial of the scheme 54 → 43 ms (the scores phase
 29 → 16 ms, exponentials and normalisation 16 → 10 ms, the aggregation 25 → 17 ms).
-The phases stay apart (a grid completes a row between them) and compute the same numbers
-in the same order per head as the loop form, so their results are bitwise equal.
+The phases stay apart (a grid completes a row between them). A head's maximum and scores
+are those of the loop form bit for bit; its sums may be associated differently where a loop
+vectorises (results agree to rounding).
 
 **Lanes.** A head's ``f`` features are fewer than LLVM's vector loop takes (8 float32 wide,
-interleaved 4 times), so a loop over one head's features runs scalar. Where the sink sums
-weighted messages, the forward's aggregation and the column pass therefore walk a gathered
-row's ``heads · f`` lanes at once, through (rows, heads · f) views ``Xf``, ``Zf``, ``dZf``,
-``dXf``, and give lane ``c`` its head's value by selects on ``c`` against the bounds
-``hb<h> = h f`` (which vectorise):
+interleaved 4 times), so a loop over one head's features of a width known only at run time
+runs scalar. Where the sink sums weighted messages, the forward's aggregation and the column
+pass therefore walk a gathered row's ``heads · f`` lanes at once, through (rows, heads · f)
+views ``Xf``, ``Zf``, ``dZf``, ``dXf``, and give lane ``c`` its head's value by selects on
+``c`` against the bounds ``hb<h> = h f`` (which vectorise):
 
 .. math::
 
@@ -34,10 +35,18 @@ row's ``heads · f`` lanes at once, through (rows, heads · f) views ``Xf``, ``Z
     g_h = \sum_{c:\,h(c) = h} dZ_{i,c} X_{j,c},\qquad
     dX_{j,c} \mathrel{+}= w_{h(c)}\, dZ_{i,c}.
 
-A head's dot in the column pass may then be associated differently from the loop form's
-(results agree to rounding). Measured at M on GAT 4 × 8 with the prefetch of the whole row
+The width ``f`` is written into these loops and bounds as a literal (:func:`lane_width`,
+part of the module's key), and a head's dot in the column pass runs over its own ``f``
+lanes: with constant trip counts LLVM makes each dot one vector product and a sum. A head's
+dot may then be associated differently from the loop form's (results agree to rounding).
+Measured at M on GAT 4 × 8 with the prefetch of the whole row
 (:func:`~gblas_gnn.executors.cpu._kernel_primitives.prefetch_heads`), three interleaved runs
-against the loop form: row pass 44 → 32 ms, column pass 57 → 47.5 ms.
+against the loop form: row pass 44 → 32 ms, column pass 57 → 47.5 ms; with the width
+written in, row pass 35 → 28 ms and column pass 48 → 38 ms.
+
+**Softmax entries.** With a power-of-two number of heads the exponentials and the
+normalisation walk the row's ``heads · (hi − lo)`` entries of ``S`` flat, by an unsigned
+index (see :meth:`HeadUnrolling._flat_entries`).
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from __future__ import annotations
 from ...compose.plan import Plan, head_index
 from ...compose.scalar import Block, Scope
 
-__all__ = ["UNROLLED_HEADS", "head_counts", "HeadUnrolling"]
+__all__ = ["UNROLLED_HEADS", "head_counts", "lane_width", "HeadUnrolling"]
 
 #: the most heads a forward writes out (more: the loop over heads of the skeleton)
 UNROLLED_HEADS = 8
@@ -64,6 +73,25 @@ def head_counts(p: Plan) -> tuple[int, ...]:
     different head counts never share a module."""
     counts = (_unrolled(p.heads), *(_unrolled(p.heads_of(k)) for k in p.softmaxes))
     return counts if any(counts) else ()
+
+
+def _lanes(p: Plan) -> int:
+    """The root's heads when the sink of the forward and the column pass run over a
+    gathered row's ``heads · f`` lanes (heads written out, a sum of weighted messages), else
+    0."""
+    n = _unrolled(p.heads)
+    return n if n and p.sink[0] == "aggregate" and p.aggr in _LINEAR else 0
+
+
+def lane_width(p: Plan) -> int:
+    """The messages' width ``f`` per head where a plan's lanes are walked (:func:`_lanes`;
+    the messages are (n, heads, f) there), else 0. The generator writes it into the loops
+    as a literal (part of the module's key): with a constant trip count LLVM turns a head's
+    dot into one vector product and a sum, where a runtime width of 8 ran in the vector
+    loop's scalar remainder."""
+    if not _lanes(p):
+        return 0
+    return next(shape[-1] for role, shape in p.structure.roles if role == "x")
 
 
 class HeadUnrolling:
@@ -169,8 +197,11 @@ class HeadUnrolling:
         """The root's heads when the sink of the forward and the column pass run over a
         gathered row's heads as one row of ``heads · f`` lanes (a sum of weighted
         messages with its heads written out), else 0."""
-        n = _unrolled(self.p.heads)
-        return n if n and self.sink[0] == "aggregate" and self.aggr in _LINEAR else 0
+        return _lanes(self.p)
+
+    def _lane_count(self) -> int:
+        """The number of lanes of a row, ``heads · f`` (written into the loops)."""
+        return self._lane_heads() * lane_width(self.p)
 
     def _flat_rows(self, body: Block, *names: str) -> None:
         """``<name>f``: the (rows, heads · f) view of each (rows, heads, f) array, and the
@@ -179,7 +210,7 @@ class HeadUnrolling:
             body.emit(f"{name}f = {name}.reshape(({name}.shape[0], "
                       f"{name}.shape[1] * {name}.shape[2]))")
         for h in range(1, self._lane_heads()):
-            body.emit(f"hb{h} = {h} * X.shape[2]")
+            body.emit(f"hb{h} = {h * lane_width(self.p)}")
 
     @staticmethod
     def _by_lane(values: list[str]) -> str:
@@ -190,13 +221,6 @@ class HeadUnrolling:
         for h in range(len(values) - 2, -1, -1):
             expr = f"({values[h]} if c < hb{h + 1} else {expr})"
         return expr
-
-    def _lane_of(self, h: int) -> str:
-        """Whether lane ``c`` belongs to head ``h``."""
-        last = self._lane_heads() - 1
-        if h == 0:
-            return "c < hb1"
-        return f"c >= hb{h}" if h == last else f"hb{h} <= c < hb{h + 1}"
 
     def _forward_setup(self, body: Block) -> None:
         if self._lane_heads():
@@ -215,35 +239,32 @@ class HeadUnrolling:
         n = self._lane_heads()
         if not n:
             return False
+        lanes = self._lane_count()
         row.emit("zi = Zf[i]")
-        row.emit("for c in range(zi.shape[0]):")
+        row.emit(f"for c in range({lanes}):")
         row.nested().emit(f"zi[c] = {self.zero}")
         e = self._edges(row)
         e.emit("xj = Xf[j]")
         code, scope, r = self.code(), Scope(), self.s.root
         w = [code.value(e, scope, r, head_index(self.p, r, str(h))) for h in range(n)]
-        e.emit("for c in range(zi.shape[0]):")
+        e.emit(f"for c in range({lanes}):")
         e.nested().emit(f"zi[c] += {self._by_lane(w)} * xj[c]")
         return True
 
     def _column_lanes(self, e: Block, x: int, kinds: set[str]) -> bool:
         r"""The column pass at edge ``(i, j)`` over the lanes of its heads: the dots
-        :math:`g_h = \langle dZ_{i,h}, X_{j,h}\rangle` in one walk over the lanes (lane
-        ``c`` adds to its head's sum), each head's cotangents, then
+        :math:`g_h = \langle dZ_{i,h}, X_{j,h}\rangle`, each over its head's ``f`` lanes
+        (a constant count: one vector product and a sum), each head's cotangents, then
         :math:`dX_{j,c} \mathrel{+}= w_{h(c)}\, dZ_{i,c}`; False (nothing written) unless
         :meth:`_lane_heads`."""
         n = self._lane_heads()
         if not n:
             return False
-        p = self.p
+        p, f = self.p, lane_width(self.p)
         e.emit("dzi = dZf[i]")
         e.emit("xj = Xf[j]")
-        self._each_head(e, n, f"g{{h}} = {self.zero}")
-        e.emit("for c in range(dzi.shape[0]):")
-        lane = e.nested()
-        lane.emit("v = dzi[c] * xj[c]")
-        for h in range(n):
-            lane.emit(f"g{h} += v if {self._lane_of(h)} else {self.zero}")
+        for h in range(n):              # head h's lanes: h f, …, h f + f − 1
+            e.emit(f"g{h} = _dot_at(dzi, xj, {h * f}, {f})")
         for h in range(n):
             hv = head_index(p, self.s.root, str(h))
             e.emit(f"psi = S{p.softmax}[p, {h}]")
@@ -252,6 +273,6 @@ class HeadUnrolling:
             e.emit(f"w{h} = w")
             self._column_cotangents(e, x, kinds, hv, str(h), factor)
         e.emit("dxj = dXf[j]")
-        e.emit("for c in range(dxj.shape[0]):")
+        e.emit(f"for c in range({self._lane_count()}):")
         e.nested().emit(f"dxj[c] += {self._by_lane([f'w{h}' for h in range(n)])} * dzi[c]")
         return True
