@@ -200,6 +200,7 @@ def test_the_cpu_forward_writes_out_up_to_eight_heads():
 
     three, four, nine = (kernel(_gat_structure(h, 8), "forward", "column_pass")
                          for h in (3, 4, 9))
+    assert "hb2 = 16" in three and "for c in range(zi.shape[0]):" in three
     assert "for hk in range" not in four and "[p, 3] = " in four
     assert "hh = e & np.uint64(3)" in four and "f[e] = v" in four and "f[e] *= (inv0" in four
     assert "for p in range(np.uint64(lo), np.uint64(hi)):" in three and "f[e]" not in three
