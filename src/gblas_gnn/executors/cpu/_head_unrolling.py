@@ -43,7 +43,7 @@ the loop form's (results agree to rounding).
 Measured at M on GAT 4 × 8 with the prefetch of the whole row
 (:func:`~gblas_gnn.executors.cpu._kernel_primitives.prefetch_heads`), three interleaved runs
 against the loop form: row pass 44 → 32 ms, column pass 57 → 47.5 ms; with the width
-written in, row pass 35 → 28 ms and column pass 48 → 38 ms.
+written in, row pass 31.6 → 28.4 ms and column pass 47.8 → 38.4 ms (in the layer).
 
 **Softmax entries.** With a power-of-two number of heads the exponentials and the
 normalisation walk the row's ``heads · (hi − lo)`` entries of ``S`` flat, by an unsigned
@@ -203,9 +203,9 @@ class HeadUnrolling:
     def _lane_count(self, row: str) -> str:
         """The trip count of a loop over the lanes of ``row``: ``heads · f`` written in from
         four heads on, the row's length below. Measured at M (GATConv, the generated row
-        and column passes): with the count written in, 4 × 8 28 against 31 ms, 8 × 8 58
-        against 77 ms, 4 × 16 31 against 41 ms; 2 × 16 32 against 19 ms and 3 × 8 35 against
-        27 ms (LLVM unrolls those loops whole and leaves them scalar)."""
+        pass, the count written in against the row's length): 4 × 8 26 against 31 ms,
+        8 × 8 58 against 77 ms, 4 × 16 31 against 41 ms; but 2 × 16 32 against 19 ms and
+        3 × 8 35 against 27 ms (LLVM unrolls those loops whole and leaves them scalar)."""
         n = self._lane_heads()
         return str(n * lane_width(self.p)) if n >= 4 else f"{row}.shape[0]"
 
