@@ -52,6 +52,8 @@ index (see :meth:`HeadUnrolling._flat_entries`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...compose.plan import Plan, head_index
 from ...compose.scalar import Block, Scope
 
@@ -86,13 +88,23 @@ def _lanes(p: Plan) -> int:
 
 def lane_width(p: Plan) -> int:
     """The messages' width ``f`` per head where a plan's lanes are walked (:func:`_lanes`;
-    the messages are (n, heads, f) there), else 0. The generator writes it into the loops
-    as a literal (part of the module's key): with a constant trip count LLVM turns a head's
-    dot into one vector product and a sum, where a runtime width of 8 ran in the vector
-    loop's scalar remainder."""
+    the messages are (n, heads, f) there), else 0. The generator writes it into the lane
+    bounds, the column pass's dots and (from four heads on) the lanes' loops as a literal
+    (part of the module's key): with a constant trip count LLVM turns a head's dot into one
+    vector product and a sum, where a runtime width of 8 ran in the vector loop's scalar
+    remainder."""
     if not _lanes(p):
         return 0
     return next(shape[-1] for role, shape in p.structure.roles if role == "x")
+
+
+def _selects(values: list[str], test: Callable[[int], str]) -> str:
+    """``values[h]`` for the first ``h`` whose ``test(h)`` holds (the last value when none
+    does), as a chain of conditional expressions."""
+    expr = values[-1]
+    for h in range(len(values) - 2, -1, -1):
+        expr = f"({values[h]} if {test(h)} else {expr})"
+    return expr
 
 
 class HeadUnrolling:
@@ -188,10 +200,7 @@ class HeadUnrolling:
     def _by_head(values: list[str]) -> str:
         """The value of entry ``e``'s head ``hh``: ``values[hh]``, as selects (which
         vectorise)."""
-        expr = values[-1]
-        for h in range(len(values) - 2, -1, -1):
-            expr = f"({values[h]} if hh == np.uint64({h}) else {expr})"
-        return expr
+        return _selects(values, lambda h: f"hh == np.uint64({h})")
 
     # ------------------------------------------------------------------ lanes
     def _lane_heads(self) -> int:
@@ -223,10 +232,7 @@ class HeadUnrolling:
         """The value of lane ``c``'s head: ``values[h]`` for ``hb<h> ≤ c < hb<h+1>``, as
         selects on ``c`` (which vectorise; a loop of one head's ``f`` lanes is below the
         vector loop's width and runs scalar)."""
-        expr = values[-1]
-        for h in range(len(values) - 2, -1, -1):
-            expr = f"({values[h]} if c < hb{h + 1} else {expr})"
-        return expr
+        return _selects(values, lambda h: f"c < hb{h + 1}")
 
     def _forward_setup(self, body: Block) -> None:
         if self._lane_heads():
