@@ -341,6 +341,98 @@ def test_a_row_normalisation_writes_its_gradient_into_a_cotangent_the_backward_o
         assert overwrites[-1] is owned
 
 
+def test_the_scores_product_adds_its_gradient_into_the_messages_cotangent():
+    """GAT's shape: the messages ``X`` (one head) and the scores ``X B`` (two slices of one
+    product). The backward holds ``X``'s cotangent from the aggregation, an array of the
+    program's own (through a reshape's view), so the product adds ``ḡ Bᵀ`` into it
+    (``into``) and the second slice adds into the first's array; the gradient equals
+    central differences, the caller's ``dout`` stays."""
+    rng = np.random.default_rng(4)
+    g, X0, dout = graph_and_inputs(12, 3, 3)
+    A = g.with_self_loops().A
+    B = rng.standard_normal((3, 2))
+
+    class Recording(CPUExecutor):
+        def matmul_vjp(self, G, W, X, into=None):
+            offered.append(into is not None)
+            return super().matmul_vjp(G, W, X, into=into)
+
+    def fn(X):
+        SD = X @ B
+        P = ops.softmax(A * leaky_relu(rep(SD[:, 1:]) + rep(SD[:, :1]).T))
+        return ops.aggregate(P, X.reshape(-1, 1, 3)).reshape(-1, 3)
+
+    def loss(X):
+        return float((compose.vjp(fn, X, executor=CPUExecutor(), vertex=(0,))[0] * dout).sum())
+
+    offered = []
+    _, pullback = compose.vjp(fn, X0, executor=Recording(), vertex=(0,))
+    kept = dout.copy()
+    (dX,) = pullback(dout)
+    np.testing.assert_array_equal(dout, kept)
+    assert offered == [True]
+    eps, fd = 1e-6, np.empty_like(X0)
+    for i, c in np.ndindex(*X0.shape):
+        step = np.zeros_like(X0)
+        step[i, c] = eps
+        fd[i, c] = (loss(X0 + step) - loss(X0 - step)) / (2 * eps)
+    np.testing.assert_allclose(dX, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_a_programs_cotangents_are_arrays_of_their_own():
+    """The tape sums into a program's cotangents in place, so one that shares memory with
+    the cotangent handed in or with an earlier one is copied; the others are kept as they
+    are."""
+    from gblas_gnn.compose.sinks import _own
+
+    g, a, b = np.ones((4, 3)), np.zeros((4, 3)), np.zeros(3)
+    got = _own([a, g[:, :2], None, a.reshape(12), b], g, np)
+    assert got[0] is a and got[4] is b and got[2] is None
+    for copied, was in ((got[1], g[:, :2]), (got[3], a.reshape(12))):
+        assert not np.shares_memory(copied, was)
+        np.testing.assert_array_equal(copied, was)
+
+
+def test_the_tape_offers_only_sums_it_owns_and_each_once():
+    """A node of ``adds`` is offered a parent's sum only when the backward owns it (a
+    product's array, not the caller's cotangent) and once however often the parent appears;
+    handing back a sum it was not offered, or asking to donate and add at once, is an
+    error."""
+    from gblas_gnn.compose.tape import Summed, Tape
+
+    t = Tape()
+    x, y = t.leaf("x"), t.leaf("y")
+    seen = []
+
+    def adder(g, into):
+        seen.append(into)
+        out = []
+        for o in into:
+            if o is not None:
+                o += g
+            out.append(g if o is None else Summed(o))
+        return tuple(out)
+
+    a = t.add([x, x, y], adder, adds=True)
+    p = t.add([x], lambda g: (g * 2.0,), fresh=True)       # x's sum: a product's own
+    q = t.add([y], lambda g: (g,))                         # y's: the caller's dout itself
+    out = t.add([a, p, q], lambda g: (g, g, g))
+    dout = np.ones(3)
+    got = t.backward(out, dout)
+    (offers,) = seen
+    assert offers[0] is not None and offers[1] is None and offers[2] is None
+    np.testing.assert_array_equal(got["x"], np.full(3, 4.0))
+    np.testing.assert_array_equal(got["y"], np.full(3, 2.0))
+    np.testing.assert_array_equal(dout, np.ones(3))
+    t = Tape()
+    x = t.leaf("x")
+    bad = t.add([x], lambda g, into: (Summed(np.zeros(3)),), adds=True)
+    with pytest.raises(RuntimeError, match="not offered"):
+        t.backward(t.add([bad], lambda g: (g.copy(),), fresh=True), np.ones(3))
+    with pytest.raises(ValueError, match="not both"):
+        t.add([x], lambda g, o: (g,), donate=True, adds=True)
+
+
 def test_functional_form_gives_gradients_in_the_structure_of_the_arguments(executor):
     g, H, _ = graph_and_inputs(6, 4, 1)
     w = np.linspace(-1, 1, 4)

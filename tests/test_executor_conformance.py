@@ -110,6 +110,24 @@ def test_dense_products_and_vertex_reductions(case, k, k2):
 
 
 @SETTINGS
+@given(case=cases, k=st.integers(1, 5), k2=st.integers(1, 4))
+def test_matmul_backward_alone_and_summed_into_a_cotangent(case, k, k2):
+    """``matmul_vjp`` gives ``(G Wᵀ, Xᵀ G)``; with ``into`` the first is added into it and
+    it comes back as the first (the sum the tape holds for ``X``, no array of its own)."""
+    ex = under_test()
+    X, G, P = case.dense(k), case.dense(k2), case.dense(k)
+    W = case.rng.standard_normal((k, k2)).astype(case.dtype)
+    ga, gw = ex.matmul_vjp(ex.asarray(G), ex.asarray(W), ex.asarray(X))
+    close(ga, G @ W.T, case.dtype, k2)
+    close(gw, X.T @ G, case.dtype, case.n)
+    into = ex.asarray(P.copy())
+    ga, gw = ex.matmul_vjp(ex.asarray(G), ex.asarray(W), ex.asarray(X), into=into)
+    assert ga is into
+    close(into, P + G @ W.T, case.dtype, k2 + 1)
+    close(gw, X.T @ G, case.dtype, case.n)
+
+
+@SETTINGS
 @given(case=cases, k=st.integers(1, 4), bad=st.sampled_from([None, np.nan, np.inf, -np.inf]),
        which=st.integers(0, 1))
 def test_all_finite(case, k, bad, which):

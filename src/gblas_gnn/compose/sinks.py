@@ -39,9 +39,25 @@ def run(root: Expr, sink: tuple, x=None):
     s.held.append(out)                  # the context may keep it (Scope.released)
 
     def vjp(g):
-        return ex.program_backward(ctx, g)
+        return _own(ex.program_backward(ctx, g), g, ex.xp)
 
-    return record(out, traced, vjp, True)
+    # its cotangents are arrays of its own (_own): the tape may sum into them in place
+    return record(out, traced, vjp, True, fresh=True)
+
+
+def _own(grads: list, g, xp) -> list:
+    """``grads``, each an array no other holds: one that may share memory with the
+    cotangent ``g`` or with an earlier one of ``grads`` is copied (an executor's backward
+    allocates its cotangents, so this copies nothing unless one is handed back twice)."""
+    kept: list = [g]
+    out = []
+    for a in grads:
+        if a is not None and any(xp.may_share_memory(a, k) for k in kept):
+            a = a.copy()
+        if a is not None:
+            kept.append(a)
+        out.append(a)
+    return out
 
 
 def materialize(e: Expr):

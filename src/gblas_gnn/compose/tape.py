@@ -28,19 +28,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Node", "Leaf", "Tape", "Holder", "Scope", "current", "scope", "in_scope", "frame",
-           "hand_out"]
+__all__ = ["Node", "Leaf", "Summed", "Tape", "Holder", "Scope", "current", "scope", "in_scope",
+           "frame", "hand_out"]
 
 
 class Node:
     """One recorded operation: ``parents`` (nodes) and ``vjp(cotangent) -> cotangents``
-    (``vjp(cotangent, owned)`` for a node that may take its cotangent over, :attr:`donate`)."""
+    (``vjp(cotangent, owned)`` for a node that may take its cotangent over, :attr:`donate`;
+    ``vjp(cotangent, into)`` for one that may add into its parents' sums, :attr:`adds`)."""
 
-    __slots__ = ("parents", "vjp", "index", "zero", "fresh", "donate")
+    __slots__ = ("parents", "vjp", "index", "zero", "fresh", "donate", "adds")
 
     def __init__(self, parents: Sequence[Node | None], vjp: Callable, index: int,
                  zero: Callable[[], Any] | None = None, fresh: bool = False,
-                 donate: bool = False):
+                 donate: bool = False, adds: bool = False):
+        if donate and adds:
+            raise ValueError("a node either takes its cotangent over or adds into its "
+                             "parents' sums, not both")
         self.parents = tuple(parents)
         self.vjp = vjp
         self.index = index
@@ -54,8 +58,15 @@ class Node:
         #: array the backward itself made and holds alone (a sum it allocated, a product's
         #: own array), which the vjp may then overwrite with its result instead of writing a
         #: fresh array (a row normalisation's backward at n = 2²⁰, k = 32: 128 MiB less to
-        #: map); never the caller's cotangent
+        #: map); never the caller's cotangent. What it returns for an owned cotangent is the
+        #: backward's own too (a reshape's view of it)
         self.donate = donate
+        #: whether the vjp takes a second argument, ``into``: per parent, the cotangent summed
+        #: so far when the backward owns it (else None), which the vjp may add its own into
+        #: and hand back as :class:`Summed` (a product's ``G Wᵀ`` accumulated by the GEMM
+        #: itself, a slice's cotangent added into its rows: no fresh (n, k) array and no
+        #: second pass to sum the two)
+        self.adds = adds
 
 
 class Leaf(Node):
@@ -72,6 +83,16 @@ def _no_vjp(_):
     return ()
 
 
+class Summed:
+    """What a vjp of :attr:`Node.adds` returns for a parent whose offered sum ``value`` it
+    added its cotangent into (in place): the tape keeps ``value`` as that parent's sum."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
 class Tape:
     """The nodes of one forward, in the order they were recorded."""
 
@@ -85,8 +106,8 @@ class Tape:
 
     def add(self, parents: Sequence[Node | None], vjp: Callable,
             zero: Callable[[], Any] | None = None, fresh: bool = False,
-            donate: bool = False) -> Node:
-        node = Node(parents, vjp, len(self.nodes), zero, fresh, donate)
+            donate: bool = False, adds: bool = False) -> Node:
+        node = Node(parents, vjp, len(self.nodes), zero, fresh, donate, adds)
         self.nodes.append(node)
         return node
 
@@ -106,9 +127,13 @@ class Tape:
             if isinstance(node, Leaf):
                 leaves[node.key] = g
                 continue
+            fresh = node.fresh
             if node.donate:
                 ours = node.index in owned or node.index in products
                 grads = node.vjp(g, ours)
+                fresh = fresh or ours
+            elif node.adds:
+                grads = node.vjp(g, _offers(node.parents, acc, owned, products))
             else:
                 grads = node.vjp(g)
             for parent, pg in zip(node.parents, grads, strict=True):
@@ -116,14 +141,18 @@ class Tape:
                     continue
                 k = parent.index
                 prev = acc.get(k)
+                if isinstance(pg, Summed):
+                    if pg.value is not prev:
+                        raise RuntimeError("a vjp handed back a sum it was not offered")
+                    continue
                 if prev is None:
                     acc[k] = pg
-                    if node.fresh:
+                    if fresh:
                         products.add(k)
                 elif k in owned or (k in products and _addable(prev, pg)):
                     prev += pg
                     acc[k] = prev
-                elif node.fresh and _addable(pg, prev):
+                elif fresh and _addable(pg, prev):
                     # into the product's own array: no third (n, k) array while the two
                     # are summed (issue 21); x + y and y + x are the same bits
                     pg += prev
@@ -134,6 +163,22 @@ class Tape:
                     owned.add(k)
         self.nodes = []                  # one backward per forward: free what the vjps hold
         return leaves
+
+
+def _offers(parents: Sequence[Node | None], acc: dict, owned: set, products: set
+            ) -> tuple:
+    """What a vjp of :attr:`Node.adds` may add into: per parent, its sum so far when the
+    backward owns it (a sum it allocated, a product's own array), else None; a parent that
+    appears twice is offered once (two in-place additions of one offer would be one)."""
+    seen: set[int] = set()
+    out = []
+    for parent in parents:
+        k = None if parent is None else parent.index
+        mine = k is not None and k not in seen and (k in owned or k in products)
+        out.append(acc.get(k) if mine else None)
+        if k is not None:
+            seen.add(k)
+    return tuple(out)
 
 
 def _addable(into, other) -> bool:
@@ -181,17 +226,17 @@ class Scope(Holder):
 
     def record(self, parents: Sequence[Any], vjp: Callable,
                zero: Callable[[], Any] | None = None, fresh: bool = False,
-               donate: bool = False) -> Node | None:
+               donate: bool = False, adds: bool = False) -> Node | None:
         """A node for an operation on ``parents`` (traced values or anything else), or None
         when nothing is recorded (evaluation mode, or no parent carries a node and the node
-        need not run regardless: ``zero`` is None); ``fresh``, ``donate``: see
-        :attr:`Node.fresh`, :attr:`Node.donate`."""
+        need not run regardless: ``zero`` is None); ``fresh``, ``donate``, ``adds``: see
+        :attr:`Node.fresh`, :attr:`Node.donate`, :attr:`Node.adds`."""
         if self.tape is None:
             return None
         nodes = [getattr(p, "node", None) for p in parents]
         if not any(n is not None for n in nodes) and zero is None:
             return None
-        return self.tape.add(nodes, vjp, zero, fresh, donate)
+        return self.tape.add(nodes, vjp, zero, fresh, donate, adds)
 
 
 _STACK: list[Scope] = []

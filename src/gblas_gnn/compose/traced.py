@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import functions as F
-from .tape import current
+from .tape import Summed, current
 
 __all__ = ["Traced", "lift", "value_of", "is_traced", "record", "concat", "apply_unary",
            "apply_binary", "VertexTranspose"]
@@ -52,10 +52,10 @@ def _scope():
 
 
 def record(value, parents, vjp, vertex: bool, zero=None, fresh: bool = False,
-           donate: bool = False) -> Traced:
+           donate: bool = False, adds: bool = False) -> Traced:
     """A traced result: ``value``, recorded with ``vjp`` over ``parents`` in training mode
-    (``zero``, ``fresh`` and ``donate``: see :meth:`.tape.Scope.record`)."""
-    return Traced(value, _scope().record(parents, vjp, zero, fresh, donate), vertex)
+    (``zero``, ``fresh``, ``donate`` and ``adds``: see :meth:`.tape.Scope.record`)."""
+    return Traced(value, _scope().record(parents, vjp, zero, fresh, donate, adds), vertex)
 
 
 def lift(x, vertex: bool = False) -> Traced:
@@ -186,19 +186,32 @@ def _matmul(a: Traced, b: Traced) -> Traced:
     if vector:
         out = out[..., 0]
 
-    def vjp(g):
+    def vjp(g, into):
         G = g[..., None] if vector else g
         G2 = G.reshape(-1, G.shape[-1])
-        if a.vertex:
-            ga, gb = ex.matmul_vjp(G2, B, av.reshape(-1, av.shape[-1]))
-            ga = ga.reshape(av.shape)
-        else:
+        if not a.vertex:
             ga = xp.matmul(G, B.T).reshape(av.shape)
             gb = xp.matmul(av.reshape(-1, av.shape[-1]).T, G2)
-        return ga, (gb[:, 0] if vector else gb)
+            return ga, (gb[:, 0] if vector else gb)
+        # G Bᵀ summed by the product itself into the cotangent the backward holds for `a`
+        # (the attention's messages X, whose scores SD = X B come after them)
+        target = _rows_into(into[0], av.shape, xp.result_type(G2, B))
+        ga, gb = ex.matmul_vjp(G2, B, av.reshape(-1, av.shape[-1]), into=target)
+        return (Summed(into[0]) if target is not None else ga.reshape(av.shape),
+                gb[:, 0] if vector else gb)
 
     # products: both cotangents are new arrays (views of them), held by nothing else
-    return record(out, [a, b], vjp, a.vertex, fresh=True)
+    return record(out, [a, b], vjp, a.vertex, fresh=True, adds=True)
+
+
+def _rows_into(offer, shape: tuple, dtype):
+    """The 2-D C-contiguous view of an offered sum (:attr:`.tape.Node.adds`) that a
+    cotangent of ``shape`` and ``dtype`` may be added into, or None (nothing offered, or a
+    sum of another shape, dtype or layout)."""
+    if (offer is None or tuple(offer.shape) != tuple(shape) or offer.dtype != dtype
+            or not offer.flags.c_contiguous):
+        return None
+    return offer.reshape(-1, shape[-1])
 
 
 def _inner(X: Traced, Y: Traced) -> Traced:
@@ -370,12 +383,20 @@ class Traced:
         value = self.value[index]
         source_shape, dtype = self.value.shape, self.value.dtype
 
-        def vjp(g):
+        basic = all(i is None or i is Ellipsis or isinstance(i, slice)
+                    or (isinstance(i, int) and not isinstance(i, bool)) for i in idx)
+
+        def vjp(g, into):
+            offer = into[0]
+            if basic and offer is not None and offer.shape == source_shape and \
+                    offer.dtype == dtype:
+                offer[index] += g               # a slice's rows, added where they belong
+                return (Summed(offer),)
             full = xp.zeros(source_shape, dtype)
             full[index] = g
             return (full,)
 
-        return record(value, [self], vjp, self.vertex)
+        return record(value, [self], vjp, self.vertex, fresh=True, adds=True)
 
     def reshape(self, *shape) -> Traced:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -385,7 +406,9 @@ class Traced:
             raise ValueError(f"reshape of a vertex-indexed array must keep its rows: "
                              f"{self.shape} -> {tuple(value.shape)}")
         source = self.value.shape
-        return record(value, [self], lambda g: (g.reshape(source),), self.vertex)
+        # a view of its cotangent: the backward's own when that is (Node.donate)
+        return record(value, [self], lambda g, _owned: (g.reshape(source),), self.vertex,
+                      donate=True)
 
     def sum(self, axis=None, keepdims: bool = False) -> Traced:
         return _reduce(self, axis, keepdims, mean=False)

@@ -293,13 +293,23 @@ class Executor(ABC):
         self._one_process("inner")
         return X.T @ Y
 
-    def matmul_vjp(self, G: DenseArray, W: DenseArray, X: DenseArray
-                   ) -> tuple[DenseArray, DenseArray]:
+    def matmul_vjp(self, G: DenseArray, W: DenseArray, X: DenseArray,
+                   into: DenseArray | None = None) -> tuple[DenseArray, DenseArray]:
         r"""The two products of the backward of :math:`Y = X W` (a vertex-indexed ``X``)
         for the cotangent ``G`` of ``Y``: :math:`(G W^\top, X^\top G)`, the cotangents of
         ``X`` and of ``W`` (:meth:`gemm` and :meth:`inner`, which an executor may run at
-        the same time)."""
-        return self.gemm(G, W.T), self.inner(X, G)
+        the same time).
+
+        With ``into`` (a C-contiguous array of :math:`G W^\top`'s shape and dtype that the
+        caller owns, the cotangent of ``X`` summed so far) the first product is added into
+        it, :math:`\text{into} \mathrel{+}= G W^\top`, and ``into`` is returned in its
+        place (an executor may have the product accumulate there itself, with no array of
+        its own)."""
+        ga = self.gemm(G, W.T)
+        if into is not None:
+            into += ga
+            ga = into
+        return ga, self.inner(X, G)
 
     def vertex_sum(self, X: DenseArray) -> DenseArray:
         r"""The reduction over vertices :math:`\sum_i X_i` (bias gradients, loss sums):

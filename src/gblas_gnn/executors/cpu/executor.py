@@ -61,6 +61,26 @@ def _blas_controller():
     return ThreadpoolController()
 
 
+def _gemm_into(into: np.ndarray, G: np.ndarray, W: np.ndarray) -> np.ndarray:
+    r"""``into += G Wᵀ`` by the GEMM itself (:math:`C \leftarrow G W^\top + 1 \cdot C`):
+    the product is summed as it is formed, with no array of its own and no second pass
+    (n = 10⁵, G (n, 2), W (32, 2): 0.56 ms against 2.5 for ``np.matmul`` and the sum). The
+    row-major ``into`` is the column-major ``intoᵀ = W Gᵀ``, which BLAS overwrites in place.
+    Returns ``into``."""
+    if into.dtype in (np.float32, np.float64) and into.flags.c_contiguous:
+        from scipy.linalg.blas import get_blas_funcs
+
+        gemm = get_blas_funcs("gemm", dtype=into.dtype)
+        out = gemm(1.0, W.astype(into.dtype, copy=False), G.T.astype(into.dtype, copy=False),
+                   beta=1.0, c=into.T, overwrite_c=True)
+        if out.ctypes.data == into.ctypes.data:
+            return into
+        into[...] = out.T                       # BLAS wrote a copy (not expected)
+        return into
+    into += G @ W.T
+    return into
+
+
 class CPUExecutor(Executor):
     """python-graphblas and numba implementation of :class:`~gblas_gnn.executors.Executor`.
 
@@ -119,13 +139,15 @@ class CPUExecutor(Executor):
     def inner(self, X, Y):
         return self.gemm(X.T, Y)
 
-    def matmul_vjp(self, G, W, X):
+    def matmul_vjp(self, G, W, X, into=None):
         # G Wᵀ and Xᵀ G on the two cores at once, each on one OpenBLAS thread (one BLAS call
         # with two threads loses more to their spin-waits than it gains, see gemm); a
         # thread of its own per call, so a fork never inherits a pool without its thread
         if self.blas_threads != 1 or G.shape[0] * (G.shape[1] + X.shape[1]) < _PAIR_WORK:
-            return super().matmul_vjp(G, W, X)
-        ga = aligned_empty((G.shape[0], W.shape[0]), np.result_type(G, W))   # as gemm's
+            if into is None:
+                return super().matmul_vjp(G, W, X)
+            with _blas_controller().limit(limits=self.blas_threads, user_api="blas"):
+                return _gemm_into(into, G, W), self.inner(X, G)
         gw = aligned_empty((X.shape[1], G.shape[1]), np.result_type(X, G))
         failed: list[BaseException] = []
 
@@ -139,7 +161,11 @@ class CPUExecutor(Executor):
             second = threading.Thread(target=weights, name="gblas_gnn-matmul-vjp")
             second.start()
             try:
-                np.matmul(G, W.T, out=ga)
+                if into is None:
+                    ga = aligned_empty((G.shape[0], W.shape[0]), np.result_type(G, W))
+                    np.matmul(G, W.T, out=ga)               # aligned as gemm's
+                else:
+                    ga = _gemm_into(into, G, W)
             finally:
                 second.join()
         if failed:
