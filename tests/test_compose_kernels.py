@@ -216,6 +216,19 @@ def test_the_cpu_forward_writes_out_up_to_eight_heads():
     assert signature_key(_gat_structure(9, 8)) == signature_key(_gat_structure(10, 8))
 
 
+def test_the_cpu_column_pass_prefetches_every_row_operand_it_gathers():
+    """The column pass asks ahead for the row side's numbers of the edge it will reach, even
+    one number a row (GAT's ``d_i``, one more random line beside ``dZ_i`` and ``Ψ``); the
+    row pass leaves a source operand of one number to the hardware."""
+    text = source(_gat_structure(1, 8))
+    forward = text[text.index("def forward("):text.index("def column_pass(")]
+    column = text[text.index("def column_pass("):text.index("def column_rows(")]
+    rows = sorted({w.split("[")[0] for w in column.split() if w.startswith("R")
+                   and "[i," in w})
+    assert rows and all(f"prefetch_row({r}[nxt])" in column for r in rows)
+    assert "prefetch_row(C" not in forward
+
+
 def _structure(A, e, sink, X=None):
     return plan(build(Softmax(Masked(A, e, True)), sink, X).structure)
 
