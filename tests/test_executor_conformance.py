@@ -141,6 +141,22 @@ def test_all_finite(case, k, bad, which):
 
 
 @SETTINGS
+@given(case=cases, k=st.integers(1, 4), opposite=st.booleans())
+def test_all_finite_when_the_sum_overflows(case, k, opposite):
+    """Finite values whose sum overflows are all finite; an infinity and its opposite, whose
+    sum is NaN, are not (an executor may test the sum first)."""
+    ex = under_test()
+    if not case.n:
+        return
+    X = case.dense(k)
+    big = np.finfo(case.dtype).max
+    X[:] = big
+    if opposite:
+        X[0, 0], X[-1, -1] = np.inf, -np.inf
+    assert ex.all_finite(ex.asarray(X)) is (not opposite)
+
+
+@SETTINGS
 @given(case=cases, k=st.integers(1, 5), two=st.booleans())
 def test_combine_rows(case, k, two):
     """``O_i = a_i X_i + b_i Y_i`` (or ``a_i X_i``), a fresh array: the inputs stay."""
