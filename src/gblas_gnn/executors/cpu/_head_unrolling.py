@@ -203,19 +203,13 @@ class HeadUnrolling:
         return _selects(values, lambda h: f"hh == np.uint64({h})")
 
     # ------------------------------------------------------------------ lanes
-    def _lane_heads(self) -> int:
-        """The root's heads when the sink of the forward and the column pass run over a
-        gathered row's heads as one row of ``heads · f`` lanes (a sum of weighted
-        messages with its heads written out), else 0."""
-        return _lanes(self.p)
-
     def _lane_count(self, row: str) -> str:
         """The trip count of a loop over the lanes of ``row``: ``heads · f`` written in from
         four heads on, the row's length below. Measured at M (GATConv, the generated row
         pass, the count written in against the row's length): 4 × 8 26 against 31 ms,
         8 × 8 58 against 77 ms, 4 × 16 31 against 41 ms; but 2 × 16 32 against 19 ms and
         3 × 8 35 against 27 ms (LLVM unrolls those loops whole and leaves them scalar)."""
-        n = self._lane_heads()
+        n = _lanes(self.p)
         return str(n * lane_width(self.p)) if n >= 4 else f"{row}.shape[0]"
 
     def _flat_rows(self, body: Block, *names: str) -> None:
@@ -224,7 +218,7 @@ class HeadUnrolling:
         for name in names:
             body.emit(f"{name}f = {name}.reshape(({name}.shape[0], "
                       f"{name}.shape[1] * {name}.shape[2]))")
-        for h in range(1, self._lane_heads()):
+        for h in range(1, _lanes(self.p)):
             body.emit(f"hb{h} = {h * lane_width(self.p)}")
 
     @staticmethod
@@ -235,20 +229,20 @@ class HeadUnrolling:
         return _selects(values, lambda h: f"c < hb{h + 1}")
 
     def _forward_setup(self, body: Block) -> None:
-        if self._lane_heads():
+        if _lanes(self.p):
             self._flat_rows(body, "X", "Z")
         for k in self._flat_stages():
             body.emit(f"S{k}f = S{k}.reshape(S{k}.shape[0] * S{k}.shape[1])")
 
     def _column_setup(self, body: Block) -> None:
-        if self._lane_heads():
+        if _lanes(self.p):
             self._flat_rows(body, "X", "dZ", "dX")
 
     def _aggregate_heads(self, row: Block) -> bool:
         r"""The sink of a multi-head sum of weighted messages over the row's lanes, edge by
         edge: :math:`Z_{i,c} \mathrel{+}= w_{p,h(c)} X_{j,c}`; False (nothing written) for
         any other sink."""
-        n = self._lane_heads()
+        n = _lanes(self.p)
         if not n:
             return False
         lanes = self._lane_count("zi")
@@ -268,8 +262,8 @@ class HeadUnrolling:
         :math:`g_h = \langle dZ_{i,h}, X_{j,h}\rangle`, each over its head's ``f`` lanes
         (a constant count: one vector product and a sum), each head's cotangents, then
         :math:`dX_{j,c} \mathrel{+}= w_{h(c)}\, dZ_{i,c}`; False (nothing written) unless
-        :meth:`_lane_heads`."""
-        n = self._lane_heads()
+        :func:`_lanes`."""
+        n = _lanes(self.p)
         if not n:
             return False
         p, f = self.p, lane_width(self.p)
