@@ -211,7 +211,7 @@ def test_the_cpu_forward_writes_out_up_to_eight_heads():
                   for h in (4, 9))
     assert "g3 = _dot_at(dzi, xj, 24, 8)" in four and "_dot(" not in four
     assert "_axpy(" not in four and "for c in range(32):" in four
-    assert "EB[p, 3] = eb" in four and "dxj = dXf[j]" in four
+    assert "EB[p, 3] = g" in four and "dxj = dXf[j]" in four
     assert "g = _dot(dzi, X[j, hh])" in nine and "hb1" not in nine
     assert signature_key(_gat_structure(9, 8)) == signature_key(_gat_structure(10, 8))
 
@@ -227,6 +227,26 @@ def test_the_cpu_column_pass_prefetches_every_row_operand_it_gathers():
                    and "[i," in w})
     assert rows and all(f"prefetch_row({r}[nxt])" in column for r in rows)
     assert "prefetch_row(C" not in forward
+
+
+def test_the_cpu_light_row_pass_sums_the_edges_shares_when_a_row_gets_one_number():
+    """GAT's scores give the row operand ``d_i`` one number an edge and head: the column
+    pass stores that share at the edge (where it has ``C_j`` for LeakyReLU's slope) and the
+    light row pass sums a row's edges, gathering no column operand. A row operand read over
+    channels (GATv2's ``X_i`` under a nonlinearity) keeps the replay from ``eb``."""
+    for heads in (1, 4, 9):
+        text = source(_gat_structure(heads, 8))
+        column = text[text.index("def column_pass("):text.index("def column_rows(")]
+        rows = text[text.index("def column_rows("):text.index("def forward_serial(")]
+        assert "] = eb\n" not in column and "EB[p, " in column
+        assert "acc += EB[p, hh]" in rows and "C1[" not in rows and "indices[" not in rows
+    g = gg.Graph.from_edges([0, 1, 2], [1, 2, 0], 3)
+    X = np.ones((3, 4), np.float32)
+    a = np.ones(4, np.float32)
+    scores = (ops.leaky_relu(rep(X) + rep(X).T, 0.2) * a).sum(-1)
+    text = source(_structure(g.A, scores, ("aggregate", "sum"), X))
+    rows = text[text.index("def column_rows("):text.index("def forward_serial(")]
+    assert "acc += EB" not in rows and "dR0[i" in rows and "C1[j" in rows
 
 
 def _structure(A, e, sink, X=None):

@@ -90,10 +90,11 @@ class ProgramSource(ABC):
         """How the scalar code reads operands and where its cotangents go; ``together``:
         every thread of the item runs the code on the same edge (the reverse mode)."""
 
-    def code(self, accumulate: set[str] = frozenset(), together: bool = False) -> EdgeCode:
+    def code(self, accumulate: set[str] = frozenset(), together: bool = False,
+             leaves: ArrayLeaves | None = None) -> EdgeCode:
         """The scalar code of the plan's expressions (softmax outputs read from ``S<k>``),
-        accumulating the cotangents of ``accumulate``."""
-        code = EdgeCode(self.s, self.leaves(set(accumulate), together))
+        accumulating the cotangents of ``accumulate`` (through ``leaves`` when given)."""
+        code = EdgeCode(self.s, leaves or self.leaves(set(accumulate), together))
         code.cut = set(self.p.softmaxes)
         return code
 
@@ -102,9 +103,11 @@ class ProgramSource(ABC):
         r = self.s.root
         return self.code(together=together).value(e, Scope(), r, head_index(self.p, r, "hh"))
 
-    def _seeds(self, e: Block, seeds: dict, kinds: set[str]) -> None:
-        """The reverse mode at one edge from ``seeds``, accumulating ``kinds``."""
-        self.code(kinds, together=True).reverse(e, Scope(), seeds)
+    def _seeds(self, e: Block, seeds: dict, kinds: set[str],
+               leaves: ArrayLeaves | None = None) -> None:
+        """The reverse mode at one edge from ``seeds``, accumulating ``kinds`` (through
+        ``leaves`` when given)."""
+        self.code(kinds, together=True, leaves=leaves).reverse(e, Scope(), seeds)
 
     def _stage_input(self, k: int) -> int:
         """The operation softmax ``k`` normalises."""
@@ -272,13 +275,15 @@ class ProgramSource(ABC):
         overridden)."""
         return
 
-    def _column_seeds(self, h: Block, x: int, hv: tuple, factor: str | None) -> None:
+    def _column_seeds(self, h: Block, x: int, hv: tuple, factor: str | None,
+                      leaves: ArrayLeaves | None = None) -> None:
         """The column pass's reverse mode at the edge: what the scores ``x`` (and the
-        factor) read by source, from their cotangents ``eb`` (and ``gf``)."""
+        factor) read by source, from their cotangents ``eb`` (and ``gf``); ``leaves`` may
+        send a row's cotangent somewhere too."""
         seeds = {(x, hv): "eb"}
         if factor is not None:
             seeds[(self.p.factor, hv)] = "gf"
-        self._seeds(h, seeds, {"col"})
+        self._seeds(h, seeds, {"col"}, leaves)
 
     def row_strategy(self, out: Block) -> None:
         """Strategy ``"row"``: the row pass through every stage — phase 0 the root and the
