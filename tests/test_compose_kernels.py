@@ -207,6 +207,8 @@ def test_the_cpu_forward_writes_out_up_to_eight_heads():
     assert "zi = Zf[i]" in four and "if c < hb3 else" in four and "_axpy" not in four
     assert "hb3 = 24" in four and four.count("for c in range(32):") == 2
     assert "for hk in range" in nine and "for hh in range(H)" in nine and "hb1" not in nine
+    # each row maximum is a select, not a branch around an update
+    assert "m3 = max(m3, v" in four and "m = max(m, v" in nine and "> m" not in four + nine
     four, nine = (kernel(_gat_structure(h, 8), "column_pass", "column_rows")
                   for h in (4, 9))
     assert "g3 = _dot_at(dzi, xj, 24, 8)" in four and "_dot(" not in four

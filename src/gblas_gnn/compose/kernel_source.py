@@ -211,10 +211,15 @@ class ProgramSource(ABC):
         self._prefetch(e, k)
         v = self.code().value(e, Scope(), self._stage_input(k), head_index(self.p, k, "hk"))
         e.emit(f"{self.at(s, 'hk')} = {v}")
-        e.emit(f"if {v} > m:")
-        e.nested().emit(f"m = {v}")
+        self._running_max(e, "m", v)
         self._combine(head, "m", "max")
         self._once(head, f"RM{k}[hk, i] = m")
+
+    def _running_max(self, e: Block, m: str, v: str) -> None:
+        """``m ← max(m, v)`` at an edge (a NaN ``v`` leaves ``m``); a guarded update unless
+        overridden."""
+        e.emit(f"if {v} > {m}:")
+        e.nested().emit(f"{m} = {v}")
 
     def _exp(self, row: Block, k: int) -> None:
         """``S<k> = exp(S<k> − max)``, its row sum into ``RS<k>``."""

@@ -137,8 +137,7 @@ class HeadUnrolling:
         for h in range(n):
             v = code.value(e, scope, self._stage_input(k), head_index(self.p, k, str(h)))
             e.emit(f"{self.at(s, str(h))} = {v}")
-            e.emit(f"if {v} > m{h}:")
-            e.nested().emit(f"m{h} = {v}")
+            self._running_max(e, f"m{h}", v)
         self._each_head(row, n, f"RM{k}[{{h}}, i] = m{{h}}")
 
     def _exp(self, row: Block, k: int) -> None:
