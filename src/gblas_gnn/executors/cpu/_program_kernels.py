@@ -164,6 +164,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         super().__init__(p)
         self.decorator, self.suffix = (_SERIAL, "_serial") if serial else (_PARALLEL, "")
         self.neg_inf = f"np.{self.dtype.name}(-np.inf)"
+        self._shares: dict = {}          # _row_share's answer by scores, probed once
 
     # ------------------------------------------------------------------ helpers
 
@@ -199,9 +200,8 @@ class _Generator(HeadUnrolling, ProgramSource):
     # ------------------------------------------------------------------ forward pieces
     def _running_max(self, e: Block, m: str, v: str) -> None:
         # numba's max(m, v) keeps m for a NaN v, as the guarded update does, and is a
-        # select, not a branch: GAT 4 x 8's forward at M 27.0 -> 25.7 ms on captured inputs
+        # select, not a branch: GAT 4 x 8's forward at M 27.3 -> 26.0 ms on captured inputs
         e.emit(f"{m} = max({m}, {v})")
-
 
     def _prefetch_rows(self, e: Block, kind: str, at: str, messages: bool = True,
                        narrow: bool = False) -> None:
@@ -432,6 +432,13 @@ class _Generator(HeadUnrolling, ProgramSource):
         read by target (GAT's ``d_i``). The column pass then stores that number at the
         edge and the light row pass only sums a row's edges; None otherwise (the light row
         pass replays the reverse mode from ``eb``)."""
+        if x not in self._shares:
+            self._shares[x] = self._probe_row_share(x)
+        return self._shares[x]
+
+    def _probe_row_share(self, x: int) -> tuple[int, tuple] | None:
+        """:meth:`_row_share`, found by running the reverse mode from the scores into a
+        :class:`_RowProbe`."""
         p = self.p
         if not _leaf_kinds(p, x) & {"row", "param"} or \
                 self._factor_kinds() & {"row", "param"}:
