@@ -73,6 +73,20 @@ def test_a_failing_rank_aborts_the_job():
     _aborted_by(2, _fails_fast(4, "one_rank_fails.py", expect="rank 2 gives up"))
 
 
+def test_ranks_compiling_the_same_kernel_at_once_compile_it_once(tmp_path):
+    """Two ranks on an empty kernel cache run the same composed program from the same
+    moment: each generated kernel is compiled by one of them and loaded from the cache by
+    the other (the kernel's lock), both compute the same result, and the cache holds no
+    half-written file."""
+    done = run_mpi(2, [str(SCRIPTS / "compile_once.py")], timeout=300,
+                   GBLAS_GNN_KERNEL_CACHE=str(tmp_path / "kernels"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    counts = json.loads(re.search(r"compiled by ranks: (\{.*\})", done.stdout).group(1))
+    assert counts and set(counts.values()) == {1}, counts
+    assert "same results: True" in done.stdout
+    assert not list((tmp_path / "kernels").rglob("*.tmp"))
+
+
 SMALL = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=16"
 
 

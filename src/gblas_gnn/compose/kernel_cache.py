@@ -8,6 +8,12 @@ generator writes into the source (the cpu's head counts), and imported from ther
 formulation is generated (and its kernels compiled, with the compiler's own cache beside
 the source) once per machine. Two formulations never share a module; one formulation at
 several feature widths does.
+
+Processes that share the cache (the ranks of an MPI job, test workers, notebook kernels)
+compile each kernel once between them: :class:`LockedKernel` takes an exclusive lock per
+kernel for a call with argument types its process has not called it with yet, so the first
+process compiles and writes numba's cache while the others wait, then load the machine code
+from it.
 """
 
 from __future__ import annotations
@@ -16,13 +22,20 @@ import hashlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
 from .plan import Plan
 
-__all__ = ["cache_dir", "signature_key", "load_module"]
+try:                                    # POSIX; elsewhere processes compile independently
+    import fcntl
+except ImportError:                     # pragma: no cover
+    fcntl = None
+
+__all__ = ["cache_dir", "signature_key", "load_module", "exclusive", "LockedKernel",
+           "locked_kernel"]
 
 
 def cache_dir(executor: str = "cpu") -> Path:
@@ -66,3 +79,65 @@ def load_module(directory: Path, key: str, source: Callable[[], str], package: s
     spec.loader.exec_module(mod)
     loaded[key] = mod
     return mod
+
+
+@contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on the file ``path`` (created if missing) for the
+    duration: one process of the machine at a time runs the body."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        if fcntl is None:               # pragma: no cover
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _type_key(a) -> tuple:
+    """What of an argument decides the machine code numba compiles for it."""
+    dtype = getattr(a, "dtype", None)
+    if dtype is None:
+        return (type(a),)
+    flags = getattr(a, "flags", None)
+    layout = (flags.c_contiguous, flags.f_contiguous) if flags is not None else ()
+    return (dtype.str, getattr(a, "ndim", 0), *layout)
+
+
+class LockedKernel:
+    """A generated kernel whose calls with argument types new to this process run under the
+    kernel's lock (:func:`exclusive`): the first process to get it compiles and fills
+    numba's cache, and every process after it loads the compiled code from there instead
+    of compiling the same kernel again at the same time on the same cores."""
+
+    __slots__ = ("fn", "lock", "_seen")
+
+    def __init__(self, fn: Callable, lock: Path):
+        self.fn, self.lock, self._seen = fn, lock, set()
+
+    def __call__(self, *args):
+        key = tuple(map(_type_key, args))
+        if key in self._seen:
+            return self.fn(*args)
+        with exclusive(self.lock):
+            out = self.fn(*args)
+        self._seen.add(key)
+        return out
+
+
+_KERNELS: dict[tuple[str, str], LockedKernel] = {}
+
+
+def locked_kernel(directory: Path, mod: ModuleType, name: str) -> LockedKernel:
+    """The kernel ``name`` of the generated module ``mod`` (loaded from ``directory``) as a
+    :class:`LockedKernel` (one per kernel and process)."""
+    key = (mod.__name__, name)
+    found = _KERNELS.get(key)
+    if found is None or found.fn is not getattr(mod, name):
+        stem = mod.__name__.rsplit(".", 1)[-1]
+        found = _KERNELS[key] = LockedKernel(getattr(mod, name),
+                                             directory / ".locks" / f"{stem}.{name}.lock")
+    return found

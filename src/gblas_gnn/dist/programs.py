@@ -68,8 +68,8 @@ def forward(dex, prog, keep: bool):
     ids = (A.row_ids.astype(np.int64), A.col_ids.astype(np.int64)) \
         if isinstance(A, Block) else None
     b = cpu.prepare(local, prog, p, M, lambda slot, v: cols[slot], ids)
-    # every rank runs the same variant of every kernel (their first calls are collective,
-    # see _call) while each block has its own size: the parallel ones
+    # every rank runs the same variant of every kernel while each block has its own size:
+    # the parallel ones (each compiled by one rank, the others load it: cpu.kernel)
     b.min_work = cpu.SERIAL_WORK_BELOW
     mod = cpu.kernels(p)
     # max / min: the winners complete the rows over the grid row, backward or not
@@ -77,7 +77,7 @@ def forward(dex, prog, keep: bool):
     fwd = cpu.kernel(mod, "forward", b.work)
     args = [*b.args(), *outs.values(), *cpu.stats(p, b)]
     if grid.q == 1:
-        _call(grid, fwd, *args, -1)
+        fwd(*args, -1)
     else:
         _phases(grid, p, fwd, args, outs)
     out, ctx = cpu.finish_forward(local, p, b, outs, M, keep,
@@ -89,36 +89,18 @@ def forward(dex, prog, keep: bool):
     return out, ctx
 
 
-_COMPILED: set[int] = set()
-
-
-def _call(grid, fn, *args) -> None:
-    """Run a generated kernel; its first use on a grid compiles on rank 0 first and the
-    other ranks then load it from numba's cache, instead of p processes compiling the same
-    kernel at once on shared cores."""
-    if id(fn) not in _COMPILED and grid.size > 1:
-        if grid.rank == 0:
-            fn(*args)
-        grid.barrier()
-        if grid.rank != 0:
-            fn(*args)
-        _COMPILED.add(id(fn))
-        return
-    fn(*args)
-
-
 def _phases(grid, p: Plan, fwd, args: list, outs: dict) -> None:
     """The row pass one phase at a time, with the row communicator's collectives between
     them (the stage maxima and sums are the kernel's ``RM<k>``, ``RS<k>`` arguments)."""
     stats = args[len(args) - 2 * len(p.softmaxes):]
     for m in range(len(p.softmaxes)):
         RM, RS = stats[2 * m], stats[2 * m + 1]
-        _call(grid, fwd, *args, 3 * m)
+        fwd(*args, 3 * m)
         grid.allreduce(RM, "max", "row", "program.row_max")
-        _call(grid, fwd, *args, 3 * m + 1)
+        fwd(*args, 3 * m + 1)
         grid.allreduce(RS, "sum", "row", "program.row_sum")
-        _call(grid, fwd, *args, 3 * m + 2)
-    _call(grid, fwd, *args, 3 * len(p.softmaxes))
+        fwd(*args, 3 * m + 2)
+    fwd(*args, 3 * len(p.softmaxes))
     kind = p.sink[0]
     if kind == "rows":
         grid.allreduce(outs["OUT"], "sum", "row", "program.rows")
@@ -157,7 +139,7 @@ def backward(dex, ctx, dout) -> list:
     b.csc = b.pattern.csc()
     dZ = cpu.root_cotangent_inputs(p, ctx, dout)
     if p.strategy == "column":
-        grads = cpu.column_gradients(p, ctx, dZ, call=lambda fn, *a: _call(grid, fn, *a))
+        grads = cpu.column_gradients(p, ctx, dZ)
     else:
         grads = _row_gradients(grid, p, ctx, dZ)
     return _complete(dex, p, b, grads)
@@ -168,14 +150,14 @@ def _row_gradients(grid, p: Plan, ctx, dZ) -> dict:
     rb = cpu.row_backward_buffers(p, ctx, dZ)
     row_pass = cpu.kernel(mod, "row_pass", b.work)
     if grid.q == 1:
-        _call(grid, row_pass, *b.args(), *rb.args(), -1)
+        row_pass(*b.args(), *rb.args(), -1)
     else:
-        _call(grid, row_pass, *b.args(), *rb.args(), 0)
+        row_pass(*b.args(), *rb.args(), 0)
         for r, T in enumerate(reversed(rb.T)):
-            _call(grid, row_pass, *b.args(), *rb.args(), 1 + 2 * r)
+            row_pass(*b.args(), *rb.args(), 1 + 2 * r)
             grid.allreduce(T, "sum", "row", "program.softmax_terms")
-            _call(grid, row_pass, *b.args(), *rb.args(), 2 + 2 * r)
-    return cpu.row_backward_columns(p, ctx, rb, call=lambda fn, *a: _call(grid, fn, *a))
+            row_pass(*b.args(), *rb.args(), 2 + 2 * r)
+    return cpu.row_backward_columns(p, ctx, rb)
 
 
 def _complete(dex, p: Plan, b, grads: dict) -> list:

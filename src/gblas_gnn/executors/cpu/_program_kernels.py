@@ -31,8 +31,8 @@ from pathlib import Path
 
 from ...compose.kernel_args import ArrayLeaves as _Read
 from ...compose.kernel_args import Layout
+from ...compose.kernel_cache import LockedKernel, load_module, locked_kernel
 from ...compose.kernel_cache import cache_dir as _cache_dir
-from ...compose.kernel_cache import load_module
 from ...compose.kernel_cache import signature_key as _signature_key
 from ...compose.kernel_source import ProgramSource, column_edge
 from ...compose.plan import EXTREME, Plan
@@ -573,9 +573,10 @@ def serial(work: int) -> bool:
     return work < SERIAL_WORK_BELOW
 
 
-def kernel(mod, name: str, work: int):
-    """The kernel ``name`` of a generated module for a program of ``work`` (:func:`serial`)."""
-    return getattr(mod, f"{name}_serial" if serial(work) else name)
+def kernel(mod, name: str, work: int) -> LockedKernel:
+    """The kernel ``name`` of a generated module for a program of ``work`` (:func:`serial`),
+    compiled once between the processes that share the cache (:class:`LockedKernel`)."""
+    return locked_kernel(cache_dir(), mod, f"{name}_serial" if serial(work) else name)
 
 
 def cache_dir() -> Path:

@@ -262,10 +262,6 @@ def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str], dX=None) -> dict:
     return out
 
 
-def _direct(fn, *args) -> None:
-    fn(*args)
-
-
 def _same_rows(a, b) -> bool:
     """Whether ``a`` and ``b`` are one C-contiguous block of memory (a formulation's rows
     passed in two roles: AGNN's normalised features are the scores' rows by target, by
@@ -274,12 +270,11 @@ def _same_rows(a, b) -> bool:
             and a.shape[0] == b.shape[0] and a.flags.c_contiguous and b.flags.c_contiguous)
 
 
-def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct,
+def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
                      share: bool = False) -> dict:
     """Strategy ``"column"``: the softmax term ``t`` (given, or the dense row product of
-    ``dZ`` and the kept ``Z``), the column pass and the light row pass (each kernel run
-    through ``call``). Returns the cotangents by slot (column-side ones in the column
-    layout, parameters per row).
+    ``dZ`` and the kept ``Z``), the column pass and the light row pass. Returns the
+    cotangents by slot (column-side ones in the column layout, parameters per row).
 
     With ``share`` (one process: rows by target and by source are the same vertices) an
     operand that is the messages' own array has its cotangent summed into the messages' by
@@ -316,11 +311,11 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None, call=_direct,
     EB = S
     GF = np.empty((nnz, H), dt) if p.factor is not None else np.empty((1, 1), dt)
     col = _zeros_like_operands(p, b, {"col"}, dX if share else None)
-    call(kernel(mod, "column_pass", b.work), *b.args(csc=True), dZ, row_t, dX, EB, GF,
-         *col.values())
+    kernel(mod, "column_pass", b.work)(*b.args(csc=True), dZ, row_t, dX, EB, GF,
+                                       *col.values())
     row = _zeros_like_operands(p, b, {"row", "param"}, dX if share else None)
     if row:
-        call(kernel(mod, "column_rows", b.work), *b.args(), EB, GF, *row.values())
+        kernel(mod, "column_rows", b.work)(*b.args(), EB, GF, *row.values())
     b.softmax = []                      # the cotangents in S are consumed: let it go
     grads = {**col, **row}
     if share:
@@ -379,8 +374,7 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
                        _zeros_like_operands(p, b, {"row", "param"}))
 
 
-def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward,
-                         call=_direct) -> dict:
+def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward) -> dict:
     """The row strategy's column pass after its row pass: cotangents by slot."""
     b, mod = ctx.buffers, kernels(p)
     dt = np.dtype(p.structure.dtype)
@@ -395,8 +389,8 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward,
         dX = aligned_empty(X.shape, dt)
     else:
         dX = np.empty((1, 1, 1), dt)
-    call(kernel(mod, "row_columns", b.work), *b.args(csc=True), dZ, GB, Z, *stage, *extra, dX,
-         *col.values())
+    kernel(mod, "row_columns", b.work)(*b.args(csc=True), dZ, GB, Z, *stage, *extra, dX,
+                                       *col.values())
     if _scatters_messages(p):
         _winners_gradient(p, b, dZ, extra, dX)
     grads.update(col)
