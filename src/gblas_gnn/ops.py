@@ -29,10 +29,12 @@ import scipy.sparse as sp
 from ._validate import FLOAT_DTYPES, dense_matrix, dense_vector
 from .compose import sinks
 from .compose.expr import (
+    Const,
     Dropout,
     EdgeLeaf,
     Expr,
     Gather,
+    Masked,
     Softmax,
     Structure,
     Zip,
@@ -116,6 +118,8 @@ def _lazy(*args) -> bool:
 
 
 def _edge_expr(S, name: str = "S") -> Expr:
+    if isinstance(S, Structure):            # the pattern alone: one per stored entry
+        return Masked(S.A, Const(1.0), structural=True)
     S = as_sparse(S, name)
     return S if isinstance(S, Expr) else EdgeLeaf(S)
 
@@ -232,10 +236,11 @@ def aggregate(S, H, aggr="sum", executor=None):
 
     or a semiring (name or object from :mod:`gblas_gnn.semirings`). An empty row gives 0.
     With heads (``S`` of shape ``(n, n, heads)``), ``H`` is ``(n, heads, f)`` and so is
-    ``Z``.
+    ``Z``. ``S = ops.structure(A)`` aggregates over A's pattern, its values not read (one
+    per stored entry: ``"mean"`` is then the neighbours' mean, as GraphSAGE's).
     """
     check_aggregation(aggr)
-    if _lazy(S, H):
+    if _lazy(S, H) or isinstance(S, Structure):
         ex = get_executor(executor)
         S = _edge_expr(S)
         return sinks.run(S, ("aggregate", _aggr_name(aggr)), _messages(ex, S, H, "H", "col"))

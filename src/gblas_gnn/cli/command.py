@@ -43,13 +43,17 @@ DEFAULTS = {
     "gcn": {**_PYG, "lr": 0.01, "hidden": 16, "dropout": 0.5, "weight_decay_layers": "first"},
     "sgc": {**_PYG, "lr": 0.2, "weight_decay": 5e-5, "dropout": 0.0, "epochs": 100},
     "gin": {**_PYG, "lr": 0.01, "hidden": 64, "dropout": 0.5},
+    # DGL's full-graph GraphSAGE example (train_full.py): Adam 0.01, weight decay 5e-4, 200
+    # epochs, the mean aggregator
+    "sage": {**_PYG, "lr": 0.01, "hidden": 16, "dropout": 0.5, "aggr": "mean"},
 }
 #: the schedule of a model from a file (--model FILE.py:NAME): PyG's examples' (lr 0.01)
 USER_DEFAULTS = {**_PYG, "lr": 0.01}
 _MONITORS = ("val_acc", "val_loss", "val_loss_acc")
 _TAKES = {"gat": {"hidden", "heads", "dropout", "aggr"}, "agnn": {"hidden", "dropout", "aggr"},
           "va": {"hidden", "dropout", "aggr"}, "gcn": {"hidden", "dropout"},
-          "sgc": {"dropout"}, "gin": {"hidden", "dropout"}}
+          "sgc": {"dropout"}, "gin": {"hidden", "dropout"},
+          "sage": {"hidden", "dropout", "aggr"}}
 _OVERRIDABLE = ("lr", "weight_decay", "weight_decay_layers", "hidden", "heads", "dropout",
                 "epochs", "patience", "monitor")
 
@@ -111,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="dropout probability of the layers' inputs (gat: and of the "
                         "attention coefficients; default: per model)")
     t.add_argument("--aggr", help="sum (default) | max | min | mean: how attention models "
-                                  "(gat, agnn, va) combine the weighted messages")
+                                  "(gat, agnn, va) combine the weighted messages; sage's "
+                                  "neighbourhood aggregation: mean (default) | max | sum")
     t.add_argument("--seed", type=int, default=0,
                    help="seed of the weights, the dropout masks and generated data sets "
                         "(default 0)")
@@ -228,11 +233,16 @@ def _config(args, mf=None) -> dict:
     if not 0 <= cfg.get("dropout", 0) < 1:
         raise UsageError(f"--dropout must lie in [0, 1), got {cfg['dropout']}")
     if "aggr" in takes:
-        cfg["aggr"] = "sum" if args.aggr is None else args.aggr
-        if cfg["aggr"] not in ("sum", "max", "min", "mean"):
-            raise UsageError(f"--aggr must be sum, max, min or mean, got {args.aggr!r}")
+        cfg["aggr"] = cfg.get("aggr", "sum") if args.aggr is None else args.aggr
+        from ..nn.sage import SAGE_AGGREGATIONS
+
+        allowed = SAGE_AGGREGATIONS if args.model == "sage" else ("sum", "max", "min", "mean")
+        if cfg["aggr"] not in allowed:
+            raise UsageError(f"--aggr of {args.model} must be {', '.join(allowed)}, got "
+                             f"{args.aggr!r}")
     elif args.aggr is not None:
-        raise UsageError(f"--aggr applies to attention models only, not {args.model}")
+        raise UsageError(f"--aggr applies to attention models and sage only, not "
+                         f"{args.model}")
     if args.resume and args.checkpoint is None:
         raise UsageError("--resume needs --checkpoint PATH")
     if args.resume and not args.checkpoint.is_file():

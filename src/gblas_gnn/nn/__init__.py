@@ -10,11 +10,12 @@ from .gcn import GCNConv
 from .gin import GINConv
 from .linear import Linear
 from .module import Module
+from .sage import SAGEConv
 from .sequential import Sequential
 from .sgc import SGConv
 from .transformer import TransformerConv
 from .va import VAConv
 
 __all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GATConv", "GATv2Conv", "TransformerConv",
-           "GCNConv", "SGConv", "GINConv", "ReLU", "ELU", "Identity", "Dropout", "Sequential",
-           "models"]
+           "GCNConv", "SGConv", "GINConv", "SAGEConv", "ReLU", "ELU", "Identity", "Dropout",
+           "Sequential", "models"]

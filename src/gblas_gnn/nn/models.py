@@ -18,6 +18,8 @@ name       architecture (``F`` = in_dim, ``C`` = num_classes)
 ``sgc``    SGConv(F, C, K)  (PyG ``examples/sgc.py``; optional input dropout)
 ``gin``    [GINConv([d, hidden, hidden]) → ReLU] × layers → Linear(hidden, hidden) → ReLU →
            Dropout → Linear(hidden, C)  (PyG ``examples/gin.py``, node-level head)
+``sage``   Dropout → SAGEConv(F, hidden, aggr) → ReLU → Dropout → SAGEConv(hidden, C, aggr)
+           (DGL ``examples/pytorch/graphsage/train_full.py``)
 =========  ==============================================================================
 
 The layer classes are imported inside the builders, so this module imports even where a
@@ -34,7 +36,8 @@ from .activation import ELU, ReLU
 from .dropout import Dropout
 from .sequential import Sequential
 
-__all__ = ["gat", "gcn", "agnn", "va", "sgc", "gin", "MODELS", "build", "derive_seeds"]
+__all__ = ["gat", "gcn", "agnn", "va", "sgc", "gin", "sage", "MODELS", "build",
+           "derive_seeds"]
 
 
 def derive_seeds(seed: int, count: int) -> list[int]:
@@ -184,8 +187,27 @@ def gin(in_dim: int, num_classes: int, hidden: int = 64, layers: int = 2, dropou
     return Sequential(*mods)
 
 
+def sage(in_dim: int, num_classes: int, hidden: int = 16, dropout: float = 0.5,
+         aggr: str = "mean", seed: int = 0, dtype=np.float32, executor=None) -> Sequential:
+    """Two-layer GraphSAGE for full-graph node classification (DGL's
+    ``examples/pytorch/graphsage/train_full.py``: hidden 16, dropout 0.5 on each layer's
+    input); ``aggr`` is each layer's neighbourhood aggregation (mean, max or sum)."""
+    from .sage import SAGEConv
+
+    _check_common(in_dim, num_classes, dropout)
+    s = derive_seeds(seed, 4)
+    kw = {"dtype": dtype, "executor": executor, "aggr": aggr}
+    return Sequential(
+        Dropout(dropout, seed=s[0], dtype=dtype, executor=executor),
+        SAGEConv(in_dim, hidden, seed=s[1], **kw),
+        ReLU(dtype=dtype),
+        Dropout(dropout, seed=s[2], dtype=dtype, executor=executor),
+        SAGEConv(hidden, num_classes, seed=s[3], **kw),
+    )
+
+
 MODELS: dict[str, Callable[..., Sequential]] = {
-    "gat": gat, "gcn": gcn, "agnn": agnn, "va": va, "sgc": sgc, "gin": gin,
+    "gat": gat, "gcn": gcn, "agnn": agnn, "va": va, "sgc": sgc, "gin": gin, "sage": sage,
 }
 
 

@@ -18,6 +18,9 @@ GATv2Conv    ``W_l``, ``W_r`` (in, heads·out)        ``lin_l.weight``, ``lin_r.
              ``att`` (heads, out)                    ``att`` (1, heads, out)
 Transformer  ``W_q``, ``W_k``, ``W_v``, ``W_skip``    ``lin_query``, ``lin_key``,
 Conv         and their ``b_*``                        ``lin_value``, ``lin_skip`` (weight = Wᵀ)
+SAGEConv     ``W_l``, ``b_l``; ``W_r``; ``W_p``,     ``lin_l.weight`` = Wᵀ, ``lin_l.bias``;
+             ``b_p``                                 ``lin_r.weight``; ``lin.weight``,
+                                                     ``lin.bias``
 ===========  ======================================  =======================================
 
 :func:`from_pyg` builds our layer from a PyG module (configuration and weights, in the
@@ -47,6 +50,7 @@ from .gatv2 import GATv2Conv
 from .gcn import GCNConv
 from .gin import GINConv
 from .module import Module
+from .sage import SAGE_AGGREGATIONS, SAGEConv
 from .sgc import SGConv
 from .transformer import TransformerConv
 
@@ -349,11 +353,43 @@ def _gin_to(layer: GINConv):
     return _store(torch, conv, layer, {**values, "eps": [layer.eps]})
 
 
+# ---------------------------------------------------------------------------- SAGE
+_SAGE = {"W_l": "lin_l.weight", "b_l": "lin_l.bias", "W_r": "lin_r.weight",
+         "W_p": "lin.weight", "b_p": "lin.bias"}
+
+
+def _sage_from(conv) -> SAGEConv:
+    _refuse(not isinstance(conv.in_channels, int), "SAGEConv on a bipartite graph "
+                                                   f"(in_channels={conv.in_channels})")
+    aggr = _AGGR_FROM_PYG.get(conv.aggr) if isinstance(conv.aggr, str) else None
+    _refuse(aggr not in SAGE_AGGREGATIONS,
+            f"SAGEConv with aggr={conv.aggr!r} (mean, max and add/sum map)")
+    layer = SAGEConv(conv.in_channels, conv.out_channels, aggr=aggr,
+                     normalize=conv.normalize, root_weight=conv.root_weight,
+                     project=conv.project, bias=conv.lin_l.bias is not None,
+                     dtype=_dtype(conv.lin_l.weight))
+    return _load(layer, {ours: _named(conv, theirs).T if ours.startswith("W_") else
+                         _named(conv, theirs) for ours, theirs in _SAGE.items()
+                         if ours in layer.params})
+
+
+def _sage_to(layer: SAGEConv):
+    torch, pyg = _torch()
+    conv = pyg.SAGEConv(layer.in_dim, layer.out_dim, aggr=_AGGR_TO_PYG[layer.aggr],
+                        normalize=layer.normalize, root_weight=layer.root_weight,
+                        project=layer.project, bias="b_l" in layer.params)
+    p = layer.params
+    return _store(torch, conv, layer, {theirs: p[ours].T if ours.startswith("W_") else p[ours]
+                                       for ours, theirs in _SAGE.items() if ours in p})
+
+
 # ---------------------------------------------------------------------------- dispatch
 _FROM = {"GATConv": _gat_from, "GATv2Conv": _gatv2_from, "TransformerConv": _transformer_from,
-         "GCNConv": _gcn_from, "SGConv": _sgc_from, "GINConv": _gin_from}
+         "GCNConv": _gcn_from, "SGConv": _sgc_from, "GINConv": _gin_from,
+         "SAGEConv": _sage_from}
 _TO = {GATConv: _gat_to, GATv2Conv: _gatv2_to, TransformerConv: _transformer_to,
-       GCNConv: _gcn_to, SGConv: _sgc_to, AGNNConv: _agnn_to, GINConv: _gin_to}
+       GCNConv: _gcn_to, SGConv: _sgc_to, AGNNConv: _agnn_to, GINConv: _gin_to,
+       SAGEConv: _sage_to}
 
 
 def from_pyg(conv, in_dim: int | None = None) -> Module:
@@ -362,8 +398,7 @@ def from_pyg(conv, in_dim: int | None = None) -> Module:
 
     Args:
         conv: a ``torch_geometric.nn`` ``GATConv``, ``GATv2Conv``, ``TransformerConv``,
-            ``GCNConv``, ``SGConv``, ``AGNNConv`` or
-            ``GINConv``.
+            ``GCNConv``, ``SGConv``, ``AGNNConv``, ``GINConv`` or ``SAGEConv``.
         in_dim: the feature size, for ``AGNNConv`` only (PyG's layer works on any width).
 
     Raises:
@@ -384,7 +419,8 @@ def layer_from_pyg(cls: type | None, conv, in_dim: int | None = None) -> Module:
                 None)
     if kind is None or (cls is not None and kind != cls.__name__):
         wanted = cls.__name__ if cls is not None else \
-            "GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv, AGNNConv or GINConv"
+            "GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv, AGNNConv, GINConv or " \
+            "SAGEConv"
         raise TypeError(f"from_pyg takes a torch_geometric.nn {wanted}, got "
                         f"{type(conv).__module__}.{type(conv).__name__}")
     if kind == "AGNNConv":
@@ -406,12 +442,12 @@ def to_pyg(layer: Module) -> Any:
         ImportError: torch or torch-geometric is not installed (the message names the
             ``pyg`` extra).
         TypeError: ``layer`` is not a GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv,
-            AGNNConv or GINConv.
+            AGNNConv, GINConv or SAGEConv.
         ValueError: ``layer`` uses a feature PyG lacks (named in the message).
     """
     convert = _TO.get(type(layer))
     if convert is None:
         raise TypeError(f"to_pyg takes a gblas_gnn GATConv, GATv2Conv, TransformerConv, "
-                        f"GCNConv, SGConv, AGNNConv or "
-                        f"GINConv, got {type(layer).__name__}")
+                        f"GCNConv, SGConv, AGNNConv, GINConv or SAGEConv, got "
+                        f"{type(layer).__name__}")
     return convert(layer)
