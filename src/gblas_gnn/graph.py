@@ -13,6 +13,10 @@ Conventions
   ``add_remaining_self_loops`` does. The graph it returns holds only the executors' int32
   pattern of ``A + I`` (:attr:`Graph.edge_tensor`) until its ``A`` is asked for.
 * Edge values must be finite; vertex ids must be integers in ``[0, n)``.
+* **Edge features** (``edge_attr``, one row per given edge) are kept per stored edge
+  (:attr:`Graph.edge_attr`, :mod:`gblas_gnn.edge_attr`); a pair given twice with features
+  is an error (which features would the merged edge have?). :meth:`Graph.with_self_loops`
+  fills the loops' features by PyG's ``fill_value`` rules.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from graphblas import binary
 
 from ._io import atomic_write, read_npz
 from ._validate import float_dtype, widening
-from .executors.patterns import AdjacencyPattern, CSRPattern
+from .edge_attr import EdgeFeatures, check_edge_attr, check_fill_value, fill_key, with_loops
+from .executors.patterns import AdjacencyPattern, CSRPattern, csr_of
 
 __all__ = ["Graph", "as_graph"]
 
@@ -85,12 +90,13 @@ class Graph:
             raise ValueError(f"adjacency must be square, got {A.nrows}×{A.ncols}")
         self._edges: gb.Matrix | AdjacencyPattern = A
         self._cache: dict = {}
+        self._attr: EdgeFeatures | None = None
 
     @classmethod
     def _of_pattern(cls, pattern: AdjacencyPattern) -> Graph:
         """The graph whose adjacency is ``pattern`` (its matrix built when ``A`` is read)."""
         g = cls.__new__(cls)
-        g._edges, g._cache = pattern, {}
+        g._edges, g._cache, g._attr = pattern, {}, None
         return g
 
     @property
@@ -110,7 +116,8 @@ class Graph:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_edges(cls, src, dst, n: int, values=None, dtype=np.float32) -> Graph:
+    def from_edges(cls, src, dst, n: int, values=None, dtype=np.float32,
+                   edge_attr=None) -> Graph:
         """Graph with edges ``src[e] → dst[e]`` (stored at ``A[dst[e], src[e]]``).
 
         Parameters
@@ -122,6 +129,9 @@ class Graph:
         values : array_like, optional
             Edge weights (finite). Duplicates are summed; without weights every edge is 1.
         dtype : float32 or float64
+        edge_attr : array_like, shape (m, f) or (m,), optional
+            Features of every given edge (finite; cast to ``dtype``): :attr:`edge_attr`. A
+            pair given twice is then a ``ValueError`` naming the duplicate.
         """
         dt = float_dtype(dtype)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
@@ -138,11 +148,14 @@ class Graph:
             vals = _check_values(values, src.size).astype(dt, copy=False)
             A = gb.Matrix.from_coo(dst, src, vals, nrows=n, ncols=n, dtype=dt,
                                    dup_op=binary.plus)
-        return cls(A)
+        g = cls(A)
+        if edge_attr is not None:
+            g._attr = _given_features(g, src, dst, check_edge_attr(edge_attr, src.size, dt))
+        return g
 
     @classmethod
     def from_edge_index(cls, edge_index, n: int, edge_weight=None,
-                        dtype=np.float32) -> Graph:
+                        dtype=np.float32, edge_attr=None) -> Graph:
         """Graph from PyTorch Geometric's ``edge_index`` (2, m): row 0 holds the sources, row 1
         the targets (``flow="source_to_target"``), so edge ``e`` is stored at
         ``A[edge_index[1, e], edge_index[0, e]]``.
@@ -158,13 +171,15 @@ class Graph:
             PyG's ``edge_weight``. Duplicate edges are merged, weights summed (PyG keeps
             duplicates as separate messages).
         dtype : float32 or float64
+        edge_attr : array_like or torch.Tensor, shape (m, f) or (m,), optional
+            PyG's ``edge_attr``: the features of every edge (:attr:`edge_attr`).
         """
         ei, w = (x.detach().cpu().numpy() if hasattr(x, "detach") else x
                  for x in (edge_index, edge_weight))
         ei = np.asarray(ei)
         if ei.ndim != 2 or ei.shape[0] != 2:
             raise ValueError(f"edge_index must have shape (2, m), got {ei.shape}")
-        return cls.from_edges(ei[0], ei[1], n, values=w, dtype=dtype)
+        return cls.from_edges(ei[0], ei[1], n, values=w, dtype=dtype, edge_attr=edge_attr)
 
     @classmethod
     def from_scipy(cls, mat, dtype=np.float32) -> Graph:
@@ -191,7 +206,8 @@ class Graph:
 
     @classmethod
     def from_npz(cls, path, dtype=np.float32) -> Graph:
-        """Read a COO ``.npz`` with arrays ``row``, ``col``, ``shape`` and optional ``data``.
+        """Read a COO ``.npz`` with arrays ``row``, ``col``, ``shape``, optional ``data`` and
+        optional ``edge_attr`` (one row of features per entry).
 
         ``row`` holds targets and ``col`` sources (the layout of ``A``). No pickles are loaded.
         """
@@ -207,7 +223,8 @@ class Graph:
         if shape[0] != shape[1]:
             raise ValueError(f"{path}: adjacency must be square, got {shape[0]}×{shape[1]}")
         return cls.from_edges(arrays["col"], arrays["row"], int(shape[0]),
-                              values=arrays.get("data"), dtype=dtype)
+                              values=arrays.get("data"), dtype=dtype,
+                              edge_attr=arrays.get("edge_attr"))
 
     @classmethod
     def from_mtx(cls, path, dtype=np.float32) -> Graph:
@@ -225,13 +242,15 @@ class Graph:
 
     # ------------------------------------------------------------------ writers
     def save_npz(self, path) -> None:
-        """Write ``A`` as a COO ``.npz`` (``row``, ``col``, ``data``, ``shape``, and
-        ``order = "csr"``: the entries are row-major with sorted columns, which lets a
-        distributed reader take only its rows), uncompressed, atomically."""
+        """Write ``A`` as a COO ``.npz`` (``row``, ``col``, ``data``, ``shape``, the edge
+        features ``edge_attr`` when the graph has them, and ``order = "csr"``: the entries
+        are row-major with sorted columns, which lets a distributed reader take only its
+        rows), uncompressed, atomically."""
         rows, cols, vals = self.A.to_coo()      # CSR order: row-major, columns sorted
+        extra = {} if self._attr is None else {"edge_attr": self._attr.values}
         atomic_write(path, lambda f: np.savez(f, row=rows, col=cols, data=vals,
                                                shape=np.array([self.n, self.n]),
-                                               order=np.array("csr")))
+                                               order=np.array("csr"), **extra))
 
     def save_mtx(self, path) -> None:
         """Write ``A`` as a Matrix Market coordinate file, atomically."""
@@ -255,8 +274,17 @@ class Graph:
         dtype = self._edges.dtype
         return np.dtype(getattr(dtype, "np_type", dtype))
 
+    @property
+    def edge_attr(self) -> EdgeFeatures | None:
+        """The edge features (None without): an :class:`~gblas_gnn.edge_attr.EdgeFeatures`,
+        ``f`` numbers per stored edge on this graph's pattern, entry ``[i, j, :]`` the
+        features of the edge ``j → i``; inside a composed forward a virtual edge tensor
+        (``g.edge_attr @ W`` contracts its channels per edge)."""
+        return self._attr
+
     def __repr__(self) -> str:
-        return f"Graph(n={self.n}, nnz={self.nnz}, dtype={self.dtype})"
+        feats = "" if self._attr is None else f", edge_attr={self._attr.f}"
+        return f"Graph(n={self.n}, nnz={self.nnz}, dtype={self.dtype}{feats})"
 
     def _cached(self, key, build):
         if key not in self._cache:
@@ -303,28 +331,54 @@ class Graph:
         dt = widening(self.dtype, dtype)
         if dt is None:
             return self
-        return self._cached(("astype", dt), lambda: Graph(self.A.dup(dtype=dt)))
 
-    def with_self_loops(self) -> Graph:
+        def build():
+            g = Graph(self.A.dup(dtype=dt))
+            if self._attr is not None:
+                g._attr = EdgeFeatures(g._edges, self._attr.values.astype(dt),
+                                       self._attr.order)
+            return g
+        return self._cached(("astype", dt), build)
+
+    def with_self_loops(self, fill_value="mean") -> Graph:
         """``A`` plus a self loop (value 1) at every vertex that lacks one (cached).
 
         The graph returned holds the int32 CSR pattern of ``A + I``, built straight from A's
         (:meth:`~gblas_gnn.executors.patterns.CSRPattern.with_diagonal`): what the layers
         and every executor run on (:attr:`edge_tensor`). Its ``A``, a ``graphblas.Matrix``
         with A's values and 1 on the added loops, is built at the first access.
+
+        With edge features the loops' features follow ``fill_value``, as PyG's attention
+        layers add them: every loop, given or added, gets ``"mean"`` (default), ``"add"``,
+        ``"max"`` or ``"min"`` of the features of its vertex's other in-edges (0 without
+        any), or a number, or a vector of ``f`` numbers (:mod:`gblas_gnn.edge_attr`).
         """
+        if "base" in self._cache:                     # a graph with loops: from its base
+            return self._cache["base"].with_self_loops(fill_value)
+        fill = check_fill_value(fill_value, self._attr.f) if self._attr is not None else None
+        pattern = self._cached("loop_pattern", lambda: AdjacencyPattern(
+            CSRPattern.with_diagonal(self.A), self.dtype,
+            functools.partial(self_looped_matrix, self.A)))
+
         def build():
-            pattern = AdjacencyPattern(CSRPattern.with_diagonal(self.A), self.dtype,
-                                       functools.partial(self_looped_matrix, self.A))
             g = Graph._of_pattern(pattern)
-            g._cache["self_looped"] = g
+            g._cache["base"] = self
+            if self._attr is not None:
+                base = csr_of(self.edge_tensor)
+                g._attr = with_loops(self._attr, pattern, base.rows(),
+                                     base.indices.astype(np.int64), pattern.pattern.rows(),
+                                     pattern.pattern.indices.astype(np.int64), fill)
             return g
-        if "self_looped" in self._cache:
-            return self._cache["self_looped"]
-        return self._cached("self_looped", build)
+        return self._cached(("self_looped", fill_key(fill)), build)
 
     def symmetrize(self) -> Graph:
-        """``A ∪ Aᵀ``; where both ``A[i,j]`` and ``A[j,i]`` exist the larger value is kept."""
+        """``A ∪ Aᵀ``; where both ``A[i,j]`` and ``A[j,i]`` exist the larger value is kept.
+        A graph with edge features is refused: a merged pair would have two sets."""
+        if self._attr is not None:
+            raise ValueError("symmetrize() of a graph with edge features: the pair (i, j) "
+                             "and its reverse would be one edge with two sets of features; "
+                             "add the reverse edges with their features to the edge list "
+                             "instead")
         return self._cached("symmetric",
                             lambda: Graph(self.A.ewise_add(self.A.T, binary.max).new()))
 
@@ -350,6 +404,23 @@ def self_looped_matrix(A: gb.Matrix) -> gb.Matrix:
     value: ``first`` takes A's entry where both exist)."""
     eye = gb.Vector.from_scalar(np.dtype(A.dtype.np_type).type(1), A.nrows, dtype=A.dtype).diag()
     return A.ewise_add(eye, binary.first).new()
+
+
+def _given_features(g: Graph, src: np.ndarray, dst: np.ndarray,
+                    attr: np.ndarray) -> EdgeFeatures:
+    """The features of the given edges ``src[k] → dst[k]`` in the CSR order of ``g``'s
+    pattern (targets, then sources ascending), with the map back to the given order; a pair
+    given twice is refused."""
+    csr = np.lexsort((src, dst))
+    if csr.size > 1:
+        same = (dst[csr[1:]] == dst[csr[:-1]]) & (src[csr[1:]] == src[csr[:-1]])
+        if same.any():
+            k = int(csr[1:][np.argmax(same)])
+            raise ValueError(f"duplicate edge {int(src[k])} -> {int(dst[k])} with edge_attr: "
+                             "each pair may be given once when the edges carry features")
+    order = np.empty(csr.size, np.int64)
+    order[csr] = np.arange(csr.size)
+    return EdgeFeatures(g.edge_tensor, attr[csr], order)
 
 
 def _cpu():

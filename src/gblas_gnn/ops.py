@@ -32,6 +32,7 @@ from .compose.expr import (
     Const,
     Dropout,
     EdgeLeaf,
+    Expand,
     Expr,
     Gather,
     Masked,
@@ -47,8 +48,9 @@ from .compose.expr import (
     rep,
 )
 from .compose.tape import in_scope
-from .compose.traced import Traced, apply_unary, lift
+from .compose.traced import Traced, apply_unary, lift, value_of
 from .compose.traced import concat as _concat
+from .edge_attr import EdgeFeatures
 from .executors import default, get_executor
 from .executors.base import check_aggregation
 from .executors.patterns import AdjacencyPattern
@@ -238,8 +240,16 @@ def aggregate(S, H, aggr="sum", executor=None):
     With heads (``S`` of shape ``(n, n, heads)``), ``H`` is ``(n, heads, f)`` and so is
     ``Z``. ``S = ops.structure(A)`` aggregates over A's pattern, its values not read (one
     per stored entry: ``"mean"`` is then the neighbours' mean, as GraphSAGE's).
+
+    ``H`` may be an expression with a channel axis instead of an array: messages computed
+    at every edge, such as GINE's ``relu(rep(X).T + g.edge_attr @ W)`` or
+    ``g.edge_attr`` itself, :math:`Z_i = \bigoplus_j S_{ij} M_{ij}` (``"sum"``, ``"mean"``,
+    ``"max"``, ``"min"``), evaluated edge by edge in the aggregation's own pass (never an
+    |E|×k array); with heads, ``M`` is ``(n, n, heads, k)`` or shared by the heads.
     """
     check_aggregation(aggr)
+    if isinstance(H, (Expr, EdgeFeatures)):
+        return _aggregate_messages(S, H, aggr)
     if _lazy(S, H) or isinstance(S, Structure):
         ex = get_executor(executor)
         S = _edge_expr(S)
@@ -248,6 +258,30 @@ def aggregate(S, H, aggr="sum", executor=None):
     S = as_sparse(S)
     H = _features(ex, S, H)
     return ex.aggregate(S, H, aggr)
+
+
+def _aggregate_messages(S, M, aggr):
+    """:func:`aggregate` of messages computed at the edges (an expression ``M``)."""
+    if not isinstance(aggr, str) or aggr not in ("sum", "mean", "max", "min"):
+        raise ValueError(f"messages computed at the edges aggregate by 'sum', 'mean', 'max' "
+                         f"or 'min', got {aggr!r}")
+    S = _edge_expr(S)
+    M = M if isinstance(M, Expr) else M.expression()
+    if not M.trail or len(M.trail) > 2:
+        raise ValueError(f"messages need a channel axis, shape (n, n, k) or (n, n, heads, k); "
+                         f"got {M.shape}")
+    if S.trail and len(M.trail) == 2 and M.trail[0] not in (1, S.trail[0]):
+        raise ValueError(f"messages of shape {M.shape} for weights of {S.trail[0]} heads")
+    weight = Expand(S) if S.trail else Expand(Expand(S))
+    root = Zip("mul", weight, M)
+    n = root.shape[0]
+    out = sinks.run(root, ("messages", "sum" if aggr == "mean" else aggr))
+    if aggr == "mean":
+        counts = sinks.run(Masked(S.pattern, Const(1.0), structural=True), ("rows", "sum"))
+        counts = value_of(counts) if isinstance(counts, Traced) else counts
+        out = out / get_executor(None).xp.maximum(counts, 1)[:, None, None]
+    heads = bool(S.trail) or len(M.trail) == 2
+    return out if heads else out.reshape(n, M.trail[-1])
 
 
 def spmm(S, H, semiring="plus_times", executor=None):

@@ -13,12 +13,16 @@ expression                   entry ``[i, j, …]``                     leaf
 an array ``a``, a scalar     ``a[…]`` (broadcast over both vertices)  :class:`Bcast`,
                                                                      :class:`Const`
 an edge tensor ``E``         ``E[i, j]`` on E's pattern              :class:`EdgeLeaf`
+``g.edge_attr``              ``e_{ji}[…, c]``, the features of the    :class:`EdgeAttr`
+                             edge ``j → i`` (on g's pattern)
 ===========================  ======================================  =====================
 
 and the operations: the elementwise functions of :mod:`.functions` (:class:`Map`,
 :class:`Zip`, numpy broadcasting over the trailing shape), the contraction of the last axis
 (:class:`Sum`: ``E.sum(-1)``, ``E @ a``; ``factor(X) @ factor(Y).T`` is
-``(rep(X) * rep(Y).T).sum(-1)``), masking (:class:`Masked`: ``A * E`` multiplies by A's
+``(rep(X) * rep(Y).T).sum(-1)``; ``g.edge_attr @ W`` for a matrix ``W`` of shape
+``(f, …)`` is ``(g.edge_attr * Wᵀ).sum(-1)`` with ``W``'s first axis moved last, one
+product per edge, never an |E|×k array), masking (:class:`Masked`: ``A * E`` multiplies by A's
 values, ``ops.structure(A) * E`` keeps only its pattern) and the row softmax
 (:class:`Softmax`). A sparse expression may carry at most one trailing axis (heads): an edge
 tensor holds one value per edge per head, never an |E|×f tensor.
@@ -37,12 +41,15 @@ from typing import Any
 
 import numpy as np
 
+from .. import edge_attr as _edge_attr
 from .._validate import FLOAT_DTYPES
+from ..edge_attr import EdgeFeatures
 from . import functions as F
-from .tape import in_scope
+from .tape import current, in_scope
 from .traced import Traced, value_of
 
-__all__ = ["Expr", "Gather", "Bcast", "Const", "EdgeLeaf", "Dropout", "Map", "Zip", "Sum",
+__all__ = ["Expr", "Gather", "Bcast", "Const", "EdgeLeaf", "EdgeAttr", "Dropout", "Map", "Zip",
+           "Sum", "Expand",
            "Masked", "Softmax", "Structure", "rep", "factor", "Factor", "masked",
            "expr_unary", "expr_binary", "is_edge_tensor", "edge_dtype", "edge_shape",
            "as_expr", "MATERIALIZE_LIMIT"]
@@ -189,16 +196,23 @@ class Expr:
         return expr_unary("neg", self)
 
     def __matmul__(self, a):
-        """``E @ a``: contract the last axis with a 1-D array ``a``."""
+        """``E @ a``: contract the last axis with a 1-D array ``a``; ``E @ W`` with an array
+        ``W`` of shape ``(f, …)``, for ``E`` of one channel axis of ``f`` (edge features):
+        entry ``[i, j, …] = Σ_c E[i, j, c] W[c, …]``."""
         if isinstance(a, Expr):
             raise TypeError("E @ a contracts the channels with a 1-D array a; for the dot "
                             "products of rows write factor(X) @ factor(Y).T")
         shape = np.shape(value_of(a))
-        if len(shape) != 1:
-            raise ValueError(f"E @ a needs a 1-D a, got shape {shape}")
+        if not shape:
+            raise ValueError("E @ a needs a 1-D or larger a, got a scalar")
         if not self.trail or self.trail[-1] != shape[0]:
             raise ValueError(f"@: the last axis of E {self.shape} and a {shape} differ")
-        return (self * a).sum(-1)
+        if len(shape) == 1:
+            return (self * a).sum(-1)
+        if len(self.trail) != 1:
+            raise ValueError(f"E @ W with a matrix W contracts an expression of one channel "
+                             f"axis (edge features, shape (n, n, f)); got shape {self.shape}")
+        return (self * _channels_last(a)).sum(-1)
 
     def sum(self, axis=-1):
         """Contract the last trailing axis (``axis=-1`` or its positive index)."""
@@ -325,6 +339,60 @@ class EdgeLeaf(Expr):
         self._init((), edge_dtype(E), pattern=E)
 
 
+class EdgeAttr(Expr):
+    """The features of the stored edges of a graph (:class:`~gblas_gnn.edge_attr.
+    EdgeFeatures`): entry ``[i, j, c]`` the feature ``c`` of the edge ``j → i`` (on the
+    graph's pattern); ``value`` is the ``(nnz, f)`` array on the executor (traced in a
+    training-mode forward: the features' gradient is derived too)."""
+
+    __slots__ = ("features", "value")
+
+    def __init__(self, features: EdgeFeatures, value):
+        self.features, self.value = features, value
+        v = value_of(value)
+        self._init(tuple(v.shape[1:]), v.dtype, pattern=features.pattern)
+
+
+def _feature_values(features: EdgeFeatures):
+    """The values of ``features`` on the executor: inside a training-mode forward a traced
+    leaf of the tape (one per features and forward, kept by the scope for the backward)."""
+    s = current()
+    if s is None:
+        from ..executors import get_executor
+
+        return features.on(get_executor(None))
+    hit = s.features.get(id(features))
+    if hit is None:
+        leaf = s.tape.leaf(("edge_attr", id(features))) if s.tape is not None else None
+        hit = s.features[id(features)] = (features,
+                                          Traced(features.on(s.executor), leaf, False))
+    return hit[1]
+
+
+def edge_attr_expr(features: EdgeFeatures) -> EdgeAttr:
+    """``features`` as an expression (:class:`EdgeAttr`)."""
+    return EdgeAttr(features, _feature_values(features))
+
+
+# g.edge_attr computes in expressions: the graph layer hands its features over to this one
+_edge_attr.as_expression = edge_attr_expr
+
+
+def _channels_last(W):
+    """``W`` of shape ``(f, d1, …)`` as ``(d1, …, f)`` (traced when ``W`` is)."""
+    if isinstance(W, Traced):
+        shape = W.shape
+        return W.reshape(shape[0], -1).T.reshape(*shape[1:], shape[0])
+    xp = _xp_of(W)
+    return xp.ascontiguousarray(xp.moveaxis(W, 0, -1))
+
+
+def _xp_of(x):
+    from .._validate import array_module_of
+
+    return array_module_of(x)
+
+
 class Dropout(Expr):
     """Counter-based dropout scales on A's pattern, one per edge and head: ``1/(1-p)`` where
     the hash :math:`u(\\kappa; h, i, j) \\ge p`, else 0 (:mod:`gblas_gnn.executors._random`:
@@ -404,6 +472,27 @@ class Sum(Expr):
 
     def _dense(self):
         return np.asarray(self.x._dense()).sum(axis=-1)
+
+
+class Expand(Expr):
+    """``x[..., None]``: a unit axis appended to the trailing shape (a weight per edge and
+    head beside messages with a channel axis)."""
+
+    __slots__ = ("x",)
+
+    def __init__(self, x: Expr):
+        self.x = x
+        self._init((*x.trail, 1), x.dtype, x.pattern, x.vshape)
+
+    @property
+    def children(self):
+        return (self.x,)
+
+    def _transposed(self):
+        return Expand(self.x._transposed())
+
+    def _dense(self):
+        return np.asarray(self.x._dense())[..., None]
 
 
 class Masked(Expr):
@@ -491,6 +580,8 @@ def as_expr(x) -> Expr | Any:
         return Const(x)
     if is_edge_tensor(x):
         return EdgeLeaf(x)
+    if isinstance(x, EdgeFeatures):
+        return edge_attr_expr(x)
     if isinstance(x, Traced):
         if x.vertex:
             raise TypeError("a vertex-indexed array in an expression over vertex pairs must "

@@ -7,8 +7,8 @@ perm, crow``, global ids ``rid, cid``, A's values ``AV``), then one array per op
 (:class:`Layout`), the softmax buffers ``S<k>`` and the sink's arrays. At an edge ``(i, j)``
 at CSR position ``p`` the scalar code of :mod:`.scalar` reads them through
 :class:`ArrayLeaves`; cotangents go to ``dR<s>[i, …]`` (read by target), ``dC<s>[j, …]``
-(read by source), ``dP<s>[i, …]`` (a parameter's partial of row ``i``) and ``GS<k>`` (the
-cotangent of an earlier softmax at the edge).
+(read by source), ``dP<s>[i, …]`` (a parameter's partial of row ``i``), ``dEA<s>[p, …]``
+(the edge's features) and ``GS<k>`` (the cotangent of an earlier softmax at the edge).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ __all__ = ["Layout", "ArrayLeaves"]
 class Layout:
     """The argument names of the generated kernels, from a plan: the pattern's buffers, then
     one array per operand slot (``R<s>`` by target, ``C<s>`` by source, ``P<s>`` parameters,
-    ``E<s>`` edge values, ``K<s>`` dropout keys, ``X`` the messages), the softmax buffers
-    ``S<k>`` and the sink's arrays."""
+    ``E<s>`` edge values, ``EA<s>`` edge features, ``K<s>`` dropout keys, ``X`` the
+    messages), the softmax buffers ``S<k>`` and the sink's arrays."""
 
     operands: tuple[str, ...]
 
@@ -36,7 +36,8 @@ class Layout:
     def of(p: Plan) -> Layout:
         names = []
         for slot, (role, _) in enumerate(p.structure.roles):
-            prefix = {"row": "R", "col": "C", "param": "P", "edges": "E", "key": "K"}
+            prefix = {"row": "R", "col": "C", "param": "P", "edges": "E", "eattr": "EA",
+                      "key": "K"}
             names.append("X" if role == "x" else f"{prefix[role]}{slot}")
         return Layout(tuple(names))
 
@@ -52,6 +53,8 @@ class ArrayLeaves(Leaves):
 
     #: per-edge buffers indexed ``[head, p]`` instead of ``[p, head]``
     head_major = False
+    #: the index of a parameter's partial: its row's (``i``), or a generator's other
+    param_row = "i"
 
     def __init__(self, p: Plan, accumulate: set[str]):
         self.p = p
@@ -82,6 +85,9 @@ class ArrayLeaves(Leaves):
     def edges(self, slot):
         return f"E{slot}[p]"
 
+    def eattr(self, slot, idx):
+        return f"EA{slot}[{self._index('p', idx)}]"
+
     def dropout(self, op, idx):
         slot, prob, heads = self.p.structure.ops[op].args
         scale = literal(1.0 / (1.0 - prob), self.dtype)
@@ -92,15 +98,18 @@ class ArrayLeaves(Leaves):
     def softmax(self, op, idx):
         return self.edge(f"S{op}", idx[0] if idx else "0")
 
+    #: per kind of leaf read through views: its arrays' stem and the index of its row
+    _VIEWED = {"row": ("R", "i"), "col": ("C", "j"), "eattr": ("EA", "p")}
+
     def view(self, kind, slot, prefix):
-        base = "R" if kind == "row" else "C"
-        return f"{base}{slot}[{self._index('i' if kind == 'row' else 'j', prefix)}]"
+        stem, at = self._VIEWED[kind]
+        return f"{stem}{slot}[{self._index(at, prefix)}]"
 
     def grad_view(self, kind, slot, prefix):
         if kind not in self.accumulate:
             return None
-        base = "dR" if kind == "row" else "dC"
-        return f"{base}{slot}[{self._index('i' if kind == 'row' else 'j', prefix)}]"
+        stem, at = self._VIEWED[kind]
+        return f"d{stem}{slot}[{self._index(at, prefix)}]"
 
     def size(self, kind, ref, axis):
         if kind == "row":
@@ -109,6 +118,8 @@ class ArrayLeaves(Leaves):
             return f"C{ref}.shape[{1 + axis}]"
         if kind == "param":
             return f"P{ref}.shape[{axis}]"
+        if kind == "eattr":
+            return f"EA{ref}.shape[{1 + axis}]"
         if kind == "dropout":
             return f"int(K{ref}[1])"
         return f"S{ref}.shape[{0 if self.head_major else 1}]"
@@ -127,7 +138,12 @@ class ArrayLeaves(Leaves):
 
     def grad_param(self, block, slot, idx, g):
         if "param" in self.accumulate:          # per-row partials; a 0-d parameter is (1,)
-            self.add_to(block, f"dP{slot}[{self._index('i', idx or ('0',))}]", idx, g)
+            self.add_to(block, f"dP{slot}[{self._index(self.param_row, idx or ('0',))}]",
+                        idx, g)
+
+    def grad_eattr(self, block, slot, idx, g):
+        if "eattr" in self.accumulate:          # one writer per edge: each pass owns its edges
+            self.add_to(block, f"dEA{slot}[{self._index('p', idx)}]", idx, g)
 
     def grad_softmax(self, block, op, idx, g):
         if "softmax" in self.accumulate:

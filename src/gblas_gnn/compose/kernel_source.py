@@ -30,7 +30,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from .kernel_args import ArrayLeaves, Layout
-from .plan import Plan, head_index, leaf_kinds
+from .plan import BY_ROW, Plan, head_index, leaf_kinds
 from .scalar import Block, EdgeCode, Scope, literal
 
 __all__ = ["ProgramSource", "column_edge"]
@@ -114,10 +114,11 @@ class ProgramSource(ABC):
         return self.ops[k].inputs[0]
 
     def _grads(self, kinds: set[str]) -> tuple[str, ...]:
-        """The gradient arguments of ``kinds`` ("row", "col", "param"), in order."""
+        """The gradient arguments of ``kinds`` ("row", "col", "param", "eattr"), in
+        order."""
         p, out = self.p, []
         for kind, prefix, slots in (("row", "dR", p.rows), ("col", "dC", p.cols),
-                                    ("param", "dP", p.params)):
+                                    ("param", "dP", p.params), ("eattr", "dEA", p.eattrs)):
             if kind in kinds:
                 out += [f"{prefix}{s}" for s in slots]
         return tuple(out)
@@ -296,12 +297,12 @@ class ProgramSource(ABC):
         ``2 + 2r`` its backward — and the column pass."""
         p = self.p
         stage = tuple(f"{n}{k}" for k in p.softmaxes for n in ("GS", "EB"))
-        extra = self._sink_args()[1:] if self.sink[0] == "aggregate" else ()
+        extra = self._sink_args()[1:] if self.sink[0] in ("aggregate", "messages") else ()
         if self._scatter_messages():
             extra = (*extra, "WP")
         ts = tuple(f"T{k}" for k in p.softmaxes)
         row = self._rows(self._def(out, "row_pass", "dZ", "GB", "Z", *stage, *extra, *ts,
-                                   "dXr", *self._grads({"row", "param"}), "phase"))
+                                   "dXr", *self._grads(BY_ROW), "phase"))
         self._row_root(self._phase(row, 0))
         for r, k in enumerate(reversed(p.softmaxes)):
             self._row_t(self._phase(row, 1 + 2 * r), k)
@@ -321,6 +322,10 @@ class ProgramSource(ABC):
             head = self._heads(row, f"GS{k}")
             head.emit(self.own_edges)
             head.nested().emit(f"{self.at(f'GS{k}', 'hk')} = {self.zero}")
+        if self.sink[0] == "messages":
+            self._sync(row)
+            self._message_seeds(self._edges(row, lanes=False), BY_ROW | {"softmax"})
+            return
         needed = bool(leaf_kinds(p, r))
         if needed:
             row.emit(f"for hh in range({self.H}):")
@@ -339,7 +344,19 @@ class ProgramSource(ABC):
             self._once(h, f"{self.at('WP', 'hh')} = {self._root(h, together=True)}")
         if needed:
             self._seeds(h, {(r, head_index(p, r, "hh")): self.at("GB", "hh")},
-                        {"row", "param", "softmax"})
+                        BY_ROW | {"softmax"})
+
+    def _message_seeds(self, e: Block, kinds: set[str]) -> None:
+        """The reverse mode of a messages root at the edge ``(i, j)``, from the cotangent
+        ``dZ[i, hh, c]`` of every head and channel (max/min: of those the edge won,
+        ``ARG[i, hh, c] == p``); nothing is stored per edge for it."""
+        e.emit(f"for hh in range({self.H}):")
+        h = e.nested()
+        h.emit("for c in range(dZ.shape[2]):")
+        c = h.nested()
+        g = "dZ[i, hh, c]" if self.sink[1] == "sum" else \
+            f"(dZ[i, hh, c] if ARG[i, hh, c] == p else {self.zero})"
+        self._seeds(c, {(self.s.root, ("hh", "c")): g}, kinds)
 
     @abstractmethod
     def _root_cotangent(self, head: Block) -> None:
@@ -369,11 +386,11 @@ class ProgramSource(ABC):
         hk.emit(f"t = T{k}[hk, i]")
         hk.emit(self.own_edges)
         hk.nested().emit(f"{eb} = {s} * ({gs} - t)")
-        if leaf_kinds(p, x) & {"row", "param", "softmax"}:
+        if leaf_kinds(p, x) & (BY_ROW | {"softmax"}):
             self._sync(row)
             e = self._edges(row, lanes=False)
             self._seeds(self._heads(e, f"S{k}"), {(x, head_index(p, k, "hk")): eb},
-                        {"row", "param", "softmax"})
+                        BY_ROW | {"softmax"})
 
     def _row_columns(self, out: Block, stage: tuple[str, ...],
                      extra: tuple[str, ...]) -> None:
@@ -388,6 +405,13 @@ class ProgramSource(ABC):
         if messages:
             self._zero_messages(col)
         e = self._col_edges(col)
+        if self.sink[0] == "messages":
+            if "col" in leaf_kinds(p, r):
+                self._message_seeds(e, {"col"})
+            else:
+                e.emit("pass")
+            out.emit("")
+            return
         e.emit(f"for hh in range({self.H}):")
         h = e.nested()
         h.emit("pass")

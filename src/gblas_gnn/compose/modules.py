@@ -27,13 +27,15 @@ INPUT = "input"
 @dataclass
 class Recording:
     """What a training-mode forward of a composed module keeps: its tape, the output node,
-    the modules whose parameters are leaves, and the shapes of input and output."""
+    the modules whose parameters are leaves, the shapes of input and output, and the edge
+    features the forward read (by id)."""
 
     tape: Tape
     output: Node | None
     modules: list
     in_shape: tuple
     out_shape: tuple
+    features: dict
 
 
 @contextmanager
@@ -80,7 +82,7 @@ def call_composed(module, g, H):
         module._cache = None
     else:
         module._cache = Recording(tape, out.node, list(s.modules), tuple(H.shape),
-                                  tuple(out.shape))
+                                  tuple(out.shape), dict(s.features))
     return s.released(out.value)
 
 
@@ -145,8 +147,26 @@ def derived_backward(module, dout) -> Any:
     for m in rec.modules:
         m.grads = {name: _grad(leaves.get((id(m), name)), value, xp)
                    for name, value in m.params.items()}
+    module.edge_attr_grad = _feature_grad(rec.features, leaves, module.executor)
     dH = leaves.get(INPUT)
     return xp.zeros(rec.in_shape, module.dtype) if dH is None else dH
+
+
+def _feature_grad(features: dict, leaves: dict, ex):
+    """The gradient of the edge features the forward read, one row per edge as the graph
+    was given them (through the self loops' fill rule for a graph with loops), or None
+    when it read none. On a grid: this rank's block's edges, in its CSR order."""
+    total = None
+    for key, (feats, _) in features.items():
+        g = leaves.get(("edge_attr", key))
+        if g is None:
+            continue
+        base, d = feats.pullback(ex.to_numpy(g, "edge_attr gradient"))
+        total = d if total is None else total + d
+        given = base
+    if total is None:
+        return None
+    return total[given.order] if given.order is not None else total
 
 
 def _grad(g, value, xp):

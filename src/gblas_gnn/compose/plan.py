@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from .program import Structure
 
 __all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "FUSED_AGGREGATIONS",
-           "EXTREME"]
+           "EXTREME", "BY_ROW"]
 
 #: aggregations the generated kernels run (any other: the reference lowering)
 FUSED_AGGREGATIONS = ("sum", "mean", "max", "min", "plus_times", "max_times", "min_times",
@@ -41,6 +41,9 @@ FUSED_AGGREGATIONS = ("sum", "mean", "max", "min", "plus_times", "max_times", "m
 #: the max/min ones: each (row, head, feature) has one winning edge, which their backward
 #: routes the cotangent to
 EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
+#: the cotangents a pass over rows accumulates: what is read by target (a row's own), the
+#: parameters (a partial per row) and the edges' features (each edge's own)
+BY_ROW = frozenset({"row", "param", "eattr"})
 
 
 @dataclass(frozen=True)
@@ -58,10 +61,11 @@ class Plan:
     softmax: int | None = None
     factor: int | None = None
     factor_op: str = "mul"
-    #: slots read by target / by source, parameters, and whether any exist
+    #: slots read by target / by source, parameters, edge features
     rows: tuple[int, ...] = field(default_factory=tuple)
     cols: tuple[int, ...] = field(default_factory=tuple)
     params: tuple[int, ...] = field(default_factory=tuple)
+    eattrs: tuple[int, ...] = field(default_factory=tuple)
 
     @property
     def sink(self) -> tuple:
@@ -96,7 +100,8 @@ def fusable(structure: Structure) -> bool:
         return sink[1] in FUSED_AGGREGATIONS
     if sink[0] == "spmm_t":
         return sink[1] == "plus_times"
-    return sink[0] in ("rows", "values", "cols") and (sink[0] != "cols" or sink[1] == "sum")
+    return sink[0] in ("rows", "values", "cols", "messages") and \
+        (sink[0] != "cols" or sink[1] == "sum")
 
 
 def plan(structure: Structure) -> Plan:
@@ -105,8 +110,9 @@ def plan(structure: Structure) -> Plan:
     softmaxes = tuple(i for i, op in enumerate(ops) if op.kind == "softmax")
     heads = structure.heads or 1
     slots = {role: tuple(sorted({op.args[0] for op in ops if op.kind == role}))
-             for role in ("row", "col", "param")}
-    common = dict(rows=slots["row"], cols=slots["col"], params=slots["param"])
+             for role in ("row", "col", "param", "eattr")}
+    common = dict(rows=slots["row"], cols=slots["col"], params=slots["param"],
+                  eattrs=slots["eattr"])
     sink = structure.sink
     if sink[0] == "aggregate" and sink[1] in ("sum", "mean", "plus_times") \
             and len(softmaxes) == 1:
@@ -137,9 +143,9 @@ def _linear_softmax(structure: Structure, sm: int):
 
 
 def leaf_kinds(p: Plan, start: int) -> set[str]:
-    """The kinds of leaves (``row``, ``col``, ``param``, ``softmax``) the expression at
-    operation ``start`` reads, softmax outputs counted as leaves (cut): which cotangents its
-    reverse mode produces."""
+    """The kinds of leaves (``row``, ``col``, ``param``, ``eattr``, ``softmax``) the
+    expression at operation ``start`` reads, softmax outputs counted as leaves (cut): which
+    cotangents its reverse mode produces."""
     ops = p.structure.ops
     kinds, stack, seen = set(), [start], set()
     while stack:
@@ -150,7 +156,7 @@ def leaf_kinds(p: Plan, start: int) -> set[str]:
         if ops[i].kind == "softmax":
             kinds.add("softmax")
             continue
-        if ops[i].kind in ("row", "col", "param"):
+        if ops[i].kind in ("row", "col", "param", "eattr"):
             kinds.add(ops[i].kind)
         stack.extend(ops[i].inputs)
     return kinds

@@ -19,6 +19,9 @@ Operations (``Op.kind``):
 ``edges``     the values of another edge tensor with the same pattern (operand ``slot``)
 ``dropout``   counter-based dropout scales (operand ``slot`` holds the key; ``args``:
               ``p``, heads)
+``eattr``     operand ``slot``'s features of the edge: ``E[p, …]`` at CSR position ``p``
+``expand``    its input with a unit axis appended (``S[..., None]``: a weight per head
+              beside messages with a channel axis)
 ``map``       elementwise function ``args = (fn, alpha)`` of its input
 ``zip``       binary function ``args = (op,)`` of its two inputs (broadcasting)
 ``sum``       contraction of the last trailing axis of its input
@@ -27,7 +30,12 @@ Operations (``Op.kind``):
 
 Sinks: ``("aggregate", aggr)`` (``Z = S ⊕ X``, the messages are operand ``x``),
 ``("spmm_t", semiring)`` (``Z = Sᵀ ⊕ X``), ``("rows", op)`` / ``("cols", op)`` (reductions
-over the stored entries of a row / column) and ``("values",)`` (the edge values).
+over the stored entries of a row / column), ``("values",)`` (the edge values) and
+``("messages", op)``: the reduction (``sum``, ``max``, ``min``) over each row's edges of a
+root of shape ``(heads, channels)``, messages computed at the edge
+(:func:`gblas_gnn.ops.aggregate` of an expression, GINE's ``ReLU(x_j + W e_ji)``), into
+``(n, heads, channels)``; no array of more than one value per edge and head exists for it,
+forward or backward.
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ from .expr import (
     Bcast,
     Const,
     Dropout,
+    EdgeAttr,
     EdgeLeaf,
+    Expand,
     Expr,
     Gather,
     Map,
@@ -176,6 +186,11 @@ class _Builder:
             return self.op("const", (e.value,), (), ())
         if isinstance(e, EdgeLeaf):
             return self._edges(e.E)
+        if isinstance(e, EdgeAttr):
+            self._check(e.pattern)
+            return self.op("eattr", (self.slot("eattr", e.value),), (), e.trail)
+        if isinstance(e, Expand):
+            return self.op("expand", (), (self.visit(e.x),), e.trail)
         if isinstance(e, Dropout):
             self._check(e.pattern)
             key = np.uint64(e.key)
@@ -220,7 +235,7 @@ class _Key:
 def _role_shape(o: Operand) -> tuple[int, ...]:
     """The part of an operand's shape a kernel depends on: the trailing shape of a
     vertex-indexed array, the whole shape of a parameter, nothing for the rest."""
-    if o.role in ("row", "col", "x"):
+    if o.role in ("row", "col", "x", "eattr"):
         return tuple(np.shape(o.value))[1:]
     if o.role == "param":
         return tuple(np.shape(o.value))
@@ -233,7 +248,10 @@ def build(root: Expr, sink: tuple, x=None) -> Program:
     if not root.is_sparse:
         raise TypeError("this operation needs a sparse operand: mask the virtual tensor "
                         "first (A * expr)")
-    if len(root.trail) > 1:
+    if sink[0] == "messages" and len(root.trail) != 2:
+        raise ValueError(f"the messages of a row reduction have shape (rows, cols, heads, "
+                         f"channels), got {root.shape}")
+    if len(root.trail) > (2 if sink[0] == "messages" else 1):
         raise ValueError(f"an expression of shape {root.shape} has a channel axis: contract "
                          "it first (E @ a or E.sum(-1))")
     b = _Builder(root.pattern)

@@ -13,6 +13,7 @@ forward                          backward (cotangent :math:`\bar E` of the outpu
 :math:`E = X_i` (``rep(X)``)     :math:`\bar X = \mathrm{rs}(\bar E)` — a row reduction
 :math:`E = Y_j` (``rep(Y)ᵀ``)    :math:`\bar Y = \mathrm{cs}(\bar E)` — a column reduction
 :math:`E = a` (a parameter)      :math:`\bar a = \sum \bar E` over every edge
+:math:`E = e_{ji,c}` (features)  :math:`\bar e_{ji,c} = \bar E` at the edge itself
 :math:`E = f(U)`, :math:`U ⊙ V`  elementwise, as in :mod:`.functions`
 :math:`E = \sum_c U_{\cdot c}`   :math:`\bar U_{\cdot c} = \bar E` for every channel
 :math:`\Psi = \mathrm{sm}(E)`    :math:`\bar E = \Psi \odot (\bar\Psi - \mathrm{rep}(t))`,
@@ -134,6 +135,10 @@ class _Evaluator:
             return xp.asarray(ex.edge_values(self.A), dtype=self.dtype)
         if kind == "edges":
             return xp.asarray(ex.edge_values(self.operand(op.args[0])), dtype=self.dtype)
+        if kind == "eattr":
+            return xp.ascontiguousarray(self.operand(op.args[0])[(slice(None), *idx)])
+        if kind == "expand":                # the appended unit axis indexes nothing
+            return self.value(op.inputs[0], idx[:-1])
         if kind == "dropout":
             return self._dropout(op)[idx[0] if idx else 0]
         if kind == "map":
@@ -222,8 +227,13 @@ class _Evaluator:
         kind = op.kind
         if kind in ("const", "avals", "edges", "dropout"):
             return
-        if kind in ("row", "col", "param"):
+        if kind in ("row", "col", "param", "eattr"):
             self._leaf(op, idx, self.full(g), grads)
+            return
+        if kind == "expand":
+            key = (op.inputs[0], idx[:-1])
+            prev = adj.get(key)
+            adj[key] = g if prev is None else prev + g
             return
         if kind == "map":
             fn, alpha = op.args
@@ -272,6 +282,8 @@ class _Evaluator:
         elif op.kind == "col":
             part = ex.col_reduce(self.edges(g), "sum")
             grads[slot][(slice(None), *idx)] += part
+        elif op.kind == "eattr":
+            grads[slot][(slice(None), *idx)] += g
         else:
             total = ex.vertex_sum(ex.row_reduce(self.edges(g), "sum")[:, None])[0]
             grads[slot][idx] += total
@@ -320,10 +332,13 @@ def forward(ex, prog: Program, keep: bool):
 
     ev = _Evaluator(ex, prog)
     sink = prog.structure.sink
-    values = ev.root_values()
     xp = ex.xp
     ctx = Context(ev)
     kind = sink[0]
+    if kind == "messages":
+        ctx.out = _messages_forward(ev, sink[1])
+        return ctx.out, (ctx if keep else None)
+    values = ev.root_values()
     if kind == "values":
         out = [ev.edges(v) for v in values]
     elif kind in ("rows", "cols"):
@@ -367,6 +382,8 @@ def backward(ex, ctx: Context, dout) -> list:
     seeds, t_for = {}, {}
     x_grad = None
     kind = sink[0]
+    if kind == "messages":
+        return _messages_backward(ev, sink[1], ctx.out, dout)
     if kind in ("rows", "cols"):
         douts = [dout] if heads is None else [dout[:, h] for h in range(heads)]
         for idx, d in zip(idxs, douts, strict=True):
@@ -392,6 +409,46 @@ def backward(ex, ctx: Context, dout) -> list:
     if x_grad is not None:
         slot = next(k for k, o in enumerate(prog.operands) if o.role == "x")
         grads[slot] = x_grad if grads[slot] is None else grads[slot] + x_grad
+    return grads
+
+
+def _channels(ev: _Evaluator):
+    """The (head, channel) indices of a messages root, each evaluated in a frame of its own
+    (its per-channel values dropped after it: one array of a value per edge at a time)."""
+    H, K = ev.ops[ev.s.root].trail
+    ev.base = 1
+    for h in range(H):
+        for c in range(K):
+            ev.frames.append([])
+            try:
+                yield h, c
+            finally:
+                for key in ev.frames.pop():
+                    ev.memo.pop(key, None)
+
+
+def _messages_forward(ev: _Evaluator, op: str):
+    """``OUT[i, h, c] = ⊕_j M_ij[h, c]`` over the stored entries of each row (empty → 0)."""
+    ex, xp = ev.ex, ev.xp
+    H, K = ev.ops[ev.s.root].trail
+    out = xp.zeros((ex.target_rows(ev.A), H, K), dtype=ev.dtype)
+    for h, c in _channels(ev):
+        out[:, h, c] = ex.row_reduce(ev.edges(ev.full(ev.value(ev.s.root, (h, c)))), op)
+    return out
+
+
+def _messages_backward(ev: _Evaluator, op: str, out, dout) -> list:
+    """The operands' cotangents of a messages reduction: channel by channel, the cotangent
+    ``dOUT[i, h, c]`` at every edge of row ``i`` (sum) or at its winner (max/min), taken back
+    through the expression."""
+    grads: list = [None] * len(ev.prog.operands)
+    r = ev.s.root
+    for h, c in _channels(ev):
+        seed = _reduction_cotangent(ev, "rows", op, (h, c), ev.xp.ascontiguousarray(
+            dout[:, h, c]))
+        for k, g in enumerate(ev.backward({(r, (h, c)): seed}, {})):
+            if g is not None:
+                grads[k] = g if grads[k] is None else grads[k] + g
     return grads
 
 

@@ -26,8 +26,8 @@ from .program import Structure
 __all__ = ["Block", "Scope", "Leaves", "EdgeCode", "child_index", "literal"]
 
 #: the operations of a structure (:mod:`.program`): the closed set code is emitted for
-_KINDS = ("row", "col", "param", "const", "avals", "edges", "dropout", "map", "zip", "sum",
-          "softmax")
+_KINDS = ("row", "col", "param", "const", "avals", "edges", "eattr", "dropout", "map", "zip",
+          "sum", "expand", "softmax")
 
 
 def literal(value: float, dtype: np.dtype) -> str:
@@ -107,6 +107,10 @@ class Leaves:
     def edges(self, slot: int) -> str:
         raise NotImplementedError
 
+    def eattr(self, slot: int, idx: tuple) -> str:
+        """The features of operand ``slot`` at this edge (``idx``: the channel)."""
+        raise NotImplementedError
+
     def dropout(self, op: int, idx: tuple) -> str:
         raise NotImplementedError
 
@@ -116,14 +120,15 @@ class Leaves:
 
     def size(self, kind: str, ref: int, axis: int) -> str:
         """An expression for the extent of trailing axis ``axis`` of a leaf (``kind`` in
-        row, col, param, dropout, softmax; ``ref`` its slot or operation), read from the
+        row, col, param, eattr, dropout, softmax; ``ref`` its slot or operation), read from the
         kernel's arrays: kernels take no sizes from the structure, so one kernel serves every
         width of a formulation."""
         raise NotImplementedError
 
     def view(self, kind: str, slot: int, prefix: tuple) -> str | None:
-        """A 1-D view of a row or column operand at the current edge with the leading
-        trailing indices ``prefix`` (``R0[i]``, ``C1[j, hh]``), so that a channel loop reads
+        """A 1-D view of a row, column or edge-feature operand at the current edge with the
+        leading trailing indices ``prefix`` (``R0[i]``, ``C1[j, hh]``, ``EA2[p]``), so that a
+        channel loop reads
         ``view[c]`` (numba vectorises loops over 1-D views, not over 2-D indexing); None: no
         views, plain indexing."""
         return None
@@ -153,6 +158,9 @@ class Leaves:
         pass
 
     def grad_param(self, block: Block, slot: int, idx: tuple, g: str) -> None:
+        pass
+
+    def grad_eattr(self, block: Block, slot: int, idx: tuple, g: str) -> None:
         pass
 
     def grad_softmax(self, block: Block, op: int, idx: tuple, g: str) -> None:
@@ -185,11 +193,11 @@ class EdgeCode:
             raise ValueError(f"unknown operation {kind!r}")
         if op.trail[axis] == 1:
             return "1"
-        if kind in ("row", "col", "param", "dropout"):
+        if kind in ("row", "col", "param", "eattr", "dropout"):
             return self.leaves.size(kind, op.args[0], axis)
         if kind == "softmax" or i in self.cut:
             return self.leaves.size("softmax", i, axis)
-        if kind in ("map", "sum"):
+        if kind in ("map", "sum", "expand"):
             return self.size(op.inputs[0], axis)
         for c in op.inputs:                            # zip: an input with this axis
             tc = self.ops[c].trail
@@ -254,13 +262,15 @@ class EdgeCode:
             if i not in self.cut:
                 raise ValueError("a softmax is read from its buffer only")
             return L.softmax(i, idx)
-        if kind in ("row", "col"):
+        if kind in ("row", "col", "eattr"):
             viewed = self._through_view(scope, L.view, kind, op.args[0], idx)
             if viewed is not None:
                 return viewed
-            return L.row(op.args[0], idx) if kind == "row" else L.col(op.args[0], idx)
+            return getattr(L, kind)(op.args[0], idx)
         if kind == "param":
             return L.param(op.args[0], idx)
+        if kind == "expand":                # the appended unit axis indexes nothing
+            return self.value(block, scope, op.inputs[0], idx[:-1])
         if kind == "const":
             return self._lit(op.args[0])
         if kind == "avals":
@@ -370,14 +380,15 @@ class EdgeCode:
             return
         if kind in ("const", "avals", "edges", "dropout"):
             return
-        if kind in ("row", "col"):
+        if kind in ("row", "col", "eattr"):
             viewed = self._through_view(scope, L.grad_view, kind, op.args[0], idx)
             if viewed is not None:
                 block.emit(f"{viewed} += {g}")
-            elif kind == "row":
-                L.grad_row(block, op.args[0], idx, g)
             else:
-                L.grad_col(block, op.args[0], idx, g)
+                getattr(L, f"grad_{kind}")(block, op.args[0], idx, g)
+            return
+        if kind == "expand":
+            self._accumulate(block, pending, (op.inputs[0], idx[:-1]), g)
             return
         if kind == "param":
             L.grad_param(block, op.args[0], idx, g)

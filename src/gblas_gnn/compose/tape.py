@@ -223,6 +223,9 @@ class Scope(Holder):
         self.modules: list = []
         #: the width of every graph operation run (the features an aggregation moves)
         self.widths: list[int] = []
+        #: edge features read, by id: ``(features, their traced values)`` (the backward
+        #: takes the values' cotangents back to the features the graph was given)
+        self.features: dict[int, tuple[Any, Any]] = {}
 
     def record(self, parents: Sequence[Any], vjp: Callable,
                zero: Callable[[], Any] | None = None, fresh: bool = False,

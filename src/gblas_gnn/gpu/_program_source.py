@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from ..compose.kernel_args import ArrayLeaves
 from ..compose.kernel_source import ProgramSource, column_edge
-from ..compose.plan import EXTREME, Plan, head_index, leaf_kinds
+from ..compose.plan import BY_ROW, EXTREME, Plan, head_index, leaf_kinds
 from ..compose.scalar import Block, Scope
 
 __all__ = ["source", "kernel_arguments", "EXTREME"]
@@ -304,13 +304,13 @@ class _Generator(ProgramSource):
             self._column_seeds(h, x, hv, factor)
         out.emit("")
         row = self._rows(self._def(out, "column_rows", "EB", "GF",
-                                   *self._grads({"row", "param"})))
+                                   *self._grads(BY_ROW)))
         e = self._edges(row, lanes=False)
         e.emit(f"for hh in range({self.H}):")
         seeds = {(x, hv): "EB[hh, p]"}
         if p.factor is not None:
             seeds[(p.factor, hv)] = "GF[hh, p]"
-        self._seeds(e.nested(), seeds, {"row", "param"})
+        self._seeds(e.nested(), seeds, BY_ROW)
         out.emit("")
 
     def _zero_messages(self, col: Block) -> None:

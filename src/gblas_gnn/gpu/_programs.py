@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compose.plan import Plan, plan
+from ..compose.plan import BY_ROW, Plan, plan
 from ..executors.program_context import ProgramContext, aggregate_output, finish_grads
 from ..semirings import negative_weight_error
 from . import _sparse_kernels as sparse
@@ -205,7 +205,7 @@ def _column(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
     col = _zeros(ex, p, b, {"col"})
     _launch(ex, mod.column_pass, b.pattern.ncols, *b.args(), dZ, T, dX, EB, GF,
             *col.values())
-    row = _zeros(ex, p, b, {"row", "param"})
+    row = _zeros(ex, p, b, BY_ROW)
     if row:
         _launch(ex, mod.column_rows, n, *b.args(), EB, GF, *row.values())
     return {**col, **row, _x_slot(p): dX}
@@ -224,7 +224,7 @@ def _row(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
     dXr = xp.zeros(b.operands[_x_slot(p)].shape, dt) if spmm_t else xp.empty((1, 1, 1), dt)
     T = [xp.empty((p.heads_of(k), n), dt) for k in p.softmaxes]
     GB = xp.empty((H, nnz), dt)
-    row = _zeros(ex, p, b, {"row", "param"})
+    row = _zeros(ex, p, b, BY_ROW)
     _launch(ex, mod.row_pass, n, *b.args(), dZ, GB, Z, *stage, *extra, *T, dXr,
             *row.values(), -1)
     col = _zeros(ex, p, b, {"col"})

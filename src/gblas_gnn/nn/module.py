@@ -36,6 +36,9 @@ class Module(ABC):
         self.executor = get_executor(executor)
         self.params: dict[str, np.ndarray] = {}
         self.grads: dict[str, np.ndarray] = {}
+        #: after a backward: the gradient of the edge features the forward read (one row
+        #: per edge as the graph was given them), or None
+        self.edge_attr_grad: np.ndarray | None = None
         self._declared: dict[str, tuple] = {}
         self.training = True
         self._cache = None

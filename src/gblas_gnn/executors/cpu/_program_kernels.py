@@ -35,14 +35,14 @@ from ...compose.kernel_cache import LockedKernel, load_module, locked_kernel
 from ...compose.kernel_cache import cache_dir as _cache_dir
 from ...compose.kernel_cache import signature_key as _signature_key
 from ...compose.kernel_source import ProgramSource, column_edge
-from ...compose.plan import EXTREME, Plan
+from ...compose.plan import BY_ROW, EXTREME, Plan
 from ...compose.plan import head_index as _head_index
 from ...compose.plan import leaf_kinds as _leaf_kinds
 from ...compose.scalar import Block, Scope
 from ._head_unrolling import HeadUnrolling, head_counts, lane_width
 
 __all__ = ["Layout", "kernels", "kernel", "source", "cache_dir", "GENERATOR_VERSION",
-           "SERIAL_WORK_BELOW", "serial"]
+           "SERIAL_WORK_BELOW", "serial", "partial_rows", "ROW_BLOCK"]
 
 #: bumped whenever the generated source changes shape (old cached modules are then unused)
 GENERATOR_VERSION = 21
@@ -96,6 +96,18 @@ SERIAL_WORK_BELOW = 1 << 18
 #: how many edges ahead a pass prefetches the rows it will gather (8 measured best on the
 #: hand-written kernels; 2 or 16 no better)
 PREFETCH_AHEAD = 8
+#: rows per parameter partial in a plan that reads edge features (:func:`partial_rows`)
+ROW_BLOCK = 64
+
+
+def partial_rows(p: Plan) -> int:
+    """Rows that share a parameter partial ``dP<s>[·]`` in the row passes: one, or
+    :data:`ROW_BLOCK` for a plan that reads edge features. Such a plan multiplies each edge's
+    features by a weight matrix (``g.edge_attr @ W``), whose partials per row would be
+    ``n × f·k`` numbers, more than the features themselves; per block of rows they are
+    ``n/ROW_BLOCK × f·k``. A block's rows run on one thread (the ``prange`` is over blocks),
+    so no two threads add into one partial and the sum stays the same for any thread count."""
+    return ROW_BLOCK if p.eattrs else 1
 
 
 def _leaf_slots(p: Plan, start: int, kind: str) -> set[int]:
@@ -116,7 +128,16 @@ def _leaf_slots(p: Plan, start: int, kind: str) -> set[int]:
     return slots
 
 
-class _RowShares(_Read):
+class _Leaves(_Read):
+    """The cpu's reads and cotangents: a parameter's partial is its row's, or its block's
+    (:func:`partial_rows`)."""
+
+    def __init__(self, p: Plan, accumulate: set[str]):
+        super().__init__(p, accumulate)
+        self.param_row = "blk" if partial_rows(p) > 1 else "i"
+
+
+class _RowShares(_Leaves):
     r"""The column pass's leaves when a row's cotangent is one number an edge and head
     (:meth:`_Generator._row_share`): the edge's share :math:`\partial x_{ij}/\partial
     R_i \cdot \bar x_{ij}` is stored at the edge, ``EB[p, head] = g``, where the row's sum
@@ -131,13 +152,14 @@ class _RowShares(_Read):
         block.emit(f"EB[p, {self.head}] = {g}")
 
 
-class _RowProbe(_Read):
-    """Records where a reverse mode sends row and parameter cotangents (writes nothing)."""
+class _RowProbe(_Leaves):
+    """Records where a reverse mode sends row, parameter and edge-feature cotangents
+    (writes nothing)."""
 
     def __init__(self, p: Plan):
-        super().__init__(p, {"row", "param"})
+        super().__init__(p, BY_ROW)
         self.rows: list[tuple[int, tuple]] = []
-        self.params = 0
+        self.params = 0                 # parameter and edge-feature cotangents
 
     def grad_view(self, kind, slot, prefix):
         return None                     # a channel loop's row shows as an index with it
@@ -146,6 +168,9 @@ class _RowProbe(_Read):
         self.rows.append((slot, idx))
 
     def grad_param(self, block, slot, idx, g):
+        self.params += 1
+
+    def grad_eattr(self, block, slot, idx, g):
         self.params += 1
 
 
@@ -168,8 +193,8 @@ class _Generator(HeadUnrolling, ProgramSource):
 
     # ------------------------------------------------------------------ helpers
 
-    def leaves(self, accumulate: set[str], together: bool) -> _Read:
-        return _Read(self.p, accumulate)       # one thread runs an item: always "together"
+    def leaves(self, accumulate: set[str], together: bool) -> _Leaves:
+        return _Leaves(self.p, accumulate)     # one thread runs an item: always "together"
 
     def _args(self, *extra: str) -> str:
         return ", ".join(("indptr", "indices", "colptr", "perm", "crow", "rid", "cid", "AV",
@@ -185,7 +210,15 @@ class _Generator(HeadUnrolling, ProgramSource):
         return body
 
     def _rows(self, body: Block) -> Block:
-        body.emit("for i in nb.prange(indptr.shape[0] - 1):")
+        block = partial_rows(self.p)
+        if block > 1:                   # a thread per block of rows (partial_rows)
+            body.emit(f"for blk in nb.prange((indptr.shape[0] + {block - 2}) // {block}):")
+            rows = body.nested()
+            rows.emit(f"for i in range(blk * {block}, min(indptr.shape[0] - 1, "
+                      f"blk * {block} + {block})):")
+            body = rows
+        else:
+            body.emit("for i in nb.prange(indptr.shape[0] - 1):")
         row = body.nested()
         row.emit("lo = indptr[i]")
         row.emit("hi = indptr[i + 1]")
@@ -267,6 +300,9 @@ class _Generator(HeadUnrolling, ProgramSource):
         if self._aggregate_heads(row):
             return
         kind = self.sink[0]
+        if kind == "messages":
+            self._reduce_messages(row)
+            return
         row.emit(f"for hh in range({self.H}):")
         head = row.nested()
         if kind in ("values", "cols", "spmm_t"):
@@ -339,8 +375,36 @@ class _Generator(HeadUnrolling, ProgramSource):
         f.emit("if ARG is not None:")
         f.nested().emit("ai[c] = p if take else ai[c]")
 
+    def _reduce_messages(self, row: Block) -> None:
+        """``OUT[i, hh, c] = ⊕_p M[p, hh, c]`` over the row's edges, the messages computed at
+        each edge (max / min: the first edge starts each channel, a later one takes it only
+        when strictly better, its position into ``ARG``; an empty row gives 0)."""
+        op = self.sink[1]
+        row.emit(f"for hh in range({self.H}):")
+        head = row.nested()
+        head.emit("oi = OUT[i, hh]")
+        head.emit("for c in range(oi.shape[0]):")
+        head.nested().emit(f"oi[c] = {self.zero}")
+        if op != "sum":
+            head.emit("ai = ARG[i, hh]")
+            head.emit("for c in range(ai.shape[0]):")
+            head.nested().emit("ai[c] = -1")
+        e = self._edges(head)
+        e.emit("for c in range(oi.shape[0]):")
+        ch = e.nested()
+        v = self.code().value(ch, Scope(), self.s.root, ("hh", "c"))
+        if op == "sum":
+            ch.emit(f"oi[c] += {v}")
+            return
+        ch.emit(f"if p == lo or {v} {'>' if op == 'max' else '<'} oi[c]:")
+        take = ch.nested()
+        take.emit(f"oi[c] = {v}")
+        take.emit("ai[c] = p")
+
     def _sink_args(self) -> tuple[str, ...]:
         kind = self.sink[0]
+        if kind == "messages":
+            return ("OUT",) if self.sink[1] == "sum" else ("OUT", "ARG")
         if kind == "values":
             return ("W",)
         if kind == "rows":
@@ -404,7 +468,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             h.emit("_axpy(dX[j, hh], w, dzi)")
             self._column_cotangents(h, x, kinds, hv, "hh", factor)
         out.emit("")
-        body = self._def(out, "column_rows", "EB", "GF", *self._grads({"row", "param"}))
+        body = self._def(out, "column_rows", "EB", "GF", *self._grads(BY_ROW))
         row = self._rows(body)
         share = self._row_share(x)
         if share is not None:
@@ -416,12 +480,12 @@ class _Generator(HeadUnrolling, ProgramSource):
         e.emit(f"for hh in range({self.H}):")
         h = e.nested()
         seeds = {}
-        if _leaf_kinds(p, x) & {"row", "param"}:
+        if _leaf_kinds(p, x) & BY_ROW:
             seeds[(x, hv)] = "EB[p, hh]"
-        if p.factor is not None and self._factor_kinds() & {"row", "param"}:
+        if p.factor is not None and self._factor_kinds() & BY_ROW:
             seeds[(p.factor, hv)] = "GF[p, hh]"
         if seeds:
-            self._seeds(h, seeds, {"row", "param"})
+            self._seeds(h, seeds, BY_ROW)
         else:
             h.emit("pass")
         out.emit("")
@@ -440,12 +504,12 @@ class _Generator(HeadUnrolling, ProgramSource):
         """:meth:`_row_share`, found by running the reverse mode from the scores into a
         :class:`_RowProbe`."""
         p = self.p
-        if not _leaf_kinds(p, x) & {"row", "param"} or \
-                self._factor_kinds() & {"row", "param"}:
+        if not _leaf_kinds(p, x) & BY_ROW or \
+                self._factor_kinds() & BY_ROW:
             return None
         probe = _RowProbe(p)
         self._seeds(Block(), {(x, _head_index(p, self.s.root, "hh")): "eb"},
-                    {"row", "param"}, probe)
+                    BY_ROW, probe)
         if probe.params or len(probe.rows) != 1:
             return None
         slot, idx = probe.rows[0]
@@ -484,9 +548,9 @@ class _Generator(HeadUnrolling, ProgramSource):
             shares = _RowShares(p, ({"col"} & kinds) | {"row"}, head)
             self._column_seeds(h, x, hv, factor, shares)
             return
-        if _leaf_kinds(p, x) & {"row", "param"}:
+        if _leaf_kinds(p, x) & BY_ROW:
             h.emit(f"EB[p, {head}] = eb")         # for the row pass
-        if factor is not None and self._factor_kinds() & {"row", "param"}:
+        if factor is not None and self._factor_kinds() & BY_ROW:
             h.emit(f"GF[p, {head}] = gf")
         if "col" in kinds:
             self._column_seeds(h, x, hv, factor)

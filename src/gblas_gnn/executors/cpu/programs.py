@@ -27,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from ...compose.plan import EXTREME, Plan, fusable, leaf_kinds, plan
+from ...compose.plan import BY_ROW, EXTREME, Plan, fusable, leaf_kinds, plan
 from ...semirings import negative_weight_error
 from ..alignment import aligned_empty
 from ..patterns import CSRPattern, index_dtype
 from ..program_context import ProgramContext, aggregate_output, finish_grads
 from ._kernel_primitives import head_row_dots
 from ._minmax_kernels import winner_features
-from ._program_kernels import SERIAL_WORK_BELOW, kernel, kernels, serial
+from ._program_kernels import SERIAL_WORK_BELOW, kernel, kernels, partial_rows, serial
 
 __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",
            "prepare", "finish_forward", "column_gradients", "row_gradients", "sink_outputs",
@@ -102,6 +102,8 @@ def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
             operands.append(v.reshape(1) if v.ndim == 0 else v)
         elif op.role == "edges":
             operands.append(np.ascontiguousarray(ex.edge_values(v), dtype=dt))
+        elif op.role == "eattr":                 # (nnz, f) in the pattern's CSR order
+            operands.append(np.ascontiguousarray(v, dtype=dt))
         elif op.role == "key":                   # the key and the dropout's heads
             heads = next(o.args[2] for o in s.ops if o.kind == "dropout" and
                          o.args[0] == slot) or 1
@@ -142,6 +144,12 @@ def sink_outputs(p: Plan, b: Buffers, winners: bool = True) -> dict:
         return {"W": np.empty((H, nnz), dt)}
     if kind == "rows":
         return {"OUT": np.empty((n, H), dt)}
+    if kind == "messages":
+        shape = (n, *s.ops[s.root].trail)
+        out = {"OUT": aligned_empty(shape, dt)}
+        if s.sink[1] != "sum":
+            out["ARG"] = np.empty(shape, index_dtype(nnz))
+        return out
     f = b.operands[_x_slot(p)].shape[2]
     out = {"Z": aligned_empty((n, H, f), dt)}
     if p.aggr in EXTREME:
@@ -187,6 +195,8 @@ def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool, counts=No
         if ctx is not None:
             ctx.Z = out
         return result, ctx
+    if kind == "messages":
+        return outs["OUT"], ctx
     if kind in ("cols", "spmm_t"):
         W = outs["W"]
         parts = []
@@ -222,6 +232,8 @@ def root_cotangent_inputs(p: Plan, ctx: ProgramContext, dout):
     if kind in ("rows", "cols"):
         d = dout.reshape(dout.shape[0], -1)
         return np.ascontiguousarray(d)
+    if kind == "messages":
+        return np.ascontiguousarray(dout)
     dZ = _heads_view(dout, p.heads)
     if ctx.counts is not None:
         dZ = dZ / ctx.counts
@@ -242,23 +254,25 @@ def backward(ex, ctx: ProgramContext, dout) -> list:
 
 def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str], dX=None) -> dict:
     """Zeroed cotangent arrays by slot, in the kernels' argument order (the rows read by
-    target, by source, then the parameters' per-row partials); with the messages'
+    target, by source, the parameters' partials per row or block of rows
+    (:func:`._program_kernels.partial_rows`), the edge features'); with the messages'
     cotangent ``dX``, an operand that is the messages' own array gets a view of ``dX``
     instead (:func:`_same_rows`)."""
     out = {}
     X = b.operands[_x_slot(p)] if dX is not None else None
-    for role in ("row", "col", "param"):
+    block = partial_rows(p)
+    for role in ("row", "col", "param", "eattr"):
         if role not in roles:
             continue
         for slot, (r, _) in enumerate(p.structure.roles):
             if r == role:
                 v = b.operands[slot]
-                if X is not None and role != "param" and _same_rows(v, X):
+                if X is not None and role in ("row", "col") and _same_rows(v, X):
                     out[slot] = dX.reshape(v.shape)
                     continue
                 # np.zeros, not zeros_like: fresh zero pages instead of a pass that fills
-                out[slot] = np.zeros((b.pattern.nrows, *v.shape) if role == "param" else
-                                     v.shape, v.dtype)
+                out[slot] = np.zeros((-(-b.pattern.nrows // block), *v.shape)
+                                     if role == "param" else v.shape, v.dtype)
     return out
 
 
@@ -313,7 +327,7 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
     col = _zeros_like_operands(p, b, {"col"}, dX if share else None)
     kernel(mod, "column_pass", b.work)(*b.args(csc=True), dZ, row_t, dX, EB, GF,
                                        *col.values())
-    row = _zeros_like_operands(p, b, {"row", "param"}, dX if share else None)
+    row = _zeros_like_operands(p, b, BY_ROW, dX if share else None)
     if row:
         kernel(mod, "column_rows", b.work)(*b.args(), EB, GF, *row.values())
     b.softmax = []                      # the cotangents in S are consumed: let it go
@@ -358,12 +372,13 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
     for k in p.softmaxes:
         stage += [np.empty((nnz, p.heads_of(k)), dt), np.empty((nnz, p.heads_of(k)), dt)]
     kind = p.structure.sink[0]
-    extra = list(ctx.extra.values())[1:] if kind == "aggregate" else []
+    extra = list(ctx.extra.values())[1:] if kind in ("aggregate", "messages") else []
     if _scatters_messages(p):
         extra.append(np.empty((nnz, H), dt))        # WP: the root at every edge
     # the root's cotangent at every edge: not written when the root reads nothing
     # differentiable (a constant edge tensor)
-    GB = np.empty((nnz, H) if leaf_kinds(p, p.structure.root) else (1, 1), dt)
+    GB = np.empty((nnz, H) if leaf_kinds(p, p.structure.root) and kind != "messages"
+                  else (1, 1), dt)
     Z = ctx.Z if p.aggr == "avg" else np.empty((1, 1, 1), dt)
     spmm_t = kind == "spmm_t"
     if spmm_t:
@@ -371,7 +386,7 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
     dXr = np.zeros(b.operands[_x_slot(p)].shape, dt) if spmm_t else np.empty((1, 1, 1), dt)
     T = [np.empty((p.heads_of(k), n), dt) for k in p.softmaxes]
     return RowBackward(dZ, GB, Z, stage, extra, T, dXr,
-                       _zeros_like_operands(p, b, {"row", "param"}))
+                       _zeros_like_operands(p, b, BY_ROW))
 
 
 def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward) -> dict:

@@ -1,0 +1,282 @@
+r"""Edge features: ``f`` numbers per stored edge of a graph, and the self loops' features.
+
+A :class:`~gblas_gnn.Graph` built with ``edge_attr`` keeps one row of features per given
+edge; :attr:`Graph.edge_attr <gblas_gnn.Graph.edge_attr>` is an :class:`EdgeFeatures`: the
+features in the CSR order of the graph's pattern (row = target ``i``, column = source ``j``,
+entry ``[i, j, :]`` the features of the edge ``j → i``), beside the map back to the order in
+which the edges were given. Inside a composed forward it is a virtual edge tensor with a
+channel axis (``g.edge_attr @ W`` contracts it, :mod:`gblas_gnn.compose`); it is never
+copied per edge and channel into anything wider than itself.
+
+The self loops PyTorch Geometric adds to an attention layer's graph get features by a
+``fill_value`` rule (``torch_geometric.utils.add_self_loops``): every existing loop is
+removed with its features, then every vertex ``i`` gets one loop whose features are
+
+* ``"mean"`` (the default), ``"add"``, ``"max"`` or ``"min"`` of the features of the
+  remaining in-edges of ``i``, per channel (:math:`\bar e_i = \frac{1}{|N(i)|} \sum_{j \in
+  N(i)} e_{ji}` for ``"mean"``), 0 for a vertex without in-edges;
+* a number, or a vector of ``f`` numbers, for every loop.
+
+:meth:`EdgeFeatures.pullback` takes a cotangent of the features of a graph with loops back to
+the given edges: a kept edge's own share plus, through the fill rule, its loop's share
+(divided by the in-degree for ``"mean"``; all of it for ``"add"``; to the edge that gave the
+maximum or minimum, the first of ties, for ``"max"`` / ``"min"``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EdgeFeatures", "FILL_RULES", "check_edge_attr", "check_fill_value", "loop_fill"]
+
+#: the named fill rules of the self loops' features (PyG's ``fill_value`` strings)
+FILL_RULES = ("mean", "add", "max", "min")
+
+#: how features become an expression of a composition: set by :mod:`gblas_gnn.compose.expr`
+#: when it loads (it sits above this layer: features hand themselves over through this)
+as_expression: Callable[[EdgeFeatures], Any] | None = None
+
+
+def check_edge_attr(edge_attr, m: int, dtype: np.dtype) -> np.ndarray:
+    """``edge_attr`` as a finite ``(m, f)`` array of ``dtype`` (a 1-D array is one feature an
+    edge, as PyG views it); a clear error otherwise, before any work."""
+    if hasattr(edge_attr, "detach"):                         # a torch tensor
+        edge_attr = edge_attr.detach().cpu().numpy()
+    a = np.asarray(edge_attr)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2:
+        raise ValueError(f"edge_attr must be (m, f) or (m,), got shape {a.shape}")
+    if a.shape[0] != m:
+        raise ValueError(f"edge_attr has {a.shape[0]} rows but there are {m} edges: one row "
+                         "of features per given edge")
+    if a.shape[1] < 1:
+        raise ValueError("edge_attr has no feature columns")
+    if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)
+            or a.dtype == np.bool_):
+        raise TypeError(f"edge_attr must hold real numbers, got dtype {a.dtype}")
+    if a.size and not np.isfinite(a).all():
+        raise ValueError("edge_attr contains NaN or Inf")
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def check_fill_value(fill_value, f: int):
+    """A fill rule (one of :data:`FILL_RULES`), a finite number or a finite vector of ``f``
+    numbers; a hashable key of it is :func:`fill_key`'s."""
+    if isinstance(fill_value, str):
+        if fill_value not in FILL_RULES:
+            raise ValueError(f"fill_value must be one of {FILL_RULES}, a number or a vector of "
+                             f"{f} numbers, got {fill_value!r}")
+        return fill_value
+    if isinstance(fill_value, numbers.Real) and not isinstance(fill_value, bool):
+        if not np.isfinite(fill_value):
+            raise ValueError(f"fill_value must be finite, got {fill_value}")
+        return float(fill_value)
+    v = np.asarray(fill_value.detach().cpu().numpy() if hasattr(fill_value, "detach")
+                   else fill_value, dtype=np.float64)
+    if v.shape != (f,):
+        raise ValueError(f"a fill_value vector needs one number per feature, shape ({f},), "
+                         f"got {v.shape}")
+    if not np.isfinite(v).all():
+        raise ValueError("fill_value contains NaN or Inf")
+    return v
+
+
+def fill_key(fill) -> Any:
+    """A hashable key of a checked fill value (graphs cache their loops by it)."""
+    return ("vector", fill.tobytes()) if isinstance(fill, np.ndarray) else fill
+
+
+def loop_fill(values: np.ndarray, rows: np.ndarray, n: int, fill) -> tuple[np.ndarray, Any]:
+    """The loops' features ``(n, f)`` from the features ``values`` (m, f) of edges into the
+    rows ``rows`` (m,), by the rule ``fill`` (:func:`check_fill_value`), and what
+    :meth:`EdgeFeatures.pullback` needs: the in-degrees (``"mean"``), the winning edge of
+    every (row, channel) (``"max"`` / ``"min"``, -1 for none) or None."""
+    f = values.shape[1]
+    dtype = values.dtype
+    if not isinstance(fill, str):
+        return np.broadcast_to(np.asarray(fill, dtype=dtype), (n, f)).copy(), None
+    if fill in ("mean", "add"):
+        out = np.zeros((n, f), dtype)
+        np.add.at(out, rows, values)
+        if fill == "add":
+            return out, None
+        deg = np.bincount(rows, minlength=n).astype(dtype)
+        np.divide(out, np.maximum(deg, 1)[:, None], out=out)
+        return out, deg
+    reduce = np.maximum if fill == "max" else np.minimum
+    out = np.full((n, f), -np.inf if fill == "max" else np.inf, dtype)
+    reduce.at(out, rows, values)
+    # the winner of every (row, channel): the first edge holding the extreme (ties)
+    edge, chan = np.nonzero(values == out[rows])
+    winner = np.full((n, f), values.shape[0], np.int64)
+    np.minimum.at(winner, (rows[edge], chan), edge)
+    empty = winner == values.shape[0]
+    out[empty] = 0
+    winner[empty] = -1
+    return out, winner
+
+
+@dataclass(eq=False)
+class _Loops:
+    """How the features of a graph with self loops derive from its base graph's: the base
+    features, which base edges are kept (``kept``, not loops) and where they and the loops
+    sit in the looped pattern's CSR order, the rule and its pullback data."""
+
+    base: EdgeFeatures
+    kept: np.ndarray            # positions (base CSR) of the edges that are not loops
+    kept_at: np.ndarray         # their positions in the looped CSR order
+    loop_at: np.ndarray         # the loop of row i at loop_at[i]
+    rows: np.ndarray            # the row of every kept edge
+    fill: Any
+    aux: Any
+
+
+class EdgeFeatures:
+    """The features of a graph's stored edges (see the module docstring).
+
+    Attributes
+    ----------
+    pattern : edge tensor
+        The graph's adjacency as the executors take it (the features' entries are its).
+    values : numpy.ndarray
+        ``(nnz, f)`` in the pattern's CSR order (rows ascending, sources ascending in a
+        row).
+    order : numpy.ndarray or None
+        ``order[k]``: the CSR position of the ``k``-th given edge (None for a graph with
+        self loops, whose loops were not given: :meth:`pullback` maps to its base graph's
+        edges instead).
+    """
+
+    __slots__ = ("pattern", "values", "order", "_loops", "_device")
+    #: numpy defers to the expressions of a composition (``W @ E``, ``x + E``)
+    __array_ufunc__ = None
+    __array_priority__ = 2500
+
+    def __init__(self, pattern, values: np.ndarray, order: np.ndarray | None,
+                 loops: _Loops | None = None):
+        self.pattern, self.values, self.order = pattern, values, order
+        self._loops = loops
+        self._device: dict = {}
+
+    @property
+    def f(self) -> int:
+        """Features per edge."""
+        return int(self.values.shape[1])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(n, n, f)``: a virtual tensor over vertex pairs with ``f`` channels."""
+        return (int(self.pattern.nrows), int(self.pattern.ncols), self.f)
+
+    @property
+    def nvals(self) -> int:
+        return int(self.values.shape[0])
+
+    def given(self) -> np.ndarray:
+        """The features in the order the edges were given, ``(m, f)``."""
+        if self.order is None:
+            raise ValueError("the features of a graph with added self loops have no given "
+                             "order; read them from the graph they were built on")
+        return self.values[self.order]
+
+    def on(self, executor) -> Any:
+        """The values as an array of ``executor`` (moved there once and kept)."""
+        key = id(executor)
+        found = self._device.get(key)
+        if found is None or found[0] is not executor:
+            found = self._device[key] = (executor, executor.asarray(self.values))
+        return found[1]
+
+    def pullback(self, d: np.ndarray) -> tuple[EdgeFeatures, np.ndarray]:
+        """``(base, d_base)``: a cotangent ``d`` (nnz, f) of these features taken back to the
+        features they derive from (themselves, or the base graph's through the loops'
+        fill rule), in the base's CSR order."""
+        d = np.asarray(d)
+        loops = self._loops
+        if loops is None:
+            return self, d
+        out = np.zeros_like(loops.base.values)
+        out[loops.kept] = d[loops.kept_at]
+        d_fill = d[loops.loop_at]                   # (n, f)
+        fill = loops.fill
+        if isinstance(fill, str):
+            if fill == "add":
+                out[loops.kept] += d_fill[loops.rows]
+            elif fill == "mean":
+                out[loops.kept] += d_fill[loops.rows] / np.maximum(loops.aux, 1)[
+                    loops.rows][:, None]
+            else:                                   # max / min: to each winner
+                rows, chans = np.nonzero(loops.aux >= 0)
+                np.add.at(out, (loops.kept[loops.aux[rows, chans]], chans),
+                          d_fill[rows, chans])
+        return loops.base.pullback(out)
+
+    def __repr__(self) -> str:
+        return f"EdgeFeatures({self.nvals} edges × {self.f}, {self.dtype.name})"
+
+    # ------------------------------------------------------------------ as an expression
+    def expression(self) -> Any:
+        """These features as a virtual edge tensor of a composition
+        (:class:`gblas_gnn.compose.expr.EdgeAttr`)."""
+        if as_expression is None:
+            raise TypeError("edge features compute in the expressions of gblas_gnn.ops "
+                            "(import gblas_gnn)")
+        return as_expression(self)
+
+    def __matmul__(self, other):
+        return self.expression() @ other
+
+    def __add__(self, other):
+        return self.expression() + other
+
+    def __radd__(self, other):
+        return other + self.expression()
+
+    def __sub__(self, other):
+        return self.expression() - other
+
+    def __rsub__(self, other):
+        return other - self.expression()
+
+    def __mul__(self, other):
+        return self.expression() * other
+
+    def __rmul__(self, other):
+        return other * self.expression()
+
+    def __truediv__(self, other):
+        return self.expression() / other
+
+    def __neg__(self):
+        return -self.expression()
+
+
+def with_loops(base: EdgeFeatures, looped_pattern, base_rows: np.ndarray,
+               base_cols: np.ndarray, looped_rows: np.ndarray, looped_cols: np.ndarray,
+               fill) -> EdgeFeatures:
+    """The features on the pattern of ``A + I`` (every vertex one loop), from ``base`` on A's
+    pattern: existing loops removed, a loop per vertex filled by ``fill``
+    (:func:`check_fill_value`), as PyG's ``remove_self_loops`` + ``add_self_loops``. The
+    ``*_rows`` / ``*_cols`` are the two patterns' entries in CSR order."""
+    n = int(looped_pattern.nrows)
+    kept = np.flatnonzero(base_rows != base_cols)
+    is_loop = looped_rows == looped_cols
+    loop_at = np.flatnonzero(is_loop)
+    kept_at = np.flatnonzero(~is_loop)
+    rows = base_rows[kept]
+    fill_values, aux = loop_fill(base.values[kept], rows, n, fill)
+    values = np.empty((looped_rows.shape[0], base.f), base.dtype)
+    values[kept_at] = base.values[kept]
+    values[loop_at] = fill_values
+    return EdgeFeatures(looped_pattern, values, None,
+                        _Loops(base, kept, kept_at, loop_at, rows, fill, aux))
