@@ -146,7 +146,23 @@ def _executor_of(item) -> str:
     return executors_for(item.config, item)[0]
 
 
+#: files whose tests launch processes that run the cpu executor's generated kernels (MPI
+#: jobs, notebooks, the command line, the benchmark harness, sub-sessions)
+LAUNCHERS = ("test_mpi.py", "test_notebooks.py", "test_suite_on_executors.py", "test_bench.py",
+             "test_cli_run.py")
+
+
+def launches(item) -> bool:
+    """Whether a test starts processes of its own (:data:`LAUNCHERS`, or marked slow)."""
+    return item.path.name in LAUNCHERS or item.get_closest_marker("slow") is not None
+
+
 def pytest_collection_modifyitems(config, items):
+    # the tests that launch processes run last: by then the in-process tests have compiled
+    # the kernels those processes share with them, and they load them from the cache instead
+    # of compiling them again in every process (cold, a grid's ranks compiled each kernel
+    # once per rank; the 4-rank grid suite ran out of time at 600 s)
+    items.sort(key=launches)
     if not _real_gpu():
         no_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
         for item in items:

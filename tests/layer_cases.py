@@ -40,6 +40,44 @@ SELF_LOOPED = [
 ]
 
 
+#: the layers that read edge features (``edge_dim`` = :data:`F_E`), every executor held to cpu
+F_E = 3
+EDGE_LAYERS = [
+    ("GATConv", dict(in_dim=5, out_dim=3, heads=2, edge_dim=F_E)),
+    ("GATv2Conv", dict(in_dim=5, out_dim=3, heads=2, edge_dim=F_E, fill_value="max")),
+    ("TransformerConv", dict(in_dim=5, out_dim=3, heads=2, edge_dim=F_E)),
+    ("GINEConv", dict(mlp_dims=[5, 6, 4], edge_dim=F_E, train_eps=True)),
+]
+
+
+#: gradients that are zero in exact arithmetic (the Transformer's key bias: its softmax is
+#: invariant to it), compared with an absolute tolerance: their rounding noise differs
+ZERO_GRADIENTS = {"b_k"}
+
+
+def close_gradients(got: dict, want: dict, rtol: float = 1e-6) -> None:
+    """Every parameter gradient of ``got`` equals ``want``'s (:data:`ZERO_GRADIENTS`
+    absolutely, to 1e-9)."""
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        if k in ZERO_GRADIENTS:
+            np.testing.assert_allclose(got[k], v, rtol=0, atol=1e-9, err_msg=k)
+        else:
+            close(got[k], v, f"gradient of {k}", rtol)
+
+
+def graph_with_features(seed: int, in_dim: int):
+    """A float64 graph of :data:`N` vertices without duplicate pairs, :data:`F_E` features
+    an edge (a self loop at 2), features ``H`` (N, in_dim)."""
+    rng = np.random.default_rng(seed)
+    active = N - len(ISOLATED)
+    pairs = {(int(s), int(t)) for s, t in rng.integers(0, active, size=(70, 2))} | {(2, 2)}
+    edge_index = np.array(sorted(pairs)).T
+    g = gg.Graph.from_edge_index(edge_index, N, edge_attr=rng.standard_normal(
+        (edge_index.shape[1], F_E)), dtype=np.float64)
+    return g, rng.standard_normal((N, in_dim))
+
+
 def cases(layers=LAYERS) -> list[tuple[str, dict, str]]:
     """``(layer, keywords, aggregation)``: every named aggregation of the attention layers."""
     return [(name, kw, aggr) for name, kw in layers

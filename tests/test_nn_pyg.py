@@ -140,7 +140,6 @@ def test_gat_weight_layout(graph):
 
 
 @pytest.mark.parametrize("make,match", [
-    (lambda: pyg.GATConv(5, 4, edge_dim=3), "edge features"),
     (lambda: pyg.GATConv(5, 4, residual=True), "residual"),
     (lambda: pyg.GATConv((5, 6), 4, add_self_loops=False), "separate source"),
     (lambda: pyg.GATConv(5, 4, aggr="mul"), "aggr='mul'"),

@@ -162,7 +162,7 @@ def test_a_broken_model_file_is_one_clear_line(case, tmp_path, capsys):
      "--hidden does not apply to --model {models}/my_models.py:small_gcn: the file decides "
      "its model's architecture"),
     (["--model", "{models}/my_models.py:small_gcn", "--aggr", "max"],
-     "--aggr applies to attention models only"),
+     "--aggr applies to attention models and sage only"),
 ])
 def test_bad_model_arguments(argv, message, models, capsys):
     assert train(*[a.format(models=models) for a in argv]) == 2

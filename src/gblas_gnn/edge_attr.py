@@ -92,11 +92,24 @@ def fill_key(fill) -> Any:
     return ("vector", fill.tobytes()) if isinstance(fill, np.ndarray) else fill
 
 
-def loop_fill(values: np.ndarray, rows: np.ndarray, n: int, fill) -> tuple[np.ndarray, Any]:
+def _alone(array: np.ndarray, op: str) -> np.ndarray:
+    """The completion of a per-row partial when this process holds whole rows: itself."""
+    return array
+
+
+#: ``combine(array, op)``: a per-row partial (``op`` "sum", "max" or "min") completed over
+#: every process that holds a part of those rows (a grid row's ranks), the same on each
+Combine = Callable[[np.ndarray, str], np.ndarray]
+
+
+def loop_fill(values: np.ndarray, rows: np.ndarray, cols: np.ndarray, n: int, fill,
+              combine: Combine = _alone) -> tuple[np.ndarray, Any]:
     """The loops' features ``(n, f)`` from the features ``values`` (m, f) of edges into the
-    rows ``rows`` (m,), by the rule ``fill`` (:func:`check_fill_value`), and what
-    :meth:`EdgeFeatures.pullback` needs: the in-degrees (``"mean"``), the winning edge of
-    every (row, channel) (``"max"`` / ``"min"``, -1 for none) or None."""
+    rows ``rows`` (m,) from the sources ``cols`` (global ids), by the rule ``fill``
+    (:func:`check_fill_value`), and what :meth:`EdgeFeatures.pullback` needs: the
+    in-degrees (``"mean"``), the source id of the edge that gave every (row, channel) its
+    extreme (``"max"`` / ``"min"``; the lowest id of ties, as PyG's first; -1 for none), or
+    None. ``combine`` completes the rows over the processes that share them."""
     f = values.shape[1]
     dtype = values.dtype
     if not isinstance(fill, str):
@@ -104,19 +117,23 @@ def loop_fill(values: np.ndarray, rows: np.ndarray, n: int, fill) -> tuple[np.nd
     if fill in ("mean", "add"):
         out = np.zeros((n, f), dtype)
         np.add.at(out, rows, values)
+        out = combine(out, "sum")
         if fill == "add":
             return out, None
-        deg = np.bincount(rows, minlength=n).astype(dtype)
+        deg = combine(np.bincount(rows, minlength=n).astype(dtype), "sum")
         np.divide(out, np.maximum(deg, 1)[:, None], out=out)
         return out, deg
     reduce = np.maximum if fill == "max" else np.minimum
     out = np.full((n, f), -np.inf if fill == "max" else np.inf, dtype)
     reduce.at(out, rows, values)
-    # the winner of every (row, channel): the first edge holding the extreme (ties)
+    out = combine(out, fill)
+    # the winner of every (row, channel): the lowest source id holding the extreme
     edge, chan = np.nonzero(values == out[rows])
-    winner = np.full((n, f), values.shape[0], np.int64)
-    np.minimum.at(winner, (rows[edge], chan), edge)
-    empty = winner == values.shape[0]
+    none = np.iinfo(np.int64).max
+    winner = np.full((n, f), none, np.int64)
+    np.minimum.at(winner, (rows[edge], chan), cols[edge])
+    winner = combine(winner, "min")
+    empty = winner == none
     out[empty] = 0
     winner[empty] = -1
     return out, winner
@@ -131,10 +148,14 @@ class _Loops:
     base: EdgeFeatures
     kept: np.ndarray            # positions (base CSR) of the edges that are not loops
     kept_at: np.ndarray         # their positions in the looped CSR order
-    loop_at: np.ndarray         # the loop of row i at loop_at[i]
+    loop_at: np.ndarray         # the loops' positions, row by row (none off a grid's diagonal)
+    loop_rows: np.ndarray       # the row of each loop
     rows: np.ndarray            # the row of every kept edge
+    cols: np.ndarray            # its source's global id
+    n: int                      # the rows
     fill: Any
     aux: Any
+    combine: Combine
 
 
 class EdgeFeatures:
@@ -207,18 +228,17 @@ class EdgeFeatures:
             return self, d
         out = np.zeros_like(loops.base.values)
         out[loops.kept] = d[loops.kept_at]
-        d_fill = d[loops.loop_at]                   # (n, f)
         fill = loops.fill
         if isinstance(fill, str):
-            if fill == "add":
-                out[loops.kept] += d_fill[loops.rows]
-            elif fill == "mean":
-                out[loops.kept] += d_fill[loops.rows] / np.maximum(loops.aux, 1)[
-                    loops.rows][:, None]
-            else:                                   # max / min: to each winner
-                rows, chans = np.nonzero(loops.aux >= 0)
-                np.add.at(out, (loops.kept[loops.aux[rows, chans]], chans),
-                          d_fill[rows, chans])
+            d_fill = np.zeros((loops.n, d.shape[1]), d.dtype)     # every row's loop's
+            d_fill[loops.loop_rows] = d[loops.loop_at]
+            d_fill = loops.combine(d_fill, "sum")    # (a grid: from its diagonal rank)
+            share = d_fill[loops.rows]
+            if fill == "mean":
+                share /= np.maximum(loops.aux, 1)[loops.rows][:, None]
+            elif fill in ("max", "min"):            # to each (row, channel)'s winner
+                share *= loops.aux[loops.rows] == loops.cols[:, None]
+            out[loops.kept] += share
         return loops.base.pullback(out)
 
     def __repr__(self) -> str:
@@ -261,22 +281,28 @@ class EdgeFeatures:
         return -self.expression()
 
 
-def with_loops(base: EdgeFeatures, looped_pattern, base_rows: np.ndarray,
-               base_cols: np.ndarray, looped_rows: np.ndarray, looped_cols: np.ndarray,
-               fill) -> EdgeFeatures:
+def with_loops(base: EdgeFeatures, looped_pattern, base_edges: tuple[np.ndarray, np.ndarray],
+               looped_edges: tuple[np.ndarray, np.ndarray], fill,
+               combine: Combine = _alone, row_ids: np.ndarray | None = None) -> EdgeFeatures:
     """The features on the pattern of ``A + I`` (every vertex one loop), from ``base`` on A's
     pattern: existing loops removed, a loop per vertex filled by ``fill``
-    (:func:`check_fill_value`), as PyG's ``remove_self_loops`` + ``add_self_loops``. The
-    ``*_rows`` / ``*_cols`` are the two patterns' entries in CSR order."""
+    (:func:`check_fill_value`), as PyG's ``remove_self_loops`` + ``add_self_loops``.
+    ``base_edges`` and ``looped_edges`` are the two patterns' ``(rows, global source ids)``
+    in CSR order, rows local (``row_ids``: their global ids, default the same); on a grid's
+    block ``combine`` completes the fill over the grid row (the loops are the diagonal
+    blocks', the rows' other edges everywhere)."""
+    (base_rows, base_cols), (looped_rows, looped_cols) = base_edges, looped_edges
     n = int(looped_pattern.nrows)
-    kept = np.flatnonzero(base_rows != base_cols)
-    is_loop = looped_rows == looped_cols
+    ids = np.arange(n) if row_ids is None else row_ids
+    kept = np.flatnonzero(ids[base_rows] != base_cols)
+    is_loop = ids[looped_rows] == looped_cols
     loop_at = np.flatnonzero(is_loop)
     kept_at = np.flatnonzero(~is_loop)
-    rows = base_rows[kept]
-    fill_values, aux = loop_fill(base.values[kept], rows, n, fill)
+    rows, cols = base_rows[kept], base_cols[kept]
+    fill_values, aux = loop_fill(base.values[kept], rows, cols, n, fill, combine)
     values = np.empty((looped_rows.shape[0], base.f), base.dtype)
     values[kept_at] = base.values[kept]
-    values[loop_at] = fill_values
+    values[loop_at] = fill_values[looped_rows[loop_at]]
     return EdgeFeatures(looped_pattern, values, None,
-                        _Loops(base, kept, kept_at, loop_at, rows, fill, aux))
+                        _Loops(base, kept, kept_at, loop_at, looped_rows[loop_at], rows, cols,
+                               n, fill, aux, combine))

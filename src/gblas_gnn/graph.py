@@ -364,10 +364,10 @@ class Graph:
             g = Graph._of_pattern(pattern)
             g._cache["base"] = self
             if self._attr is not None:
-                base = csr_of(self.edge_tensor)
-                g._attr = with_loops(self._attr, pattern, base.rows(),
-                                     base.indices.astype(np.int64), pattern.pattern.rows(),
-                                     pattern.pattern.indices.astype(np.int64), fill)
+                base, looped = csr_of(self.edge_tensor), pattern.pattern
+                g._attr = with_loops(self._attr, pattern,
+                                     (base.rows(), base.indices.astype(np.int64)),
+                                     (looped.rows(), looped.indices.astype(np.int64)), fill)
             return g
         return self._cached(("self_looped", fill_key(fill)), build)
 

@@ -12,8 +12,19 @@ import graphblas as gb
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from layer_cases import (
+    EDGE_LAYERS,
+    N,
+    build,
+    case_ids,
+    cases,
+    close,
+    close_gradients,
+    graph_and_inputs,
+    graph_with_features,
+    in_dim_of,
+)
 from layer_cases import SELF_LOOPED as LOOPED
-from layer_cases import N, build, case_ids, cases, close, graph_and_inputs, in_dim_of
 
 import gblas_gnn as gg
 from gblas_gnn import dist
@@ -48,6 +59,27 @@ def test_layer_equals_one_process(dex, name, kw, aggr, relabel):
     # parameters and their gradients are the same on every rank
     digests = dex.grid.allgather([float(np.sum(v)) for v in grid_layer.grads.values()], "t")
     assert all(d == digests[0] for d in digests)
+
+
+@pytest.mark.parametrize("name, kw", EDGE_LAYERS, ids=[n for n, _ in EDGE_LAYERS])
+def test_edge_feature_layers_equal_one_process(dex, name, kw):
+    """The features live with their block and never move; the self loops' fill is
+    completed over each grid row. Output, every gradient, and each block's share of the
+    features' gradient equal one process's."""
+    one, grid_layer = build(name, kw, "sum", CPU), build(name, kw, "sum", dex)
+    g, H = graph_with_features(9, in_dim_of(kw))
+    out = one(g, H)
+    dout = np.random.default_rng(8).standard_normal(out.shape)
+    dH = one.backward(dout)
+    dg = dist.DistGraph.from_graph(g, dex.grid, relabel=True, seed=5)
+    got = grid_layer(dg, dg.scatter(H))
+    got_dH = grid_layer.backward(dg.scatter(dout))
+    close(dg.gather(got), out, "forward")
+    close(dg.gather(got_dH), dH, "input gradient")
+    close_gradients(grid_layer.grads, one.grads)
+    by_csr = np.empty_like(one.edge_attr_grad)
+    by_csr[g.edge_attr.order] = one.edge_attr_grad          # one process's, CSR order
+    close(grid_layer.edge_attr_grad, by_csr[dg.edge_positions], "edge features' gradient")
 
 
 @pytest.mark.parametrize("name, kw", LOOPED, ids=[n for n, _ in LOOPED])

@@ -11,13 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from layer_cases import (
+    EDGE_LAYERS,
     LAYERS,
     SELF_LOOPED,
     build,
     case_ids,
     cases,
     close,
+    close_gradients,
     graph_and_inputs,
+    graph_with_features,
     in_dim_of,
 )
 
@@ -68,6 +71,25 @@ def test_layer_equals_the_cpu_executor(cpu, cuda, name, kw, aggr):
                          ids=["gat", "agnn", "gat-wide"])
 def test_float32_layers_equal_the_cpu_executor(cpu, cuda, name, kw):
     compare(name, kw, "sum", cpu, cuda, np.float32, rtol=2e-4)
+
+
+@pytest.mark.parametrize("name, kw", EDGE_LAYERS, ids=[n for n, _ in EDGE_LAYERS])
+def test_edge_feature_layers_equal_the_cpu_executor(cpu, cuda, name, kw):
+    """Forward, every gradient and the edge features' own on the device equal the cpu's."""
+    g, H = graph_with_features(9, in_dim_of(kw))
+    results = []
+    for ex in (cpu, cuda):
+        layer = build(name, kw, "sum", ex)
+        out = layer(g, ex.asarray(H))
+        dout = np.random.default_rng(8).standard_normal(out.shape)
+        dH = layer.backward(ex.asarray(dout))
+        results.append((to_numpy(out), to_numpy(dH), layer.edge_attr_grad,
+                        {k: to_numpy(v) for k, v in layer.grads.items()}))
+    want, got = results
+    for what, a, b in zip(("forward", "input gradient", "features' gradient"), got[:3],
+                          want[:3], strict=True):
+        close(a, b, what)
+    close_gradients(got[3], want[3])
 
 
 @pytest.mark.parametrize("name, kw", SELF_LOOPED, ids=[n for n, _ in SELF_LOOPED])

@@ -238,8 +238,8 @@ def _config(args, mf=None) -> dict:
 
         allowed = SAGE_AGGREGATIONS if args.model == "sage" else ("sum", "max", "min", "mean")
         if cfg["aggr"] not in allowed:
-            raise UsageError(f"--aggr of {args.model} must be {', '.join(allowed)}, got "
-                             f"{args.aggr!r}")
+            raise UsageError(f"--aggr must be {', '.join(allowed[:-1])} or {allowed[-1]} for "
+                             f"{args.model}, got {args.aggr!r}")
     elif args.aggr is not None:
         raise UsageError(f"--aggr applies to attention models and sage only, not "
                          f"{args.model}")

@@ -1,13 +1,14 @@
 """Generated kernel modules on disk, keyed by the structure they were generated from.
 
 A generator turns a :class:`~.plan.Plan` into the source of a Python module of kernels; the
-module is written to a cache folder under a name that hashes the structure's
-:attr:`~.program.Structure.kernel_signature` (every extent above one erased: the kernels read
-their sizes from their arrays), the generator's version and whatever else of the plan a
-generator writes into the source (the cpu's head counts), and imported from there, so a
-formulation is generated (and its kernels compiled, with the compiler's own cache beside
-the source) once per machine. Two formulations never share a module; one formulation at
-several feature widths does.
+module is written to a cache folder under a name that hashes that source, and imported from
+there, so a formulation is generated (and its kernels compiled, with the compiler's own cache
+beside the source) once per machine. In a process the module is found again by a key that
+hashes the structure's :attr:`~.program.Structure.kernel_signature` (every extent above one
+erased: the kernels read their sizes from their arrays), the generator's version and whatever
+else of the plan a generator writes into the source (the cpu's head counts). One formulation
+at several feature widths shares a module, and so do two structures whose kernels are the
+same text (the test suite's 302 modules were 257 sources): each is compiled once.
 
 Processes that share the cache (the ranks of an MPI job, test workers, notebook kernels)
 compile each kernel once between them: :class:`LockedKernel` takes an exclusive lock per
@@ -59,24 +60,29 @@ def signature_key(p: Plan, version: int, prefix: str = "prog_", extra: tuple = (
 
 def load_module(directory: Path, key: str, source: Callable[[], str], package: str,
                 loaded: dict[str, ModuleType]) -> ModuleType:
-    """The module ``key`` of ``directory`` (memoised in ``loaded``): its source from
-    ``source()`` is written there first unless the file already holds exactly that text
-    (written atomically: concurrent processes never read half a file), then imported as
-    ``<package>.<key>``."""
+    """The module of the structure ``key`` (memoised in ``loaded``): its source from
+    ``source()``, written to ``directory`` under a name hashing the text (the prefix of
+    ``key`` before its first ``_``, then 24 hex digits) unless the file is there (written
+    atomically: concurrent processes never read half a file), imported as
+    ``<package>.<name>``; structures with the same source share it."""
     mod = loaded.get(key)
     if mod is not None:
         return mod
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{key}.py"
     text = source()
-    if not path.exists() or path.read_text() != text:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(f"{package}.{key}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    name = key.split("_", 1)[0] + "_" + hashlib.sha256(text.encode()).hexdigest()[:24]
+    mod = loaded.get(name)
+    if mod is None:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{name}.py"
+        if not path.exists() or path.read_text() != text:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(f"{package}.{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        loaded[name] = mod
     loaded[key] = mod
     return mod
 

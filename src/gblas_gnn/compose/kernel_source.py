@@ -406,19 +406,17 @@ class ProgramSource(ABC):
             self._zero_messages(col)
         e = self._col_edges(col)
         if self.sink[0] == "messages":
+            e.emit("pass")
             if "col" in leaf_kinds(p, r):
                 self._message_seeds(e, {"col"})
-            else:
-                e.emit("pass")
-            out.emit("")
-            return
-        e.emit(f"for hh in range({self.H}):")
-        h = e.nested()
-        h.emit("pass")
-        if messages and not self._scatter_messages():
-            self._message_gradient(h)
-        if "col" in leaf_kinds(p, r):
-            self._seeds(h, {(r, head_index(p, r, "hh")): self.at("GB", "hh")}, {"col"})
+        else:
+            e.emit(f"for hh in range({self.H}):")
+            h = e.nested()
+            h.emit("pass")
+            if messages and not self._scatter_messages():
+                self._message_gradient(h)
+            if "col" in leaf_kinds(p, r):
+                self._seeds(h, {(r, head_index(p, r, "hh")): self.at("GB", "hh")}, {"col"})
         for k in p.softmaxes:
             x = self._stage_input(k)
             if "col" in leaf_kinds(p, x):

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .tape import Holder, Node, Tape, current, frame, hand_out, scope
 from .traced import Traced, record
 
@@ -159,9 +161,9 @@ def _feature_grad(features: dict, leaves: dict, ex):
     total = None
     for key, (feats, _) in features.items():
         g = leaves.get(("edge_attr", key))
-        if g is None:
-            continue
-        base, d = feats.pullback(ex.to_numpy(g, "edge_attr gradient"))
+        # on a grid the pullback through the loops' fill is collective: every rank runs it
+        g = np.zeros_like(feats.values) if g is None else ex.to_numpy(g, "edge_attr gradient")
+        base, d = feats.pullback(g)
         total = d if total is None else total + d
         given = base
     if total is None:

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validate import float_dtype, widening
+from ..edge_attr import EdgeFeatures, check_fill_value, fill_key, with_loops
 from ..executors.base import EdgeTensorBase
 from ..executors.edges import edge_dtype
 from ..executors.patterns import AdjacencyPattern, CSRPattern, graphblas_of
@@ -115,6 +116,10 @@ class DistGraph:
         self.nnz = int(nnz) if nnz is not None else int(
             grid.allreduce(np.array([block.nvals], np.int64), "sum", "world", "graph.nnz")[0])
         self._cache: dict = {}
+        self._attr: EdgeFeatures | None = None
+        #: for a graph with edge features made by :meth:`from_graph`: the positions of this
+        #: block's entries in the whole graph's CSR order (None otherwise)
+        self.edge_positions: np.ndarray | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -141,7 +146,17 @@ class DistGraph:
         local = csr[rows][:, cols].tocsr()
         local.sort_indices()
         M = gb.io.from_scipy_sparse(local.astype(g.dtype))
-        return cls(grid, g.n, parts, Block(M, rows, cols, g.n), nnz=g.nnz)
+        out = cls(grid, g.n, parts, Block(M, rows, cols, g.n), nnz=g.nnz)
+        if g.edge_attr is not None:
+            # the block's entries in the whole graph's CSR order, which the block keeps
+            # (its rows and columns are sorted ids): the features of those positions
+            csr.data = np.arange(1, csr.nnz + 1, dtype=np.float64)   # no explicit zero
+            at = csr[rows][:, cols].tocsr()
+            at.sort_indices()
+            out.edge_positions = at.data.astype(np.int64) - 1
+            out._attr = EdgeFeatures(out.edge_tensor, np.ascontiguousarray(
+                g.edge_attr.values[out.edge_positions]), None)
+        return out
 
     @classmethod
     def from_blocks(cls, grid: Grid, n: int, parts: list[np.ndarray], block: sp.spmatrix,
@@ -198,6 +213,12 @@ class DistGraph:
     def dtype(self) -> np.dtype:
         return edge_dtype(self._block.M)
 
+    @property
+    def edge_attr(self) -> EdgeFeatures | None:
+        """The features of this rank's block's edges (its CSR order; None without), as
+        :attr:`gblas_gnn.Graph.edge_attr`: they live with the block and never move."""
+        return self._attr
+
     def __repr__(self) -> str:
         b = self._block
         return (f"DistGraph(n={self.n}, nnz={self.nnz}, grid={self.grid.q}x{self.grid.q}, "
@@ -215,24 +236,51 @@ class DistGraph:
         dt = widening(self.dtype, dtype)
         if dt is None:
             return self
-        return self._cached(("astype", dt), lambda: DistGraph(
-            self.grid, self.n, self.parts, self.A.with_matrix(self.A.M.dup(dtype=dt)),
-            nnz=self.nnz))
 
-    def with_self_loops(self) -> DistGraph:
+        def build():
+            g = DistGraph(self.grid, self.n, self.parts,
+                          self.A.with_matrix(self.A.M.dup(dtype=dt)), nnz=self.nnz)
+            if self._attr is not None:
+                g._attr = EdgeFeatures(g.edge_tensor, self._attr.values.astype(dt), None)
+            return g
+        return self._cached(("astype", dt), build)
+
+    def with_self_loops(self, fill_value="mean") -> DistGraph:
         """A plus a self loop (value 1) at every vertex that lacks one (cached); only the
         diagonal blocks (x = y) change. There, as in :meth:`gblas_gnn.Graph.with_self_loops`,
         the graph holds the int32 pattern of the block of ``A + I`` and builds its matrix
-        when ``A`` is read."""
+        when ``A`` is read. With edge features the loops get ``fill_value``'s (collective:
+        a vertex's in-edges span its grid row, whose ranks complete the fill)."""
+        if "base" in self._cache:
+            return self._cache["base"].with_self_loops(fill_value)
+        fill = check_fill_value(fill_value, self._attr.f) if self._attr is not None else None
+        block = self._cached("loop_block", lambda: self.A.with_matrix(
+            AdjacencyPattern(CSRPattern.with_diagonal(self.A.M), self.dtype,
+                             functools.partial(self_looped_matrix, self.A.M))
+            if self.grid.x == self.grid.y else self.A.M))
+
         def build():
-            M = self.A.M
-            if self.grid.x == self.grid.y:
-                M = AdjacencyPattern(CSRPattern.with_diagonal(M), self.dtype,
-                                     functools.partial(self_looped_matrix, M))
-            g = DistGraph(self.grid, self.n, self.parts, self.A.with_matrix(M))
+            g = DistGraph(self.grid, self.n, self.parts, block)
             g._cache["self_looped"] = g
+            g._cache["base"] = self
+            if self._attr is not None:
+                g._attr = with_loops(self._attr, block, self._edges(self.edge_tensor),
+                                     self._edges(block), fill, self._row_combine,
+                                     self.A.row_ids)
             return g
-        return self._cached("self_looped", build)
+        return self._cached(("self_looped", fill_key(fill)), build)
+
+    @staticmethod
+    def _edges(block: Block) -> tuple[np.ndarray, np.ndarray]:
+        """``(local rows, global source ids)`` of a block's entries, CSR order."""
+        from ..executors.patterns import csr_of
+
+        pattern = csr_of(block.M)
+        return pattern.rows(), block.col_ids[pattern.indices]
+
+    def _row_combine(self, array: np.ndarray, op: str) -> np.ndarray:
+        """A per-row partial completed over the grid row (the edges of a row span it)."""
+        return self.grid.allreduce(np.ascontiguousarray(array), op, "row", "edge_attr.loops")
 
     def gcn_norm(self, add_self_loops: bool = True) -> Block:
         """This rank's block of ``Â = D^-1/2 (A + I) D^-1/2`` with ``D`` the weighted

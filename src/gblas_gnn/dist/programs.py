@@ -41,8 +41,8 @@ def runs(structure) -> bool:
     if not fusable(structure):
         return False
     sink = structure.sink
-    return sink[0] == "aggregate" or (sink[0] == "rows" and sink[1] == "sum") or \
-        sink[0] == "values"
+    return sink[0] in ("aggregate", "messages", "values") or \
+        (sink[0] == "rows" and sink[1] == "sum")
 
 
 def _column_slots(p: Plan) -> list[int]:
@@ -102,11 +102,14 @@ def _phases(grid, p: Plan, fwd, args: list, outs: dict) -> None:
         fwd(*args, 3 * m + 2)
     fwd(*args, 3 * len(p.softmaxes))
     kind = p.sink[0]
-    if kind == "rows":
+    if kind == "rows" or (kind == "messages" and p.sink[1] == "sum"):
         grid.allreduce(outs["OUT"], "sum", "row", "program.rows")
+    elif kind == "messages":
+        _extreme(grid, p.sink[1] == "max", args, outs["OUT"], outs["ARG"])
     elif kind == "aggregate":
         if p.aggr in EXTREME:
-            _extreme(grid, p, args, outs)
+            _extreme(grid, p.aggr in ("max", "max_times", "max_plus"), args, outs["Z"],
+                     outs["ARG"])
         else:
             grid.allreduce(outs["Z"], "sum", "row", "program.aggregate")
             if p.aggr == "avg":
@@ -115,11 +118,9 @@ def _phases(grid, p: Plan, fwd, args: list, outs: dict) -> None:
                 grid.allreduce(outs["NEG"], "max", "world", "program.weights")
 
 
-def _extreme(grid, p: Plan, args: list, outs: dict) -> None:
+def _extreme(grid, is_max: bool, args: list, Z, ARG) -> None:
     """max/min over the grid row as (value, lowest global source id) pairs; every rank keeps
     the winners it owns (ties to the lowest global id, as on one process)."""
-    Z, ARG = outs["Z"], outs["ARG"]
-    is_max = p.aggr in ("max", "max_times", "max_plus")
     indices, cid = args[1], args[6]          # the kernels' ``indices`` and ``cid``
     owned = ARG >= 0
     pairs = np.empty(Z.shape, np.dtype([("v", Z.dtype), ("i", np.int64)], align=True))

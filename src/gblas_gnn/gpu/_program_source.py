@@ -191,6 +191,8 @@ class _Generator(ProgramSource):
 
     def _sink_args(self) -> tuple[str, ...]:
         kind = self.sink[0]
+        if kind == "messages":
+            return ("OUT",) if self.sink[1] == "sum" else ("OUT", "ARG")
         if kind == "rows":
             return ("OUT",)
         if kind != "aggregate":
@@ -205,6 +207,9 @@ class _Generator(ProgramSource):
         kind = self.sink[0]
         if kind == "aggregate":
             self._aggregate(row)
+            return
+        if kind == "messages":
+            self._reduce_messages(row)
             return
         row.emit(f"for hh in range({self.H}):")
         head = row.nested()
@@ -268,6 +273,31 @@ class _Generator(ProgramSource):
         e.nested().emit("win = q")
         f.emit("Z[i, hh, c] = best")
         f.emit("ARG[i, hh, c] = win")
+
+    def _reduce_messages(self, row: Block) -> None:
+        """``OUT[i, hh, c] = ⊕_q M[q, hh, c]`` over the row's edges in CSR order, the
+        messages computed at each edge: each lane over its own channels (max / min: the
+        first edge starts a channel, a later one takes it only when strictly better; an
+        empty row gives 0)."""
+        op = self.sink[1]
+        row.emit(f"for hh in range({self.H}):")
+        f = self._features(row.nested(), "OUT.shape[2]")
+        f.emit(f"acc = {self.zero}")
+        f.emit("win = -1")
+        f.emit("for p in range(lo, hi):")
+        e = f.nested()
+        e.emit("j = indices[p]")
+        v = self.code().value(e, Scope(), self.s.root, ("hh", "c"))
+        if op == "sum":
+            e.emit(f"acc += {v}")
+        else:
+            e.emit(f"if win < 0 or {v} {'>' if op == 'max' else '<'} acc:")
+            take = e.nested()
+            take.emit(f"acc = {v}")
+            take.emit("win = p")
+        f.emit("OUT[i, hh, c] = acc")
+        if op != "sum":
+            f.emit("ARG[i, hh, c] = win")
 
     # ------------------------------------------------------------------ strategy "column"
     def column_strategy(self, out: Block) -> None:

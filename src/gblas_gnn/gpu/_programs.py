@@ -80,6 +80,8 @@ def _prepare(ex, prog, p: Plan) -> _Buffers:
             operands.append(v.reshape(1) if v.ndim == 0 else v)
         elif op.role == "edges":
             operands.append(xp.ascontiguousarray(ex._values(op.value, dt)))
+        elif op.role == "eattr":                        # (nnz, f), CSR order
+            operands.append(xp.ascontiguousarray(ex._device(op.value, dt)))
         elif op.role == "key":
             operands.append(_key(ex, s, slot, op.value))
         else:                                           # the messages
@@ -109,6 +111,12 @@ def _sink_outputs(ex, p: Plan, b: _Buffers) -> dict:
     kind = p.structure.sink[0]
     if kind == "rows":
         return {"OUT": xp.empty((n, H), dt)}
+    if kind == "messages":
+        shape = (n, *p.structure.ops[p.structure.root].trail)
+        out = {"OUT": xp.empty(shape, dt)}
+        if p.sink[1] != "sum":
+            out["ARG"] = xp.empty(shape, np.int64)
+        return out
     if kind != "aggregate":
         return {"W": xp.empty((H, nnz), dt)}
     X = b.operands[_x_slot(p)]
@@ -145,6 +153,8 @@ def _finish_forward(ex, p: Plan, b: _Buffers, outs: dict, A, keep: bool):
         if ctx is not None:
             ctx.Z = out
         return (xp.ascontiguousarray(out[:, 0]) if heads is None else out), ctx
+    if kind == "messages":
+        return outs["OUT"], ctx
     if kind in ("cols", "spmm_t"):
         X = b.operands[_x_slot(p)] if kind == "spmm_t" else None
         parts = [ex.col_reduce(ex.edge_from_values(A, W), "sum") if X is None else
@@ -170,6 +180,8 @@ def backward(ex, ctx: ProgramContext, dout) -> list:
     dZ = ex._device(dout, dt)
     if kind in ("rows", "cols"):
         dZ = dZ.reshape(dZ.shape[0], -1)
+    elif kind == "messages":
+        dZ = ex.xp.ascontiguousarray(dZ)
     else:
         dZ = _heads_view(ex.xp, dZ, dt)
         if ctx.counts is not None:
@@ -180,9 +192,11 @@ def backward(ex, ctx: ProgramContext, dout) -> list:
 
 def _zeros(ex, p: Plan, b: _Buffers, roles: set[str]) -> dict:
     """Zeroed cotangents by slot, in the order of the kernels' gradient arguments (the
-    plan's slots read by target, by source, then the parameters' partials of every row)."""
+    plan's slots read by target, by source, the parameters' partials of every row, the
+    edge features')."""
     out = {}
-    for role, slots in (("row", p.rows), ("col", p.cols), ("param", p.params)):
+    for role, slots in (("row", p.rows), ("col", p.cols), ("param", p.params),
+                        ("eattr", p.eattrs)):
         for slot in slots if role in roles else ():
             v = b.operands[slot]
             out[slot] = ex.xp.zeros((b.pattern.nrows, *v.shape) if role == "param" else
@@ -218,7 +232,7 @@ def _row(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
     H, n, nnz = p.heads, b.pattern.nrows, b.pattern.nnz
     kind = p.structure.sink[0]
     stage = [xp.empty((p.heads_of(k), nnz), dt) for k in p.softmaxes for _ in (0, 1)]
-    extra = list(ctx.extra.values())[1:] if kind == "aggregate" else []
+    extra = list(ctx.extra.values())[1:] if kind in ("aggregate", "messages") else []
     Z = ctx.Z if p.aggr == "avg" else xp.empty((1, 1, 1), dt)
     spmm_t = kind == "spmm_t"
     dXr = xp.zeros(b.operands[_x_slot(p)].shape, dt) if spmm_t else xp.empty((1, 1, 1), dt)

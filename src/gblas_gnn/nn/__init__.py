@@ -8,6 +8,7 @@ from .gat import GATConv
 from .gatv2 import GATv2Conv
 from .gcn import GCNConv
 from .gin import GINConv
+from .gine import GINEConv
 from .linear import Linear
 from .module import Module
 from .sage import SAGEConv
@@ -17,5 +18,5 @@ from .transformer import TransformerConv
 from .va import VAConv
 
 __all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GATConv", "GATv2Conv", "TransformerConv",
-           "GCNConv", "SGConv", "GINConv", "SAGEConv", "ReLU", "ELU", "Identity", "Dropout",
-           "Sequential", "models"]
+           "GCNConv", "SGConv", "GINConv", "GINEConv", "SAGEConv", "ReLU", "ELU", "Identity",
+           "Dropout", "Sequential", "models"]

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ..edge_attr import check_fill_value
 from ..executors.base import AGGREGATIONS, check_aggregation, is_named
 
 __all__ = ["AGGREGATIONS", "ORDERS", "check_aggr", "is_named", "check_order",
-           "aggregates_first", "project_aggregate", "OrderMixin", "affine"]
+           "aggregates_first", "project_aggregate", "OrderMixin", "affine", "edge_dim_of",
+           "features_of", "check_edge_options"]
 
 ORDERS = ("auto", "aggregate_first", "project_first")
 
@@ -86,6 +90,40 @@ def project_aggregate(P, H, W, aggr, order: str = "auto"):
     if aggregates_first(aggr, order, W.shape[0], W.shape[1]):
         return ops.aggregate(P, H, aggr) @ W
     return ops.aggregate(P, H @ W, aggr)
+
+
+def edge_dim_of(edge_dim) -> int | None:
+    """``edge_dim`` validated: None (no edge features) or a positive integer."""
+    if edge_dim is None:
+        return None
+    if isinstance(edge_dim, bool) or not isinstance(edge_dim, (int, np.integer)) \
+            or edge_dim < 1:
+        raise ValueError(f"edge_dim must be a positive integer or None, got {edge_dim!r}")
+    return int(edge_dim)
+
+
+def check_edge_options(layer: str, edge_dim, fill_value) -> tuple[int | None, Any]:
+    """``(edge_dim, fill_value)`` of an attention layer, validated before any work."""
+    edge_dim = edge_dim_of(edge_dim)
+    if edge_dim is not None:
+        check_fill_value(fill_value, edge_dim)
+    elif not (isinstance(fill_value, str) and fill_value == "mean"):
+        raise ValueError(f"{layer}: fill_value is the self loops' edge features, which "
+                         "need edge_dim")
+    return edge_dim, fill_value
+
+
+def features_of(layer: str, g, edge_dim: int):
+    """The edge features of the graph ``g`` (a graph with or without self loops) for a
+    layer of ``edge_dim`` features: a clear error when it has none or another width."""
+    feats = getattr(g, "edge_attr", None)
+    if feats is None:
+        raise ValueError(f"{layer}(edge_dim={edge_dim}) needs a graph with edge features: "
+                         "Graph.from_edge_index(edge_index, n, edge_attr=E)")
+    if feats.f != edge_dim:
+        raise ValueError(f"{layer}(edge_dim={edge_dim}) got edge features of width "
+                         f"{feats.f}")
+    return feats
 
 
 def affine(params: dict, H, suffix: str):

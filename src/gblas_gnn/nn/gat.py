@@ -16,7 +16,9 @@ from ..ops import leaky_relu, rep
 from ._attention import (
     AGGREGATIONS,  # noqa: F401  (re-exported: gat.AGGREGATIONS)
     check_aggr,
+    check_edge_options,
     check_order,
+    features_of,
     is_named,
 )
 from ._interop import PyGInterop
@@ -29,7 +31,7 @@ _LINEAR = ("sum", "mean")
 
 
 class GATConv(PyGInterop, Module):
-    r"""Graph attention convolution, exactly PyTorch Geometric's ``GATConv`` (no edge features).
+    r"""Graph attention convolution, exactly PyTorch Geometric's ``GATConv``.
 
     For every head :math:`h` (columns :math:`W_h = W[:, h\,F':(h+1)\,F']`):
 
@@ -47,6 +49,13 @@ class GATConv(PyGInterop, Module):
     ``add_self_loops``; only its *pattern* is used (edge values are ignored, as PyG does
     without ``edge_attr``). :math:`\oplus` aggregates the weighted messages
     :math:`\Psi_h[i,j]\,H'_h[j]` of each target by ``aggr`` (an empty row gives 0).
+
+    With ``edge_dim`` the features :math:`e_{ji}` of the graph's edges
+    (:attr:`gblas_gnn.Graph.edge_attr`) enter the scores, as PyG's: :math:`C_h[i,j] \mathrel{+}=
+    (W_e e_{ji})_h \cdot a^{edge}_h = e_{ji} \cdot M_{:,h}` with
+    :math:`M_{:,h} = W_{e,h}\, a^{edge}_h` (an ``(edge_dim, heads)`` product of the
+    parameters: one number per edge and head, computed in the scores' own pass); the self
+    loops' features follow ``fill_value`` (:meth:`gblas_gnn.Graph.with_self_loops`).
 
     Attention dropout (training mode only) zeroes each attention coefficient with
     probability ``dropout`` and scales the kept ones by :math:`1/(1-p)`. The mask is
@@ -73,23 +82,28 @@ class GATConv(PyGInterop, Module):
         aggr: ``"sum"``, ``"max"``, ``"min"``, ``"mean"`` or a semiring (object or name from
             :mod:`gblas_gnn.semirings`); the backward of a semiring without registered
             derivatives raises ``ValueError`` (:mod:`gblas_gnn.compose.semiring_grad`).
+        edge_dim: features per edge the scores read (None: none).
+        fill_value: the self loops' edge features: ``"mean"``, ``"add"``, ``"max"``,
+            ``"min"``, a number or a vector (with ``edge_dim`` only).
         seed: seed of the Glorot initialisation and of the dropout generator.
         dtype: ``np.float32`` or ``np.float64``.
         executor: executor instance or name (default ``"cpu"``).
 
     Shapes:
-        - input: graph with n vertices, H (n, in_dim)
+        - input: graph with n vertices (and ``edge_dim`` features per edge), H (n, in_dim)
         - output: (n, heads·out_dim) if ``concat`` else (n, out_dim)
         - params: ``W`` (in_dim, heads·out_dim), ``att_src`` (heads, out_dim),
-          ``att_dst`` (heads, out_dim), ``bias`` (heads·out_dim,) or (out_dim,)
+          ``att_dst`` (heads, out_dim), ``bias`` (heads·out_dim,) or (out_dim,); with
+          ``edge_dim``: ``W_e`` (edge_dim, heads·out_dim), ``att_edge`` (heads, out_dim)
     """
 
     def __init__(self, in_dim: int, out_dim: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2, dropout: float = 0.0, bias: bool = True,
-                 add_self_loops: bool = True, aggr="sum", seed: int = 0,
-                 dtype=np.float32, executor=None):
+                 add_self_loops: bool = True, aggr="sum", edge_dim: int | None = None,
+                 fill_value="mean", seed: int = 0, dtype=np.float32, executor=None):
         super().__init__(dtype, executor)
         positive_ints(in_dim=in_dim, out_dim=out_dim, heads=heads)
+        self.edge_dim, self.fill_value = check_edge_options("GATConv", edge_dim, fill_value)
         check_bools(concat=concat, bias=bias, add_self_loops=add_self_loops)
         slope = finite_real(negative_slope, "negative_slope", low=0.0)
         p = finite_real(dropout, "dropout", 0.0, 1.0, open_high=True)
@@ -103,6 +117,10 @@ class GATConv(PyGInterop, Module):
         self.add_param("att_dst", glorot((self.heads, self.out_dim), rng, self.dtype))
         if bias:
             self.add_param("bias", zeros((self.out_width,), self.dtype))
+        if self.edge_dim is not None:
+            self.add_param("W_e", glorot((self.edge_dim, self.heads * self.out_dim), rng,
+                                         self.dtype))
+            self.add_param("att_edge", glorot((self.heads, self.out_dim), rng, self.dtype))
         self.dropout_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
         # "auto" | "project_first" | "aggregate_first" (the last for 1 head, sum/mean only)
         self._order = "auto"
@@ -148,15 +166,19 @@ class GATConv(PyGInterop, Module):
         agg_first = self._aggregate_first()         # validates the order before any work
         # the graph, not its matrix: structure() reads the executors' pattern of A + I,
         # and no graphblas.Matrix of it is built (issue 21)
-        A = g.with_self_loops() if self.add_self_loops else g
+        A = g.with_self_loops(self.fill_value) if self.add_self_loops else g
         p, n, h, f = self.params, H.shape[0], self.heads, self.out_dim
         B = self._att_matrix()
         # [s d] = H' B, or H (W B) without H' (aggregating first) or when it is wider than H
         X = H if agg_first else H @ p["W"]
         SD = H @ (p["W"] @ B) if agg_first or self.in_dim < self.out_dim else X @ B
         s, d = SD[:, :h], SD[:, h:]
-        # Ψ_h = sm(A ⊙ LeakyReLU(rep(d_h) + rep(s_h)ᵀ)) on A's pattern, one per head
-        P = ops.softmax(ops.structure(A) * leaky_relu(rep(d) + rep(s).T, self.negative_slope))
+        C = rep(d) + rep(s).T
+        if self.edge_dim is not None:       # + e_ji · M[:, h]: a number per edge and head
+            M = (p["W_e"].reshape(self.edge_dim, h, f) * p["att_edge"]).sum(axis=-1)
+            C = C + features_of("GATConv", A, self.edge_dim) @ M
+        # Ψ_h = sm(A ⊙ LeakyReLU(C_h)) on A's pattern, one per head
+        P = ops.softmax(ops.structure(A) * leaky_relu(C, self.negative_slope))
         if self.training and self.dropout > 0:
             P = ops.edge_dropout(P, self.dropout, draw_key(self.dropout_rng))
         if agg_first:                               # (Ψ H) W with one head
@@ -168,5 +190,6 @@ class GATConv(PyGInterop, Module):
         return Z + p["bias"] if "bias" in p else Z
 
     def __repr__(self) -> str:
+        edges = "" if self.edge_dim is None else f", edge_dim={self.edge_dim}"
         return (f"GATConv({self.in_dim}, {self.out_dim}, heads={self.heads}, "
-                f"concat={self.concat}, aggr={self.aggr!r})")
+                f"concat={self.concat}, aggr={self.aggr!r}{edges})")

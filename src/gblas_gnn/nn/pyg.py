@@ -8,16 +8,21 @@ layer        ours                                    PyG
 GATConv      ``W`` (in, heads·out)                   ``lin.weight`` (heads·out, in) = Wᵀ
              ``att_src``, ``att_dst`` (heads, out)   ``att_src``, ``att_dst`` (1, heads, out)
              ``bias`` (heads·out,) or (out,)         ``bias``
+             ``W_e``, ``att_edge`` (edge_dim)        ``lin_edge.weight`` = W_eᵀ, ``att_edge``
 GCNConv      ``W`` (in, out), ``bias`` (out,)        ``lin.weight`` = Wᵀ, ``bias``
 SGConv       ``W`` (in, out), ``bias`` (out,)        ``lin.weight`` = Wᵀ, ``lin.bias``
 AGNNConv     ``beta`` (1,) (no ``W``)                ``beta`` (parameter or buffer)
 GINConv      ``lin{l}.W``, ``lin{l}.bias``           ``nn.lins[l].weight`` = Wᵀ, ``.bias``
              ``eps`` (1,) when ``train_eps``         ``eps`` (parameter or buffer)
+GINEConv     ``lin{l}_W``, ``lin{l}_bias``, ``eps``;   as GINConv, and ``lin.weight`` = W_eᵀ,
+             ``W_e``, ``b_e`` with ``edge_dim``      ``lin.bias``
 GATv2Conv    ``W_l``, ``W_r`` (in, heads·out)        ``lin_l.weight``, ``lin_r.weight`` = Wᵀ
              ``b_l``, ``b_r``, ``bias``              ``lin_l.bias``, ``lin_r.bias``, ``bias``
              ``att`` (heads, out)                    ``att`` (1, heads, out)
+             ``W_e`` (edge_dim, heads·out)           ``lin_edge.weight`` = W_eᵀ
 Transformer  ``W_q``, ``W_k``, ``W_v``, ``W_skip``    ``lin_query``, ``lin_key``,
-Conv         and their ``b_*``                        ``lin_value``, ``lin_skip`` (weight = Wᵀ)
+Conv         and their ``b_*``; ``W_e``               ``lin_value``, ``lin_skip`` (weight = Wᵀ),
+                                                     ``lin_edge``
 SAGEConv     ``W_l``, ``b_l``; ``W_r``; ``W_p``,     ``lin_l.weight`` = Wᵀ, ``lin_l.bias``;
              ``b_p``                                 ``lin_r.weight``; ``lin.weight``,
                                                      ``lin.bias``
@@ -25,8 +30,8 @@ SAGEConv     ``W_l``, ``b_l``; ``W_r``; ``W_p``,     ``lin_l.weight`` = Wᵀ, ``
 
 :func:`from_pyg` builds our layer from a PyG module (configuration and weights, in the
 module's floating-point type: float32 or float64), :func:`to_pyg` the PyG module from our
-layer (in our layer's dtype). Both refuse what has no counterpart, naming it: GAT's edge
-features and residual connection, TransformerConv's ``beta``, GCN's ``improved``, an AGNN
+layer (in our layer's dtype). Both refuse what has no counterpart, naming it: GAT's
+residual connection, TransformerConv's ``beta``, GCN's ``improved``, an AGNN
 layer with a projection ``W`` (PyG's ``AGNNConv`` has none: put a ``Linear`` before it), a
 semiring aggregation, a GIN network other than a plain ReLU MLP with biases.
 
@@ -49,6 +54,7 @@ from .gat import GATConv
 from .gatv2 import GATv2Conv
 from .gcn import GCNConv
 from .gin import GINConv
+from .gine import GINEConv
 from .module import Module
 from .sage import SAGE_AGGREGATIONS, SAGEConv
 from .sgc import SGConv
@@ -133,16 +139,24 @@ def _store(torch, module, layer: Module, values: dict[str, np.ndarray]):
 def _gat_from(conv) -> GATConv:
     _refuse(conv.lin is None, "GATConv with separate source / target projections "
                               "(in_channels given as a pair)")
-    _refuse(conv.edge_dim is not None, "GATConv with edge features (edge_dim)")
     _refuse(bool(getattr(conv, "residual", False)), "GATConv with residual=True")
     layer = GATConv(conv.in_channels, conv.out_channels, heads=conv.heads, concat=conv.concat,
                     negative_slope=conv.negative_slope, dropout=conv.dropout,
                     bias=conv.bias is not None, add_self_loops=conv.add_self_loops,
-                    aggr=_aggr_from(conv, attention=True), dtype=_dtype(conv.lin.weight))
+                    aggr=_aggr_from(conv, attention=True), edge_dim=conv.edge_dim,
+                    fill_value=_fill_from(conv), dtype=_dtype(conv.lin.weight))
     values = {"W": conv.lin.weight.T, "att_src": conv.att_src[0], "att_dst": conv.att_dst[0]}
     if conv.bias is not None:
         values["bias"] = conv.bias
+    if conv.edge_dim is not None:
+        values["W_e"], values["att_edge"] = conv.lin_edge.weight.T, conv.att_edge[0]
     return _load(layer, values)
+
+
+def _fill_from(conv):
+    """PyG's ``fill_value`` as ours: a string or number as it is, a tensor as an array."""
+    fill = conv.fill_value
+    return _array(fill) if hasattr(fill, "detach") else fill
 
 
 def _gat_to(layer: GATConv):
@@ -150,23 +164,31 @@ def _gat_to(layer: GATConv):
     conv = pyg.GATConv(layer.in_dim, layer.out_dim, heads=layer.heads, concat=layer.concat,
                        negative_slope=layer.negative_slope, dropout=layer.dropout,
                        add_self_loops=layer.add_self_loops, bias="bias" in layer.params,
-                       aggr=_aggr_to(layer))
+                       aggr=_aggr_to(layer), edge_dim=layer.edge_dim,
+                       fill_value=_fill_to(torch, layer.fill_value))
     p = layer.params
     values = {"lin.weight": p["W"].T, "att_src": p["att_src"], "att_dst": p["att_dst"]}
     if "bias" in p:
         values["bias"] = p["bias"]
+    if layer.edge_dim is not None:
+        values["lin_edge.weight"], values["att_edge"] = p["W_e"].T, p["att_edge"]
     return _store(torch, conv, layer, values)
+
+
+def _fill_to(torch, fill):
+    """Our ``fill_value`` as PyG's: a vector as a tensor."""
+    return torch.from_numpy(np.asarray(fill)) if isinstance(fill, np.ndarray) else fill
 
 
 # ---------------------------------------------------------------------------- GATv2
 def _gatv2_from(conv) -> GATv2Conv:
-    _refuse(conv.edge_dim is not None, "GATv2Conv with edge features (edge_dim)")
     _refuse(bool(getattr(conv, "residual", False)), "GATv2Conv with residual=True")
     bias = conv.lin_l.bias is not None
     layer = GATv2Conv(conv.in_channels, conv.out_channels, heads=conv.heads,
                       concat=conv.concat, negative_slope=conv.negative_slope,
                       dropout=conv.dropout, add_self_loops=conv.add_self_loops, bias=bias,
                       share_weights=conv.share_weights, aggr=_aggr_from(conv, attention=True),
+                      edge_dim=conv.edge_dim, fill_value=_fill_from(conv),
                       dtype=_dtype(conv.lin_l.weight))
     values = {ours: _named(conv, theirs) for ours, theirs in _gatv2_names(layer).items()}
     values = {k: v.T if k.startswith("W_") else v[0] if k == "att" else v
@@ -177,7 +199,7 @@ def _gatv2_from(conv) -> GATv2Conv:
 def _gatv2_names(layer) -> dict[str, str]:
     """Our parameter name -> PyG's, for the parameters ``layer`` has."""
     names = {"W_l": "lin_l.weight", "b_l": "lin_l.bias", "W_r": "lin_r.weight",
-             "b_r": "lin_r.bias", "att": "att", "bias": "bias"}
+             "b_r": "lin_r.bias", "att": "att", "bias": "bias", "W_e": "lin_edge.weight"}
     return {k: v for k, v in names.items() if k in layer.params}
 
 
@@ -190,31 +212,33 @@ def _gatv2_to(layer: GATv2Conv):
     conv = pyg.GATv2Conv(layer.in_dim, layer.out_dim, heads=layer.heads, concat=layer.concat,
                          negative_slope=layer.negative_slope, dropout=layer.dropout,
                          add_self_loops=layer.add_self_loops, bias="b_l" in layer.params,
-                         share_weights=layer.share_weights, aggr=_aggr_to(layer))
+                         share_weights=layer.share_weights, aggr=_aggr_to(layer),
+                         edge_dim=layer.edge_dim,
+                         fill_value=_fill_to(torch, layer.fill_value))
     p = layer.params
     return _store(torch, conv, layer, {theirs: p[ours].T if ours.startswith("W_") else p[ours]
                                        for ours, theirs in _gatv2_names(layer).items()})
 
 
 # ---------------------------------------------------------------------------- Transformer
-_TRANSFORMER = {"q": "lin_query", "k": "lin_key", "v": "lin_value", "skip": "lin_skip"}
+_TRANSFORMER = {"q": "lin_query", "k": "lin_key", "v": "lin_value", "skip": "lin_skip",
+                "e": "lin_edge"}
 
 
 def _transformer_from(conv) -> TransformerConv:
-    _refuse(conv.edge_dim is not None, "TransformerConv with edge features (edge_dim)")
     _refuse(bool(conv.beta), "TransformerConv with beta=True")
     bias = conv.lin_key.bias is not None
     layer = TransformerConv(conv.in_channels, conv.out_channels, heads=conv.heads,
                             concat=conv.concat, dropout=conv.dropout,
                             root_weight=conv.root_weight, bias=bias,
-                            aggr=_aggr_from(conv, attention=True),
+                            aggr=_aggr_from(conv, attention=True), edge_dim=conv.edge_dim,
                             dtype=_dtype(conv.lin_key.weight))
     values = {}
     for ours, theirs in _TRANSFORMER.items():
         if f"W_{ours}" in layer.params:
             lin = getattr(conv, theirs)
             values[f"W_{ours}"] = lin.weight.T
-            if bias:
+            if f"b_{ours}" in layer.params:
                 values[f"b_{ours}"] = lin.bias
     return _load(layer, values)
 
@@ -224,12 +248,12 @@ def _transformer_to(layer: TransformerConv):
     conv = pyg.TransformerConv(layer.in_dim, layer.out_dim, heads=layer.heads,
                                concat=layer.concat, dropout=layer.dropout,
                                root_weight=layer.root_weight, bias=layer.bias,
-                               aggr=_aggr_to(layer))
+                               aggr=_aggr_to(layer), edge_dim=layer.edge_dim)
     values = {}
     for ours, theirs in _TRANSFORMER.items():
         if f"W_{ours}" in layer.params:
             values[f"{theirs}.weight"] = layer.params[f"W_{ours}"].T
-            if layer.bias:
+            if f"b_{ours}" in layer.params:
                 values[f"{theirs}.bias"] = layer.params[f"b_{ours}"]
     return _store(torch, conv, layer, values)
 
@@ -353,6 +377,38 @@ def _gin_to(layer: GINConv):
     return _store(torch, conv, layer, {**values, "eps": [layer.eps]})
 
 
+def _gine_from(conv) -> GINEConv:
+    torch, pyg = _torch()
+    _aggr_from(conv, attention=False)
+    lins = _gin_linears(torch, pyg, conv.nn)
+    dims = [lins[0].weight.shape[1]] + [lin.weight.shape[0] for lin in lins]
+    edge_dim = conv.lin.weight.shape[1] if conv.lin is not None else None
+    layer = GINEConv(dims, eps=float(conv.eps.item()),
+                     train_eps=isinstance(conv.eps, torch.nn.Parameter), edge_dim=edge_dim,
+                     dtype=_dtype(lins[0].weight))
+    values = {}
+    for i, lin in enumerate(lins):
+        values[f"lin{i}_W"], values[f"lin{i}_bias"] = lin.weight.T, lin.bias
+    if conv.lin is not None:
+        values["W_e"], values["b_e"] = conv.lin.weight.T, conv.lin.bias
+    if layer.train_eps:
+        values["eps"] = conv.eps.reshape(1)
+    return _load(layer, values)
+
+
+def _gine_to(layer: GINEConv):
+    torch, pyg = _torch()
+    conv = pyg.GINEConv(pyg.MLP(layer.mlp_dims, act="relu", norm=None, dropout=0.0),
+                        eps=layer.eps, train_eps=layer.train_eps, edge_dim=layer.edge_dim)
+    values = {}
+    for i in range(len(layer.mlp_dims) - 1):
+        values[f"nn.lins.{i}.weight"] = layer.params[f"lin{i}_W"].T
+        values[f"nn.lins.{i}.bias"] = layer.params[f"lin{i}_bias"]
+    if layer.edge_dim is not None:
+        values["lin.weight"], values["lin.bias"] = layer.params["W_e"].T, layer.params["b_e"]
+    return _store(torch, conv, layer, {**values, "eps": [layer.eps]})
+
+
 # ---------------------------------------------------------------------------- SAGE
 _SAGE = {"W_l": "lin_l.weight", "b_l": "lin_l.bias", "W_r": "lin_r.weight",
          "W_p": "lin.weight", "b_p": "lin.bias"}
@@ -386,10 +442,10 @@ def _sage_to(layer: SAGEConv):
 # ---------------------------------------------------------------------------- dispatch
 _FROM = {"GATConv": _gat_from, "GATv2Conv": _gatv2_from, "TransformerConv": _transformer_from,
          "GCNConv": _gcn_from, "SGConv": _sgc_from, "GINConv": _gin_from,
-         "SAGEConv": _sage_from}
+         "SAGEConv": _sage_from, "GINEConv": _gine_from}
 _TO = {GATConv: _gat_to, GATv2Conv: _gatv2_to, TransformerConv: _transformer_to,
        GCNConv: _gcn_to, SGConv: _sgc_to, AGNNConv: _agnn_to, GINConv: _gin_to,
-       SAGEConv: _sage_to}
+       SAGEConv: _sage_to, GINEConv: _gine_to}
 
 
 def from_pyg(conv, in_dim: int | None = None) -> Module:
@@ -398,7 +454,8 @@ def from_pyg(conv, in_dim: int | None = None) -> Module:
 
     Args:
         conv: a ``torch_geometric.nn`` ``GATConv``, ``GATv2Conv``, ``TransformerConv``,
-            ``GCNConv``, ``SGConv``, ``AGNNConv``, ``GINConv`` or ``SAGEConv``.
+            ``GCNConv``, ``SGConv``, ``AGNNConv``, ``GINConv``, ``GINEConv`` or
+            ``SAGEConv``.
         in_dim: the feature size, for ``AGNNConv`` only (PyG's layer works on any width).
 
     Raises:
@@ -419,8 +476,8 @@ def layer_from_pyg(cls: type | None, conv, in_dim: int | None = None) -> Module:
                 None)
     if kind is None or (cls is not None and kind != cls.__name__):
         wanted = cls.__name__ if cls is not None else \
-            "GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv, AGNNConv, GINConv or " \
-            "SAGEConv"
+            "GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv, AGNNConv, GINConv, " \
+            "GINEConv or SAGEConv"
         raise TypeError(f"from_pyg takes a torch_geometric.nn {wanted}, got "
                         f"{type(conv).__module__}.{type(conv).__name__}")
     if kind == "AGNNConv":
@@ -442,12 +499,12 @@ def to_pyg(layer: Module) -> Any:
         ImportError: torch or torch-geometric is not installed (the message names the
             ``pyg`` extra).
         TypeError: ``layer`` is not a GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv,
-            AGNNConv, GINConv or SAGEConv.
+            AGNNConv, GINConv, GINEConv or SAGEConv.
         ValueError: ``layer`` uses a feature PyG lacks (named in the message).
     """
     convert = _TO.get(type(layer))
     if convert is None:
         raise TypeError(f"to_pyg takes a gblas_gnn GATConv, GATv2Conv, TransformerConv, "
-                        f"GCNConv, SGConv, AGNNConv, GINConv or SAGEConv, got "
+                        f"GCNConv, SGConv, AGNNConv, GINConv, GINEConv or SAGEConv, got "
                         f"{type(layer).__name__}")
     return convert(layer)

@@ -7,8 +7,8 @@ import numpy as np
 from .. import ops
 from .._validate import check_bools, finite_real, positive_ints
 from ..executors._random import draw_key
-from ..ops import factor
-from ._attention import affine, check_aggr
+from ..ops import factor, rep
+from ._attention import affine, check_aggr, edge_dim_of, features_of
 from ._interop import PyGInterop
 from .init import glorot, zeros
 from .module import Module
@@ -18,7 +18,7 @@ __all__ = ["TransformerConv"]
 
 class TransformerConv(PyGInterop, Module):
     r"""Graph Transformer attention, exactly PyTorch Geometric's ``TransformerConv``
-    (``beta=False``, no edge features).
+    (``beta=False``).
 
     With :math:`Q = H W_q + b_q`, :math:`K = H W_k + b_k`, :math:`V = H W_v + b_v` (columns
     of head :math:`h`):
@@ -31,6 +31,13 @@ class TransformerConv(PyGInterop, Module):
     The scores are one SDDMM per head on A's pattern (the edges as given: no self loops are
     added, as in PyG); the backward is derived (:mod:`gblas_gnn.compose`).
 
+    With ``edge_dim`` the edges' features :math:`e'_{ji} = W_e e_{ji}` (per head, computed at
+    the edge) join the keys and the values, as PyG's:
+    :math:`\alpha_h = \mathrm{sm}(Q_{i,h} \cdot (K_{j,h} + e'_{ji,h}) / \sqrt{d})` and
+    :math:`Z_{i,h} = \bigoplus_j \alpha_{ij,h} (V_{j,h} + e'_{ji,h})`: the messages are
+    computed at the edges (:func:`gblas_gnn.ops.aggregate` of an expression), never
+    materialised.
+
     Args:
         in_dim: input feature size.
         out_dim: size ``d`` of each head.
@@ -39,25 +46,34 @@ class TransformerConv(PyGInterop, Module):
         dropout: attention dropout in ``[0, 1)`` (training mode, counter-based masks).
         root_weight: add the skip projection :math:`H W_{skip} + b_{skip}`.
         bias: biases on the four projections.
-        aggr: ``"sum"``, ``"mean"``, ``"max"``, ``"min"`` or a semiring.
+        aggr: ``"sum"``, ``"mean"``, ``"max"``, ``"min"`` or a semiring (with
+            ``edge_dim``: the first four).
+        edge_dim: features per edge (None: none).
         seed, dtype, executor: as every layer.
 
     Shapes:
         - input: H (n, in_dim); output (n, heads·out_dim) or (n, out_dim)
         - params: ``W_q``, ``W_k``, ``W_v`` (in_dim, heads·out_dim) and ``b_q``, ``b_k``,
-          ``b_v``; ``W_skip`` (in_dim, output width) and ``b_skip`` with ``root_weight``
+          ``b_v``; ``W_skip`` (in_dim, output width) and ``b_skip`` with ``root_weight``;
+          ``W_e`` (edge_dim, heads·out_dim) with ``edge_dim``
     """
 
     def __init__(self, in_dim: int, out_dim: int, heads: int = 1, concat: bool = True,
                  dropout: float = 0.0, root_weight: bool = True, bias: bool = True,
-                 aggr="sum", seed: int = 0, dtype=np.float32, executor=None):
+                 aggr="sum", edge_dim: int | None = None, seed: int = 0, dtype=np.float32,
+                 executor=None):
         super().__init__(dtype, executor)
         positive_ints(in_dim=in_dim, out_dim=out_dim, heads=heads)
+        self.edge_dim = edge_dim_of(edge_dim)
         check_bools(concat=concat, root_weight=root_weight, bias=bias)
         self.in_dim, self.out_dim, self.heads = int(in_dim), int(out_dim), int(heads)
         self.concat, self.root_weight, self.bias = concat, root_weight, bias
         self.dropout = finite_real(dropout, "dropout", 0.0, 1.0, open_high=True)
         self.aggr = check_aggr(aggr)
+        if self.edge_dim is not None and not (isinstance(aggr, str) and
+                                              aggr in ("sum", "mean", "max", "min")):
+            raise ValueError("TransformerConv with edge_dim aggregates messages computed at "
+                             f"the edges: aggr 'sum', 'mean', 'max' or 'min', got {aggr!r}")
         rng = np.random.default_rng(seed)
         width = self.heads * self.out_dim
         out = width if concat else self.out_dim
@@ -69,19 +85,27 @@ class TransformerConv(PyGInterop, Module):
             self.add_param("W_skip", glorot((self.in_dim, out), rng, self.dtype))
             if bias:
                 self.add_param("b_skip", zeros((out,), self.dtype))
+        if self.edge_dim is not None:
+            self.add_param("W_e", glorot((self.edge_dim, width), rng, self.dtype))
         self.dropout_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
 
     def forward(self, g, H):
         n, h, d = H.shape[0], self.heads, self.out_dim
         Q, K, V = (affine(self.params, H, name).reshape(n, h, d) for name in ("q", "k", "v"))
-        scores = ops.structure(g.A) * ((factor(Q) @ factor(K).T) * (1.0 / np.sqrt(d)))
-        alpha = ops.softmax(scores)
+        QK = factor(Q) @ factor(K).T
+        if self.edge_dim is not None:       # e' = W_e e_ji per head, at the edge
+            E = features_of("TransformerConv", g, self.edge_dim) @ \
+                self.params["W_e"].reshape(self.edge_dim, h, d)
+            QK = QK + (rep(Q) * E).sum(-1)
+        alpha = ops.softmax(ops.structure(g) * (QK * (1.0 / np.sqrt(d))))
         if self.training and self.dropout > 0:
             alpha = ops.edge_dropout(alpha, self.dropout, draw_key(self.dropout_rng))
-        Z = ops.aggregate(alpha, V, self.aggr)
+        # the messages V_j (+ e'_ji: computed at the edge, one pass)
+        Z = ops.aggregate(alpha, V if self.edge_dim is None else rep(V).T + E, self.aggr)
         Z = Z.reshape(n, h * d) if self.concat else Z.mean(axis=1)
         return Z + affine(self.params, H, "skip") if self.root_weight else Z
 
     def __repr__(self) -> str:
+        edges = "" if self.edge_dim is None else f", edge_dim={self.edge_dim}"
         return (f"TransformerConv({self.in_dim}, {self.out_dim}, heads={self.heads}, "
-                f"concat={self.concat}, aggr={self.aggr!r})")
+                f"concat={self.concat}, aggr={self.aggr!r}{edges})")
