@@ -53,8 +53,13 @@ EVERY_EXECUTOR = ("test_executor_conformance.py", "test_compose_kernels.py", "te
 #: the executors of a default session
 DEFAULT_EXECUTORS = ("cpu", "primitives")
 
-settings.register_profile("default", suppress_health_check=[HealthCheck.too_slow])
-# every process of an MPI job must draw the same examples in the same order
+# Random inputs are seeded: every property test draws the same examples in every run (and
+# every process of an MPI job the same ones in the same order). So a run is reproducible, and
+# a test parametrized by executor draws the same formulations for each: the generated
+# kernels the cpu executor compiled for one are the ones the other's reference loads
+# (test_compose_kernels.py's primitives runs compiled as much again before).
+settings.register_profile("default", derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("collective", derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("collective" if os.environ.get("GBLAS_GNN_TEST_COLLECTIVE")
