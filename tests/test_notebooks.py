@@ -89,16 +89,16 @@ def test_notebooks_exist():
     assert NOTEBOOKS, f"no notebooks found in {NOTEBOOK_DIR}"
 
 
-def test_aggregations_notebook_without_cora(python3_kernel):
-    """Notebook 02 runs on CSBM alone, with a printed note, where the Planetoid files are
-    missing (here: made missing, with a 3-epoch schedule to keep the test short)."""
-    nb = nbformat.read(NOTEBOOK_DIR / "02_aggregations.ipynb", as_version=4)
-    setup = nb.cells[1]
-    for old, new in [("root = find_planetoid_root(PLANETOID)", "root = None"),
-                     ('EPOCHS = {"CSBM": 40, "Cora": 25}', 'EPOCHS = {"CSBM": 3, "Cora": 3}')]:
-        assert old in setup.source
-        setup.source = setup.source.replace(old, new)
-    nbclient.NotebookClient(nb, timeout=600, kernel_name=python3_kernel,
-                            resources={"metadata": {"path": str(NOTEBOOK_DIR)}}).execute()
-    printed = "".join(out.get("text", "") for out in setup.outputs)
-    assert "Cora is not at hand" in printed and "only the CSBM task is shown" in printed
+def test_the_aggregations_notebook_reads_converged_runs():
+    """Notebook 02 shows each aggregation trained to convergence on Cora from the recorded
+    runs of ``bench/accuracy/planetoid.py``: every (model, aggregation) it reads is there,
+    three seeds of the published schedule each."""
+    import json
+
+    table = json.loads((NOTEBOOK_DIR.parent / "bench" / "results" /
+                        "accuracy_cora.json").read_text())
+    for arch in ("gat", "agnn"):
+        for aggr in ("sum", "mean", "max", "min"):
+            row = table[f"{arch}-{aggr}"]
+            assert len(row["runs"]) == 3 and f"--aggr {aggr}" in row["command"]
+            assert 0 < row["mean"] <= 100

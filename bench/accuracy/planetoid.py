@@ -1,14 +1,18 @@
 """Test accuracy on Planetoid (standard split) over several seeds, through the real command.
 
     python bench/accuracy/planetoid.py --root DIR [--datasets cora citeseer]
-                             [--models gat agnn va gcn sgc gin] [--seeds 5] [--threads 1]
+                             [--models gat agnn va gcn sgc gin sage] [--seeds 5] [--threads 1]
+                             [--aggr sum mean max min]
 
 Runs ``gblas-gnn train --model M --dataset planetoid:ROOT/D --seed S --threads T`` for each
 case, one after the other, with the command's per-model defaults
 (``gblas_gnn.cli.command.DEFAULTS``: the published setups, row-normalised features, model
 selection on the validation set only),
 updates ``bench/results/accuracy_<dataset>.json`` after every model and prints a markdown
-table. The standard deviation is the population one (``statistics.pstdev``) over the seeds.
+table. With ``--aggr`` each model that takes one (the attention models, sage) runs with each
+aggregation, recorded under ``<model>-<aggr>`` (the converged comparison of
+``notebooks/02_aggregations.ipynb``). The standard deviation is the population one
+(``statistics.pstdev``) over the seeds.
 Epoch times are wall-clock times of one training epoch as the trainer records them (training
 forward, backward, Adam step and the evaluation forward); they depend on the machine's load.
 """
@@ -32,18 +36,23 @@ PUBLISHED = {("gcn", "cora"): "81.5", ("gcn", "citeseer"): "70.3",
              ("gat", "cora"): "83.0 ± 0.7", ("gat", "citeseer"): "72.5 ± 0.7",
              ("agnn", "cora"): "83.1 ± 0.1", ("agnn", "citeseer"): "71.7 ± 0.1",
              ("sgc", "cora"): "81.0", ("sgc", "citeseer"): "71.9"}
-MODELS = ["gat", "agnn", "va", "gcn", "sgc", "gin"]
+MODELS = ["gat", "agnn", "va", "gcn", "sgc", "gin", "sage"]
+#: the models that take ``--aggr``
+AGGREGATING = ("gat", "agnn", "va", "sage")
 
 
-def command(model: str, dataset_path: str, seed, threads: int) -> list[str]:
+def command(model: str, dataset_path: str, seed, threads: int, aggr: str | None = None
+            ) -> list[str]:
     return ["train", "--model", model, "--dataset", f"planetoid:{dataset_path}",
-            "--seed", str(seed), "--threads", str(threads)]
+            "--seed", str(seed), "--threads", str(threads),
+            *(["--aggr", aggr] if aggr else [])]
 
 
-def run(model: str, root: Path, dataset: str, seed: int, threads: int) -> dict:
+def run(model: str, root: Path, dataset: str, seed: int, threads: int,
+        aggr: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "m.json"
-        code = cli(command(model, str(root / dataset), seed, threads)
+        code = cli(command(model, str(root / dataset), seed, threads, aggr)
                    + ["--no-progress", "--metrics-json", str(out)])
         if code != 0:
             raise SystemExit(f"{model} on {dataset} seed {seed} failed with status {code}")
@@ -63,13 +72,15 @@ def _git_commit() -> str | None:
         return None
 
 
-def summarise(model: str, dataset: str, runs: list[dict], threads: int) -> dict:
+def summarise(model: str, dataset: str, runs: list[dict], threads: int,
+              aggr: str | None = None) -> dict:
     accs = [r["test_acc"] * 100 for r in runs]
     return {"mean": statistics.mean(accs), "std": statistics.pstdev(accs),
-            "published": PUBLISHED.get((model, dataset)),
+            "published": PUBLISHED.get((model, dataset)) if aggr is None else None,
             "mean_epoch_ms": statistics.mean(r["mean_epoch_ms"] for r in runs),
             "defaults": DEFAULTS[model], "runs": runs,
-            "command": "gblas-gnn " + " ".join(command(model, f"DIR/{dataset}", "S", threads))
+            "command": "gblas-gnn " + " ".join(command(model, f"DIR/{dataset}", "S", threads,
+                                                       aggr))
                        + f"  # S = 0..{len(runs) - 1}",
             "measured": datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds"),
@@ -83,6 +94,8 @@ def main(argv=None) -> int:
     p.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--aggr", nargs="+", choices=("sum", "mean", "max", "min"),
+                   help="run each model that takes one with each of these aggregations")
     args = p.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     print(f"| model | dataset | test accuracy (mean ± std, {args.seeds} seeds) | published "
@@ -91,10 +104,14 @@ def main(argv=None) -> int:
     for dataset in args.datasets:
         path = RESULTS / f"accuracy_{dataset}.json"
         table = json.loads(path.read_text()) if path.exists() else {}
-        for model in args.models:
-            runs = [run(model, args.root, dataset, s, args.threads) for s in range(args.seeds)]
-            row = table[model] = summarise(model, dataset, runs, args.threads)
-            print(f"| {model} | {dataset} | {row['mean']:.1f} ± {row['std']:.1f} "
+        cases = [(m, a) for m in args.models
+                 for a in ((args.aggr or [None]) if m in AGGREGATING else [None])]
+        for model, aggr in cases:
+            runs = [run(model, args.root, dataset, s, args.threads, aggr)
+                    for s in range(args.seeds)]
+            key = model if aggr is None else f"{model}-{aggr}"
+            row = table[key] = summarise(model, dataset, runs, args.threads, aggr)
+            print(f"| {key} | {dataset} | {row['mean']:.1f} ± {row['std']:.1f} "
                   f"| {row['published'] or '—'} | {row['mean_epoch_ms']:.0f} |", flush=True)
             path.write_text(json.dumps(table, indent=2) + "\n")
     return 0

@@ -45,6 +45,10 @@ class Dataset:
         Split masks; they must be pairwise disjoint.
     num_classes : int
         Number of classes (``>= 1``; ``0`` is allowed only for an empty data set).
+    edge_attr : ndarray, shape (nnz, f), optional
+        Edge features, one row per stored entry of ``adjacency`` in its canonical CSR
+        order (finite; cast to ``x``'s dtype); the graph carries them
+        (:attr:`gblas_gnn.Graph.edge_attr`).
 
     Attributes
     ----------
@@ -69,6 +73,7 @@ class Dataset:
     val_mask: np.ndarray
     test_mask: np.ndarray
     num_classes: int
+    edge_attr: np.ndarray | None = None
     _graph: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +133,10 @@ class Dataset:
         )
         if overlap:
             raise ValueError("train_mask, val_mask and test_mask must be disjoint")
+        if self.edge_attr is not None:
+            from ..edge_attr import check_edge_attr
+
+            self.edge_attr = check_edge_attr(self.edge_attr, adj.nnz, self.x.dtype)
 
     # -- convenience -----------------------------------------------------------------
     @property
@@ -151,7 +160,8 @@ class Dataset:
         if self._graph is None:
             from ._graph import graph_from_csr
 
-            self._graph = graph_from_csr(self.adjacency, dtype=self.x.dtype)
+            self._graph = graph_from_csr(self.adjacency, dtype=self.x.dtype,
+                                         edge_attr=self.edge_attr)
         return self._graph
 
     def __repr__(self) -> str:
