@@ -78,12 +78,27 @@ def broken_links(path: Path) -> list[str]:
     return broken
 
 
+TEST_COMMAND = 'python3 -m pip install -e ".[test]" && python3 -m pytest -q -n auto'
+
+
+def test_ci_runs_the_readmes_test_command_from_an_empty_kernel_cache():
+    """CI sees what a new user sees: the README's test command, with the generated kernels'
+    cache in a fresh folder (a cache warmed by earlier runs on the machine would hide the
+    compile time of a cold start)."""
+    ci = (README.parent / ".ci" / "run").read_text()
+    lines = [line.strip() for line in ci.splitlines() if line.strip() and
+             not line.lstrip().startswith("#")]
+    assert lines[-1] == TEST_COMMAND
+    fresh = [line for line in lines if line.startswith("export GBLAS_GNN_KERNEL_CACHE=")]
+    assert fresh and "mktemp -d" in fresh[0]
+    assert lines.index(fresh[0]) < len(lines) - 1
+
+
 def test_readme_opens_with_the_two_commands():
     text = README.read_text()
     first = text.split("\n## ")[0]
     commands = [line.strip() for line in first.splitlines() if line.startswith("    ")]
-    assert commands == ['python3 -m pip install -e . && gblas-gnn train',
-                        'python3 -m pip install -e ".[test]" && python3 -m pytest -q']
+    assert commands == ['python3 -m pip install -e . && gblas-gnn train', TEST_COMMAND]
     usage = text.split("\n## A tour\n")[1].split("```python")[0]
     assert "float32 unless float64 is asked for" in " ".join(usage.split())
 
