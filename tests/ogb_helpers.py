@@ -50,6 +50,8 @@ def write_ogb(root: Path, name: str, data: dict) -> Path:
         np.savez_compressed(raw / "node-label.npz", node_label=data["y"][:, None])
     else:
         write_csv_gz(raw / "edge.csv.gz", data["edges"])
+        if "edge_feat" in data:                     # ogbn-proteins' layout
+            write_csv_gz(raw / "edge-feat.csv.gz", data["edge_feat"], "{:.9g}")
         write_csv_gz(raw / "node-feat.csv.gz", data["x"], "{:.9g}")
         write_csv_gz(raw / "node-label.csv.gz", data["y"].astype(np.int64))
         write_csv_gz(raw / "num-node-list.csv.gz", [data["n"]])

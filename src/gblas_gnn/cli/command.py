@@ -529,8 +529,10 @@ def _convert(args) -> None:
     stats = write_tiled_npz(args.output, source["n"], source["entries"],
                             vertex_arrays=source["vertex_arrays"], tiles=args.tiles,
                             relabel=args.relabel, weighted=source["weighted"], show=show,
-                            size=source["size"])
+                            size=source["size"], edge_features=source.get("edge_features"))
     extra = sorted(k for k in source["vertex_arrays"] if k != "name")
+    if source.get("edge_features"):
+        extra.append(f"{source['edge_features'][0]} features an edge")
     t = stats["tiles"]
     print(f"{args.output}: {stats['n']:,} vertices, {stats['nnz']:,} edges in {t}x{t} tiles"
           + (" laid out for --relabel" if args.relabel else "")
@@ -550,10 +552,15 @@ def _file_source(path: Path) -> dict:
         graph = Graph.from_npz(path)
         extra = {k: v for k, v in arrays.items()
                  if k not in ("row", "col", "data", "shape", "order", "tiles", "tile_ptr",
-                              "relabel", "relabel_seed")}
+                              "relabel", "relabel_seed", "edge_attr")}
     rows, cols, vals = graph.A.to_coo()
+    feats = graph.edge_attr
+    if feats is None:
+        return {"n": graph.n, "size": rows.size, "weighted": True, "vertex_arrays": extra,
+                "entries": lambda: iter([(rows, cols, vals)])}
     return {"n": graph.n, "size": rows.size, "weighted": True, "vertex_arrays": extra,
-            "entries": lambda: iter([(rows, cols, vals)])}
+            "edge_features": (feats.f, feats.dtype),       # CSR order, as the entries
+            "entries": lambda: iter([(rows, cols, vals, feats.values)])}
 
 
 def _ogb_source(path: Path, show: bool) -> dict:
@@ -568,8 +575,12 @@ def _ogb_source(path: Path, show: bool) -> dict:
     arrays = {"x": x, "y": y, "train_mask": masks[0], "val_mask": masks[1],
               "test_mask": masks[2], "num_classes": np.array(folder.conventions.num_classes),
               "name": np.array(folder.name)}
-    return {"n": folder.n, "size": folder.num_entries, "weighted": False,
-            "vertex_arrays": arrays, "entries": lambda: folder.edges(show=show)}
+    source = {"n": folder.n, "size": folder.num_entries, "weighted": False,
+              "vertex_arrays": arrays, "entries": lambda: folder.edges(show=show)}
+    if folder.edge_feat is not None:
+        source["edge_features"] = (folder.num_edge_features, np.dtype(np.float32))
+        source["entries"] = lambda: folder.edges(show=show, features=True)
+    return source
 
 
 def _on_grid(args) -> bool:

@@ -10,6 +10,8 @@ The folder (``ogb.nodeproppred.NodePropPredDataset(name, root=DIR)`` makes
               /raw/num-edge-list.csv.gz    the number of edges in edge.csv.gz
               /raw/node-feat.csv.gz        n lines of comma-separated floats
               /raw/node-label.csv.gz       n lines, one class each
+              /raw/edge-feat.csv.gz        optional (ogbn-proteins' layout): one line of
+                                           comma-separated floats per edge of edge.csv.gz
               /split/time/{train,valid,test}.csv.gz   one vertex id per line
     ogbn_papers100M/raw/data.npz          edge_index (2, E), node_feat (n, f),
                                           num_nodes_list, num_edges_list (OGB's "binary")
@@ -32,8 +34,11 @@ leaves them (PyG's and OGB's examples symmetrise them themselves; so can you, e.
 file is the entry ``A[t, s]`` (row = target, PyG's ``edge_index`` convention); duplicate
 entries are merged into one (the library's convention, :class:`~gblas_gnn.Graph`), self loops
 are kept as given. Vertices without a label (papers100M: NaN) get label 0 and belong to no
-split; a split that names an unlabelled vertex is an error. ogbn-proteins (112 binary tasks)
-and ogbn-mag (heterogeneous) are not single-label node classification and are refused.
+split; a split that names an unlabelled vertex is an error. Where ``raw/edge-feat.csv.gz``
+is there, every edge keeps its features (:attr:`gblas_gnn.Graph.edge_attr`; the reverse of
+an ``add_inverse_edge`` edge gets the same ones), and a duplicate edge is then an error.
+ogbn-proteins (112 binary tasks) and ogbn-mag (heterogeneous) are not single-label node
+classification and are refused.
 
 Everything is read front to back in chunks (:mod:`~gblas_gnn.data._csvgz`,
 :class:`~gblas_gnn._io.NpyStream`): a caller that keeps only some rows or some edges (a
@@ -169,6 +174,10 @@ class OgbFolder:
             self.n = self._one_count(counts[0])
             self.raw_edges = self._one_count(counts[1])
             self.num_features = first_line(self._feat).count(b",") + 1
+        feat = raw / "edge-feat.csv.gz"
+        #: the edges' features file (None: the folder has none)
+        self.edge_feat = feat if not c.binary and feat.is_file() else None
+        self.num_edge_features = first_line(feat).count(b",") + 1 if self.edge_feat else 0
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -205,15 +214,19 @@ class OgbFolder:
         return n, m, f
 
     # ------------------------------------------------------------------ edges
-    def edges(self, show: bool | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def edges(self, show: bool | None = None, features: bool = False) -> Iterator[tuple]:
         """``(rows, cols)`` of the adjacency's entries (``A[t, s]`` for an edge ``s → t``,
-        and ``A[s, t]`` too for ``add_inverse_edge``), chunk by chunk, ids checked.
+        and ``A[s, t]`` too for ``add_inverse_edge``), chunk by chunk, ids checked; with
+        ``features`` (a folder with :attr:`edge_feat`) ``(rows, cols, features)``.
         ``show``: a progress bar from 10⁷ edges (``False``: never)."""
         n, seen = self.n, 0
         source = self._data if self.conventions.binary else self._edge
+        raw = self._raw_edges()
+        if features:
+            raw = _with_features(raw, self.edge_feat, self.num_edge_features)
         with work_bar(self.raw_edges, f"read {source.name}", size=self.num_entries,
                       show=show) as bar:
-            for first, src, dst in self._raw_edges():
+            for first, src, dst, *feats in raw:
                 if src.size and (min(src.min(), dst.min()) < 0 or
                                  max(src.max(), dst.max()) >= n):
                     bad = np.flatnonzero((src < 0) | (src >= n) | (dst < 0) | (dst >= n))[0]
@@ -222,9 +235,9 @@ class OgbFolder:
                                      f"[0, {n})")
                 seen += src.size
                 bar.update(src.size)
-                yield dst, src
+                yield dst, src, *feats
                 if self.conventions.add_inverse_edge:
-                    yield src, dst
+                    yield src, dst, *feats
         if seen != self.raw_edges:
             raise ValueError(f"{source} holds {seen} edges but the data set says "
                              f"{self.raw_edges} (num-edge-list / num_edges_list)")
@@ -321,6 +334,25 @@ class OgbFolder:
         return [np.isin(rows, part, assume_unique=False) for part in ids]
 
 
+def _with_features(raw, path: Path, width: int) -> Iterator[tuple]:
+    """``(first, src, dst, features)``: the edges' chunks with the lines of ``path`` that
+    belong to them (the two files are read in chunks of their own sizes)."""
+    lines = (rows for _, rows in csv_gz_chunks(path, np.float64, width))
+    held = np.zeros((0, width))
+    for first, src, dst in raw:
+        while held.shape[0] < src.size:
+            more = next(lines, None)
+            if more is None:
+                raise ValueError(f"{path} has fewer lines than the edges")
+            held = np.concatenate([held, more])
+        if not np.isfinite(held[:src.size]).all():
+            raise ValueError(f"{path}: features of edges {first + 1}.. contain NaN or Inf")
+        yield first, src, dst, held[:src.size]
+        held = held[src.size:]
+    if held.shape[0] or next(lines, None) is not None:
+        raise ValueError(f"{path} has more lines than the edges")
+
+
 def _c_order(stream: NpyStream, shape: tuple[int, int]) -> None:
     ok = len(stream.shape) == 2 and stream.shape[0] == shape[0] and \
         (shape[1] < 0 or stream.shape[1] == shape[1])
@@ -367,14 +399,25 @@ def load_ogb(path, dtype=np.float32, progress: bool | None = None) -> Dataset:
     """The whole OGB data set at ``path`` (see the module docstring) as a
     :class:`~gblas_gnn.data.Dataset` with features in ``dtype``."""
     folder = OgbFolder(path)
-    parts = list(folder.edges(show=progress))
+    with_feats = folder.edge_feat is not None
+    parts = list(folder.edges(show=progress, features=with_feats))
     dst = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
     src = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    feats = np.concatenate([p[2] for p in parts]) if with_feats and parts else None
     del parts
-    adjacency = sp.csr_matrix((np.ones(dst.size, dtype), (dst, src)),
-                              shape=(folder.n, folder.n))
+    # with features, the entries' positions follow them into the CSR order
+    values = np.arange(1, dst.size + 1, dtype=np.float64) if with_feats else \
+        np.ones(dst.size, dtype)
+    adjacency = sp.csr_matrix((values, (dst, src)), shape=(folder.n, folder.n))
     del dst, src
     adjacency.sum_duplicates()
-    adjacency.data[:] = 1                   # duplicates merged, not summed
+    edge_attr = None
+    if with_feats:
+        if adjacency.nnz != values.size:
+            raise ValueError(f"{folder.edge_feat}: an edge is given twice, and the edges "
+                             "carry features (a duplicate edge with two sets of features)")
+        edge_attr = feats[adjacency.data.astype(np.int64) - 1].astype(dtype)
+    adjacency.data = np.ones(adjacency.nnz, dtype)     # duplicates merged, not summed
     x, y, *masks = folder.node_data(dtype=dtype, show=progress)
-    return Dataset(folder.name, adjacency, x, y, *masks, folder.conventions.num_classes)
+    return Dataset(folder.name, adjacency, x, y, *masks, folder.conventions.num_classes,
+                   edge_attr=edge_attr)

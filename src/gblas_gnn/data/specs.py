@@ -219,11 +219,26 @@ def _load_npz_dataset(path: Path) -> Dataset:
     if missing:
         raise ValueError(f"{path} lacks {missing}; a dataset .npz holds {list(NPZ_KEYS)}")
     n = int(arrays["shape"][0])
-    data = arrays.get("data", np.ones(arrays["row"].shape[0], dtype=np.float32))
+    m = arrays["row"].shape[0]
+    data = arrays.get("data", np.ones(m, dtype=np.float32))
+    edge_attr = arrays.get("edge_attr")
+    if edge_attr is not None:               # the features follow the entries into CSR order
+        data = np.arange(1, m + 1, dtype=np.float64)
     adjacency = sp.csr_matrix((data, (arrays["row"], arrays["col"])),
                               shape=tuple(arrays["shape"]))
+    if edge_attr is not None:
+        if adjacency.nnz != m:
+            raise ValueError(f"{path}: an entry is given twice, and the entries carry "
+                             "edge_attr (a duplicate edge with two sets of features)")
+        if edge_attr.shape[:1] != (m,):
+            raise ValueError(f"{path}: edge_attr has {edge_attr.shape[0]} rows for {m} "
+                             "entries")
+        at = adjacency.data.astype(np.int64) - 1
+        edge_attr = edge_attr[at]
+        adjacency.data = np.asarray(arrays.get("data", np.ones(m, np.float32)))[at]
     y = arrays["y"]
     num_classes = int(arrays["num_classes"]) if "num_classes" in arrays else int(y.max()) + 1
     name = str(arrays["name"]) if "name" in arrays else path.stem
     return Dataset(name, adjacency, arrays["x"], y, arrays["train_mask"],
-                   arrays["val_mask"], arrays["test_mask"], num_classes if n else 0)
+                   arrays["val_mask"], arrays["test_mask"], num_classes if n else 0,
+                   edge_attr=edge_attr)

@@ -17,6 +17,8 @@ Members (all plain arrays, mapped in place by :func:`gblas_gnn._io.map_npz`):
 ``row``, ``col``     entries (target, source), int32 when n < 2³¹, grouped by tile (tiles in
                      row-major order, entries in CSR order inside a tile), duplicates merged
 ``data``             optional values (absent: all 1)
+``edge_attr``        optional features of every entry, ``(nnz, f)`` in the entries' order
+                     (a pair given twice is then refused: it would have two sets)
 ``shape``            (n, n)
 ``order``            ``"tiles"``; ``tiles``: T; ``tile_ptr``: T²+1 offsets of the tiles
 ``relabel``          whether positions follow the relabelling permutation (its seed:
@@ -80,7 +82,8 @@ class Streamed:
 def write_tiled_npz(out: Path, n: int, entries: Callable[[], Iterator[tuple]], *,
                     vertex_arrays: Mapping[str, np.ndarray | Streamed],
                     tiles: int | None = None, relabel: bool = False, relabel_seed: int = 0,
-                    weighted: bool = False, show: bool | None = None, size: int = 0) -> dict:
+                    weighted: bool = False, show: bool | None = None, size: int = 0,
+                    edge_features: tuple[int, np.dtype] | None = None) -> dict:
     """Write the blockwise layout (see the module docstring) to ``out``, atomically.
 
     Parameters
@@ -106,6 +109,10 @@ def write_tiled_npz(out: Path, n: int, entries: Callable[[], Iterator[tuple]], *
     show, size : bool or None, int
         Progress bars (``False``: never) for a graph of about ``size`` entries (the number
         the source announces; it also chooses the default T).
+    edge_features : (int, dtype), optional
+        The width and dtype of the features every chunk of ``entries`` then carries last
+        (``(rows, cols[, values], features)``), written as ``edge_attr`` in the entries'
+        order; a duplicate entry is an error.
 
     Returns
     -------
@@ -122,6 +129,9 @@ def write_tiled_npz(out: Path, n: int, entries: Callable[[], Iterator[tuple]], *
     with tempfile.TemporaryDirectory(dir=out.resolve().parent, prefix=f".{out.name}.") as tmp:
         temp = {key: _scratch(Path(tmp, f"{key}.npy"), dtype, m) for key, dtype in
                 [("row", idx), ("col", idx)] + ([("data", np.float64)] if weighted else [])}
+        if edge_features is not None:
+            temp["edge_attr"] = _scratch(Path(tmp, "edge_attr.npy"), edge_features[1], m,
+                                         edge_features[0])
         ptr = np.concatenate([[0], np.cumsum(counts)])
         _place(n, entries, t, position, ptr, temp)
         ptr = _merge_tiles(t, position, ptr, temp, n, show, size)
@@ -149,26 +159,31 @@ def _tile_of(ids: np.ndarray, bounds: np.ndarray, position: np.ndarray | None) -
     return np.searchsorted(bounds, at, side="right") - 1
 
 
-def _chunks(n: int, entries) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+def _chunks(n: int, entries, features: bool = False) -> Iterator[tuple]:
+    """``(rows, cols, values or None, features or None)`` chunk by chunk, ids checked."""
     for chunk in entries():
         r, c = (np.asarray(a, np.int64) for a in chunk[:2])
         if r.size and (min(r.min(), c.min()) < 0 or max(r.max(), c.max()) >= n):
             raise ValueError(f"vertex ids outside [0, {n})")
-        yield r, c, (np.asarray(chunk[2], np.float64) if len(chunk) > 2 else None)
+        rest = chunk[2:-1] if features else chunk[2:]
+        yield r, c, (np.asarray(rest[0], np.float64) if rest else None), \
+            (np.asarray(chunk[-1]) if features else None)
 
 
-def _scratch(path: Path, dtype, m: int) -> np.ndarray:
-    """A temporary array of m entries on disk (in memory when empty: nothing to map)."""
+def _scratch(path: Path, dtype, m: int, width: int | None = None) -> np.ndarray:
+    """A temporary array of m entries (of ``width`` numbers each) on disk (in memory when
+    empty: nothing to map)."""
+    shape = (m,) if width is None else (m, width)
     if m == 0:
-        return np.zeros(0, dtype)
-    return np.lib.format.open_memmap(path, "w+", dtype, (m,))
+        return np.zeros(shape, dtype)
+    return np.lib.format.open_memmap(path, "w+", dtype, shape)
 
 
 def _count(n, entries, t, position) -> np.ndarray:
     """Entries per tile."""
     bounds = tile_bounds(n, t)
     counts = np.zeros(t * t, np.int64)
-    for r, c, _ in _chunks(n, entries):
+    for r, c, *_ in _chunks(n, entries):
         tile = _tile_of(r, bounds, position) * t + _tile_of(c, bounds, position)
         counts += np.bincount(tile, minlength=t * t)
     return counts
@@ -178,7 +193,7 @@ def _place(n, entries, t, position, ptr, temp) -> None:
     """Every entry at the next free slot of its tile."""
     bounds = tile_bounds(n, t)
     cursor = ptr[:-1].copy()
-    for r, c, v in _chunks(n, entries):
+    for r, c, v, e in _chunks(n, entries, "edge_attr" in temp):
         tile = _tile_of(r, bounds, position) * t + _tile_of(c, bounds, position)
         order = np.argsort(tile, kind="stable")
         tile = tile[order]
@@ -190,6 +205,8 @@ def _place(n, entries, t, position, ptr, temp) -> None:
         temp["col"][slot] = c[order]
         if "data" in temp:
             temp["data"][slot] = v[order]
+        if e is not None:
+            temp["edge_attr"][slot] = e[order]
         cursor[which] += count
 
 
@@ -213,6 +230,12 @@ def _merge_tiles(t, position, ptr, temp, n, show, size) -> np.ndarray:
             new = np.ones(r.size, bool)
             new[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
             k = int(new.sum())
+            if "edge_attr" in temp:
+                if k < r.size:
+                    d = int(np.flatnonzero(~new)[0])
+                    raise ValueError(f"duplicate edge {c[d]} -> {r[d]} with edge_attr: each "
+                                     "pair may be given once when the edges carry features")
+                temp["edge_attr"][write:write + k] = np.array(temp["edge_attr"][lo:hi])[order]
             temp["row"][write:write + k] = r[new]
             temp["col"][write:write + k] = c[new]
             if v is not None:
@@ -223,7 +246,7 @@ def _merge_tiles(t, position, ptr, temp, n, show, size) -> np.ndarray:
 
 
 def _prefix(array: np.ndarray, count: int) -> Streamed:
-    return Streamed((count,), array.dtype,
+    return Streamed((count, *array.shape[1:]), array.dtype,
                     lambda: (array[i:min(i + _PIECE, count)] for i in range(0, count, _PIECE)))
 
 

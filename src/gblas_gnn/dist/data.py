@@ -2,8 +2,9 @@
 of a small data set every rank loads. No rank ever holds a whole graph read from a file.
 
 :func:`read_npz_block` reads this rank's block of a graph ``.npz`` (``row``, ``col``,
-``shape``, optional ``data``) through memory maps, chunk by chunk, keeping only the entries
-of its block. How much of the file a rank reads depends on its ``order`` member:
+``shape``, optional ``data`` and ``edge_attr``) through memory maps, chunk by chunk, keeping
+only the entries of its block (and their features, which then live with the block). How
+much of the file a rank reads depends on its ``order`` member:
 
 * ``"tiles"`` (``gblas-gnn convert``, :mod:`gblas_gnn.data.tiles`): the tiles of its block
   only (and the boundary tiles, when the grid's side does not divide the tile count);
@@ -56,6 +57,10 @@ def _graph_arrays(path: Path) -> tuple[dict, int]:
                              f"{a.dtype}{a.shape}")
     if row.shape != col.shape or ("data" in arrays and arrays["data"].shape != row.shape):
         raise ValueError(f"{path}: row, col (and data) differ in length")
+    if "edge_attr" in arrays and (arrays["edge_attr"].ndim != 2 or
+                                  arrays["edge_attr"].shape[0] != row.shape[0]):
+        raise ValueError(f"{path}: edge_attr must be (entries, f) with {row.shape[0]} rows, "
+                         f"got {arrays['edge_attr'].shape}")
     return arrays, int(shape[0])
 
 
@@ -74,8 +79,8 @@ class _BlockEntries:
         self.kept: list[tuple] = []
         self.examined = 0
 
-    def add(self, r, c, v=None, where: str = "") -> None:
-        self.examined += r.nbytes + c.nbytes + (0 if v is None else v.nbytes)
+    def add(self, r, c, v=None, where: str = "", e=None) -> None:
+        self.examined += r.nbytes + c.nbytes + sum(0 if a is None else a.nbytes for a in (v, e))
         r, c = np.asarray(r, np.int64), np.asarray(c, np.int64)
         if r.size and (min(r.min(), c.min()) < 0 or max(r.max(), c.max()) >= self.n):
             raise ValueError(f"{self.source}: vertex ids outside [0, {self.n}){where}")
@@ -84,24 +89,40 @@ class _BlockEntries:
             v = np.asarray(v)[keep]
             if not np.isfinite(v).all():
                 raise ValueError(f"{self.source}: edge values contain NaN or Inf")
+        if e is not None:
+            e = np.asarray(e)[keep]
+            if not np.isfinite(e).all():
+                raise ValueError(f"{self.source}: edge_attr contains NaN or Inf")
         self.kept.append((np.searchsorted(self.rows, r[keep]).astype(self.local),
-                          np.searchsorted(self.cols, c[keep]).astype(self.local), v))
+                          np.searchsorted(self.cols, c[keep]).astype(self.local), v, e))
 
-    def matrix(self, dtype, merge: str = "sum") -> sp.csr_matrix:
-        """The block (local ids); duplicates summed, or merged into one entry of value 1
-        (``merge="pattern"``)."""
+    def matrix(self, dtype, merge: str = "sum") -> tuple[sp.csr_matrix, np.ndarray | None]:
+        """The block (local ids) and, when the entries carry features, theirs in its CSR
+        order; duplicates summed, or merged into one entry of value 1
+        (``merge="pattern"``); with features a duplicate is an error."""
         kept, self.kept = self.kept, []
         r = np.concatenate([k[0] for k in kept] or [np.zeros(0, self.local)])
         c = np.concatenate([k[1] for k in kept] or [np.zeros(0, self.local)])
         weighted = kept and kept[0][2] is not None
         v = np.concatenate([k[2] for k in kept]).astype(dtype) if weighted else \
             np.ones(r.size, dtype)
+        feats = np.concatenate([k[3] for k in kept]) if kept and kept[0][3] is not None \
+            else None
         del kept
+        if feats is not None:                   # the entries' order, through the CSR build
+            v, values = np.arange(1, r.size + 1, dtype=np.float64), v
         block = sp.csr_matrix((v, (r, c)), shape=(self.rows.size, self.cols.size))
         block.sum_duplicates()
+        if feats is not None:
+            if block.nnz != r.size:
+                raise ValueError(f"{self.source}: an edge is given twice, and the edges carry "
+                                 "edge_attr (a duplicate edge with two sets of features)")
+            at = block.data.astype(np.int64) - 1
+            feats = np.ascontiguousarray(feats[at], dtype=dtype)
+            block.data = values[at]
         if merge == "pattern":
             block.data[:] = 1
-        return block
+        return block, feats
 
 
 def _csr_ranges(arrays: dict, rows: np.ndarray) -> list[tuple[int, int]]:
@@ -179,13 +200,15 @@ def read_npz_block(path, grid: Grid, *, relabel: bool = False, seed: int = 0,
                 b = min(hi, a + CHUNK)
                 entries.add(arrays["row"][a:b], arrays["col"][a:b],
                             arrays["data"][a:b] if "data" in arrays else None,
-                            f" in entries {a}..{b}")
+                            f" in entries {a}..{b}",
+                            arrays["edge_attr"][a:b] if "edge_attr" in arrays else None)
+        block, feats = entries.matrix(dtype)
     if read is not None:
-        itemsize = sum(arrays[k].dtype.itemsize for k in ("row", "col", "data") if k in arrays)
+        itemsize = sum(arrays[k].dtype.itemsize * int(np.prod(arrays[k].shape[1:]))
+                       for k in ("row", "col", "data", "edge_attr") if k in arrays)
         read.update(edge_bytes=entries.examined + extra, how=how,
                     total_edge_bytes=itemsize * arrays["row"].shape[0])
-    block = entries.matrix(dtype)
-    return DistGraph.from_blocks(grid, n, parts, block, dtype=dtype)
+    return DistGraph.from_blocks(grid, n, parts, block, dtype=dtype, edge_attr=feats)
 
 
 def load_dataset(spec: str, grid: Grid, *, seed: int = 0, dtype=np.float32,
@@ -253,11 +276,12 @@ def _ogb_dataset(path: Path, grid: Grid, relabel: bool, dtype, show: bool) -> Di
         folder = OgbFolder(path)
         parts = partition(folder.n, grid.q, relabel, 0)
         entries = _BlockEntries(folder.n, parts[grid.x], parts[grid.y], path)
-        for r, c in folder.edges(show=show):
-            entries.add(r, c)
-        block = entries.matrix(dtype, merge="pattern")
+        with_feats = folder.edge_feat is not None
+        for r, c, *e in folder.edges(show=show, features=with_feats):
+            entries.add(r, c, e=e[0] if e else None)
+        block, feats = entries.matrix(dtype, merge="pattern")
         x, y, *masks = folder.node_data(parts[grid.x], dtype, show=show)
-    dg = DistGraph.from_blocks(grid, folder.n, parts, block, dtype=dtype)
+    dg = DistGraph.from_blocks(grid, folder.n, parts, block, dtype=dtype, edge_attr=feats)
     read = {"edge_bytes": entries.examined, "total_edge_bytes": entries.examined,
             "row_bytes": x.nbytes, "how": "every rank parses all of the OGB files and keeps "
             "its block; gblas-gnn convert makes it read its block only"}

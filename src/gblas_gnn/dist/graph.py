@@ -160,8 +160,10 @@ class DistGraph:
 
     @classmethod
     def from_blocks(cls, grid: Grid, n: int, parts: list[np.ndarray], block: sp.spmatrix,
-                    dtype=np.float32) -> DistGraph:
-        """The graph whose block on this rank is ``block`` (``|R_x| × |C_y|``, local ids)."""
+                    dtype=np.float32, edge_attr: np.ndarray | None = None) -> DistGraph:
+        """The graph whose block on this rank is ``block`` (``|R_x| × |C_y|``, local ids);
+        ``edge_attr``: its entries' features in its CSR order (they stay with the
+        block)."""
         dt = float_dtype(dtype)
         local = sp.csr_matrix(block, dtype=dt)
         local.sort_indices()
@@ -169,7 +171,11 @@ class DistGraph:
         if local.shape != (rows.size, cols.size):
             raise ValueError(f"block shape {local.shape} does not match the parts "
                              f"({rows.size}, {cols.size})")
-        return cls(grid, n, parts, Block(gb.io.from_scipy_sparse(local), rows, cols, int(n)))
+        out = cls(grid, n, parts, Block(gb.io.from_scipy_sparse(local), rows, cols, int(n)))
+        if edge_attr is not None:
+            out._attr = EdgeFeatures(out.edge_tensor, np.ascontiguousarray(edge_attr, dt),
+                                     None)
+        return out
 
     @classmethod
     def kronecker(cls, grid: Grid, scale: int, edge_factor: int = 16, **kw) -> DistGraph:
