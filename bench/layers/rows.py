@@ -17,6 +17,7 @@ row              ours                                  PyG (``add_self_loops=Fal
 ``gatv2-h4``     heads=h)`` (composed)                 share_weights=False)``
 ``transformer``, ``TransformerConv(k_in, k_out/h,      ``TransformerConv(k_in, k_out/h,
 ``-h4``          heads=h)`` (composed)                 heads=h, root_weight=True)``
+``sage``         ``SAGEConv(k_in, k_out)`` (mean)      ``SAGEConv(k_in, k_out, aggr="mean")``
 ===============  ====================================  ======================================
 
 Our side of a row is a factory ``ours(k_in, k_out, seed, executor) -> Module``; ``None``
@@ -32,7 +33,7 @@ in the same layout, so every side is compared name by name.
 
 **One graph.** PyG and DGL get the edge list of our self-looped pattern and add no loop
 (``add_self_loops=False``); the attention and convolution layers of ours add the missing
-loops themselves; ``gin`` and ``transformer`` add none in PyG, so ours is handed the
+loops themselves; ``gin``, ``transformer`` and ``sage`` add none in PyG, so ours is handed the
 self-looped graph there (``Row.looped``). PyG's ``GCNConv`` gets ``cached=True`` because our
 :class:`~gblas_gnn.graph.Graph` caches its normalised adjacency too; ``SGConv`` is uncached on
 every side (PyG's and our cache would keep ``Â^K H`` itself, which a backward to ``H``
@@ -202,6 +203,12 @@ def _transformer_ours(heads: int):
     return make
 
 
+def _sage_ours(k_in, k_out, seed, executor):
+    from gblas_gnn import nn
+
+    return nn.SAGEConv(k_in, k_out, aggr="mean", seed=seed, executor=executor)
+
+
 def _gatv2_pyg(heads: int):
     return lambda k_in, k_out: _pyg_nn().GATv2Conv(k_in, k_out // heads, heads=heads,
                                                    dropout=0.0, add_self_loops=False,
@@ -235,6 +242,8 @@ ROWS: dict[str, Row] = {
     "transformer-h4": Row("transformer-h4", _transformer_pyg(4), _transformer_ours(4),
                           init=_transformer_init(4), heads=4, looped=True,
                           zero=("grad_b_k",)),
+    "sage": Row("sage", lambda k_in, k_out: _pyg_nn().SAGEConv(k_in, k_out, aggr="mean"),
+                _sage_ours, looped=True),
 }
 
 #: every row, in report order

@@ -56,6 +56,8 @@ PYG: dict[str, Map] = {
     "gin": _gin("nn.lins", 1),                       # torch_geometric.nn.MLP
     "gatv2": _GATV2_PYG, "gatv2-h4": _GATV2_PYG,
     "transformer": _TRANSFORMER_PYG, "transformer-h4": _TRANSFORMER_PYG,
+    "sage": {"W_l": ("lin_l.weight", "T"), "b_l": ("lin_l.bias", "id"),
+             "W_r": ("lin_r.weight", "T")},
 }
 
 def _in(prefix: str, mapping: Map) -> Map:
