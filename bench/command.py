@@ -8,6 +8,8 @@
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
                             [--executor cpu] [--out bench/results]
     python -m bench cuda-kernels [--cases M,L] [--out bench/results]
+    python -m bench gpu [--cases M,L] [--layers gat,...] [--reps 5] [--budget 470]
+                        [--workers 8] [--dry-run] [--out bench/results/current]
     python -m bench peers [--setup [--dry-run]]
     python -m bench revisions --before REV [--after REV] --case M [--layers gat,agnn]
                               [--reps 5] [--threads 2] [--name NAME] [--out bench/results]
@@ -30,7 +32,10 @@ command (an MPI job), not this single-process comparison. ``cuda`` runs both imp
 on one GPU (PyG through torch's CUDA build; :mod:`bench.core.device`) for the layer cases; ``--k``
 sets their feature width (e.g. 128). ``cuda-kernels`` needs no GPU: it compiles every kernel
 of the cuda executor and tabulates its resources and the bytes it must move
-(:mod:`bench.kernels.cuda`).
+(:mod:`bench.kernels.cuda`). ``gpu`` is the study a lent GPU machine runs in one command
+(``bash bench/gpu/run.sh``, :mod:`bench.gpu.study`): versions, ceilings, ours against PyG on
+the device with memory and each kernel's bandwidth, the GPU correctness suites;
+``--dry-run`` runs it in Numba's CUDA simulator on a 48-vertex graph.
 
 ``--omp-wait-policy`` (default ``passive``) sets ``OMP_WAIT_POLICY`` for every process of the
 run. Torch and SuiteSparse each bring their own OpenMP runtime; with the default (spinning)
@@ -177,6 +182,20 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     ck.add_argument("--cases", type=lambda t: [c for c in t.split(",") if c],
                     default=["M", "L"])
     ck.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    gp = sub.add_parser("gpu", help="the cuda executor on one GPU: versions, ceilings, ours "
+                                    "vs PyG with device memory and kernel bandwidth, the "
+                                    "GPU suites (bench/gpu/run.sh on a lent machine)")
+    gp.add_argument("--cases", type=lambda t: [c for c in t.split(",") if c], default=None,
+                    help="layer cases, comma list (default M,L)")
+    gp.add_argument("--layers", type=_layers, default=None,
+                    help="rows to time (default gat,gat-h4,agnn,gatv2,transformer,gcn,sage)")
+    gp.add_argument("--reps", type=_positive(int), default=5)
+    gp.add_argument("--budget", type=_positive(float), default=470.0,
+                    help="seconds the whole study may take; the suites get what is left")
+    gp.add_argument("--workers", type=int, default=8, help="xdist workers of the suites")
+    gp.add_argument("--dry-run", action="store_true",
+                    help="in Numba's CUDA simulator, on a 48-vertex graph: the plumbing only")
+    gp.add_argument("--out", type=Path, default=Path("bench/results/current"))
     d = sub.add_parser("dist", help="the dist executor on 1..P processes against one process "
                                     "(MPI jobs)")
     d.add_argument("--case", required=True, choices=list(CASES))
@@ -356,6 +375,25 @@ def _cuda_kernels(a) -> int:
     return 0
 
 
+def _gpu(a) -> int:
+    from .core.device import DeviceUnavailable
+    from .gpu.study import run_gpu_study
+
+    unknown = [c for c in a.cases or () if c not in CASES or CASES[c].kind != "layer"]
+    if unknown:
+        print(f"error: --cases: {unknown} are not layer cases; choose from "
+              f"{sorted(c for c, v in CASES.items() if v.kind == 'layer')}", file=sys.stderr)
+        return 2
+    try:
+        result = run_gpu_study(a.out, a.cases, a.layers, a.reps, a.budget, a.workers,
+                               a.dry_run)
+    except DeviceUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    failed = [t for t in result["targets"] if t["name"].startswith("suite") and not t["met"]]
+    return 1 if failed or any(c["failed_rows"] for c in result["cases"].values()) else 0
+
+
 def _revisions(a) -> int:
     from .revisions.compare import revisions_markdown, run_revisions, write_revisions
 
@@ -445,10 +483,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
         a = p.parse_args(argv)
     except SystemExit as exc:          # argparse exits 2 on bad input, 0 on --help
         return int(exc.code or 0)
-    if a.command in ("dist", "comm", "scale", "cuda-kernels", "peers", "revisions", "memory"):
+    if a.command in ("dist", "comm", "scale", "cuda-kernels", "peers", "revisions", "memory",
+                     "gpu"):
         return {"dist": _dist, "comm": _comm, "scale": _scale, "peers": _peers,
                 "cuda-kernels": _cuda_kernels, "revisions": _revisions,
-                "memory": _memory}[a.command](a)
+                "memory": _memory, "gpu": _gpu}[a.command](a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
     return _run(a) if a.command == "run" else _kernels(a)

@@ -60,6 +60,9 @@ _LAYER_TARGETS = {"speedup_fwd_bwd": {"gat": 5.0, "agnn": 5.0, "gcn": 1.5},
 CASES: dict[str, Case] = {
     "tiny": Case("tiny", {"kind": "erdos_renyi", "n": 300, "degree": 8}, 16, 16,
                  description="smoke test: Erdős–Rényi n=300, degree 8, k=16"),
+    "dry": Case("dry", {"kind": "erdos_renyi", "n": 48, "degree": 4}, 8, 8,
+                description="dry run of the GPU study in the simulator: Erdős–Rényi n=48, "
+                            "degree 4, k=8"),
     "M": Case("M", {"kind": "erdos_renyi", "n": 100_000, "degree": 16}, 32, 32,
               description="random graph n=100 000, average degree 16, k_in=k_out=32",
               targets=_LAYER_TARGETS),

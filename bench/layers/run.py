@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..core.agreement import DEFAULT_TOL, DisagreementError, compare
@@ -47,7 +48,10 @@ from .baselines import spmm_baselines
 from .pair import LayerPair
 from .rows import DEFAULT_LAYERS, get_row, make_ours, shared_params
 
-__all__ = ["run_case", "CaseAborted"]
+__all__ = ["run_case", "CaseAborted", "RowHook"]
+
+#: what :func:`run_case` calls after each timed row: ``(pair, entry) -> None``
+RowHook = Callable[[LayerPair, dict], None]
 
 
 class CaseAborted(RuntimeError):
@@ -177,6 +181,8 @@ def _layer_row(ctx: dict, layer: str) -> None:
         _row_agreement(pair, entry, ctx["tol"], ctx)
         entry["times"] = interleaved({k: device.timed(f) for k, f in pair.calls().items()},
                                      ctx["reps"], ctx["warmup"])
+        if ctx["row_hook"] is not None:
+            ctx["row_hook"](pair, entry)
     finally:
         pair.close()
     med = {k: v["median_ms"] for k, v in entry["times"].items()}
@@ -193,7 +199,8 @@ def _layer_row(ctx: dict, layer: str) -> None:
 def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
                 worker_args: list[str], tol: float, limit: int, memory: bool, workdir: Path,
                 timeout: float | None, env: dict | None, result: dict, quiet: bool,
-                device: BenchDevice, peers: tuple[str, ...] = ()) -> None:
+                device: BenchDevice, peers: tuple[str, ...] = (),
+                row_hook: RowHook | None = None) -> None:
     executor = result["executor"]
     t = time.perf_counter()
     g, data = build_case_data(case)
@@ -206,7 +213,8 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
     ctx = {"case": case, "g": g, "data": data, "data_path": data_path, "reps": reps,
            "warmup": warmup, "worker_args": worker_args, "tol": tol, "limit": limit,
            "memory": memory, "workdir": workdir, "timeout": timeout, "env": env,
-           "result": result, "quiet": quiet, "device": device, "worker": None}
+           "result": result, "quiet": quiet, "device": device, "worker": None,
+           "row_hook": row_hook}
     try:
         if peers:
             ctx["worker"] = _start_peer(data_path, result, workdir, env, quiet)
@@ -354,7 +362,7 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
              worker_env: dict[str, str] | None = None,
              self_limit_gib: float | None = None, blas_threads: int | None = None,
              executor: str = "cpu", k: int | None = None,
-             peers: tuple[str, ...] = ()) -> dict:
+             peers: tuple[str, ...] = (), row_hook: RowHook | None = None) -> dict:
     """Run case ``name`` and return its result dict (see :mod:`.report` for the layout).
 
     Parameters
@@ -399,6 +407,10 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         a worker of DGL's own environment (:mod:`bench.peers.client`), with the same weights,
         agreement checked (``layers[layer]["peer_agreement"]``), times interleaved and peak
         memory in a fresh process of that environment. Host only.
+    row_hook : callable, optional
+        ``row_hook(pair, entry)`` after each row of a layer case is timed, with the row's
+        :class:`~.pair.LayerPair` (still open) and its result entry, to which it may add
+        what it measures (the GPU study's device memory and kernel profile).
 
     Raises
     ------
@@ -451,7 +463,8 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         with RSSWatchdog(self_limit):
             if case.kind == "layer":
                 _layer_case(case, layers, reps, warmup, wargs, tol, limit, memory,
-                            workdir, timeout, worker_env, result, quiet, device, tuple(peers))
+                            workdir, timeout, worker_env, result, quiet, device, tuple(peers),
+                            row_hook)
             else:
                 _epoch_case(case, reps, warmup, wargs, tol, limit, workdir, timeout,
                             worker_env, result, quiet)
