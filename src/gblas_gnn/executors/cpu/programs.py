@@ -63,14 +63,18 @@ class Buffers:
                                     # every head of an edge from one cache line
     heads: int
     x_shape: tuple | None = None    # the messages' original shape
-    min_work: int = 0               # a floor on :attr:`work` (a grid's: see dist.programs)
+    grid_work: int | None = None    # a grid's, the same on every rank (see dist.programs)
+
+    @property
+    def width(self) -> int:
+        """The numbers each edge moves: the messages' row, else its heads."""
+        return max(int(np.prod(self.x_shape[1:])) if self.x_shape else self.heads, 1)
 
     @property
     def work(self) -> int:
-        """Edges times the numbers each edge moves (the messages' row, else its heads): it
-        picks serial or parallel kernels (:func:`._program_kernels.serial`)."""
-        width = int(np.prod(self.x_shape[1:])) if self.x_shape else self.heads
-        return max(self.pattern.nnz * max(width, 1), self.min_work)
+        """Edges times :attr:`width` (or :attr:`grid_work` where set): it picks serial or
+        parallel kernels (:func:`._program_kernels.serial`)."""
+        return self.pattern.nnz * self.width if self.grid_work is None else self.grid_work
 
     def args(self, csc: bool = False) -> list:
         return [*self.csr, *(self.csc if csc else (_EMPTY_I,) * 3), *self.ids, self.avals,
