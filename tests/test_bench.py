@@ -82,6 +82,17 @@ def test_tiny_all_layers_agree_without_memory_runs(tmp_path):
     assert not (tmp_path / "tiny.png").exists()
 
 
+def test_sage_and_the_edge_feature_rows_agree_with_pyg(tmp_path):
+    rows = ["sage", "gat-e", "gatv2-e", "transformer-e", "gine"]
+    code, r = _run(tmp_path, "--case", "tiny", "--reps", "1", "--no-memory", "--no-plot",
+                   "--layers", ",".join(rows))
+    assert code == 0 and list(r["layers"]) == rows
+    for row in rows[1:]:                         # the edge features' projection, compared
+        assert "grad_W_e" in r["layers"][row]["agreement"]
+    assert "grad_att_edge" in r["layers"]["gat-e"]["agreement"]
+    assert {"grad_b_e", "grad_eps"} <= set(r["layers"]["gine"]["agreement"])
+
+
 def test_tiny_case_on_the_primitives_executor(tmp_path):
     """``--executor primitives`` (the cpu executor without fused kernels) reaches our layers
     here and in the memory workers, and is recorded in the JSON and the markdown header."""

@@ -32,7 +32,7 @@ from ..core.device import BenchDevice, device_for
 from ..core.rss import peak_rss_bytes, reset_hwm, rss_bytes
 from ..core.threads import set_threads
 from ..core.worker import worker_main
-from .rows import LAYERS, get_row, make_ours, make_pyg, ours_graph, shared_params
+from .rows import LAYERS, get_row, make_ours, make_pyg, ours_graph, pyg_inputs, shared_params
 
 __all__ = ["measure_layer", "tiny_data", "main"]
 
@@ -60,7 +60,8 @@ def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str,
             if impl == "ours" or get_row(layer).init is None else None)
     H, dZ = data.H, np.ascontiguousarray(data.dZ[:, :k_out])
     if impl == "ours":
-        g = ours_graph(layer, graph_from_csr(data.n, data.indptr, data.indices))
+        g = ours_graph(layer, graph_from_csr(data.n, data.indptr, data.indices),
+                       data.edge_index)
         H, dZ = ours.executor.asarray(H), ours.executor.asarray(dZ)
         ours.train()
 
@@ -71,14 +72,14 @@ def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str,
     pyg = make_pyg(layer, shared_params(layer, k_in, k_out, ours), k_in,
                    k_out).to(device.torch_device)
     pyg.train()
-    ei = device.tensor(data.edge_index)
+    inputs = pyg_inputs(layer, data.edge_index, device)
     x = device.tensor(H, requires_grad=True)
     dZt = device.tensor(dZ)
 
     def step():
         pyg.zero_grad(set_to_none=True)
         x.grad = None
-        pyg(x, ei).backward(dZt)
+        pyg(x, *inputs).backward(dZt)
     return device.timed(step)
 
 
@@ -94,7 +95,10 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
     tracker = device.peak_tracker(impl)
     _runner(impl, layer, tiny_data(k_in, k_out), k_out, executor, device)()      # warm-up
     baseline = rss_bytes()
-    parts = ("indptr", "indices", "H", "dZ") if impl == "ours" else ("edge_index", "H", "dZ")
+    parts = ("edge_index", "H", "dZ")
+    if impl == "ours":                  # (the edge list only for a row with edge features)
+        parts = ("indptr", "indices", "H", "dZ") + (("edge_index",) if get_row(layer).edge_dim
+                                                    else ())
     data = load_case_data(data_path, parts)
     step = _runner(impl, layer, data, k_out, executor, device)
     del data

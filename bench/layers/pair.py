@@ -10,7 +10,7 @@ import numpy as np
 from ..core.agreement import DEFAULT_TOL, compare
 from ..core.cases import CaseData
 from ..core.device import BenchDevice
-from .rows import get_row, make_ours, make_pyg, ours_graph, pyg_grads, shared_params
+from .rows import get_row, make_ours, make_pyg, ours_graph, pyg_grads, pyg_inputs, shared_params
 
 __all__ = ["LayerPair"]
 
@@ -62,7 +62,7 @@ class LayerPair:
         self.params = shared_params(name, k_in, k_out, self.ours, seed)
         if self.ours is not None:
             ex = self.ours.executor
-            self.g = ours_graph(name, g)
+            self.g = ours_graph(name, g, data.edge_index)
             self.Hx, self.dZx = ex.asarray(self.H), ex.asarray(self.dZ)   # no copy on cpu
         self.pyg = None
         self._ours_checked = None
@@ -72,7 +72,7 @@ class LayerPair:
             device = device or BenchDevice("host")
             self._torch = torch
             self.pyg = make_pyg(name, self.params, k_in, k_out).to(device.torch_device)
-            self.edge_index = device.tensor(data.edge_index)
+            self.inputs = pyg_inputs(name, data.edge_index, device)   # edge_index[, attr]
             self.Ht = device.tensor(self.H)
             self.Hleaf = device.tensor(self.H.copy(), requires_grad=True)
             self.dZt = device.tensor(self.dZ)
@@ -100,14 +100,14 @@ class LayerPair:
         """Inference forward of the PyG layer (``eval()``, ``no_grad``)."""
         self.pyg.eval()
         with self._torch.no_grad():
-            return self.pyg(self.Ht, self.edge_index)
+            return self.pyg(self.Ht, *self.inputs)
 
     def pyg_fwd_bwd(self):
         """Training forward and backward of the PyG layer: ``(Z, dH)``; fills its grads."""
         self.pyg.train()
         self.pyg.zero_grad(set_to_none=True)
         self.Hleaf.grad = None
-        Z = self.pyg(self.Hleaf, self.edge_index)
+        Z = self.pyg(self.Hleaf, *self.inputs)
         Z.backward(self.dZt)
         return Z, self.Hleaf.grad
 

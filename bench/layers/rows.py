@@ -18,6 +18,11 @@ row              ours                                  PyG (``add_self_loops=Fal
 ``transformer``, ``TransformerConv(k_in, k_out/h,      ``TransformerConv(k_in, k_out/h,
 ``-h4``          heads=h)`` (composed)                 heads=h, root_weight=True)``
 ``sage``         ``SAGEConv(k_in, k_out)`` (mean)      ``SAGEConv(k_in, k_out, aggr="mean")``
+``gat-e``,       the ``-h4`` rows with ``edge_dim=8``  the same with ``edge_dim=8`` (PyG
+``gatv2-e``,     (no loops added: the looped graph     GATv2's and Transformer's ``lin_edge``
+``transformer-e`` carries every edge's features)      without bias)
+``gine``         ``GINEConv([k_in, k_out, k_out],      ``GINEConv(MLP, train_eps=True,
+                 train_eps=True, edge_dim=8)``         edge_dim=8)``
 ===============  ====================================  ======================================
 
 Our side of a row is a factory ``ours(k_in, k_out, seed, executor) -> Module``; ``None``
@@ -30,6 +35,11 @@ derived); their ``params`` use the names and layouts of :func:`_gatv2_init` and
 layer's seeded initialisation when it has one, else the row's ``init``. PyG's and DGL's
 layers get exactly these values (:mod:`bench.peers.mapping`), and their gradients come back
 in the same layout, so every side is compared name by name.
+
+**Edge features.** The rows with ``edge_dim`` get :data:`EDGE_DIM` seeded features per stored
+edge of the self-looped pattern (:func:`edge_features`, in ``edge_index``'s order): PyG as
+``edge_attr``, ours in the graph (``Graph.from_edge_index(..., edge_attr=...)``), the same
+numbers, and no layer adds a loop.
 
 **One graph.** PyG and DGL get the edge list of our self-looped pattern and add no loop
 (``add_self_loops=False``); the attention and convolution layers of ours add the missing
@@ -50,8 +60,12 @@ import numpy as np
 
 from ..peers.mapping import PYG, load_params, read_params
 
-__all__ = ["Row", "ROWS", "LAYERS", "DEFAULT_LAYERS", "make_ours", "make_pyg",
-           "shared_params", "ours_graph", "copy_weights", "pyg_grads", "pyg_params"]
+__all__ = ["Row", "ROWS", "LAYERS", "DEFAULT_LAYERS", "EDGE_DIM", "make_ours", "make_pyg",
+           "shared_params", "ours_graph", "pyg_inputs", "edge_features", "copy_weights",
+           "pyg_grads", "pyg_params"]
+
+#: features per edge of the edge-feature rows
+EDGE_DIM = 8
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,8 @@ class Row:
     zero : tuple of str
         Outputs that are zero in exact arithmetic, compared on the scale of their kind
         (:func:`~bench.core.agreement.compare`).
+    edge_dim : int
+        Features per edge the row's layers read (0: none).
     """
 
     name: str
@@ -91,6 +107,7 @@ class Row:
     config: dict = field(default_factory=dict)
     dgl: tuple[str, ...] = ()
     zero: tuple[str, ...] = ()
+    edge_dim: int = 0
 
 
 def _pyg_nn():
@@ -99,17 +116,24 @@ def _pyg_nn():
     return pnn
 
 
-def _gat_ours(heads: int):
+def _edge_kw(edge_dim: int) -> dict:
+    """Our layer's keywords for ``edge_dim`` features: the looped graph carries the loops."""
+    return {"edge_dim": edge_dim, "add_self_loops": False} if edge_dim else {}
+
+
+def _gat_ours(heads: int, edge_dim: int = 0):
     def make(k_in, k_out, seed, executor):
         from gblas_gnn import nn
 
-        return nn.GATConv(k_in, k_out // heads, heads=heads, seed=seed, executor=executor)
+        return nn.GATConv(k_in, k_out // heads, heads=heads, seed=seed, executor=executor,
+                          **_edge_kw(edge_dim))
     return make
 
 
-def _gat_pyg(heads: int):
+def _gat_pyg(heads: int, edge_dim: int = 0):
     return lambda k_in, k_out: _pyg_nn().GATConv(k_in, k_out // heads, heads=heads,
-                                                 dropout=0.0, add_self_loops=False)
+                                                 dropout=0.0, add_self_loops=False,
+                                                 edge_dim=edge_dim or None)
 
 
 def _agnn_ours(k_in, k_out, seed, executor):
@@ -160,47 +184,72 @@ def _random(rng: np.random.Generator, shape: tuple[int, ...], scale: float | Non
     return glorot(shape, rng, np.float32)
 
 
-def _gatv2_init(heads: int):
+def _with_edge_weight(edge_dim: int, init):
+    """``init`` plus ``W_e`` (edge_dim, h·f), the edge features' projection, when
+    ``edge_dim``."""
+    if not edge_dim:
+        return init
+
+    def with_edges(k_in, k_out, rng):
+        return {**init(k_in, k_out, rng), "W_e": _random(rng, (edge_dim, k_out))}
+    return with_edges
+
+
+def _gatv2_init(heads: int, edge_dim: int = 0):
     """GATv2 (PyG ``share_weights=False``) in our layout: ``W_l``, ``W_r`` (k_in, h·f) for
-    the sources and targets with biases ``b_l``, ``b_r``; ``att`` (h, f); ``bias`` (h·f)."""
+    the sources and targets with biases ``b_l``, ``b_r``; ``att`` (h, f); ``bias`` (h·f);
+    ``W_e`` with ``edge_dim``."""
     def init(k_in, k_out, rng):
         f = k_out // heads
         return {"W_l": _random(rng, (k_in, k_out)), "b_l": _random(rng, (k_out,), 0.1),
                 "W_r": _random(rng, (k_in, k_out)), "b_r": _random(rng, (k_out,), 0.1),
                 "att": _random(rng, (heads, f)), "bias": _random(rng, (k_out,), 0.1)}
-    return init
+    return _with_edge_weight(edge_dim, init)
 
 
-def _transformer_init(heads: int):
+def _transformer_init(edge_dim: int = 0):
     """TransformerConv (``root_weight=True``, ``beta=False``) in our layout: ``W_q``,
     ``W_k``, ``W_v``, ``W_skip`` (k_in, h·f) and their biases ``b_q``, ``b_k``, ``b_v``,
-    ``b_skip`` (h·f)."""
-    del heads           # the head split is in the layer, not in the arrays
-
+    ``b_skip`` (h·f); ``W_e`` with ``edge_dim``. The head split is in the layer, not in the
+    arrays."""
     def init(k_in, k_out, rng):
         out = {}
         for p in ("q", "k", "v", "skip"):
             out[f"W_{p}"] = _random(rng, (k_in, k_out))
             out[f"b_{p}"] = _random(rng, (k_out,), 0.1)
         return out
-    return init
+    return _with_edge_weight(edge_dim, init)
 
 
-def _gatv2_ours(heads: int):
+def _gatv2_ours(heads: int, edge_dim: int = 0):
     def make(k_in, k_out, seed, executor):
         from gblas_gnn import nn
 
-        return nn.GATv2Conv(k_in, k_out // heads, heads=heads, seed=seed, executor=executor)
+        return nn.GATv2Conv(k_in, k_out // heads, heads=heads, seed=seed, executor=executor,
+                            **_edge_kw(edge_dim))
     return make
 
 
-def _transformer_ours(heads: int):
+def _transformer_ours(heads: int, edge_dim: int = 0):
     def make(k_in, k_out, seed, executor):
         from gblas_gnn import nn
 
         return nn.TransformerConv(k_in, k_out // heads, heads=heads, seed=seed,
-                                  executor=executor)
+                                  executor=executor, edge_dim=edge_dim or None)
     return make
+
+
+def _gine_ours(k_in, k_out, seed, executor):
+    from gblas_gnn import nn
+
+    return nn.GINEConv([k_in, k_out, k_out], eps=0.0, train_eps=True, edge_dim=EDGE_DIM,
+                       seed=seed, executor=executor)
+
+
+def _gine_pyg(k_in, k_out):
+    pnn = _pyg_nn()
+    return pnn.GINEConv(pnn.MLP([k_in, k_out, k_out], act="relu", norm=None, dropout=0.0),
+                        eps=0.0, train_eps=True, edge_dim=EDGE_DIM)
 
 
 def _sage_ours(k_in, k_out, seed, executor):
@@ -209,15 +258,17 @@ def _sage_ours(k_in, k_out, seed, executor):
     return nn.SAGEConv(k_in, k_out, aggr="mean", seed=seed, executor=executor)
 
 
-def _gatv2_pyg(heads: int):
+def _gatv2_pyg(heads: int, edge_dim: int = 0):
     return lambda k_in, k_out: _pyg_nn().GATv2Conv(k_in, k_out // heads, heads=heads,
                                                    dropout=0.0, add_self_loops=False,
-                                                   share_weights=False)
+                                                   share_weights=False,
+                                                   edge_dim=edge_dim or None)
 
 
-def _transformer_pyg(heads: int):
+def _transformer_pyg(heads: int, edge_dim: int = 0):
     return lambda k_in, k_out: _pyg_nn().TransformerConv(k_in, k_out // heads, heads=heads,
-                                                         root_weight=True)
+                                                         root_weight=True,
+                                                         edge_dim=edge_dim or None)
 
 
 ROWS: dict[str, Row] = {
@@ -238,12 +289,20 @@ ROWS: dict[str, Row] = {
     "gatv2-h4": Row("gatv2-h4", _gatv2_pyg(4), _gatv2_ours(4), init=_gatv2_init(4), heads=4,
                     dgl=("dgl",)),
     "transformer": Row("transformer", _transformer_pyg(1), _transformer_ours(1),
-                       init=_transformer_init(1), looped=True, zero=("grad_b_k",)),
+                       init=_transformer_init(), looped=True, zero=("grad_b_k",)),
     "transformer-h4": Row("transformer-h4", _transformer_pyg(4), _transformer_ours(4),
-                          init=_transformer_init(4), heads=4, looped=True,
+                          init=_transformer_init(), heads=4, looped=True,
                           zero=("grad_b_k",)),
     "sage": Row("sage", lambda k_in, k_out: _pyg_nn().SAGEConv(k_in, k_out, aggr="mean"),
                 _sage_ours, looped=True),
+    "gat-e": Row("gat-e", _gat_pyg(4, EDGE_DIM), _gat_ours(4, EDGE_DIM), heads=4,
+                 edge_dim=EDGE_DIM),
+    "gatv2-e": Row("gatv2-e", _gatv2_pyg(4, EDGE_DIM), _gatv2_ours(4, EDGE_DIM),
+                   init=_gatv2_init(4, EDGE_DIM), heads=4, edge_dim=EDGE_DIM),
+    "transformer-e": Row("transformer-e", _transformer_pyg(4, EDGE_DIM),
+                         _transformer_ours(4, EDGE_DIM), init=_transformer_init(EDGE_DIM),
+                         heads=4, zero=("grad_b_k",), edge_dim=EDGE_DIM),
+    "gine": Row("gine", _gine_pyg, _gine_ours, edge_dim=EDGE_DIM),
 }
 
 #: every row, in report order
@@ -295,9 +354,36 @@ def shared_params(name: str, k_in: int, k_out: int, ours=None,
     return {k: np.ascontiguousarray(to_numpy(v)) for k, v in ours.params.items()}
 
 
-def ours_graph(name: str, g):
-    """The graph our layer of row ``name`` is called on (``g`` or its self-looped form)."""
-    return g.with_self_loops() if get_row(name).looped else g
+def edge_features(m: int, f: int) -> np.ndarray:
+    """Seeded standard-normal features ``(m, f)`` (float32) of a case's ``m`` stored edges
+    (its self-looped pattern, in ``edge_index``'s order): the same numbers on every side."""
+    return np.random.default_rng(2024).standard_normal((m, f), dtype=np.float32)
+
+
+def ours_graph(name: str, g, edge_index: np.ndarray | None = None):
+    """The graph our layer of row ``name`` is called on: ``g``, its self-looped form, or for
+    a row with ``edge_dim`` the self-looped ``edge_index`` (PyG's) carrying
+    :func:`edge_features`."""
+    row = get_row(name)
+    if row.edge_dim:
+        if edge_index is None:
+            raise ValueError(f"{name}: reads edge features; pass the case's edge_index")
+        import gblas_gnn as gg
+
+        feats = edge_features(edge_index.shape[1], row.edge_dim)
+        return gg.Graph.from_edge_index(edge_index, g.n, edge_attr=feats, dtype=np.float32)
+    return g.with_self_loops() if row.looped else g
+
+
+def pyg_inputs(name: str, edge_index: np.ndarray, device) -> tuple:
+    """What PyG's layer of row ``name`` takes after ``x``, on ``device`` (a
+    :class:`~bench.core.device.BenchDevice`): ``(edge_index,)``, plus the
+    :func:`edge_features` for a row with ``edge_dim``."""
+    row = get_row(name)
+    ei = device.tensor(edge_index)
+    if not row.edge_dim:
+        return (ei,)
+    return ei, device.tensor(edge_features(edge_index.shape[1], row.edge_dim))
 
 
 def make_pyg(name: str, params: dict[str, np.ndarray], k_in: int, k_out: int) -> Any:

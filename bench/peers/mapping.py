@@ -40,12 +40,13 @@ _TRANSFORMER_PYG: Map = {"W_q": ("lin_query.weight", "T"), "b_q": ("lin_query.bi
                     "W_skip": ("lin_skip.weight", "T"), "b_skip": ("lin_skip.bias", "id")}
 
 
-def _gin(prefix: str, stride: int, layers: int = 2) -> Map:
-    """GIN's MLP of ``layers`` linear layers, layer ``l`` at ``prefix.{stride·l}``, and ε."""
+def _gin(prefix: str, stride: int, layers: int = 2, sep: str = ".") -> Map:
+    """GIN's MLP of ``layers`` linear layers, layer ``l`` at ``prefix.{stride·l}``, and ε;
+    ours are called ``lin<l><sep>W`` and ``lin<l><sep>bias`` (GINE's with ``_``)."""
     out: Map = {}
     for i in range(layers):
-        out[f"lin{i}.W"] = (f"{prefix}.{stride * i}.weight", "T")
-        out[f"lin{i}.bias"] = (f"{prefix}.{stride * i}.bias", "id")
+        out[f"lin{i}{sep}W"] = (f"{prefix}.{stride * i}.weight", "T")
+        out[f"lin{i}{sep}bias"] = (f"{prefix}.{stride * i}.bias", "id")
     return {**out, "eps": ("eps", "id")}
 
 
@@ -58,6 +59,12 @@ PYG: dict[str, Map] = {
     "transformer": _TRANSFORMER_PYG, "transformer-h4": _TRANSFORMER_PYG,
     "sage": {"W_l": ("lin_l.weight", "T"), "b_l": ("lin_l.bias", "id"),
              "W_r": ("lin_r.weight", "T")},
+    # edge features: their projection W_e is PyG's lin_edge (GINE's lin, with a bias)
+    "gat-e": {**_GAT_PYG, "W_e": ("lin_edge.weight", "T"),
+              "att_edge": ("att_edge", "heads")},
+    "gatv2-e": {**_GATV2_PYG, "W_e": ("lin_edge.weight", "T")},
+    "transformer-e": {**_TRANSFORMER_PYG, "W_e": ("lin_edge.weight", "T")},
+    "gine": {**_gin("nn.lins", 1, sep="_"), "W_e": ("lin.weight", "T"), "b_e": ("lin.bias", "id")},
 }
 
 def _in(prefix: str, mapping: Map) -> Map:

@@ -52,12 +52,20 @@ def expected(grid, r: int, c: int) -> dict[str, tuple[int, int, int]]:
     return {k: (v[0] * w, v[1] * w, v[2]) for k, v in table.items() if v is not None}
 
 
-def test_gat_layer_moves_what_the_scheme_says(dex):
+def _graph(edge_dim: int = 0) -> gg.Graph:
     rng = np.random.default_rng(0)
-    g = gg.Graph.from_edges(rng.integers(0, N, 120), rng.integers(0, N, 120), N,
-                            dtype=np.float64)
+    src, dst = rng.integers(0, N, 120), rng.integers(0, N, 120)
+    keep = np.unique(src * N + dst, return_index=True)[1]        # features: no duplicates
+    attr = rng.standard_normal((keep.size, edge_dim)) if edge_dim else None
+    return gg.Graph.from_edges(src[keep], dst[keep], N, dtype=np.float64, edge_attr=attr)
+
+
+def _counted(dex, g: gg.Graph, **layer_kw) -> tuple[dict, dist.DistGraph]:
+    """What one training forward and backward of a GAT layer sends, by label, on this rank
+    (after a first step that builds the self loops once)."""
+    rng = np.random.default_rng(1)
     dg = dist.DistGraph.from_graph(g, dex.grid)
-    layer = gg.nn.GATConv(F, WIDTH, heads=HEADS, dtype=np.float64, executor=dex)
+    layer = gg.nn.GATConv(F, WIDTH, heads=HEADS, dtype=np.float64, executor=dex, **layer_kw)
     H = dg.scatter(rng.standard_normal((N, F)))
     dout = dg.scatter(rng.standard_normal((N, K)))
     layer(dg, H)                          # first call: self loops built (and counted) once
@@ -66,18 +74,38 @@ def test_gat_layer_moves_what_the_scheme_says(dex):
     layer(dg, H)
     layer.backward(dout)
     stats = dex.grid.comm_stats()["by_op"]
-    scheme = {label: (e["bytes_sent"], e["bytes_received"], e["messages"])
-              for label, e in stats.items() if label != "validation"}
-    want = expected(dex.grid, dg.n_local, dg.A.ncols)
-    checks = dex.grid.allgather((scheme == want, scheme, want), "test.counts")
+    return ({label: (e["bytes_sent"], e["bytes_received"], e["messages"])
+             for label, e in stats.items() if label != "validation"}, dg)
+
+
+def _agree(grid, scheme: dict, want: dict) -> None:
+    checks = grid.allgather((scheme == want, scheme, want), "test.counts")
     for rank, (ok, got, expect) in enumerate(checks):
         assert ok, f"rank {rank}: counted {got}, the scheme says {expect}"
+
+
+def test_gat_layer_moves_what_the_scheme_says(dex):
+    scheme, dg = _counted(dex, _graph())
+    want = expected(dex.grid, dg.n_local, dg.A.ncols)
+    _agree(dex.grid, scheme, want)
     # in words: O(nk/q + k^2) per rank, and nothing at all on one process
     words = sum(v[0] for v in want.values()) // 8
     assert words <= 4 * (N // dex.grid.q + 1) * (K + HEADS) + 3 * HEADS * (N // dex.grid.q + 1) \
         + 2 * HEADS * K + F * K + K
     if dex.grid.q == 1:
         assert scheme == {}
+
+
+def test_edge_features_never_move(dex):
+    """GAT with ``edge_dim``: each rank's edge features stay with its block of A; what moves
+    is GAT's traffic plus one sum over the grid of the edge term's parameter gradient (the
+    ``f_e × heads`` matrix ``W_e a_e`` that the scores read), nothing of size |E| or n·f_e."""
+    f_e = 5
+    scheme, dg = _counted(dex, _graph(f_e), edge_dim=f_e)
+    want = expected(dex.grid, dg.n_local, dg.A.ncols)
+    if dex.grid.q > 1:
+        want["program.parameters"] = (f_e * HEADS * 8, f_e * HEADS * 8, 1)
+    _agree(dex.grid, scheme, want)
 
 
 def test_exchange_parts_is_one_counted_message_of_views(dex):
