@@ -46,10 +46,8 @@ TESTS = Path(__file__).resolve().parent
 # the benchmark harness (``bench/``, top level) is importable from the tests
 sys.path.insert(0, str(TESTS.parent))
 
-#: the suites (files of ``tests/``) that run on every executor of the session
-EVERY_EXECUTOR = ("test_executor_conformance.py", "test_compose_kernels.py", "test_ops.py",
-                  "test_virtual.py", "test_compose.py", "test_compose_rules.py",
-                  "test_nn_*.py", "test_train_*.py")
+from executor_suites import EVERY_EXECUTOR  # noqa: E402  (the suites of every executor)
+
 #: the executors of a default session
 DEFAULT_EXECUTORS = ("cpu", "primitives")
 

@@ -84,9 +84,10 @@ def test_outcomes_are_counted_from_the_lines_of_a_stopped_session():
 
 
 def test_the_executor_session_runs_the_suites_every_executor_runs():
-    from conftest import EVERY_EXECUTOR
+    from executor_suites import EVERY_EXECUTOR
 
     assert EXECUTOR_SUITES == EVERY_EXECUTOR
+    assert "tests/test_compose_kernels.py" in SUITES["executor"]
     assert "tests/test_nn_sage.py" in SUITES["executor"]
     assert "tests/test_train_trainer.py" in SUITES["executor"]
 

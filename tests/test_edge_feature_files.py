@@ -12,12 +12,11 @@ import pytest
 from ogb_helpers import toy, write_ogb
 
 import gblas_gnn as gg
+from gblas_gnn import dist
 from gblas_gnn.cli import main as cli
 from gblas_gnn.data.ogb import load_ogb
 from gblas_gnn.data.specs import parse_dataset
-
-dist = pytest.importorskip("gblas_gnn.dist")
-from gblas_gnn.dist.data import load_dataset, read_npz_block  # noqa: E402
+from gblas_gnn.dist.data import load_dataset, read_npz_block
 
 
 def _features_by_pair(graph) -> dict:

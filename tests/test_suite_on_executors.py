@@ -1,6 +1,6 @@
 """The suite on every executor: which run where, and the CUDA simulator's own sessions.
 
-The default session runs the executor-neutral suites (``conftest.EVERY_EXECUTOR``) on
+The default session runs the executor-neutral suites (``executor_suites.EVERY_EXECUTOR``) on
 ``cpu`` and on ``primitives`` itself: ``conftest.py`` parametrizes their executor. The first
 test here holds it to that.
 

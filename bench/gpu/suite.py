@@ -11,6 +11,7 @@ test ends).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -21,11 +22,19 @@ from pathlib import Path
 __all__ = ["SUITES", "DRY_SUITES", "EXECUTOR_SUITES", "run_suite", "count_outcomes"]
 
 ROOT = Path(__file__).resolve().parents[2]
-#: the suites every executor runs (``tests/conftest.py``'s ``EVERY_EXECUTOR``): the layer,
-#: composition, ops and training suites
-EXECUTOR_SUITES = ("test_executor_conformance.py", "test_compose_kernels.py", "test_ops.py",
-                   "test_virtual.py", "test_compose.py", "test_compose_rules.py",
-                   "test_nn_*.py", "test_train_*.py")
+
+
+def _every_executor() -> tuple[str, ...]:
+    """The tests' own list of the suites every executor runs (``tests/executor_suites.py``)."""
+    spec = importlib.util.spec_from_file_location("executor_suites",
+                                                  ROOT / "tests" / "executor_suites.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.EVERY_EXECUTOR)
+
+
+#: the suites every executor runs: the layer, composition, ops and training suites
+EXECUTOR_SUITES = _every_executor()
 #: session name → test files (relative to the repository root), real device
 SUITES = {
     "gpu": ["tests/gpu"],
