@@ -96,6 +96,16 @@ class Row:
         (:func:`~bench.core.agreement.compare`).
     edge_dim : int
         Features per edge the row's layers read (0: none).
+    tol : float
+        The row's own floor on the agreement tolerance (0: the case's). The rows whose kink
+        reads an edge term need one. GATv2's LeakyReLU reads ``W_l h_j + W_r h_i + W_e e_ji``
+        and GINE's ReLU ``h_j + W_e e_ji + b_e``; each side rounds the edge term its own way
+        in float32 (PyG by a dense product, ours inside the edge pass). So at case M a few of
+        the millions of pre-activations fall on the other side of the kink, and their slope
+        (1 or 0.2, 1 or 0) differs: a handful of vertices' input gradients move by a few
+        percent of the largest. In float64 GATv2's two layers differ at two vertices of 10⁵
+        by 5e-4 and elsewhere by 4e-8 (one model's weights rounded through float32): what a
+        kink flip looks like. The forward agrees to 1e-6 either way.
     """
 
     name: str
@@ -108,6 +118,7 @@ class Row:
     dgl: tuple[str, ...] = ()
     zero: tuple[str, ...] = ()
     edge_dim: int = 0
+    tol: float = 0.0
 
 
 def _pyg_nn():
@@ -298,11 +309,11 @@ ROWS: dict[str, Row] = {
     "gat-e": Row("gat-e", _gat_pyg(4, EDGE_DIM), _gat_ours(4, EDGE_DIM), heads=4,
                  edge_dim=EDGE_DIM),
     "gatv2-e": Row("gatv2-e", _gatv2_pyg(4, EDGE_DIM), _gatv2_ours(4, EDGE_DIM),
-                   init=_gatv2_init(4, EDGE_DIM), heads=4, edge_dim=EDGE_DIM),
+                   init=_gatv2_init(4, EDGE_DIM), heads=4, edge_dim=EDGE_DIM, tol=2e-2),
     "transformer-e": Row("transformer-e", _transformer_pyg(4, EDGE_DIM),
                          _transformer_ours(4, EDGE_DIM), init=_transformer_init(EDGE_DIM),
                          heads=4, zero=("grad_b_k",), edge_dim=EDGE_DIM),
-    "gine": Row("gine", _gine_pyg, _gine_ours, edge_dim=EDGE_DIM),
+    "gine": Row("gine", _gine_pyg, _gine_ours, edge_dim=EDGE_DIM, tol=1e-1),
 }
 
 #: every row, in report order

@@ -142,6 +142,7 @@ def _row_agreement(pair: LayerPair, entry: dict, tol: float, ctx: dict) -> None:
     """Ours against PyG, then every DGL implementation against ours (or PyG); a
     disagreement aborts the case before anything is timed."""
     layer, quiet = pair.name, ctx["quiet"]
+    tol = max(tol, pair.row.tol)                  # the row's own floor, where it has one
     entry["agreement"] = None
     try:
         if pair.ours is not None and pair.pyg is not None:
