@@ -15,7 +15,8 @@ share the item's work in one of two ways, chosen per piece of the pass:
   contraction's channel loop in the scalar code (:meth:`~gblas_gnn.compose.scalar.Leaves.
   channel_range`); this is where the reverse mode accumulates into a row's or a column's
   gradients: a gradient indexed by a lane's channel is that lane's to update, any other one
-  is updated by lane 0 (every lane holds the same value).
+  is updated by one lane (every lane holds the same value): the lane that owns its last
+  index where that is a channel, else lane 0.
 
 So no two threads ever update the same element and no kernel uses atomics: results are
 deterministic. Per-edge buffers (softmax values ``S<k>``, cotangents, weights) are
@@ -36,6 +37,8 @@ pieces where a group works differently from one thread (the sinks, the column st
 """
 
 from __future__ import annotations
+
+import re
 
 from ..compose.kernel_args import ArrayLeaves
 from ..compose.kernel_source import ProgramSource, column_edge
@@ -59,6 +62,8 @@ from gblas_gnn.gpu._lanes import (group, group_max, group_min, group_sum, group_
 
 _JIT = "@cuda.jit(cache=True)"
 _GROUP_REDUCE = {"sum": "group_sum", "max": "group_max", "min": "group_min"}
+#: a channel loop's variable (``c``, ``c81``: :meth:`Block.fresh`'s names for channels)
+_CHANNEL = re.compile(r"c\d*")
 #: the loop of each lane over its own edges of row ``i``
 _LANE_EDGES = "for p in range(lo + ln, hi, LANES):"
 
@@ -93,7 +98,13 @@ class _Leaves(ArrayLeaves):
         if any(v in self.split for v in idx):
             block.emit(f"{target} += {g}")
             return
-        block.emit("if ln == 0:")
+        # every lane holds g: one lane adds it. Where the last index is a channel (a loop the
+        # lanes run together, e.g. around a contraction), the lane that owns that channel in
+        # a split loop does, so that an element another loop updates lane by lane has one
+        # writer (lane 0 for all channels raced the owners' updates of the same row)
+        last = str(idx[-1]) if len(idx) else ""
+        owner = f"{last} % LANES == ln" if _CHANNEL.fullmatch(last) else "ln == 0"
+        block.emit(f"if {owner}:")
         block.nested().emit(f"{target} += {g}")
 
 
