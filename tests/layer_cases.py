@@ -68,13 +68,14 @@ def close_gradients(got: dict, want: dict, rtol: float = 1e-6) -> None:
 
 def graph_with_features(seed: int, in_dim: int):
     """A float64 graph of :data:`N` vertices without duplicate pairs, :data:`F_E` features
-    an edge (a self loop at 2), features ``H`` (N, in_dim)."""
+    an edge that require their gradient (a self loop at 2), features ``H`` (N, in_dim)."""
     rng = np.random.default_rng(seed)
     active = N - len(ISOLATED)
     pairs = {(int(s), int(t)) for s, t in rng.integers(0, active, size=(70, 2))} | {(2, 2)}
     edge_index = np.array(sorted(pairs)).T
     g = gg.Graph.from_edge_index(edge_index, N, edge_attr=rng.standard_normal(
         (edge_index.shape[1], F_E)), dtype=np.float64)
+    g.edge_attr.requires_grad_()
     return g, rng.standard_normal((N, in_dim))
 
 

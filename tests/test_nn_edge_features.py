@@ -152,6 +152,7 @@ def test_layers_equal_pyg_with_every_gradient(executor, name):
     layer = from_pyg(conv)                  # on the executor under test (the default)
     assert layer.executor is executor
     g, edge_index, attr = _graph(3)
+    g.edge_attr.requires_grad_()
     x0 = np.random.default_rng(4).standard_normal((N, 5))
     x = torch.tensor(x0, requires_grad=True)
     ea = torch.tensor(attr, requires_grad=True)
@@ -170,6 +171,38 @@ def test_layers_equal_pyg_with_every_gradient(executor, name):
             want_g.reshape(np.shape(layer.grads[ours]))
         np.testing.assert_allclose(gg.to_numpy(layer.grads[ours]), want_g, rtol=1e-9,
                                    atol=1e-11, err_msg=ours)
+
+
+@pytest.mark.parametrize("name", ["gat", "gatv2", "transformer", "gine"])
+def test_features_read_as_data_change_no_other_gradient(executor, name):
+    """By default the features are data (as a torch tensor without ``requires_grad``): the
+    backward derives no gradient for them, says so when asked, and every other gradient is
+    the one of a backward that derives it. The flag is the given features', read through
+    the self loops and another dtype."""
+    g, _, _ = _graph(3, dtype=np.float32)
+    x = executor.asarray(np.random.default_rng(4).standard_normal((N, 5)))
+    R = executor.asarray(np.random.default_rng(5).standard_normal((N, 8 if name in (
+        "gat", "gatv2", "transformer") else 4)))
+    runs = []
+    for wanted in (False, True):
+        layer = from_pyg(_randomize(LAYERS[name][0]().double()))
+        g.edge_attr.requires_grad = wanted
+        layer(g, x)
+        runs.append((gg.to_numpy(layer.backward(R)), layer))
+    (dx0, data), (dx1, derived) = runs
+    assert g.with_self_loops().edge_attr.requires_grad           # the flag read through
+    assert g.astype(np.float64).edge_attr.requires_grad
+    np.testing.assert_allclose(dx0, dx1, rtol=1e-12, atol=1e-13)
+    for k, v in derived.grads.items():
+        np.testing.assert_allclose(gg.to_numpy(data.grads[k]), gg.to_numpy(v), rtol=1e-12,
+                                   atol=1e-13, err_msg=k)
+    assert derived.edge_attr_grad.shape == (g.edge_attr.nvals, F_E)
+    with pytest.raises(RuntimeError, match=r"requires_grad_\(\) before the forward"):
+        data.edge_attr_grad
+    with pytest.raises(TypeError, match="True or False"):
+        g.edge_attr.requires_grad = "yes"
+    assert g.edge_attr.requires_grad_(False) is g.edge_attr
+    assert not g.with_self_loops().edge_attr.requires_grad
 
 
 @pytest.mark.parametrize("name", ["gat", "gatv2", "transformer", "gine"])

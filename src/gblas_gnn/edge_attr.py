@@ -21,6 +21,11 @@ removed with its features, then every vertex ``i`` gets one loop whose features 
 the given edges: a kept edge's own share plus, through the fill rule, its loop's share
 (divided by the in-degree for ``"mean"``; all of it for ``"add"``; to the edge that gave the
 maximum or minimum, the first of ties, for ``"max"`` / ``"min"``).
+
+Like a torch tensor, edge features are data unless asked otherwise: a backward derives their
+gradient only when they require it (:meth:`EdgeFeatures.requires_grad_`, before the forward).
+The flag belongs to the features as the graph was given them, so a graph derived from it (its
+self loops, another dtype, a grid's block) reads the same flag.
 """
 
 from __future__ import annotations
@@ -172,18 +177,52 @@ class EdgeFeatures:
         ``order[k]``: the CSR position of the ``k``-th given edge (None for a graph with
         self loops, whose loops were not given: :meth:`pullback` maps to its base graph's
         edges instead).
+    requires_grad : bool
+        Whether a backward derives the features' gradient (False unless set, as for a torch
+        tensor; read and set on the features they derive from).
     """
 
-    __slots__ = ("pattern", "values", "order", "_loops", "_device")
+    __slots__ = ("pattern", "values", "order", "_loops", "_origin", "_requires_grad",
+                 "_device")
     #: numpy defers to the expressions of a composition (``W @ E``, ``x + E``)
     __array_ufunc__ = None
     __array_priority__ = 2500
 
     def __init__(self, pattern, values: np.ndarray, order: np.ndarray | None,
-                 loops: _Loops | None = None):
+                 loops: _Loops | None = None, origin: EdgeFeatures | None = None):
         self.pattern, self.values, self.order = pattern, values, order
         self._loops = loops
+        #: the features these were copied from (another dtype, a grid's block): the flag's
+        self._origin = origin
+        self._requires_grad = False
         self._device: dict = {}
+
+    def _source(self) -> EdgeFeatures:
+        """The features these derive from, through loops and copies: the given ones."""
+        f = self
+        while True:
+            up = f._loops.base if f._loops is not None else f._origin
+            if up is None:
+                return f
+            f = up
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether a backward derives the gradient of these features."""
+        return self._source()._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"requires_grad must be True or False, got {value!r}")
+        self._source()._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> EdgeFeatures:
+        """Set :attr:`requires_grad` (for every graph derived from the same given features);
+        returns these features, as ``torch.Tensor.requires_grad_`` does. Set it before the
+        forward: the forward decides what its backward computes."""
+        self.requires_grad = requires_grad
+        return self
 
     @property
     def f(self) -> int:
@@ -242,7 +281,8 @@ class EdgeFeatures:
         return loops.base.pullback(out)
 
     def __repr__(self) -> str:
-        return f"EdgeFeatures({self.nvals} edges × {self.f}, {self.dtype.name})"
+        grad = ", requires_grad" if self.requires_grad else ""
+        return f"EdgeFeatures({self.nvals} edges × {self.f}, {self.dtype.name}{grad})"
 
     # ------------------------------------------------------------------ as an expression
     def expression(self) -> Any:

@@ -336,7 +336,7 @@ class Graph:
             g = Graph(self.A.dup(dtype=dt))
             if self._attr is not None:
                 g._attr = EdgeFeatures(g._edges, self._attr.values.astype(dt),
-                                       self._attr.order)
+                                       self._attr.order, origin=self._attr)
             return g
         return self._cached(("astype", dt), build)
 

@@ -25,6 +25,7 @@ so a rank moves O(nk/q + k²) words per layer; on a 1×1 grid nothing moves.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import gblas_gnn as gg
 from gblas_gnn import dist
@@ -96,19 +97,24 @@ def test_gat_layer_moves_what_the_scheme_says(dex):
         assert scheme == {}
 
 
-def test_edge_features_never_move(dex):
+@pytest.mark.parametrize("their_gradient", [False, True], ids=["data", "requires-grad"])
+def test_edge_features_never_move(dex, their_gradient):
     """GAT with ``edge_dim``: each rank's edge features stay with its block of A. What moves
-    is GAT's traffic plus two things: one sum over the grid of the edge term's parameter
-    gradient (the ``f_e × heads`` matrix ``W_e a_e`` that the scores read), and the self
-    loops' feature cotangent (``r × f_e``: a loop holds the mean of its row's in-edge
-    features, which span the grid row) completed over the grid row. Nothing of size |E|."""
+    is GAT's traffic plus one sum over the grid of the edge term's parameter gradient (the
+    ``f_e × heads`` matrix ``W_e a_e`` that the scores read) and, only for features that
+    require their gradient, the self loops' feature cotangent (``r × f_e``: a loop holds
+    the mean of its row's in-edge features, which span the grid row) completed over the
+    grid row. Nothing of size |E|."""
     f_e = 5
-    scheme, dg = _counted(dex, _graph(f_e), edge_dim=f_e)
+    g = _graph(f_e)
+    g.edge_attr.requires_grad = their_gradient
+    scheme, dg = _counted(dex, g, edge_dim=f_e)
     want = expected(dex.grid, dg.n_local, dg.A.ncols)
     if dex.grid.q > 1:
         r = dg.n_local
         want["program.parameters"] = (f_e * HEADS * 8, f_e * HEADS * 8, 1)
-        want["edge_attr.loops"] = (r * f_e * 8, r * f_e * 8, 1)
+        if their_gradient:
+            want["edge_attr.loops"] = (r * f_e * 8, r * f_e * 8, 1)
     _agree(dex.grid, scheme, want)
 
 

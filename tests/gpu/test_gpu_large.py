@@ -51,6 +51,8 @@ def _graph(dtype, features: bool):
     pairs = np.unique(rng.integers(0, N, (m, 2)), axis=0)
     edge_attr = rng.standard_normal((len(pairs), F_E)) if features else None
     g = gg.Graph.from_edge_index(pairs.T, N, edge_attr=edge_attr, dtype=dtype)
+    if features:
+        g.edge_attr.requires_grad_()             # their gradient's kernels too
     return g, rng.standard_normal((N, K)).astype(dtype)
 
 
@@ -60,7 +62,7 @@ def _step(make, ex, dtype, g, H):
     dout = np.random.default_rng(8).standard_normal(out.shape).astype(dtype)
     dH = layer.backward(ex.asarray(dout))
     grads = {k: to_numpy(v) for k, v in layer.grads.items()}
-    if getattr(layer, "edge_attr_grad", None) is not None:
+    if g.edge_attr is not None:
         grads["edge features"] = to_numpy(layer.edge_attr_grad)
     return to_numpy(out), to_numpy(dH), grads
 

@@ -343,7 +343,7 @@ class EdgeAttr(Expr):
     """The features of the stored edges of a graph (:class:`~gblas_gnn.edge_attr.
     EdgeFeatures`): entry ``[i, j, c]`` the feature ``c`` of the edge ``j → i`` (on the
     graph's pattern); ``value`` is the ``(nnz, f)`` array on the executor (traced in a
-    training-mode forward: the features' gradient is derived too)."""
+    training-mode forward when the features require their gradient: it is derived too)."""
 
     __slots__ = ("features", "value")
 
@@ -354,8 +354,10 @@ class EdgeAttr(Expr):
 
 
 def _feature_values(features: EdgeFeatures):
-    """The values of ``features`` on the executor: inside a training-mode forward a traced
-    leaf of the tape (one per features and forward, kept by the scope for the backward)."""
+    """The values of ``features`` on the executor: inside a training-mode forward, for
+    features that require their gradient, a traced leaf of the tape (one per features and
+    forward, kept by the scope for the backward); else a constant, whose cotangent no kernel
+    computes."""
     s = current()
     if s is None:
         from ..executors import get_executor
@@ -363,7 +365,8 @@ def _feature_values(features: EdgeFeatures):
         return features.on(get_executor(None))
     hit = s.features.get(id(features))
     if hit is None:
-        leaf = s.tape.leaf(("edge_attr", id(features))) if s.tape is not None else None
+        leaf = s.tape.leaf(("edge_attr", id(features))) \
+            if s.tape is not None and features.requires_grad else None
         hit = s.features[id(features)] = (features,
                                           Traced(features.on(s.executor), leaf, False))
     return hit[1]

@@ -106,7 +106,7 @@ class ArrayLeaves(Leaves):
         return f"{stem}{slot}[{self._index(at, prefix)}]"
 
     def grad_view(self, kind, slot, prefix):
-        if kind not in self.accumulate:
+        if kind not in self.accumulate or (kind == "eattr" and slot not in self.p.eattrs):
             return None
         stem, at = self._VIEWED[kind]
         return f"d{stem}{slot}[{self._index(at, prefix)}]"
@@ -142,7 +142,8 @@ class ArrayLeaves(Leaves):
                         idx, g)
 
     def grad_eattr(self, block, slot, idx, g):
-        if "eattr" in self.accumulate:          # one writer per edge: each pass owns its edges
+        # one writer per edge: each pass owns its edges; none for features read as data
+        if "eattr" in self.accumulate and slot in self.p.eattrs:
             self.add_to(block, f"dEA{slot}[{self._index('p', idx)}]", idx, g)
 
     def grad_softmax(self, block, op, idx, g):

@@ -19,11 +19,14 @@ import numpy as np
 from .tape import Holder, Node, Tape, current, frame, hand_out, scope
 from .traced import Traced, record
 
-__all__ = ["INPUT", "Recording", "call_composed", "call_opaque", "derived_backward",
+__all__ = ["INPUT", "NOT_REQUESTED", "Recording", "call_composed", "call_opaque", "derived_backward",
            "run_forward"]
 
 #: the key of the module input among the tape's leaves
 INPUT = "input"
+
+#: a backward's edge-feature gradient when the forward read features none of which require it
+NOT_REQUESTED = "not requested"
 
 
 @dataclass
@@ -149,17 +152,22 @@ def derived_backward(module, dout) -> Any:
     for m in rec.modules:
         m.grads = {name: _grad(leaves.get((id(m), name)), value, xp)
                    for name, value in m.params.items()}
-    module.edge_attr_grad = _feature_grad(rec.features, leaves, module.executor)
+    module._edge_attr_grad = _feature_grad(rec.features, leaves, module.executor)
     dH = leaves.get(INPUT)
     return xp.zeros(rec.in_shape, module.dtype) if dH is None else dH
 
 
 def _feature_grad(features: dict, leaves: dict, ex):
-    """The gradient of the edge features the forward read, one row per edge as the graph
-    was given them (through the self loops' fill rule for a graph with loops), or None
-    when it read none. On a grid: this rank's block's edges, in its CSR order."""
+    """The gradient of the edge features the forward read that require it, one row per edge
+    as the graph was given them (through the self loops' fill rule for a graph with loops);
+    None when it read none, :data:`NOT_REQUESTED` when none it read requires it. On a grid:
+    this rank's block's edges, in its CSR order."""
+    if not features:
+        return None
     total = None
-    for key, (feats, _) in features.items():
+    for key, (feats, traced) in features.items():
+        if traced.node is None:                  # read as data: no gradient was derived
+            continue
         g = leaves.get(("edge_attr", key))
         # on a grid the pullback through the loops' fill is collective: every rank runs it
         g = np.zeros_like(feats.values) if g is None else ex.to_numpy(g, "edge_attr gradient")
@@ -167,7 +175,7 @@ def _feature_grad(features: dict, leaves: dict, ex):
         total = d if total is None else total + d
         given = base
     if total is None:
-        return None
+        return NOT_REQUESTED
     return total[given.order] if given.order is not None else total
 
 

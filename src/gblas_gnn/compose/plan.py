@@ -61,11 +61,14 @@ class Plan:
     softmax: int | None = None
     factor: int | None = None
     factor_op: str = "mul"
-    #: slots read by target / by source, parameters, edge features
+    #: slots read by target / by source, parameters, edge features whose cotangent is
+    #: derived (features read as data are :attr:`Structure.constants`), every edge
+    #: feature read
     rows: tuple[int, ...] = field(default_factory=tuple)
     cols: tuple[int, ...] = field(default_factory=tuple)
     params: tuple[int, ...] = field(default_factory=tuple)
     eattrs: tuple[int, ...] = field(default_factory=tuple)
+    features: tuple[int, ...] = field(default_factory=tuple)
 
     @property
     def sink(self) -> tuple:
@@ -112,7 +115,8 @@ def plan(structure: Structure) -> Plan:
     slots = {role: tuple(sorted({op.args[0] for op in ops if op.kind == role}))
              for role in ("row", "col", "param", "eattr")}
     common = dict(rows=slots["row"], cols=slots["col"], params=slots["param"],
-                  eattrs=slots["eattr"])
+                  eattrs=tuple(k for k in slots["eattr"] if k not in structure.constants),
+                  features=slots["eattr"])
     sink = structure.sink
     if sink[0] == "aggregate" and sink[1] in ("sum", "mean", "plus_times") \
             and len(softmaxes) == 1:
@@ -144,8 +148,8 @@ def _linear_softmax(structure: Structure, sm: int):
 
 def leaf_kinds(p: Plan, start: int) -> set[str]:
     """The kinds of leaves (``row``, ``col``, ``param``, ``eattr``, ``softmax``) the
-    expression at operation ``start`` reads, softmax outputs counted as leaves (cut): which
-    cotangents its reverse mode produces."""
+    expression at operation ``start`` reads, softmax outputs counted as leaves (cut) and
+    edge features read as data not: which cotangents its reverse mode produces."""
     ops = p.structure.ops
     kinds, stack, seen = set(), [start], set()
     while stack:
@@ -156,7 +160,8 @@ def leaf_kinds(p: Plan, start: int) -> set[str]:
         if ops[i].kind == "softmax":
             kinds.add("softmax")
             continue
-        if ops[i].kind in ("row", "col", "param", "eattr"):
+        if ops[i].kind in ("row", "col", "param") or \
+                (ops[i].kind == "eattr" and ops[i].args[0] in p.eattrs):
             kinds.add(ops[i].kind)
         stack.extend(ops[i].inputs)
     return kinds

@@ -85,6 +85,8 @@ class Structure:
     sink: tuple
     roles: tuple[tuple[str, tuple[int, ...]], ...]    # (role, trailing shape) per slot
     dtype: str
+    #: edge-feature slots read as data: their cotangent is not derived
+    constants: tuple[int, ...] = ()
 
     @property
     def heads(self) -> int | None:
@@ -95,7 +97,7 @@ class Structure:
     @property
     def signature(self) -> tuple:
         """A hashable description that identifies the computation."""
-        return (self.ops, self.root, self.sink, self.roles, self.dtype)
+        return (self.ops, self.root, self.sink, self.roles, self.dtype, self.constants)
 
     @property
     def kernel_signature(self) -> tuple:
@@ -107,7 +109,7 @@ class Structure:
 
         ops = tuple(Op(o.kind, _erase_args(o), o.inputs, erase(o.trail)) for o in self.ops)
         roles = tuple((role, erase(shape)) for role, shape in self.roles)
-        return (ops, self.root, self.sink, roles, self.dtype)
+        return (ops, self.root, self.sink, roles, self.dtype, self.constants)
 
 
 @dataclass
@@ -262,5 +264,7 @@ def build(root: Expr, sink: tuple, x=None) -> Program:
                         o.traced) for o in b.operands]
     roles = tuple((o.role, _role_shape(o)) for o in operands)
     dtype = root.dtype if root.dtype is not None else np.dtype(np.float64)
-    structure = Structure(tuple(b.ops), r, sink, roles, str(np.dtype(dtype)))
+    constants = tuple(slot for slot, o in enumerate(operands)
+                      if o.role == "eattr" and o.traced is None)
+    structure = Structure(tuple(b.ops), r, sink, roles, str(np.dtype(dtype)), constants)
     return Program(structure, root.pattern, operands)

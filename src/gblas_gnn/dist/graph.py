@@ -155,7 +155,7 @@ class DistGraph:
             at.sort_indices()
             out.edge_positions = at.data.astype(np.int64) - 1
             out._attr = EdgeFeatures(out.edge_tensor, np.ascontiguousarray(
-                g.edge_attr.values[out.edge_positions]), None)
+                g.edge_attr.values[out.edge_positions]), None, origin=g.edge_attr)
         return out
 
     @classmethod

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from .._validate import dense_matrix, float_dtype
+from ..compose.modules import NOT_REQUESTED
 from ..executors import Executor, get_executor
 from ..graph import Graph, as_graph
 
@@ -36,12 +37,29 @@ class Module(ABC):
         self.executor = get_executor(executor)
         self.params: dict[str, np.ndarray] = {}
         self.grads: dict[str, np.ndarray] = {}
-        #: after a backward: the gradient of the edge features the forward read (one row
-        #: per edge as the graph was given them), or None
-        self.edge_attr_grad: np.ndarray | None = None
+        self._edge_attr_grad: np.ndarray | str | None = None
         self._declared: dict[str, tuple] = {}
         self.training = True
         self._cache = None
+
+    @property
+    def edge_attr_grad(self) -> np.ndarray | None:
+        """After a backward: the gradient of the edge features the forward read, one row per
+        edge as the graph was given them (summed through the self loops' fill rule), for
+        features that require it (``g.edge_attr.requires_grad_()`` before the forward);
+        None when the forward read no edge features.
+
+        Raises
+        ------
+        RuntimeError
+            When the forward read edge features none of which required their gradient
+            (it was not derived: the backward skips that work, as torch does).
+        """
+        if self._edge_attr_grad is NOT_REQUESTED:
+            raise RuntimeError("the edge features' gradient was not derived: the features did "
+                               "not require it; call g.edge_attr.requires_grad_() before the "
+                               "forward")
+        return self._edge_attr_grad
 
     @property
     def xp(self):

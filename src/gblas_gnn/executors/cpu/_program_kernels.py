@@ -107,7 +107,7 @@ def partial_rows(p: Plan) -> int:
     ``n × f·k`` numbers, more than the features themselves; per block of rows they are
     ``n/ROW_BLOCK × f·k``. A block's rows run on one thread (the ``prange`` is over blocks),
     so no two threads add into one partial and the sum stays the same for any thread count."""
-    return ROW_BLOCK if p.eattrs else 1
+    return ROW_BLOCK if p.features else 1
 
 
 def _leaf_slots(p: Plan, start: int, kind: str) -> set[int]:
@@ -171,7 +171,8 @@ class _RowProbe(_Leaves):
         self.params += 1
 
     def grad_eattr(self, block, slot, idx, g):
-        self.params += 1
+        if slot in self.p.eattrs:
+            self.params += 1
 
 
 class _Generator(HeadUnrolling, ProgramSource):

@@ -265,18 +265,16 @@ def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str], dX=None) -> dict:
     out = {}
     X = b.operands[_x_slot(p)] if dX is not None else None
     block = partial_rows(p)
-    for role in ("row", "col", "param", "eattr"):
-        if role not in roles:
-            continue
-        for slot, (r, _) in enumerate(p.structure.roles):
-            if r == role:
-                v = b.operands[slot]
-                if X is not None and role in ("row", "col") and _same_rows(v, X):
-                    out[slot] = dX.reshape(v.shape)
-                    continue
-                # np.zeros, not zeros_like: fresh zero pages instead of a pass that fills
-                out[slot] = np.zeros((-(-b.pattern.nrows // block), *v.shape)
-                                     if role == "param" else v.shape, v.dtype)
+    for role, slots in (("row", p.rows), ("col", p.cols), ("param", p.params),
+                        ("eattr", p.eattrs)):
+        for slot in slots if role in roles else ():
+            v = b.operands[slot]
+            if X is not None and role in ("row", "col") and _same_rows(v, X):
+                out[slot] = dX.reshape(v.shape)
+                continue
+            # np.zeros, not zeros_like: fresh zero pages instead of a pass that fills
+            out[slot] = np.zeros((-(-b.pattern.nrows // block), *v.shape)
+                                 if role == "param" else v.shape, v.dtype)
     return out
 
 
