@@ -223,6 +223,9 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     mm.add_argument("--k", type=_positive(int), default=16)
     mm.add_argument("--layers", type=_positive(int), default=3)
     mm.add_argument("--threads", type=_positive(int), default=2)
+    mm.add_argument("--model", choices=["gat", "gatv2", "gatv2-e"], default="gat",
+                    help="the convolution: GATConv (default), GATv2Conv, or GATv2Conv with "
+                         "8 features an edge (one process only)")
     mm.add_argument("--procs", type=_procs, default=[1],
                     help="also run every scale as a grid job of each count above 1 (MPI), "
                          "against one process (comma list of squares; default 1)")
@@ -354,7 +357,7 @@ def _memory(a) -> int:
     from .memory.study import memory_markdown, run_memory
 
     result = run_memory(a.scales, a.k, a.layers, a.threads, a.breakdown, a.mem_limit_gib,
-                        a.out, a.name, tuple(a.procs))
+                        a.out, a.name, tuple(a.procs), a.model)
     print(memory_markdown(result))
     print(f"wrote {a.out / (a.name + '.json')}, {a.out / (a.name + '.md')}")
     everything = result["runs"] + result["traced"] + result.get("grid_runs", []) + \

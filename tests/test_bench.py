@@ -315,9 +315,26 @@ def test_memory_subcommand_measures_and_attributes_one_step(tmp_path, capsys):
     assert (tmp_path / "memory.md").read_text() == memory_markdown(r)
     assert "| 12 |" in capsys.readouterr().out
     results = Path(__file__).resolve().parents[1] / "bench" / "results"
-    for name in ("memory", "memory-baseline", "memory-grid", "memory-k24", "memory-k23-grid"):
+    for name in ("memory", "memory-baseline", "memory-grid", "memory-k24", "memory-k23-grid",
+                 "memory-gatv2", "memory-gatv2-e"):
         recorded = json.loads((results / f"{name}.json").read_text())
         assert memory_markdown(recorded) == (results / f"{name}.md").read_text(), name
+
+
+def test_memory_models_with_edge_features_run_in_one_process(tmp_path):
+    """``bench memory --model gatv2-e``: the same Kronecker graph carrying 8 seeded features
+    per stored edge; a grid job measures the GAT only, refused before any work."""
+    from bench.memory.step import EDGE_DIM, _data
+
+    plain, x, _ = _data(8, 4, 4)
+    g, x_e, _ = _data(8, 4, 4, EDGE_DIM)
+    assert g.edge_attr.f == EDGE_DIM and g.edge_attr.nvals == g.nnz == plain.nnz
+    assert not g.edge_attr.requires_grad               # data, as the layers' inputs are
+    np.testing.assert_array_equal(x_e, x)
+    with pytest.raises(ValueError, match="grid jobs .* measure the GAT only"):
+        main(["memory", "--scales", "8", "--procs", "1,4", "--model", "gatv2-e",
+              "--out", str(tmp_path)])
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.slow

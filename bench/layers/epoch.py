@@ -35,20 +35,23 @@ LR = 0.005
 
 
 def ours_model(num_layers: int, k_in: int, k_out: int, seed: int = 0,
-               executor: str = "cpu"):
-    """Our ``num_layers``-layer GAT (``Sequential``; GATConv at even indices) on
-    ``executor`` (the same weights on every executor)."""
-    from gblas_gnn.nn import ELU, GATConv, Sequential
+               executor: str = "cpu", conv: str = "gat", edge_dim: int = 0):
+    """Our ``num_layers``-layer GAT (``Sequential``; the convolutions at even indices) on
+    ``executor`` (the same weights on every executor): ``conv`` ``"gat"`` (``GATConv``) or
+    ``"gatv2"`` (``GATv2Conv``), one head, reading ``edge_dim`` features an edge (0: none)."""
+    from gblas_gnn.nn import ELU, GATConv, GATv2Conv, Sequential
     from gblas_gnn.nn.models import derive_seeds
 
     if num_layers < 1:
         raise ValueError(f"num_layers must be ≥ 1, got {num_layers}")
+    layer = {"gat": GATConv, "gatv2": GATv2Conv}[conv]
+    edges = {"edge_dim": edge_dim} if edge_dim else {}
     mods = []
     for i, s in enumerate(derive_seeds(seed, num_layers)):
         if i:
             mods.append(ELU())
-        mods.append(GATConv(k_in, k_out if i == num_layers - 1 else k_in, heads=1, seed=s,
-                            executor=executor))
+        mods.append(layer(k_in, k_out if i == num_layers - 1 else k_in, heads=1, seed=s,
+                          executor=executor, **edges))
     return Sequential(*mods)
 
 

@@ -65,8 +65,12 @@ def run_grid_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 
 
 def main(argv: list[str] | None = None) -> int:
     """The job's entry point (every rank runs it; rank 0 prints the result). ``--threads``
-    is accepted and ignored: one thread per rank."""
-    a = worker_parser("bench.memory.grid", __doc__).parse_args(argv)
+    is accepted and ignored: one thread per rank; the model is the GAT (a grid's generated
+    Kronecker blocks carry no edge features)."""
+    p = worker_parser("bench.memory.grid", __doc__)
+    a = p.parse_args(argv)
+    if a.model != "gat":
+        p.error(f"--model {a.model}: a grid job measures the GAT only")
     result = run_grid_step(a.scale, a.edge_factor, a.k, a.layers, a.breakdown)
     if result is not None:
         emit(result)

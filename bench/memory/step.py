@@ -1,7 +1,12 @@
 """One training step of the 3-layer GAT on a Kronecker graph, in a fresh process: its memory.
 
     python -m bench.memory.step --scale 20 [--edge-factor 16] [--k 16] [--layers 3]
-                                [--threads 2] [--breakdown]
+                                [--threads 2] [--model gat] [--breakdown]
+
+``--model`` names the convolution (:data:`MODELS`): ``gat`` (the default, the XL recipe),
+``gatv2``, or ``gatv2-e``: ``GATv2Conv(edge_dim=8)`` on the same graph given
+:data:`EDGE_DIM` seeded float32 features per edge (the loops get their mean, as PyG fills
+them), so that the two GATv2 rows differ by the edge features alone.
 
 Order of work:
 
@@ -55,6 +60,10 @@ __all__ = ["run_step", "measure", "growth", "local_entries", "component", "worke
            "main"]
 
 LR = 0.005
+#: features per edge of the ``gatv2-e`` model
+EDGE_DIM = 8
+#: ``--model`` -> (convolution of :func:`bench.layers.epoch.ours_model`, features per edge)
+MODELS = {"gat": ("gat", 0), "gatv2": ("gatv2", 0), "gatv2-e": ("gatv2", EDGE_DIM)}
 #: blocks smaller than this are summed as "small objects" in a breakdown
 SMALL = 64 << 10
 #: frames kept per traced block (deep enough to reach the library from numpy's allocator)
@@ -62,24 +71,36 @@ NFRAME = 40
 
 
 # ---------------------------------------------------------------------------- the step
-def _data(scale: int, edge_factor: int, k: int):
+def _data(scale: int, edge_factor: int, k: int, edge_dim: int = 0):
+    """The Kronecker graph (with ``edge_dim`` seeded features per stored edge), features
+    and labels."""
+    from gblas_gnn import Graph
     from gblas_gnn.data import kronecker
     from gblas_gnn.data.specs import synthetic_rows
 
     g = kronecker(scale, edge_factor, seed=0)
+    if edge_dim:
+        coo = g.to_scipy().tocoo()
+        feats = np.random.default_rng(0).standard_normal((coo.nnz, edge_dim),
+                                                         dtype=np.float32)
+        g = Graph.from_edges(coo.col, coo.row, g.n, dtype=g.dtype, edge_attr=feats)
+        del coo, feats
     x, y, _ = synthetic_rows(g.n, np.arange(g.n), seed=0, features=k, classes=k,
                              dtype=np.float32)
     return g, x, y
 
 
-def _train_step(g, x, y, layers: int, k: int, hook=None, executor="cpu") -> float:
-    """Build the model and Adam, run one step; ``hook(name)`` at the step's milestones."""
+def _train_step(g, x, y, layers: int, k: int, hook=None, executor="cpu",
+                model: str = "gat") -> float:
+    """Build the model (``model``: a key of :data:`MODELS`) and Adam, run one step;
+    ``hook(name)`` at the step's milestones."""
     from gblas_gnn.train import Adam
     from gblas_gnn.train.losses import cross_entropy
 
     from ..layers.epoch import ours_model
 
-    model = ours_model(layers, k, k, executor=executor)
+    conv, edge_dim = MODELS[model]
+    model = ours_model(layers, k, k, executor=executor, conv=conv, edge_dim=edge_dim)
     if hook is None:
         hook = _no_hook
     else:
@@ -172,14 +193,16 @@ def growth(r: dict) -> int:
 
 
 def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
-             threads: int = 2, breakdown: bool = False) -> dict:
+             threads: int = 2, breakdown: bool = False, model: str = "gat") -> dict:
     """The worker (see the module docstring); the result as a JSON-ready dict."""
     set_threads(threads, torch=False)
-    r, g = measure(lambda s: _data(s, edge_factor, k),
-                   lambda g, x, y, hook: _train_step(g, x, y, layers, k, hook),
+    edge_dim = MODELS[model][1]
+    r, g = measure(lambda s: _data(s, edge_factor, k, edge_dim),
+                   lambda g, x, y, hook: _train_step(g, x, y, layers, k, hook, model=model),
                    scale, breakdown)
     nnz = g.with_self_loops().nnz
     return {"scale": scale, "edge_factor": edge_factor, "k": k, "layers": layers,
+            "model": model, "edge_dim": edge_dim,
             "threads": threads, "n": g.n, "nnz_graph": g.nnz, "nnz": nnz, **r,
             "bytes_per_entry": growth(r) / nnz,
             "step_bytes_per_entry": (r["step_hwm"] - r["graph_rss"]) / nnz,
@@ -376,6 +399,7 @@ def worker_parser(module: str, doc: str) -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=16)
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--model", choices=sorted(MODELS), default="gat")
     p.add_argument("--breakdown", action="store_true")
     return p
 
@@ -384,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry of the worker."""
     a = worker_parser("bench.memory.step", __doc__).parse_args(argv)
     return worker_main(lambda: run_step(a.scale, a.edge_factor, a.k, a.layers, a.threads,
-                                        a.breakdown))
+                                        a.breakdown, a.model))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Bytes per stored entry of one 3-layer GAT training step: ``python -m bench memory``.
 
     python -m bench memory [--scales 18,20] [--k 16] [--layers 3] [--threads 2]
-                           [--procs 1] [--no-breakdown] [--mem-limit-gib 6]
+                           [--model gat] [--procs 1] [--no-breakdown] [--mem-limit-gib 6]
                            [--name memory] [--out bench/results]
+
+``--model`` (one process only): ``gat``, ``gatv2`` or ``gatv2-e`` (:data:`.step.MODELS`).
 
 For every scale one fresh worker (:mod:`.step`) measures the peak RSS of the step, and
 (unless ``--no-breakdown``) a second one the traced allocations by component. With
@@ -28,9 +30,10 @@ TARGET = 80.0
 
 
 def _worker(scale: int, k: int, layers: int, threads: int, breakdown: bool,
-            limit: float) -> dict:
+            limit: float, model: str = "gat") -> dict:
     args = ["--scale", str(scale), "--k", str(k), "--layers", str(layers),
-            "--threads", str(threads)] + (["--breakdown"] if breakdown else [])
+            "--threads", str(threads), "--model", model] + \
+        (["--breakdown"] if breakdown else [])
     res, answer = launch("bench.memory.step", args, int(limit * GIB))
     if answer is None:
         return {"scale": scale, "breakdown_run": breakdown, "failed": res.message or
@@ -53,16 +56,18 @@ def _grid(scale: int, procs: int, k: int, layers: int, breakdown: bool,
 
 def run_memory(scales: list[int], k: int, layers: int, threads: int, breakdown: bool,
                mem_limit_gib: float, out: Path, name: str = "memory",
-               procs: tuple[int, ...] = (1,)) -> dict:
+               procs: tuple[int, ...] = (1,), model: str = "gat") -> dict:
     """One worker per scale (and one traced worker per scale with ``breakdown``), one at a
     time, and one grid job per scale and process count above 1 (traced too with
-    ``breakdown``); writes ``out/name.json`` and ``.md``."""
-    runs = [_worker(s, k, layers, threads, False, mem_limit_gib) for s in scales]
-    traced = [_worker(s, k, layers, threads, True, mem_limit_gib) for s in scales] \
-        if breakdown else []
+    ``breakdown``; the GAT only); writes ``out/name.json`` and ``.md``."""
     grids = [p for p in procs if p > 1]
+    if grids and model != "gat":
+        raise ValueError(f"--model {model}: grid jobs (--procs) measure the GAT only")
+    runs = [_worker(s, k, layers, threads, False, mem_limit_gib, model) for s in scales]
+    traced = [_worker(s, k, layers, threads, True, mem_limit_gib, model) for s in scales] \
+        if breakdown else []
     result = {"runs": runs, "traced": traced, "target_bytes_per_entry": TARGET,
-              "environment": environment()}
+              "model": model, "environment": environment()}
     if grids:
         result["grid_runs"] = [_grid(s, p, k, layers, False) for s in scales for p in grids]
         result["grid_traced"] = [_grid(s, p, k, layers, True) for s in scales
@@ -80,10 +85,15 @@ def _peak_snapshot(t: dict) -> dict:
 def memory_markdown(r: dict) -> str:
     """The report: the headline per scale, then the breakdown at the traced peak."""
     env = r["environment"]
-    lines = ["# Memory of one 3-layer GAT training step, per stored entry", "",
+    model = r.get("model", "gat")
+    conv = {"gat": "`GATConv(k, k)` × layers with ELU between (the XL case's model)",
+            "gatv2": "`GATv2Conv(k, k)` × layers with ELU between",
+            "gatv2-e": "`GATv2Conv(k, k, edge_dim=8)` × layers with ELU between (8 seeded "
+                       "float32 features per given edge, the loops' the mean)"}[model]
+    lines = [f"# Memory of one 3-layer {model.upper()} training step, per stored entry", "",
              "One fresh process per row (`python -m bench memory`, `bench/memory/step.py`): "
              "Kronecker graph (edge factor 16, seed 0) and synthetic features and labels, "
-             "`GATConv(k, k)` × layers with ELU between (the XL case's model), one step: "
+             f"{conv}, one step: "
              "forward, cross-entropy over every vertex, backward, Adam. *Entries* are the "
              "stored entries of A with its self loops (what the layers run on). *Growth* is "
              "the peak RSS (VmHWM over the graph's generation and the step) minus the RSS "

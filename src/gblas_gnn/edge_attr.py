@@ -144,19 +144,41 @@ def loop_fill(values: np.ndarray, rows: np.ndarray, cols: np.ndarray, n: int, fi
     return out, winner
 
 
-@dataclass(eq=False)
-class _Loops:
-    """How the features of a graph with self loops derive from its base graph's: the base
-    features, which base edges are kept (``kept``, not loops) and where they and the loops
-    sit in the looped pattern's CSR order, the rule and its pullback data."""
+#: ``edges()``: the base and the looped patterns' ``(rows, global source ids)`` in CSR order
+Edges = Callable[[], tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]]
 
-    base: EdgeFeatures
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where the base edges and the loops sit in the looped pattern's CSR order."""
+
     kept: np.ndarray            # positions (base CSR) of the edges that are not loops
     kept_at: np.ndarray         # their positions in the looped CSR order
     loop_at: np.ndarray         # the loops' positions, row by row (none off a grid's diagonal)
     loop_rows: np.ndarray       # the row of each loop
     rows: np.ndarray            # the row of every kept edge
     cols: np.ndarray            # its source's global id
+
+    @staticmethod
+    def of(edges: Edges, ids: np.ndarray) -> _Placement:
+        (base_rows, base_cols), (looped_rows, looped_cols) = edges()
+        kept = np.flatnonzero(ids[base_rows] != base_cols)
+        is_loop = ids[looped_rows] == looped_cols
+        loop_at = np.flatnonzero(is_loop)
+        return _Placement(kept, np.flatnonzero(~is_loop), loop_at, looped_rows[loop_at],
+                          base_rows[kept], base_cols[kept])
+
+
+@dataclass(eq=False)
+class _Loops:
+    """How the features of a graph with self loops derive from its base graph's: the base
+    features, the patterns' edges (:class:`_Placement` derives from them where the loops
+    sit: kept for no longer than a pullback, so a graph with loops holds no per-edge index
+    beside its features), the rule and its pullback data."""
+
+    base: EdgeFeatures
+    edges: Edges
+    ids: np.ndarray             # the global id of every row
     n: int                      # the rows
     fill: Any
     aux: Any
@@ -265,19 +287,20 @@ class EdgeFeatures:
         loops = self._loops
         if loops is None:
             return self, d
+        at = _Placement.of(loops.edges, loops.ids)
         out = np.zeros_like(loops.base.values)
-        out[loops.kept] = d[loops.kept_at]
+        out[at.kept] = d[at.kept_at]
         fill = loops.fill
         if isinstance(fill, str):
             d_fill = np.zeros((loops.n, d.shape[1]), d.dtype)     # every row's loop's
-            d_fill[loops.loop_rows] = d[loops.loop_at]
+            d_fill[at.loop_rows] = d[at.loop_at]
             d_fill = loops.combine(d_fill, "sum")    # (a grid: from its diagonal rank)
-            share = d_fill[loops.rows]
+            share = d_fill[at.rows]
             if fill == "mean":
-                share /= np.maximum(loops.aux, 1)[loops.rows][:, None]
+                share /= np.maximum(loops.aux, 1)[at.rows][:, None]
             elif fill in ("max", "min"):            # to each (row, channel)'s winner
-                share *= loops.aux[loops.rows] == loops.cols[:, None]
-            out[loops.kept] += share
+                share *= loops.aux[at.rows] == at.cols[:, None]
+            out[at.kept] += share
         return loops.base.pullback(out)
 
     def __repr__(self) -> str:
@@ -321,28 +344,23 @@ class EdgeFeatures:
         return -self.expression()
 
 
-def with_loops(base: EdgeFeatures, looped_pattern, base_edges: tuple[np.ndarray, np.ndarray],
-               looped_edges: tuple[np.ndarray, np.ndarray], fill,
+def with_loops(base: EdgeFeatures, looped_pattern, edges: Edges, fill,
                combine: Combine = _alone, row_ids: np.ndarray | None = None) -> EdgeFeatures:
     """The features on the pattern of ``A + I`` (every vertex one loop), from ``base`` on A's
     pattern: existing loops removed, a loop per vertex filled by ``fill``
     (:func:`check_fill_value`), as PyG's ``remove_self_loops`` + ``add_self_loops``.
-    ``base_edges`` and ``looped_edges`` are the two patterns' ``(rows, global source ids)``
-    in CSR order, rows local (``row_ids``: their global ids, default the same); on a grid's
-    block ``combine`` completes the fill over the grid row (the loops are the diagonal
-    blocks', the rows' other edges everywhere)."""
-    (base_rows, base_cols), (looped_rows, looped_cols) = base_edges, looped_edges
+    ``edges()`` gives the two patterns' ``(rows, global source ids)`` in CSR order, rows
+    local (``row_ids``: their global ids, default the same); on a grid's block ``combine``
+    completes the fill over the grid row (the loops are the diagonal blocks', the rows'
+    other edges everywhere)."""
     n = int(looped_pattern.nrows)
     ids = np.arange(n) if row_ids is None else row_ids
-    kept = np.flatnonzero(ids[base_rows] != base_cols)
-    is_loop = ids[looped_rows] == looped_cols
-    loop_at = np.flatnonzero(is_loop)
-    kept_at = np.flatnonzero(~is_loop)
-    rows, cols = base_rows[kept], base_cols[kept]
-    fill_values, aux = loop_fill(base.values[kept], rows, cols, n, fill, combine)
-    values = np.empty((looped_rows.shape[0], base.f), base.dtype)
-    values[kept_at] = base.values[kept]
-    values[loop_at] = fill_values[looped_rows[loop_at]]
+    at = _Placement.of(edges, ids)
+    # no loops removed (the usual case): the base's own array, not a copy of it
+    kept = base.values if at.kept.size == base.nvals else base.values[at.kept]
+    fill_values, aux = loop_fill(kept, at.rows, at.cols, n, fill, combine)
+    values = np.empty((at.kept_at.size + at.loop_at.size, base.f), base.dtype)
+    values[at.kept_at] = kept
+    values[at.loop_at] = fill_values[at.loop_rows]
     return EdgeFeatures(looped_pattern, values, None,
-                        _Loops(base, kept, kept_at, loop_at, looped_rows[loop_at], rows, cols,
-                               n, fill, aux, combine))
+                        _Loops(base, edges, ids, n, fill, aux, combine))

@@ -365,9 +365,9 @@ class Graph:
             g._cache["base"] = self
             if self._attr is not None:
                 base, looped = csr_of(self.edge_tensor), pattern.pattern
-                g._attr = with_loops(self._attr, pattern,
-                                     (base.rows(), base.indices.astype(np.int64)),
-                                     (looped.rows(), looped.indices.astype(np.int64)), fill)
+                g._attr = with_loops(self._attr, pattern, lambda: (
+                    (base.rows(), base.indices.astype(np.int64)),
+                    (looped.rows(), looped.indices.astype(np.int64))), fill)
             return g
         return self._cached(("self_looped", fill_key(fill)), build)
 
@@ -418,8 +418,9 @@ def _given_features(g: Graph, src: np.ndarray, dst: np.ndarray,
             k = int(csr[1:][np.argmax(same)])
             raise ValueError(f"duplicate edge {int(src[k])} -> {int(dst[k])} with edge_attr: "
                              "each pair may be given once when the edges carry features")
-    order = np.empty(csr.size, np.int64)
-    order[csr] = np.arange(csr.size)
+    # int32 where it fits: the map is kept beside the features (4 bytes an edge, not 8)
+    order = np.empty(csr.size, np.int32 if csr.size < 2**31 else np.int64)
+    order[csr] = np.arange(csr.size, dtype=order.dtype)
     return EdgeFeatures(g.edge_tensor, attr[csr], order)
 
 

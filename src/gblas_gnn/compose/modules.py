@@ -19,8 +19,8 @@ import numpy as np
 from .tape import Holder, Node, Tape, current, frame, hand_out, scope
 from .traced import Traced, record
 
-__all__ = ["INPUT", "NOT_REQUESTED", "Recording", "call_composed", "call_opaque", "derived_backward",
-           "run_forward"]
+__all__ = ["INPUT", "NOT_REQUESTED", "Recording", "call_composed", "call_opaque",
+           "derived_backward", "run_forward"]
 
 #: the key of the module input among the tape's leaves
 INPUT = "input"

@@ -270,9 +270,9 @@ class DistGraph:
             g._cache["self_looped"] = g
             g._cache["base"] = self
             if self._attr is not None:
-                g._attr = with_loops(self._attr, block, self._edges(self.edge_tensor),
-                                     self._edges(block), fill, self._row_combine,
-                                     self.A.row_ids)
+                g._attr = with_loops(self._attr, block, lambda: (
+                    self._edges(self.edge_tensor), self._edges(block)), fill,
+                    self._row_combine, self.A.row_ids)
             return g
         return self._cached(("self_looped", fill_key(fill)), build)
 
