@@ -198,7 +198,7 @@ def test_features_read_as_data_change_no_other_gradient(executor, name):
                                    atol=1e-13, err_msg=k)
     assert derived.edge_attr_grad.shape == (g.edge_attr.nvals, F_E)
     with pytest.raises(RuntimeError, match=r"requires_grad_\(\) before the forward"):
-        getattr(data, "edge_attr_grad")
+        _ = data.edge_attr_grad
     with pytest.raises(TypeError, match="True or False"):
         g.edge_attr.requires_grad = "yes"
     assert g.edge_attr.requires_grad_(False) is g.edge_attr
