@@ -112,6 +112,7 @@ class CSRPattern:
         self.nnz = int(indices.shape[0])
         self._csc = None
         self._chunks = None
+        self._column_chunks = None
 
     @classmethod
     def with_diagonal(cls, A: gb.Matrix) -> CSRPattern:
@@ -156,6 +157,13 @@ class CSRPattern:
         if self._csc is None:
             self._csc = self.column_view()
         return self._csc
+
+    @property
+    def column_chunks(self) -> np.ndarray:
+        """Column chunks of about :data:`CHUNK_NNZ` entries of the kept :meth:`csc` view."""
+        if self._column_chunks is None:
+            self._column_chunks = balanced_bounds(self.csc()[0])
+        return self._column_chunks
 
     def column_view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(colptr, perm, rows)``: the cached one, else built and not kept (a device

@@ -22,7 +22,7 @@ from ..alignment import aligned_empty
 from ..base import Executor
 from ..contexts import ArgExtremeContext
 from ..patterns import CSRPattern, MatrixCache, csr_of, csr_view, graphblas_of
-from . import _dense_kernels, _gbio, _random_kernels, _spmm, programs
+from . import _dense_kernels, _gbio, _random_kernels, _spmm, programs, uniform_aggregation
 from . import _minmax_kernels as _minmax
 from . import semiring_lowering as _lowering
 from ._spmm import CSCOperand
@@ -249,11 +249,15 @@ class CPUExecutor(Executor):
     def program_forward(self, program, keep):
         # the generated kernels of ._program_kernels (one row pass, .programs); the
         # reference lowering for what they do not cover (a user semiring's aggregation)
+        if uniform_aggregation.weight(program.structure) is not None:
+            return uniform_aggregation.forward(self, program, keep)
         if not programs.fused(program.structure):
             return super().program_forward(program, keep)
         return programs.forward(self, program, keep)
 
     def program_backward(self, ctx, dout):
+        if isinstance(ctx, uniform_aggregation.UniformContext):
+            return uniform_aggregation.backward(self, ctx, dout)
         if not isinstance(ctx, programs.ProgramContext):
             return super().program_backward(ctx, dout)
         return programs.backward(self, ctx, dout)

@@ -1,0 +1,95 @@
+r"""Aggregations in which every edge weighs the same, on the ``plus_times`` SpMM kernel.
+
+An edge program whose root is one constant ``c`` (``ops.structure(g)``, the pattern's 0/1
+weights, as SAGE's and GIN's aggregations and DGL's ``copy_u`` read it) with a ``sum`` or
+``mean`` sink is
+
+.. math::
+    Z_i = \frac{c}{d_i} \sum_{j \in N(i)} X_j \quad (d_i = 1 \text{ for sum}, \
+    \max(|N(i)|, 1) \text{ for mean}), \qquad
+    \bar X = c\, A^\top (D^{-1} \bar Z),
+
+a pattern-only product and its transpose: no weight is read per edge. Both run on
+:func:`._spmm_kernels.spmm_rows` with one value for every entry (its ``iso`` form), over the
+pattern's CSR buffers and the CSC view it keeps (:meth:`~..patterns.CSRPattern.csc`), with the
+row chunks of equal stored entries and the prefetch of the kernel. The generated edge kernels
+would add into the output row in memory edge by edge and gather the backward's rows without
+a prefetch: at n = 10⁵, 1.6 M edges, k = 32 (AMD EPYC, 2 threads) a mean aggregation took
+31 ms forward and 53 ms backward there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from ...compose.program import Program, Structure
+from ..alignment import aligned_empty
+from ..patterns import CSRPattern
+from ._spmm_kernels import prefetch_distance, spmm_rows
+
+__all__ = ["UniformContext", "weight", "forward", "backward"]
+
+
+def weight(s: Structure) -> float | None:
+    """The weight ``c`` every edge of ``s`` has, when ``s`` is a ``sum`` or ``mean``
+    aggregation of messages whose root is one constant (no heads); None otherwise."""
+    if s.sink not in (("aggregate", "sum"), ("aggregate", "mean")) or len(s.ops) != 1:
+        return None
+    op = s.ops[s.root]
+    if op.kind != "const" or op.trail or [r for r, _ in s.roles] != ["x"]:
+        return None
+    return float(op.args[0])
+
+
+@dataclass
+class UniformContext:
+    """What the backward needs: the pattern, the weight, the rows' divisors (None for
+    ``sum``) and the messages' shape and dtype."""
+
+    pattern: CSRPattern
+    c: float
+    divisors: np.ndarray | None
+    x_shape: tuple
+    dtype: np.dtype
+
+
+def _product(indptr, indices, chunks, X: np.ndarray, c: float, nrows: int) -> np.ndarray:
+    """``c · P X`` for the pattern ``(indptr, indices)`` of ``nrows`` rows."""
+    dt = X.dtype
+    k = X.shape[1]
+    out = aligned_empty((nrows, k), dt)
+    with numba.parallel_chunksize(1):           # dynamic: one chunk of rows at a time
+        spmm_rows(chunks, indptr, indices, np.array([c], dt), True, X, dt.type(0), False,
+                  np.zeros(k, dt), prefetch_distance(k * dt.itemsize), out)
+    return out
+
+
+def forward(ex, prog: Program, keep: bool):
+    """``(Z, ctx)`` of the aggregation (see the module docstring); ``ctx`` None unless
+    ``keep``."""
+    s = prog.structure
+    dt = np.dtype(s.dtype)
+    pattern = ex.csr_pattern(prog.pattern)
+    x = prog.operands[0].value
+    X = np.ascontiguousarray(np.asarray(x, dtype=dt).reshape(pattern.ncols, -1))
+    Z = _product(pattern.indptr, pattern.indices, pattern.chunks, X, weight(s), pattern.nrows)
+    divisors = None
+    if s.sink[1] == "mean":
+        divisors = np.maximum(pattern.row_counts, 1).astype(dt)[:, None]
+        Z /= divisors
+    ctx = UniformContext(pattern, weight(s), divisors, tuple(np.shape(x)), dt) if keep \
+        else None
+    return Z.reshape((pattern.nrows, *np.shape(x)[1:])), ctx
+
+
+def backward(ex, ctx: UniformContext, dout) -> list:
+    """The messages' cotangent ``c Aᵀ (D⁻¹ dZ)``, as the one operand's."""
+    p = ctx.pattern
+    dZ = np.asarray(dout, dtype=ctx.dtype).reshape(p.nrows, -1)
+    dZ = np.ascontiguousarray(dZ / ctx.divisors if ctx.divisors is not None else dZ)
+    colptr, _, rows = p.csc()
+    dX = _product(colptr, rows, p.column_chunks, dZ, ctx.c, p.ncols)
+    return [dX.reshape(ctx.x_shape)]
