@@ -44,7 +44,14 @@ class Unary:
     """``forward(xp, x, a)`` and ``derivative(xp, x, y, a)`` (:math:`f'(x)` given
     :math:`y = f(x)`), both in the dtype of ``x``; ``code`` and ``code_derivative`` are the
     same for one scalar, as templates of the kernel generators (``{x}``, ``{y}``, ``{a}``,
-    ``{one}``, ``{zero}``; ``math`` functions only)."""
+    ``{one}``, ``{zero}``, ``{pick}``: ``max`` for a ≤ 1, else ``min``; ``math``
+    functions and ``max`` / ``min`` only).
+
+    A piecewise function whose pieces are cheap is written with ``max`` / ``min``, not as a
+    conditional expression: LLVM compiles ``x if x > 0 else a * x`` to a branch on the sign
+    of ``x``, which a random sign mispredicts half the time. GATv2's light row pass with
+    edge features at n = 10⁵, 1.7 M edges, 4 heads × 8 (AMD EPYC, 2 threads) took 577 ms
+    with the branch and 309 ms with ``max(x, a * x)``; the values are the same numbers."""
 
     forward: Callable
     derivative: Callable
@@ -67,11 +74,11 @@ UNARY: dict[str, Unary] = {
                  code="math.log({x})", code_derivative="({one} / {x})"),
     "relu": Unary(lambda xp, x, a: xp.maximum(x, _t(x, 0)),
                   lambda xp, x, y, a: (x > 0).astype(x.dtype),
-                  code="({x} if {x} > {zero} else {zero})",
+                  code="max({x}, {zero})",
                   code_derivative="({one} if {x} > {zero} else {zero})"),
     "leaky_relu": Unary(lambda xp, x, a: xp.where(x > 0, x, x * _t(x, a)),
                         lambda xp, x, y, a: xp.where(x > 0, _t(x, 1), _t(x, a)), True,
-                        code="({x} if {x} > {zero} else {x} * {a})",
+                        code="{pick}({x}, {x} * {a})",
                         code_derivative="({one} if {x} > {zero} else {a})"),
     "elu": Unary(lambda xp, x, a: xp.where(x > 0, x, _t(x, a) * xp.expm1(xp.minimum(x, 0))),
                  lambda xp, x, y, a: xp.where(x > 0, _t(x, 1), y + _t(x, a)), True,

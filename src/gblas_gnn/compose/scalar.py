@@ -252,8 +252,9 @@ class EdgeCode:
     def _fmt(self, fn: str, template: str, x: str, y: str | None = None, alpha=None) -> str:
         a = self._lit(alpha) if alpha is not None else ""
         am1 = self._lit(alpha - 1) if alpha is not None else ""
+        pick = "max" if alpha is None or alpha <= 1 else "min"
         return template.format(x=x, y=y or "", a=a, am1=am1, one=self.one, zero=self.zero,
-                               half=self._lit(0.5))
+                               half=self._lit(0.5), pick=pick)
 
     def _expr(self, block, scope, i: int, idx: tuple) -> str:
         op = self.ops[i]
@@ -446,10 +447,10 @@ def _binary(op: str, a: str, b: str) -> str:
         return f"({a} * {b})"
     if op == "div":
         return f"({a} / {b})"
-    if op == "maximum":
-        return f"({a} if {a} > {b} else {b})"
+    if op == "maximum":                 # no branch (see functions.Unary); ties give b's value
+        return f"max({b}, {a})"
     if op == "minimum":
-        return f"({a} if {a} < {b} else {b})"
+        return f"min({b}, {a})"
     raise ValueError(f"unknown binary function {op!r}")
 
 
