@@ -236,6 +236,31 @@ def test_the_cpu_column_pass_prefetches_every_row_operand_it_gathers():
     assert "prefetch_row(C" not in forward
 
 
+def test_edge_features_read_as_data_are_prefetched_and_get_no_cotangent(monkeypatch):
+    """Features that do not require their gradient are constants of the program: no kernel
+    takes or writes a cotangent for them (no |E| × f array); with ``requires_grad_()`` the
+    passes over rows write it. The passes over columns reach an edge's features at a random
+    CSR position and ask for them ahead."""
+    from gblas_gnn.executors.cpu import programs
+
+    plans = []
+    real = programs.kernels
+    monkeypatch.setattr(programs, "kernels", lambda p: plans.append(p) or real(p))
+    g = gg.Graph.from_edges([0, 1, 2, 2], [1, 2, 0, 1], 3, edge_attr=np.ones((4, 2)),
+                            dtype=np.float64)
+    for wanted in (False, True):
+        g.edge_attr.requires_grad = wanted
+        layer = gg.nn.GATv2Conv(3, 4, edge_dim=2, dtype=np.float64, executor="cpu")
+        layer.backward(np.ones_like(layer(g, np.ones((3, 3)))))
+        p = plans[-1]
+        assert p.features and p.eattrs == (p.features if wanted else ())
+        assert p.structure.constants == (() if wanted else p.features)
+        text = source(p)
+        column = text[text.index("def column_pass("):text.index("def column_rows(")]
+        assert f"prefetch_row(EA{p.features[0]}[perm[min(q + " in column
+        assert ("dEA" in text) == wanted
+
+
 def test_the_cpu_light_row_pass_sums_the_edges_shares_when_a_row_gets_one_number():
     """GAT's scores give the row operand ``d_i`` one number an edge and head: the column
     pass stores that share at the edge (where it has ``C_j`` for LeakyReLU's slope) and the
