@@ -105,7 +105,11 @@ class Row:
         (1 or 0.2, 1 or 0) differs: a handful of vertices' input gradients move by a few
         percent of the largest. In float64 GATv2's two layers differ at two vertices of 10⁵
         by 5e-4 and elsewhere by 4e-8 (one model's weights rounded through float32): what a
-        kink flip looks like. The forward agrees to 1e-6 either way.
+        kink flip looks like. The forward agrees to 1e-6 either way. GATv2 without edge
+        features flips the same way on an AMD EPYC box (4 heads × 8 at M: 0.8 % of the input
+        gradient's scale at one vertex, the same at the commit before any of this work; PyG
+        rounds ``W_l h_j + W_r h_i`` through another BLAS there), while on the Intel box it
+        agreed to 5e-6: its rows carry the floor too.
     """
 
     name: str
@@ -296,9 +300,9 @@ ROWS: dict[str, Row] = {
                _sgc_ours, config={"K": SGC_K}, dgl=("dgl",)),
     "gin": Row("gin", _gin_pyg, _gin_ours, looped=True, dgl=("dgl",)),
     "gatv2": Row("gatv2", _gatv2_pyg(1), _gatv2_ours(1), init=_gatv2_init(1),
-                 dgl=("dgl",)),
+                 dgl=("dgl",), tol=2e-2),
     "gatv2-h4": Row("gatv2-h4", _gatv2_pyg(4), _gatv2_ours(4), init=_gatv2_init(4), heads=4,
-                    dgl=("dgl",)),
+                    dgl=("dgl",), tol=2e-2),
     "transformer": Row("transformer", _transformer_pyg(1), _transformer_ours(1),
                        init=_transformer_init(), looped=True, zero=("grad_b_k",)),
     "transformer-h4": Row("transformer-h4", _transformer_pyg(4), _transformer_ours(4),
