@@ -23,7 +23,7 @@ from ..alignment import ALIGNMENT, aligned_empty
 from ..patterns import CSRPattern, balanced_bounds, csr_view, index_dtype
 from ._spmm_kernels import prefetch_distance, spmm_rows, transpose_csr
 
-__all__ = ["CSCOperand", "check_features", "product", "product_t"]
+__all__ = ["CSCOperand", "check_features", "product", "product_t", "spmm_run"]
 
 
 class CSCOperand:
@@ -85,7 +85,7 @@ def _aligned_rows(X: np.ndarray) -> np.ndarray:
     return out
 
 
-def _run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias) -> np.ndarray:
+def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias) -> np.ndarray:
     dt = X.dtype
     k = X.shape[1]
     if bias is None:
@@ -109,12 +109,12 @@ def product(S, pattern: CSRPattern, X, self_weight=None, bias=None) -> np.ndarra
     unpacked for the duration of the kernel, its values used in place)."""
     X = check_features(X, pattern.ncols, "S @ X")
     with csr_view(S) as (_, _, values, iso):
-        return _run(pattern.indptr, pattern.indices, pattern.chunks, values, iso, X,
+        return spmm_run(pattern.indptr, pattern.indices, pattern.chunks, values, iso, X,
                     pattern.nrows, self_weight, bias)
 
 
 def product_t(csc: CSCOperand, X, self_weight=None, bias=None) -> np.ndarray:
     """``Sᵀ X + w X + 1 bᵀ`` over the cached CSC buffers of ``S``."""
     X = check_features(X, csc.ncols, "Sᵀ @ X")
-    return _run(csc.colptr, csc.rows, csc.chunks, csc.values(X.dtype), csc.iso, X,
+    return spmm_run(csc.colptr, csc.rows, csc.chunks, csc.values(X.dtype), csc.iso, X,
                 csc.nrows, self_weight, bias)

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from ...compose.program import Program, Structure
-from ..alignment import aligned_empty
 from ..patterns import CSRPattern
-from ._spmm_kernels import prefetch_distance, spmm_rows
+from ._spmm import spmm_run
 
 __all__ = ["UniformContext", "weight", "forward", "backward"]
 
@@ -57,14 +55,9 @@ class UniformContext:
 
 
 def _product(indptr, indices, chunks, X: np.ndarray, c: float, nrows: int) -> np.ndarray:
-    """``c · P X`` for the pattern ``(indptr, indices)`` of ``nrows`` rows."""
-    dt = X.dtype
-    k = X.shape[1]
-    out = aligned_empty((nrows, k), dt)
-    with numba.parallel_chunksize(1):           # dynamic: one chunk of rows at a time
-        spmm_rows(chunks, indptr, indices, np.array([c], dt), True, X, dt.type(0), False,
-                  np.zeros(k, dt), prefetch_distance(k * dt.itemsize), out)
-    return out
+    """``c · P X`` for the pattern ``(indptr, indices)`` of ``nrows`` rows: the SpMM
+    kernel's run with one value for every entry."""
+    return spmm_run(indptr, indices, chunks, np.array([c], X.dtype), True, X, nrows, None, None)
 
 
 def forward(ex, prog: Program, keep: bool):
@@ -75,13 +68,13 @@ def forward(ex, prog: Program, keep: bool):
     pattern = ex.csr_pattern(prog.pattern)
     x = prog.operands[0].value
     X = np.ascontiguousarray(np.asarray(x, dtype=dt).reshape(pattern.ncols, -1))
-    Z = _product(pattern.indptr, pattern.indices, pattern.chunks, X, weight(s), pattern.nrows)
+    c = weight(s)
+    Z = _product(pattern.indptr, pattern.indices, pattern.chunks, X, c, pattern.nrows)
     divisors = None
     if s.sink[1] == "mean":
         divisors = np.maximum(pattern.row_counts, 1).astype(dt)[:, None]
         Z /= divisors
-    ctx = UniformContext(pattern, weight(s), divisors, tuple(np.shape(x)), dt) if keep \
-        else None
+    ctx = UniformContext(pattern, c, divisors, tuple(np.shape(x)), dt) if keep else None
     return Z.reshape((pattern.nrows, *np.shape(x)[1:])), ctx
 
 
