@@ -86,6 +86,9 @@ def _aligned_rows(X: np.ndarray) -> np.ndarray:
 
 
 def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias) -> np.ndarray:
+    """``Z_i = b + w X_i + Σ_{p ∈ row i} v_p X_{idx[p]}`` over the CSR (or CSC) buffers
+    ``(ptr, idx)`` of ``nrows`` rows: one :func:`spmm_rows` call into a 64-byte-aligned
+    output, chunks handed out one at a time, the prefetch distance of the row width."""
     dt = X.dtype
     k = X.shape[1]
     if bias is None:
