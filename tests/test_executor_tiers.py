@@ -105,6 +105,7 @@ def _calls(ex):
         "gemm": lambda: ex.gemm(X, W),
         "inner": lambda: ex.inner(X, X),
         "vertex_sum": lambda: ex.vertex_sum(X),
+        "vertex_scatter": lambda: ex.vertex_scatter(np.array([2, 0]), X[:2], 3),
         "row_dot": lambda: ex.row_dot(X, X),
         "spmm": lambda: ex.spmm(A, X),
         "spmm_t": lambda: ex.spmm_t(A, X),
@@ -135,6 +136,9 @@ def test_on_one_process_the_defaults_are_the_local_operations():
     np.testing.assert_array_equal(ex.gemm(X, W), X @ W)
     np.testing.assert_array_equal(ex.inner(X, X), X.T @ X)
     np.testing.assert_array_equal(ex.vertex_sum(X), X.sum(axis=0))
+    assert ex.vertex_scatter(None, X, 3) is X
+    np.testing.assert_array_equal(ex.vertex_scatter(np.array([2, 0]), X[:2], 3),
+                                  np.stack([X[1], 0 * X[0], X[0]]))
     np.testing.assert_array_equal(ex.row_dot(X, X), (X * X).sum(axis=1))
     dense = np.zeros((3, 3))
     dense[[0, 0, 1], [0, 2, 1]] = [1.0, 2.0, 3.0]

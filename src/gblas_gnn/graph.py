@@ -13,6 +13,8 @@ Conventions
   ``add_remaining_self_loops`` does. The graph it returns holds only the executors' int32
   pattern of ``A + I`` (:attr:`Graph.edge_tensor`) until its ``A`` is asked for.
 * Edge values must be finite; vertex ids must be integers in ``[0, n)``.
+* **Relations** (``edge_type``, one relation id per given edge) are kept per relation
+  (:meth:`Graph.relation`, :mod:`gblas_gnn.relations`); ``A`` is their union.
 * **Edge features** (``edge_attr``, one row per given edge) are kept per stored edge
   (:attr:`Graph.edge_attr`, :mod:`gblas_gnn.edge_attr`); a pair given twice with features
   is an error (which features would the merged edge have?). :meth:`Graph.with_self_loops`
@@ -34,6 +36,7 @@ from ._io import atomic_write, read_npz
 from ._validate import float_dtype, widening
 from .edge_attr import EdgeFeatures, check_edge_attr, check_fill_value, fill_key, with_loops
 from .executors.patterns import AdjacencyPattern, CSRPattern, csr_of
+from .relations import NO_RELATIONS, Relations, check_edge_type
 
 __all__ = ["Graph", "as_graph"]
 
@@ -91,12 +94,13 @@ class Graph:
         self._edges: gb.Matrix | AdjacencyPattern = A
         self._cache: dict = {}
         self._attr: EdgeFeatures | None = None
+        self._rel: Relations | None = None
 
     @classmethod
     def _of_pattern(cls, pattern: AdjacencyPattern) -> Graph:
         """The graph whose adjacency is ``pattern`` (its matrix built when ``A`` is read)."""
         g = cls.__new__(cls)
-        g._edges, g._cache, g._attr = pattern, {}, None
+        g._edges, g._cache, g._attr, g._rel = pattern, {}, None, None
         return g
 
     @property
@@ -117,7 +121,7 @@ class Graph:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_edges(cls, src, dst, n: int, values=None, dtype=np.float32,
-                   edge_attr=None) -> Graph:
+                   edge_attr=None, edge_type=None, num_relations: int | None = None) -> Graph:
         """Graph with edges ``src[e] → dst[e]`` (stored at ``A[dst[e], src[e]]``).
 
         Parameters
@@ -132,6 +136,12 @@ class Graph:
         edge_attr : array_like, shape (m, f) or (m,), optional
             Features of every given edge (finite; cast to ``dtype``): :attr:`edge_attr`. A
             pair given twice is then a ``ValueError`` naming the duplicate.
+        edge_type : array_like of int, shape (m,), optional
+            The relation of every given edge, ids in ``[0, R)`` (:meth:`relation`); ``A`` is
+            the union of the relations. A pair may carry several relations, each once.
+            Neither ``values`` nor ``edge_attr`` may come with it.
+        num_relations : int, optional
+            ``R`` (default: one more than the largest id in ``edge_type``).
         """
         dt = float_dtype(dtype)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
@@ -141,6 +151,15 @@ class Graph:
         dst = _check_ids(dst, "dst", n)
         if src.shape != dst.shape:
             raise ValueError(f"src and dst differ in length ({src.size} vs {dst.size})")
+        types = None
+        if edge_type is not None:
+            if values is not None or edge_attr is not None:
+                raise ValueError("edge_type with edge values or edge_attr: a typed graph's "
+                                 "relations are patterns (as R-GCN reads them); give the "
+                                 "edges and their relation ids only")
+            types, R = check_edge_type(edge_type, src.size, num_relations)
+        elif num_relations is not None:
+            raise ValueError("num_relations without edge_type")
         if values is None:
             # a scalar value gives an iso matrix; GraphBLAS ignores duplicate indices
             A = gb.Matrix.from_coo(dst, src, dt.type(1), nrows=n, ncols=n, dtype=dt)
@@ -151,11 +170,14 @@ class Graph:
         g = cls(A)
         if edge_attr is not None:
             g._attr = _given_features(g, src, dst, check_edge_attr(edge_attr, src.size, dt))
+        if types is not None:
+            g._rel = Relations(src, dst, types, R, n, dt)
         return g
 
     @classmethod
-    def from_edge_index(cls, edge_index, n: int, edge_weight=None,
-                        dtype=np.float32, edge_attr=None) -> Graph:
+    def from_edge_index(cls, edge_index, n: int, edge_weight=None, dtype=np.float32,
+                        edge_attr=None, edge_type=None,
+                        num_relations: int | None = None) -> Graph:
         """Graph from PyTorch Geometric's ``edge_index`` (2, m): row 0 holds the sources, row 1
         the targets (``flow="source_to_target"``), so edge ``e`` is stored at
         ``A[edge_index[1, e], edge_index[0, e]]``.
@@ -173,13 +195,18 @@ class Graph:
         dtype : float32 or float64
         edge_attr : array_like or torch.Tensor, shape (m, f) or (m,), optional
             PyG's ``edge_attr``: the features of every edge (:attr:`edge_attr`).
+        edge_type : array_like or torch.Tensor of int, shape (m,), optional
+            PyG's ``edge_type``: the relation of every edge (:meth:`relation`).
+        num_relations : int, optional
+            ``R`` (default: one more than the largest id in ``edge_type``).
         """
         ei, w = (x.detach().cpu().numpy() if hasattr(x, "detach") else x
                  for x in (edge_index, edge_weight))
         ei = np.asarray(ei)
         if ei.ndim != 2 or ei.shape[0] != 2:
             raise ValueError(f"edge_index must have shape (2, m), got {ei.shape}")
-        return cls.from_edges(ei[0], ei[1], n, values=w, dtype=dtype, edge_attr=edge_attr)
+        return cls.from_edges(ei[0], ei[1], n, values=w, dtype=dtype, edge_attr=edge_attr,
+                              edge_type=edge_type, num_relations=num_relations)
 
     @classmethod
     def from_scipy(cls, mat, dtype=np.float32) -> Graph:
@@ -206,8 +233,9 @@ class Graph:
 
     @classmethod
     def from_npz(cls, path, dtype=np.float32) -> Graph:
-        """Read a COO ``.npz`` with arrays ``row``, ``col``, ``shape``, optional ``data`` and
-        optional ``edge_attr`` (one row of features per entry).
+        """Read a COO ``.npz`` with arrays ``row``, ``col``, ``shape``, optional ``data``,
+        optional ``edge_attr`` (one row of features per entry) and optional ``edge_type``
+        with ``num_relations`` (one relation id per entry: :meth:`relation`).
 
         ``row`` holds targets and ``col`` sources (the layout of ``A``). No pickles are loaded.
         """
@@ -222,9 +250,14 @@ class Graph:
             raise ValueError(f"{path}: 'shape' must be two integers, got {shape!r}")
         if shape[0] != shape[1]:
             raise ValueError(f"{path}: adjacency must be square, got {shape[0]}×{shape[1]}")
+        R = arrays.get("num_relations")
+        if R is not None and (R.shape != () or not np.issubdtype(R.dtype, np.integer)):
+            raise ValueError(f"{path}: 'num_relations' must be one integer, got {R!r}")
         return cls.from_edges(arrays["col"], arrays["row"], int(shape[0]),
                               values=arrays.get("data"), dtype=dtype,
-                              edge_attr=arrays.get("edge_attr"))
+                              edge_attr=arrays.get("edge_attr"),
+                              edge_type=arrays.get("edge_type"),
+                              num_relations=None if R is None else int(R))
 
     @classmethod
     def from_mtx(cls, path, dtype=np.float32) -> Graph:
@@ -245,7 +278,15 @@ class Graph:
         """Write ``A`` as a COO ``.npz`` (``row``, ``col``, ``data``, ``shape``, the edge
         features ``edge_attr`` when the graph has them, and ``order = "csr"``: the entries
         are row-major with sorted columns, which lets a distributed reader take only its
-        rows), uncompressed, atomically."""
+        rows), uncompressed, atomically. A typed graph writes its given edges relation by
+        relation instead (``row``, ``col``, ``edge_type``, ``num_relations``, ``shape``)."""
+        if self._rel is not None:
+            rel = self._rel
+            atomic_write(path, lambda f: np.savez(
+                f, row=rel.dst, col=rel.src, shape=np.array([self.n, self.n]),
+                edge_type=np.repeat(np.arange(rel.num_relations), np.diff(rel.offsets)),
+                num_relations=np.array(rel.num_relations)))
+            return
         rows, cols, vals = self.A.to_coo()      # CSR order: row-major, columns sorted
         extra = {} if self._attr is None else {"edge_attr": self._attr.values}
         atomic_write(path, lambda f: np.savez(f, row=rows, col=cols, data=vals,
@@ -282,9 +323,36 @@ class Graph:
         (``g.edge_attr @ W`` contracts its channels per edge)."""
         return self._attr
 
+    @property
+    def num_relations(self) -> int | None:
+        """``R`` of a graph built with ``edge_type`` (None without relations)."""
+        return None if self._rel is None else self._rel.num_relations
+
+    @property
+    def edge_type(self) -> np.ndarray | None:
+        """The relation id of every given edge, in the given order (None without)."""
+        return None if self._rel is None else self._rel.edge_type
+
+    def relation(self, r: int) -> Graph:
+        """Relation ``r``'s adjacency ``A_r`` (``A_r[i, j]`` stored ⇔ an edge ``j → i`` of
+        relation ``r``; value 1) as a graph of the same vertices, built once
+        (:mod:`gblas_gnn.relations`). ``ops.structure(g.relation(r))`` is its pattern in a
+        composition.
+
+        Raises
+        ------
+        ValueError
+            The graph has no relations (built without ``edge_type``), or ``r`` is not in
+            ``[0, R)``.
+        """
+        if self._rel is None:
+            raise ValueError(NO_RELATIONS)
+        return self._rel.graph(r)
+
     def __repr__(self) -> str:
         feats = "" if self._attr is None else f", edge_attr={self._attr.f}"
-        return f"Graph(n={self.n}, nnz={self.nnz}, dtype={self.dtype}{feats})"
+        rels = "" if self._rel is None else f", num_relations={self._rel.num_relations}"
+        return f"Graph(n={self.n}, nnz={self.nnz}, dtype={self.dtype}{feats}{rels})"
 
     def _cached(self, key, build):
         if key not in self._cache:
@@ -334,6 +402,8 @@ class Graph:
 
         def build():
             g = Graph(self.A.dup(dtype=dt))
+            if self._rel is not None:
+                g._rel = self._rel.astype(dt)
             if self._attr is not None:
                 g._attr = EdgeFeatures(g._edges, self._attr.values.astype(dt),
                                        self._attr.order, origin=self._attr)
@@ -347,6 +417,9 @@ class Graph:
         (:meth:`~gblas_gnn.executors.patterns.CSRPattern.with_diagonal`): what the layers
         and every executor run on (:attr:`edge_tensor`). Its ``A``, a ``graphblas.Matrix``
         with A's values and 1 on the added loops, is built at the first access.
+
+        The graph returned has no relations (a loop has none); a typed graph's layer reads
+        its relations from the graph itself (R-GCN's root term is its self loop).
 
         With edge features the loops' features follow ``fill_value``, as PyG's attention
         layers add them: every loop, given or added, gets ``"mean"`` (default), ``"add"``,

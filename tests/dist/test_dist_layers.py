@@ -214,3 +214,33 @@ def test_layer_input_errors_reach_every_rank(dex):
         bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         layer(dg, bad)
+
+
+@pytest.mark.parametrize("featureless", [False, True], ids=["features", "featureless"])
+@pytest.mark.parametrize("relabel", [False, True])
+def test_relations_equal_one_process(dex, featureless, relabel):
+    """R-GCN on a typed graph: each relation's block on the grid, a relation without edges,
+    and featureless input (the parameters' rows read as this rank's vertices' rows, their
+    gradient gathered over the grid once per vertex)."""
+    rng = np.random.default_rng(3)
+    edge_index, t = rng.integers(0, N - 1, (2, 50)), rng.integers(0, 3, 50)
+    _, keep = np.unique(np.stack([*edge_index, t]), axis=1, return_index=True)
+    g = gg.Graph.from_edge_index(edge_index[:, keep], N, edge_type=t[keep], num_relations=4,
+                                 dtype=np.float64)
+    in_dim = N if featureless else 5
+    one, grid_layer = (gg.nn.RGCNConv(in_dim, 3, 4, num_bases=2, dtype=np.float64, seed=2,
+                                      executor=ex) for ex in (CPU, dex))
+    H = None if featureless else rng.standard_normal((N, in_dim))
+    out = one(g, H)
+    dout = rng.standard_normal(out.shape)
+    dH = one.backward(dout)
+    dg = dist.DistGraph.from_graph(g, dex.grid, relabel=relabel, seed=5)
+    assert dg.num_relations == 4 and dg.relation(3).nnz == 0
+    got = grid_layer(dg, None if featureless else dg.scatter(H))
+    got_dH = grid_layer.backward(dg.scatter(dout))
+    close(dg.gather(got), out, "forward")
+    if featureless:
+        assert got_dH is None and dH is None
+    else:
+        close(dg.gather(got_dH), dH, "input gradient")
+    close_gradients(grid_layer.grads, one.grads)

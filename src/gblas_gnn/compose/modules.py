@@ -38,7 +38,7 @@ class Recording:
     tape: Tape
     output: Node | None
     modules: list
-    in_shape: tuple
+    in_shape: tuple | None
     out_shape: tuple
     features: dict
 
@@ -75,19 +75,24 @@ def call_composed(module, g, H):
             raise RuntimeError("a traced array outside its composed forward")
         with _traced_params(module, s):
             return _output(module.forward(g, H), module)
-    g, H = module._prepare(g, H, getattr(module, "in_dim", None))
+    if H is None and getattr(module, "featureless", False):
+        g = module._prepare_graph(g)
+    else:
+        g, H = module._prepare(g, H, getattr(module, "in_dim", None))
     _check_params(module)
     tape = Tape() if module.training else None
     with scope(module.executor, tape) as s:
-        Ht = Traced(H, tape.leaf(INPUT) if tape is not None else None, True)
+        Ht = None if H is None else \
+            Traced(H, tape.leaf(INPUT) if tape is not None else None, True)
         with _traced_params(module, s):
             out = _output(module.forward(g, Ht), module)
     module.graph_widths = list(s.widths)
     if tape is None:
         module._cache = None
     else:
-        module._cache = Recording(tape, out.node, list(s.modules), tuple(H.shape),
-                                  tuple(out.shape), dict(s.features))
+        module._cache = Recording(tape, out.node, list(s.modules),
+                                  None if H is None else tuple(H.shape), tuple(out.shape),
+                                  dict(s.features))
     return s.released(out.value)
 
 
@@ -153,6 +158,8 @@ def derived_backward(module, dout) -> Any:
         m.grads = {name: _grad(leaves.get((id(m), name)), value, xp)
                    for name, value in m.params.items()}
     module._edge_attr_grad = _feature_grad(rec.features, leaves, module.executor)
+    if rec.in_shape is None:                     # a featureless forward: no input
+        return None
     dH = leaves.get(INPUT)
     return xp.zeros(rec.in_shape, module.dtype) if dH is None else dH
 

@@ -32,7 +32,7 @@ from . import functions as F
 from .tape import Summed, current
 
 __all__ = ["Traced", "lift", "value_of", "is_traced", "record", "concat", "apply_unary",
-           "apply_binary", "VertexTranspose"]
+           "apply_binary", "VertexTranspose", "vertex_rows"]
 
 
 def is_traced(x) -> bool:
@@ -228,6 +228,26 @@ def _inner(X: Traced, Y: Traced) -> Traced:
         return ex.gemm(Yv, g.T), ex.gemm(Xv, g)
 
     return record(out, [X, Y], vjp, False)
+
+
+def vertex_rows(g, W) -> Traced:
+    r"""The rows of ``W`` (``(n, ...)``, a parameter: row ``v`` belongs to vertex ``v`` of
+    ``g``) as a vertex-indexed array: this process's vertices' rows (all of them on one
+    process, :attr:`~gblas_gnn.dist.DistGraph.vertex_ids` on a grid). A one-hot input
+    without the n × n matrix: :math:`I W = W`. Its cotangent reaches ``W`` through the
+    executor's :meth:`~gblas_gnn.executors.Executor.vertex_scatter`, every vertex once."""
+    W = _as_traced(W)
+    if not isinstance(W, Traced) or W.vertex or W.value.ndim < 1:
+        raise TypeError("vertex_rows reads a parameter (an array whose rows are the "
+                        "vertices), not a vertex-indexed array")
+    n = W.value.shape[0]
+    if n != g.n:
+        raise ValueError(f"vertex_rows: the array has {n} rows but the graph has {g.n} "
+                         "vertices")
+    ex = _scope().executor
+    ids = getattr(g, "vertex_ids", None)
+    value = W.value if ids is None else W.value[ids]
+    return record(value, [W], lambda G: (ex.vertex_scatter(ids, G, n),), True)
 
 
 def concat(xs, axis: int = -1) -> Traced:

@@ -212,6 +212,14 @@ class DistExecutor(Executor):
             return self.grid.allreduce(total, "sum", "world", "vertex_sum").reshape(
                 X.shape[1:])
 
+    def vertex_scatter(self, ids, G, n):
+        with self._op("vertex_scatter"):
+            G = np.asarray(G)
+            share = self._share(G.shape[0])
+            full = np.zeros((n, *G.shape[1:]), G.dtype)
+            full[np.asarray(ids)[share]] = G[share]
+            return self.grid.allreduce(full, "sum", "world", "vertex_scatter")
+
     # ------------------------------------------------------------------ edge primitives
     def edge_values(self, E):
         return self.local.edge_values(_local(E))

@@ -29,6 +29,7 @@ from ..executors.base import EdgeTensorBase
 from ..executors.edges import edge_dtype
 from ..executors.patterns import AdjacencyPattern, CSRPattern, graphblas_of
 from ..graph import as_graph, self_looped_matrix
+from ..relations import NO_RELATIONS, check_relation
 from .grid import Grid
 
 __all__ = ["Block", "DistDataset", "DistGraph", "partition", "relabel_order"]
@@ -120,12 +121,16 @@ class DistGraph:
         #: for a graph with edge features made by :meth:`from_graph`: the positions of this
         #: block's entries in the whole graph's CSR order (None otherwise)
         self.edge_positions: np.ndarray | None = None
+        self._relations: list[DistGraph] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_graph(cls, g, grid: Grid, relabel: bool = False, seed: int = 0) -> DistGraph:
         """This rank's block of ``g`` (a :class:`~gblas_gnn.Graph`, scipy.sparse or
         graphblas matrix that every rank passes identically).
+
+        A typed graph's relations come along, each relation's block on the same grid and
+        parts (:meth:`relation`).
 
         Raises ``ValueError`` on every rank when the ranks passed different graphs (vertex
         count, edge count, dtype or edges differ).
@@ -156,6 +161,9 @@ class DistGraph:
             out.edge_positions = at.data.astype(np.int64) - 1
             out._attr = EdgeFeatures(out.edge_tensor, np.ascontiguousarray(
                 g.edge_attr.values[out.edge_positions]), None, origin=g.edge_attr)
+        if getattr(g, "num_relations", None) is not None:
+            out._relations = [cls.from_graph(g.relation(r), grid, relabel, seed)
+                              for r in range(g.num_relations)]
         return out
 
     @classmethod
@@ -225,6 +233,18 @@ class DistGraph:
         :attr:`gblas_gnn.Graph.edge_attr`: they live with the block and never move."""
         return self._attr
 
+    @property
+    def num_relations(self) -> int | None:
+        """``R`` of a typed graph (None without relations)."""
+        return None if self._relations is None else len(self._relations)
+
+    def relation(self, r: int) -> DistGraph:
+        """This rank's share of relation ``r``'s adjacency (see
+        :meth:`gblas_gnn.Graph.relation`): a graph on the same grid and parts."""
+        if self._relations is None:
+            raise ValueError(NO_RELATIONS)
+        return self._relations[check_relation(r, len(self._relations))]
+
     def __repr__(self) -> str:
         b = self._block
         return (f"DistGraph(n={self.n}, nnz={self.nnz}, grid={self.grid.q}x{self.grid.q}, "
@@ -248,6 +268,8 @@ class DistGraph:
                           self.A.with_matrix(self.A.M.dup(dtype=dt)), nnz=self.nnz)
             if self._attr is not None:
                 g._attr = EdgeFeatures(g.edge_tensor, self._attr.values.astype(dt), None)
+            if self._relations is not None:
+                g._relations = [rg.astype(dt) for rg in self._relations]
             return g
         return self._cached(("astype", dt), build)
 

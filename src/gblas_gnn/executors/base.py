@@ -31,7 +31,8 @@ the sampled product :meth:`~Executor.sddmm` and the max/min aggregation with its
 every operation together (:attr:`~Executor.processes`). The defaults are those of one
 process: :meth:`~Executor.agree`, :meth:`~Executor.all_agree`, :meth:`~Executor.validation`,
 :meth:`~Executor.on_root` and :attr:`~Executor.is_root` are identities, the reductions over
-vertices (:meth:`~Executor.inner`, :meth:`~Executor.vertex_sum`) and the per-vertex products
+vertices (:meth:`~Executor.inner`, :meth:`~Executor.vertex_sum`,
+:meth:`~Executor.vertex_scatter`) and the per-vertex products
 (:meth:`~Executor.gemm`, :meth:`~Executor.row_dot`) are local, the products
 :meth:`~Executor.spmm` / :meth:`~Executor.spmm_t` reduce over this process's pattern, and
 the source side of a pattern is this process's rows (:meth:`~Executor.source_rows`,
@@ -95,8 +96,8 @@ CORE_TIER = ("edge_values", "edge_from_values", "gather_rows", "gather_cols", "e
 #: tier (b): defaults correct on one process only; an executor with ``processes > 1``
 #: overrides every one (their defaults raise there). ``processes`` itself decides.
 PROCESS_TIER = ("is_root", "agree", "all_agree", "validation", "on_root", "gemm", "inner",
-                "vertex_sum", "row_dot", "spmm", "spmm_t", "source_rows", "columns",
-                "gather_columns", "to_graphblas")
+                "vertex_sum", "vertex_scatter", "row_dot", "spmm", "spmm_t", "source_rows",
+                "columns", "gather_columns", "to_graphblas")
 #: tier (c): defaults built on tiers (a) and (b), right on every executor (an executor may
 #: override them with faster kernels giving the same result)
 DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "combine_rows", "spmm_affine",
@@ -316,6 +317,18 @@ class Executor(ABC):
         shape ``X.shape[1:]``."""
         self._one_process("vertex_sum")
         return X.sum(axis=0)
+
+    def vertex_scatter(self, ids: DenseArray | None, G: DenseArray, n: int) -> DenseArray:
+        r"""The ``(n, ...)`` array whose row ``ids[k]`` is ``G[k]``, for vertex rows ``G``
+        of this process whose global ids are ``ids`` (None: all ``n`` vertices in order):
+        the cotangent of a parameter whose rows are read as the vertices' rows
+        (:func:`gblas_gnn.ops.vertex_rows`, featureless input), every vertex counted once."""
+        self._one_process("vertex_scatter")
+        if ids is None:
+            return G
+        full = self.xp.zeros((n, *G.shape[1:]), G.dtype)
+        full[ids] = G
+        return full
 
     def row_dot(self, X: DenseArray, Y: DenseArray) -> DenseArray:
         r"""Per-vertex products :math:`r_i = \langle X_i, Y_i \rangle` (row norms, the

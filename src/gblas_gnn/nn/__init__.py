@@ -11,6 +11,7 @@ from .gin import GINConv
 from .gine import GINEConv
 from .linear import Linear
 from .module import Module
+from .rgcn import RGCNConv
 from .sage import SAGEConv
 from .sequential import Sequential
 from .sgc import SGConv
@@ -18,5 +19,5 @@ from .transformer import TransformerConv
 from .va import VAConv
 
 __all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GATConv", "GATv2Conv", "TransformerConv",
-           "GCNConv", "SGConv", "GINConv", "GINEConv", "SAGEConv", "ReLU", "ELU", "Identity",
-           "Dropout", "Sequential", "models"]
+           "GCNConv", "SGConv", "GINConv", "GINEConv", "SAGEConv", "RGCNConv", "ReLU", "ELU",
+           "Identity", "Dropout", "Sequential", "models"]

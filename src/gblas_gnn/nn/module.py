@@ -186,11 +186,20 @@ class Module(ABC):
             x = dense_matrix(x, name, xp=self.xp, finite=ex.all_finite, **checks)
         return x
 
+    #: whether the module may be called without input features (``H=None``: PyG's
+    #: featureless vertices; the backward then returns None)
+    featureless: bool = False
+
+    def _prepare_graph(self, g) -> Graph:
+        """The graph ``g`` resolved (any accepted form) in the module's dtype."""
+        with self.executor.validation():
+            return as_graph(g, dtype=self.dtype).astype(self.dtype)
+
     def _prepare(self, g, H: np.ndarray, in_dim: int | None) -> tuple[Graph, np.ndarray]:
         """Validate ``H`` (dtype = module dtype, ``in_dim`` columns) and resolve the graph."""
         H = self._dense(H, "H", cols=in_dim, dtype=self.dtype)
+        g = self._prepare_graph(g)
         with self.executor.validation():
-            g = as_graph(g, dtype=self.dtype).astype(self.dtype)
             if H.shape[0] != g.n_local:
                 raise ValueError(f"H has {H.shape[0]} rows but the graph has {g.n_local} "
                                  "vertices" + ("" if g.n_local == g.n else " in this process"))

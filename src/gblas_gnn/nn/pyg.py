@@ -26,6 +26,8 @@ Conv         and their ``b_*``; ``W_e``               ``lin_value``, ``lin_skip`
 SAGEConv     ``W_l``, ``b_l``; ``W_r``; ``W_p``,     ``lin_l.weight`` = Wᵀ, ``lin_l.bias``;
              ``b_p``                                 ``lin_r.weight``; ``lin.weight``,
                                                      ``lin.bias``
+RGCNConv     ``weight``, ``comp``, ``root``,         the same names and shapes
+             ``bias``
 ===========  ======================================  =======================================
 
 :func:`from_pyg` builds our layer from a PyG module (configuration and weights, in the
@@ -56,6 +58,7 @@ from .gcn import GCNConv
 from .gin import GINConv
 from .gine import GINEConv
 from .module import Module
+from .rgcn import RGCN_AGGREGATIONS, RGCNConv
 from .sage import SAGE_AGGREGATIONS, SAGEConv
 from .sgc import SGConv
 from .transformer import TransformerConv
@@ -439,13 +442,36 @@ def _sage_to(layer: SAGEConv):
                                        for ours, theirs in _SAGE.items() if ours in p})
 
 
+# ---------------------------------------------------------------------------- R-GCN
+def _rgcn_from(conv) -> RGCNConv:
+    _refuse(not isinstance(conv.in_channels, int), "RGCNConv on a bipartite graph "
+                                                   f"(in_channels={conv.in_channels})")
+    aggr = _AGGR_FROM_PYG.get(conv.aggr) if isinstance(conv.aggr, str) else None
+    _refuse(aggr not in RGCN_AGGREGATIONS,
+            f"RGCNConv with aggr={conv.aggr!r} (mean, add/sum and max map)")
+    layer = RGCNConv(conv.in_channels, conv.out_channels, conv.num_relations,
+                     num_bases=conv.num_bases, num_blocks=conv.num_blocks, aggr=aggr,
+                     root_weight=conv.root is not None, bias=conv.bias is not None,
+                     dtype=_dtype(conv.weight))
+    return _load(layer, {name: _named(conv, name) for name in layer.params})
+
+
+def _rgcn_to(layer: RGCNConv):
+    torch, pyg = _torch()
+    conv = pyg.RGCNConv(layer.in_dim, layer.out_dim, layer.num_relations,
+                        num_bases=layer.num_bases, num_blocks=layer.num_blocks,
+                        aggr=_AGGR_TO_PYG[layer.aggr], root_weight=layer.root_weight,
+                        bias="bias" in layer.params)
+    return _store(torch, conv, layer, dict(layer.params))
+
+
 # ---------------------------------------------------------------------------- dispatch
 _FROM = {"GATConv": _gat_from, "GATv2Conv": _gatv2_from, "TransformerConv": _transformer_from,
          "GCNConv": _gcn_from, "SGConv": _sgc_from, "GINConv": _gin_from,
-         "SAGEConv": _sage_from, "GINEConv": _gine_from}
+         "SAGEConv": _sage_from, "GINEConv": _gine_from, "RGCNConv": _rgcn_from}
 _TO = {GATConv: _gat_to, GATv2Conv: _gatv2_to, TransformerConv: _transformer_to,
        GCNConv: _gcn_to, SGConv: _sgc_to, AGNNConv: _agnn_to, GINConv: _gin_to,
-       SAGEConv: _sage_to, GINEConv: _gine_to}
+       SAGEConv: _sage_to, GINEConv: _gine_to, RGCNConv: _rgcn_to}
 
 
 def from_pyg(conv, in_dim: int | None = None) -> Module:
@@ -454,8 +480,8 @@ def from_pyg(conv, in_dim: int | None = None) -> Module:
 
     Args:
         conv: a ``torch_geometric.nn`` ``GATConv``, ``GATv2Conv``, ``TransformerConv``,
-            ``GCNConv``, ``SGConv``, ``AGNNConv``, ``GINConv``, ``GINEConv`` or
-            ``SAGEConv``.
+            ``GCNConv``, ``SGConv``, ``AGNNConv``, ``GINConv``, ``GINEConv``, ``SAGEConv`` or
+            ``RGCNConv`` (``FastRGCNConv`` too: the same layer).
         in_dim: the feature size, for ``AGNNConv`` only (PyG's layer works on any width).
 
     Raises:
@@ -477,7 +503,7 @@ def layer_from_pyg(cls: type | None, conv, in_dim: int | None = None) -> Module:
     if kind is None or (cls is not None and kind != cls.__name__):
         wanted = cls.__name__ if cls is not None else \
             "GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv, AGNNConv, GINConv, " \
-            "GINEConv or SAGEConv"
+            "GINEConv, SAGEConv or RGCNConv"
         raise TypeError(f"from_pyg takes a torch_geometric.nn {wanted}, got "
                         f"{type(conv).__module__}.{type(conv).__name__}")
     if kind == "AGNNConv":
@@ -499,12 +525,13 @@ def to_pyg(layer: Module) -> Any:
         ImportError: torch or torch-geometric is not installed (the message names the
             ``pyg`` extra).
         TypeError: ``layer`` is not a GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv,
-            AGNNConv, GINConv, GINEConv or SAGEConv.
+            AGNNConv, GINConv, GINEConv, SAGEConv or RGCNConv.
         ValueError: ``layer`` uses a feature PyG lacks (named in the message).
     """
     convert = _TO.get(type(layer))
     if convert is None:
         raise TypeError(f"to_pyg takes a gblas_gnn GATConv, GATv2Conv, TransformerConv, "
-                        f"GCNConv, SGConv, AGNNConv, GINConv, GINEConv or SAGEConv, got "
+                        f"GCNConv, SGConv, AGNNConv, GINConv, GINEConv, SAGEConv or RGCNConv, "
+                        f"got "
                         f"{type(layer).__name__}")
     return convert(layer)

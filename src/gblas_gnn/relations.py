@@ -1,0 +1,137 @@
+r"""Relations on one vertex set: a typed graph's edges, one adjacency per relation (R-GCN).
+
+A :class:`~gblas_gnn.Graph` built with ``edge_type`` (one relation id in ``[0, R)`` per given
+edge, PyG's ``edge_type``) keeps its relations as a :class:`Relations`. The graph's ``A`` is
+the union of its relations' edges (a pair that carries several relations is one entry there);
+relation ``r``'s own adjacency :math:`A_r` (``A_r[i, j]`` stored ⇔ an edge ``j → i`` of
+relation ``r``) is :meth:`Graph.relation(r) <gblas_gnn.Graph.relation>`, a graph of its own
+with the same vertices, built when first asked for. In a composition its pattern is an
+operand like any adjacency's: ``ops.structure(g.relation(r))``. That is the global form of a
+relational layer: R-GCN is :math:`\sum_r \mathrm{AGG}_{A_r}(X)\, W_r`, one aggregation per
+relation's block.
+
+The same pair may carry several relations; the same pair given twice *with the same
+relation* is refused (PyG would count it twice, a merged entry once: an aggregation could not
+be both).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Relations", "check_edge_type", "check_relation", "NO_RELATIONS"]
+
+#: the error of asking a graph without relations for one
+NO_RELATIONS = ("this graph has no relations: build it with edge_type (one relation id per "
+                "edge), e.g. Graph.from_edge_index(edge_index, n, edge_type=t)")
+
+
+def check_edge_type(edge_type, m: int, num_relations: int | None = None) -> tuple[np.ndarray, int]:
+    """``edge_type`` as ``m`` relation ids (int64) and the number of relations ``R``
+    (``num_relations``, or one more than the largest id); a clear error otherwise.
+
+    Raises
+    ------
+    TypeError
+        Ids that are not integers.
+    ValueError
+        A shape other than ``(m,)``, a negative id, an id ≥ ``num_relations``, or a
+        ``num_relations`` that is not a positive integer.
+    """
+    if hasattr(edge_type, "detach"):                         # a torch tensor
+        edge_type = edge_type.detach().cpu().numpy()
+    t = np.asarray(edge_type)
+    if t.ndim != 1 or t.shape[0] != m:
+        raise ValueError(f"edge_type must have shape ({m},): one relation id per given edge, "
+                         f"got {t.shape}")
+    if t.size and not np.issubdtype(t.dtype, np.integer):
+        raise TypeError(f"edge_type must hold integer relation ids, got dtype {t.dtype}")
+    t = t.astype(np.int64, copy=False)
+    if t.size and t.min() < 0:
+        raise ValueError(f"edge_type holds the negative relation id {int(t.min())}")
+    if num_relations is not None:
+        if isinstance(num_relations, bool) or not isinstance(num_relations, (int, np.integer)) \
+                or num_relations < 1:
+            raise ValueError(f"num_relations must be a positive integer, got {num_relations!r}")
+        R = int(num_relations)
+        if t.size and t.max() >= R:
+            raise ValueError(f"edge_type holds the relation id {int(t.max())} but "
+                             f"num_relations={R} (ids are in [0, {R}))")
+    else:
+        R = int(t.max()) + 1 if t.size else 1
+    return t, R
+
+
+def check_relation(r, num_relations: int) -> int:
+    """``r`` as a relation id in ``[0, num_relations)``; ``ValueError`` otherwise."""
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) \
+            or not 0 <= r < num_relations:
+        raise ValueError(f"relation must be an integer in [0, {num_relations}), got {r!r}")
+    return int(r)
+
+
+class Relations:
+    """The relations of a typed graph: the given edges with their relation ids, and one graph
+    per relation (built on first use and kept).
+
+    Parameters
+    ----------
+    src, dst : ndarray of int
+        The given edges ``src[e] → dst[e]`` (validated ids).
+    edge_type : ndarray of int64
+        Their relation ids (:func:`check_edge_type`).
+    num_relations : int
+        ``R``.
+    n : int
+        Vertices.
+    dtype : float32 or float64
+        The relations' graphs' dtype.
+    """
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, edge_type: np.ndarray,
+                 num_relations: int, n: int, dtype):
+        order = np.lexsort((src, dst, edge_type))      # by relation, then target, then source
+        s, d, t = src[order], dst[order], edge_type[order]
+        if order.size > 1:
+            same = (t[1:] == t[:-1]) & (d[1:] == d[:-1]) & (s[1:] == s[:-1])
+            if same.any():
+                k = int(np.argmax(same))
+                raise ValueError(f"duplicate edge {int(s[k])} -> {int(d[k])} of relation "
+                                 f"{int(t[k])}: a pair may carry several relations, but each "
+                                 "relation once")
+        small = np.int32 if max(n, 1) < 2**31 else np.int64
+        self.src, self.dst = s.astype(small), d.astype(small)
+        #: where each relation's edges start in ``src``/``dst`` (``R + 1`` offsets)
+        self.offsets = np.searchsorted(t, np.arange(num_relations + 1))
+        self._given = edge_type
+        self.num_relations, self.n, self.dtype = int(num_relations), int(n), np.dtype(dtype)
+        self._graphs: dict[int, object] = {}
+
+    @property
+    def edge_type(self) -> np.ndarray:
+        """The relation id of every edge, in the order the edges were given (int64)."""
+        return self._given
+
+    def edges(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """The edges ``(src, dst)`` of relation ``r`` (sorted by target, then source)."""
+        lo, hi = self.offsets[r], self.offsets[r + 1]
+        return self.src[lo:hi], self.dst[lo:hi]
+
+    def graph(self, r: int):
+        """Relation ``r``'s adjacency as a :class:`~gblas_gnn.Graph` (cached)."""
+        r = check_relation(r, self.num_relations)
+        found = self._graphs.get(r)
+        if found is None:
+            from .graph import Graph
+
+            src, dst = self.edges(r)
+            found = self._graphs[r] = Graph.from_edges(src, dst, self.n, dtype=self.dtype)
+        return found
+
+    def astype(self, dtype) -> Relations:
+        """The same relations whose graphs are ``dtype``."""
+        out = Relations.__new__(Relations)
+        out.src, out.dst, out.offsets, out._given = self.src, self.dst, self.offsets, self._given
+        out.num_relations, out.n, out.dtype = self.num_relations, self.n, np.dtype(dtype)
+        out._graphs = {}
+        return out
