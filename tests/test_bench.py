@@ -82,15 +82,17 @@ def test_tiny_all_layers_agree_without_memory_runs(tmp_path):
     assert not (tmp_path / "tiny.png").exists()
 
 
-def test_sage_and_the_edge_feature_rows_agree_with_pyg(tmp_path):
+def test_sage_the_edge_feature_and_relation_rows_agree_with_pyg(tmp_path):
     # one attention row and GINE carry the features to both sides (the other rows' maps are
     # loaded by test_bench_peers.py, their layers held to PyG by test_nn_edge_features.py)
-    rows = ["sage", "gat-e", "gine"]
+    rows = ["sage", "gat-e", "gine", "rgcn-b4"]
     code, r = _run(tmp_path, "--case", "tiny", "--reps", "1", "--no-memory", "--no-plot",
                    "--layers", ",".join(rows))
     assert code == 0 and list(r["layers"]) == rows
-    for row in rows[1:]:                         # the edge features' projection, compared
+    for row in rows[1:3]:                        # the edge features' projection, compared
         assert "grad_W_e" in r["layers"][row]["agreement"]
+    # the typed graph's relation ids reach both sides: the bases' coefficients agree
+    assert {"grad_comp", "grad_weight", "grad_root"} <= set(r["layers"]["rgcn-b4"]["agreement"])
     assert "grad_att_edge" in r["layers"]["gat-e"]["agreement"]
     assert {"grad_b_e", "grad_eps"} <= set(r["layers"]["gine"]["agreement"])
 

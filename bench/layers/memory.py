@@ -96,9 +96,10 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
     _runner(impl, layer, tiny_data(k_in, k_out), k_out, executor, device)()      # warm-up
     baseline = rss_bytes()
     parts = ("edge_index", "H", "dZ")
-    if impl == "ours":                  # (the edge list only for a row with edge features)
-        parts = ("indptr", "indices", "H", "dZ") + (("edge_index",) if get_row(layer).edge_dim
-                                                    else ())
+    if impl == "ours":      # (the edge list only for a row with edge features or relations)
+        row = get_row(layer)
+        parts = ("indptr", "indices", "H", "dZ") + (("edge_index",) if row.edge_dim or
+                                                    row.relations else ())
     data = load_case_data(data_path, parts)
     step = _runner(impl, layer, data, k_out, executor, device)
     del data

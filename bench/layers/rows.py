@@ -23,6 +23,8 @@ row              ours                                  PyG (``add_self_loops=Fal
 ``transformer-e`` carries every edge's features)      without bias)
 ``gine``         ``GINEConv([k_in, k_out, k_out],      ``GINEConv(MLP, train_eps=True,
                  train_eps=True, edge_dim=8)``         edge_dim=8)``
+``rgcn``,        ``RGCNConv(k_in, k_out, 6)`` (mean;   ``RGCNConv(k_in, k_out, 6)`` (its loop
+``rgcn-b4``      ``num_bases=4``)                      path: per-relation mean)
 ===============  ====================================  ======================================
 
 Our side of a row is a factory ``ours(k_in, k_out, seed, executor) -> Module``; ``None``
@@ -40,6 +42,11 @@ in the same layout, so every side is compared name by name.
 edge of the self-looped pattern (:func:`edge_features`, in ``edge_index``'s order): PyG as
 ``edge_attr``, ours in the graph (``Graph.from_edge_index(..., edge_attr=...)``), the same
 numbers, and no layer adds a loop.
+
+**Relations.** The ``rgcn`` rows give every stored edge of the self-looped pattern one of
+:data:`RELATIONS` relation ids, seeded (:func:`edge_types`): PyG as ``edge_type``, ours in the
+graph (``Graph.from_edge_index(..., edge_type=...)``). PyG's segment-matmul path, which
+means over all in-edges rather than per relation, is switched off.
 
 **One graph.** PyG and DGL get the edge list of our self-looped pattern and add no loop
 (``add_self_loops=False``); the attention and convolution layers of ours add the missing
@@ -60,12 +67,15 @@ import numpy as np
 
 from ..peers.mapping import PYG, load_params, read_params
 
-__all__ = ["Row", "ROWS", "LAYERS", "DEFAULT_LAYERS", "EDGE_DIM", "make_ours", "make_pyg",
-           "shared_params", "ours_graph", "pyg_inputs", "edge_features", "copy_weights",
+__all__ = ["Row", "ROWS", "LAYERS", "DEFAULT_LAYERS", "EDGE_DIM", "RELATIONS", "make_ours",
+           "make_pyg", "shared_params", "ours_graph", "pyg_inputs", "edge_features",
+           "edge_types", "copy_weights",
            "pyg_grads", "pyg_params"]
 
 #: features per edge of the edge-feature rows
 EDGE_DIM = 8
+#: relations of the ``rgcn`` rows
+RELATIONS = 6
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,8 @@ class Row:
         (:func:`~bench.core.agreement.compare`).
     edge_dim : int
         Features per edge the row's layers read (0: none).
+    relations : int
+        Relations of the row's typed graph (0: untyped).
     tol : float
         The row's own floor on the agreement tolerance (0: the case's). The rows whose kink
         reads an edge term need one. GATv2's LeakyReLU reads ``W_l h_j + W_r h_i + W_e e_ji``
@@ -123,6 +135,7 @@ class Row:
     zero: tuple[str, ...] = ()
     edge_dim: int = 0
     tol: float = 0.0
+    relations: int = 0
 
 
 def _pyg_nn():
@@ -273,6 +286,24 @@ def _sage_ours(k_in, k_out, seed, executor):
     return nn.SAGEConv(k_in, k_out, aggr="mean", seed=seed, executor=executor)
 
 
+def _rgcn_ours(num_bases: int | None):
+    def make(k_in, k_out, seed, executor):
+        from gblas_gnn import nn
+
+        return nn.RGCNConv(k_in, k_out, RELATIONS, num_bases=num_bases, seed=seed,
+                           executor=executor)
+    return make
+
+
+def _rgcn_pyg(num_bases: int | None):
+    def make(k_in, k_out):
+        from torch_geometric import backend
+
+        backend.use_segment_matmul = False       # the per-relation mean (see above)
+        return _pyg_nn().RGCNConv(k_in, k_out, RELATIONS, num_bases=num_bases)
+    return make
+
+
 def _gatv2_pyg(heads: int, edge_dim: int = 0):
     return lambda k_in, k_out: _pyg_nn().GATv2Conv(k_in, k_out // heads, heads=heads,
                                                    dropout=0.0, add_self_loops=False,
@@ -318,6 +349,8 @@ ROWS: dict[str, Row] = {
                          _transformer_ours(4, EDGE_DIM), init=_transformer_init(EDGE_DIM),
                          heads=4, zero=("grad_b_k",), edge_dim=EDGE_DIM),
     "gine": Row("gine", _gine_pyg, _gine_ours, edge_dim=EDGE_DIM, tol=1e-1),
+    "rgcn": Row("rgcn", _rgcn_pyg(None), _rgcn_ours(None), relations=RELATIONS),
+    "rgcn-b4": Row("rgcn-b4", _rgcn_pyg(4), _rgcn_ours(4), relations=RELATIONS),
 }
 
 #: every row, in report order
@@ -375,17 +408,28 @@ def edge_features(m: int, f: int) -> np.ndarray:
     return np.random.default_rng(2024).standard_normal((m, f), dtype=np.float32)
 
 
+def edge_types(m: int, relations: int) -> np.ndarray:
+    """Seeded relation ids in ``[0, relations)`` of a case's ``m`` stored edges (its
+    self-looped pattern, in ``edge_index``'s order): the same on every side."""
+    return np.random.default_rng(2025).integers(0, relations, m)
+
+
 def ours_graph(name: str, g, edge_index: np.ndarray | None = None):
     """The graph our layer of row ``name`` is called on: ``g``, its self-looped form, or for
-    a row with ``edge_dim`` the self-looped ``edge_index`` (PyG's) carrying
-    :func:`edge_features`."""
+    a row with ``edge_dim`` (``relations``) the self-looped ``edge_index`` (PyG's) carrying
+    :func:`edge_features` (:func:`edge_types`)."""
     row = get_row(name)
-    if row.edge_dim:
+    if row.edge_dim or row.relations:
         if edge_index is None:
-            raise ValueError(f"{name}: reads edge features; pass the case's edge_index")
+            raise ValueError(f"{name}: reads edge features or relations; pass the case's "
+                             "edge_index")
         import gblas_gnn as gg
 
-        feats = edge_features(edge_index.shape[1], row.edge_dim)
+        m = edge_index.shape[1]
+        if row.relations:
+            return gg.Graph.from_edge_index(edge_index, g.n, edge_type=edge_types(
+                m, row.relations), num_relations=row.relations, dtype=np.float32)
+        feats = edge_features(m, row.edge_dim)
         return gg.Graph.from_edge_index(edge_index, g.n, edge_attr=feats, dtype=np.float32)
     return g.with_self_loops() if row.looped else g
 
@@ -396,6 +440,8 @@ def pyg_inputs(name: str, edge_index: np.ndarray, device) -> tuple:
     :func:`edge_features` for a row with ``edge_dim``."""
     row = get_row(name)
     ei = device.tensor(edge_index)
+    if row.relations:
+        return ei, device.tensor(edge_types(edge_index.shape[1], row.relations))
     if not row.edge_dim:
         return (ei,)
     return ei, device.tensor(edge_features(edge_index.shape[1], row.edge_dim))

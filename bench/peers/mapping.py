@@ -65,6 +65,9 @@ PYG: dict[str, Map] = {
     "gatv2-e": {**_GATV2_PYG, "W_e": ("lin_edge.weight", "T")},
     "transformer-e": {**_TRANSFORMER_PYG, "W_e": ("lin_edge.weight", "T")},
     "gine": {**_gin("nn.lins", 1, sep="_"), "W_e": ("lin.weight", "T"), "b_e": ("lin.bias", "id")},
+    # R-GCN: PyG's names and shapes are ours
+    "rgcn": {k: (k, "id") for k in ("weight", "root", "bias")},
+    "rgcn-b4": {k: (k, "id") for k in ("weight", "comp", "root", "bias")},
 }
 
 def _in(prefix: str, mapping: Map) -> Map:
