@@ -417,12 +417,20 @@ _SAGE = {"W_l": "lin_l.weight", "b_l": "lin_l.bias", "W_r": "lin_r.weight",
          "W_p": "lin.weight", "b_p": "lin.bias"}
 
 
-def _sage_from(conv) -> SAGEConv:
-    _refuse(not isinstance(conv.in_channels, int), "SAGEConv on a bipartite graph "
+def _one_vertex_set_aggr(conv, allowed: tuple[str, ...]) -> str:
+    """``conv``'s aggregation in our names, for a layer over one vertex set; what has no
+    counterpart (a bipartite layer, an aggregation outside ``allowed``) is refused."""
+    kind = type(conv).__name__
+    _refuse(not isinstance(conv.in_channels, int), f"{kind} on a bipartite graph "
                                                    f"(in_channels={conv.in_channels})")
     aggr = _AGGR_FROM_PYG.get(conv.aggr) if isinstance(conv.aggr, str) else None
-    _refuse(aggr not in SAGE_AGGREGATIONS,
-            f"SAGEConv with aggr={conv.aggr!r} (mean, max and add/sum map)")
+    _refuse(aggr not in allowed, f"{kind} with aggr={conv.aggr!r} (of PyG's, "
+            f"{', '.join(_AGGR_TO_PYG[a] for a in allowed)} map)")
+    return aggr
+
+
+def _sage_from(conv) -> SAGEConv:
+    aggr = _one_vertex_set_aggr(conv, SAGE_AGGREGATIONS)
     layer = SAGEConv(conv.in_channels, conv.out_channels, aggr=aggr,
                      normalize=conv.normalize, root_weight=conv.root_weight,
                      project=conv.project, bias=conv.lin_l.bias is not None,
@@ -444,11 +452,7 @@ def _sage_to(layer: SAGEConv):
 
 # ---------------------------------------------------------------------------- R-GCN
 def _rgcn_from(conv) -> RGCNConv:
-    _refuse(not isinstance(conv.in_channels, int), "RGCNConv on a bipartite graph "
-                                                   f"(in_channels={conv.in_channels})")
-    aggr = _AGGR_FROM_PYG.get(conv.aggr) if isinstance(conv.aggr, str) else None
-    _refuse(aggr not in RGCN_AGGREGATIONS,
-            f"RGCNConv with aggr={conv.aggr!r} (mean, add/sum and max map)")
+    aggr = _one_vertex_set_aggr(conv, RGCN_AGGREGATIONS)
     layer = RGCNConv(conv.in_channels, conv.out_channels, conv.num_relations,
                      num_bases=conv.num_bases, num_blocks=conv.num_blocks, aggr=aggr,
                      root_weight=conv.root is not None, bias=conv.bias is not None,
