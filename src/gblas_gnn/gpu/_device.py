@@ -37,6 +37,10 @@ __all__ = ["SIMULATOR", "LANES", "GROUPS_PER_BLOCK", "ELEMENT_BLOCK", "CUDAUnava
 
 #: whether numba runs CUDA kernels in its simulator (fixed when numba is imported)
 SIMULATOR: bool = bool(config.ENABLE_CUDASIM)
+if SIMULATOR:                   # its blocks' threads run without a spinning manager
+    from ._sim_blocks import install
+
+    install()
 
 
 def _sim_lanes() -> int:
