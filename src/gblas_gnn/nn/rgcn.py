@@ -127,28 +127,6 @@ class RGCNConv(PyGInterop, Module):
             return ops.aggregate(S, H, self.aggr) @ W[r]
         return ops.aggregate(S, H @ W[r], self.aggr)
 
-    def _stacked(self, g, H, W, used: list[int]):
-        r"""The relations' terms and the root's as one product, one GEMM instead of one per
-        relation (the weights' rows side by side, :math:`k_{in} \cdot R` deep):
-        :math:`[\bigoplus_{N_{r_0}} H \,|\, \dots \,|\, H] \, [W_{r_0}; \dots; W_{root}]`
-        when aggregating first, else :math:`P = H [W_{r_0} | \dots | W_{root}]` and each
-        relation aggregates its own ``out_dim`` columns of ``P``."""
-        p = self.params
-        root = [p["root"]] if self.root_weight else []
-        if self.aggr == "max" or self.in_dim <= self.out_dim:
-            Ys = [ops.aggregate(ops.structure(g.relation(r)), H, self.aggr) for r in used]
-            Ys += [H] if self.root_weight else []
-            return ops.concat(Ys, axis=1) @ ops.concat([W[r] for r in used] + root, axis=0)
-        o = self.out_dim
-        P = H @ ops.concat([W[r] for r in used] + root, axis=1)
-        terms = [ops.aggregate(ops.structure(g.relation(r)), P[:, k * o:(k + 1) * o],
-                               self.aggr) for k, r in enumerate(used)]
-        terms += [P[:, len(used) * o:]] if self.root_weight else []
-        Z = terms[0]
-        for term in terms[1:]:
-            Z = Z + term
-        return Z
-
     def forward(self, g, H):
         R = getattr(g, "num_relations", None)
         if R is None:
@@ -164,9 +142,6 @@ class RGCNConv(PyGInterop, Module):
         W = self._relation_weights()
         # a relation without edges adds 0 (nnz is the whole graph's: every rank skips alike)
         used = [r for r in range(R) if g.relation(r).nnz > 0]
-        if H is not None and self.num_blocks is None and used:
-            Z = self._stacked(g, H, W, used)
-            return Z + p["bias"] if "bias" in p else Z
         terms = [self._message(g, r, H, W) for r in used]
         if self.root_weight:
             terms.append(ops.vertex_rows(g, p["root"]) if H is None else H @ p["root"])
