@@ -160,20 +160,12 @@ def launches(item) -> bool:
     return item.path.name in LAUNCHERS or item.get_closest_marker("slow") is not None
 
 
-def cold_seconds(item) -> float:
-    """About how long a cold run of a launching test takes (``slow(cold=S)``; 0 unsaid)."""
-    mark = item.get_closest_marker("slow")
-    return float(mark.kwargs.get("cold", 0)) if mark is not None else 0.0
-
-
 def pytest_collection_modifyitems(config, items):
     # the tests that launch processes run last: by then the in-process tests have compiled
     # the kernels those processes share with them, and they load them from the cache instead
     # of compiling them again in every process (cold, a grid's ranks compiled each kernel
-    # once per rank; the 4-rank grid suite ran out of time at 600 s). Among them the longest
-    # start first, so that two workers finish together instead of one running the longest
-    # alone at the end (pytest-xdist hands tests out in this order)
-    items.sort(key=lambda item: (launches(item), -cold_seconds(item)))
+    # once per rank; the 4-rank grid suite ran out of time at 600 s)
+    items.sort(key=launches)
     if not _real_gpu():
         no_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
         for item in items:

@@ -38,7 +38,7 @@ def _wheel(folder: Path) -> Path:
     return path
 
 
-@pytest.mark.slow(cold=35)
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_gpu_study_dry_run_through_its_shell_entry_point(tmp_path):
     pytest.importorskip("torch_geometric")

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.cpu_only        # launched from the ordinary session on
 SCRIPTS = ROOT / "tests" / "mpi_scripts"
 
 
-@pytest.mark.slow(cold=150)
+@pytest.mark.slow
 @pytest.mark.timeout(660)
 @pytest.mark.parametrize("nprocs", [4, 9])
 def test_grid_suite(nprocs):

@@ -56,7 +56,7 @@ def test_kernelspec_is_this_interpreter(python3_kernel):
     assert spec.argv[0] == sys.executable
 
 
-@pytest.mark.slow(cold=100)
+@pytest.mark.slow
 @pytest.mark.timeout(660)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, python3_kernel):

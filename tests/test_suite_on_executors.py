@@ -102,7 +102,7 @@ def test_the_default_session_runs_the_neutral_suites_on_cpu_and_primitives():
 
 
 @pytest.mark.cpu_only            # launched from the cpu session only (no recursion)
-@pytest.mark.slow(cold=200)
+@pytest.mark.slow
 @pytest.mark.timeout(1560)
 def test_gpu_suite_in_the_cuda_simulator():
     pytest.importorskip("numba.cuda")
@@ -110,7 +110,7 @@ def test_gpu_suite_in_the_cuda_simulator():
 
 
 @pytest.mark.cpu_only
-@pytest.mark.slow(cold=80)
+@pytest.mark.slow
 @pytest.mark.timeout(960)
 def test_gpu_kernels_at_the_full_warp_width_in_the_cuda_simulator():
     pytest.importorskip("numba.cuda")
