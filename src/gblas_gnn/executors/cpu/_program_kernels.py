@@ -27,6 +27,9 @@ kernels (accumulators of the arrays' dtype, 1-D row views, no branch around an u
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from ...compose.kernel_args import ArrayLeaves as _Read
@@ -42,7 +45,7 @@ from ...compose.scalar import Block, Scope
 from ._head_unrolling import HeadUnrolling, head_counts, lane_width
 
 __all__ = ["Layout", "kernels", "kernel", "source", "cache_dir", "GENERATOR_VERSION",
-           "SERIAL_WORK_BELOW", "serial", "partial_rows", "ROW_BLOCK"]
+           "SERIAL_WORK_BELOW", "serial", "sized_like", "partial_rows", "ROW_BLOCK"]
 
 #: bumped whenever the generated source changes shape (old cached modules are then unused)
 GENERATOR_VERSION = 25
@@ -665,9 +668,25 @@ def source(p: Plan) -> str:
     return _HEADER + "\n\n" + "\n".join(out.lines) + "\n"
 
 
+#: the factor :func:`sized_like` multiplies a program's work by in the variant's choice
+_WORK_SCALE: ContextVar[float] = ContextVar("work_scale", default=1.0)
+
+
+@contextmanager
+def sized_like(factor: float) -> Iterator[None]:
+    """Choose every kernel's variant as for programs ``factor`` times larger: a warm-up on a
+    small graph then compiles the variants the real graph runs (the parallel ones above
+    :data:`SERIAL_WORK_BELOW`), not the serial ones its own size would pick."""
+    token = _WORK_SCALE.set(float(factor))
+    try:
+        yield
+    finally:
+        _WORK_SCALE.reset(token)
+
+
 def serial(work: int) -> bool:
     """Whether a program of ``work`` (edges × numbers per edge) runs serial kernels."""
-    return work < SERIAL_WORK_BELOW
+    return work * _WORK_SCALE.get() < SERIAL_WORK_BELOW
 
 
 def kernel(mod, name: str, work: int) -> LockedKernel:

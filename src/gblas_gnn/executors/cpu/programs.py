@@ -34,12 +34,20 @@ from ..patterns import CSRPattern, index_dtype
 from ..program_context import ProgramContext, aggregate_output, finish_grads
 from ._kernel_primitives import head_row_dots
 from ._minmax_kernels import winner_features
-from ._program_kernels import SERIAL_WORK_BELOW, kernel, kernels, partial_rows, serial
+from ._program_kernels import (
+    SERIAL_WORK_BELOW,
+    kernel,
+    kernels,
+    partial_rows,
+    serial,
+    sized_like,
+)
 
 __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "backward",
            "prepare", "finish_forward", "column_gradients", "row_gradients", "sink_outputs",
            "root_cotangent_inputs", "row_backward_buffers", "row_backward_columns",
-           "finish_grads", "stats", "kernels", "kernel", "serial", "SERIAL_WORK_BELOW"]
+           "finish_grads", "stats", "kernels", "kernel", "serial", "SERIAL_WORK_BELOW",
+           "sized_like"]
 
 _EMPTY_I = np.zeros(0, np.int64)
 
