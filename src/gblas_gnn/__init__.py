@@ -1,9 +1,9 @@
 """gblas_gnn: attentional graph neural networks as global GraphBLAS tensor algebra.
 
-``import gblas_gnn as gg`` gives :class:`Graph`, the building blocks ``gg.ops`` and
-``gg.to_numpy``; the subpackages ``gg.semirings``, ``gg.nn``, ``gg.train``, ``gg.data``,
-``gg.executors``, ``gg.compose``, ``gg.dist`` (MPI) and ``gg.gpu`` (CUDA) load on first use
-(so importing the package does not compile numba kernels or start MPI).
+``import gblas_gnn as gg`` gives :class:`Graph`, :class:`HeteroGraph`, the building blocks
+``gg.ops`` and ``gg.to_numpy``; the subpackages ``gg.semirings``, ``gg.nn``, ``gg.train``,
+``gg.data``, ``gg.executors``, ``gg.compose``, ``gg.dist`` (MPI) and ``gg.gpu`` (CUDA) load on
+first use (so importing the package does not compile numba kernels or start MPI).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import importlib
 from . import ops, virtual  # noqa: F401  (virtual: A * expr on graphblas matrices)
 from .executors import to_numpy
 from .graph import Graph, as_graph
+from .hetero import HeteroGraph
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "as_graph", "ops", "to_numpy", "semirings", "nn", "train", "data",
-           "executors", "compose", "dist", "gpu"]
+__all__ = ["Graph", "HeteroGraph", "as_graph", "ops", "to_numpy", "semirings", "nn", "train",
+           "data", "executors", "compose", "dist", "gpu"]
 
 _LAZY = {"semirings", "nn", "train", "data", "executors", "compose", "dist", "gpu"}
 

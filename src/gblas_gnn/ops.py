@@ -59,8 +59,8 @@ __all__ = [
     "as_sparse", "to_graphblas", "softmax", "softmax_backward", "aggregate", "sddmm",
     "outer_add", "row_sum", "row_max", "row_min", "col_sum", "row_scale", "col_scale",
     "spmm", "spmm_t", "gemm", "exp", "log", "relu", "leaky_relu", "elu", "tanh", "sigmoid",
-    "sqrt", "maximum", "row_norm", "normalize", "concat", "edge_dropout", "structure", "rep",
-    "factor", "masked", "vertex_rows",
+    "gelu", "sqrt", "maximum", "row_norm", "normalize", "concat", "edge_dropout", "structure",
+    "rep", "factor", "masked", "vertex_rows",
 ]
 
 
@@ -495,6 +495,12 @@ def tanh(S, executor=None):
 def sigmoid(S, executor=None):
     """The logistic function ``1 / (1 + e⁻ˣ)`` (elementwise, as :func:`exp`)."""
     return _elementwise("sigmoid", S, executor=executor)
+
+
+def gelu(S, executor=None):
+    r"""The exact GELU :math:`x \Phi(x) = \tfrac{x}{2}(1 + \mathrm{erf}(x/\sqrt 2))`
+    (elementwise, as :func:`exp`)."""
+    return _elementwise("gelu", S, executor=executor)
 
 
 def sqrt(S, executor=None):

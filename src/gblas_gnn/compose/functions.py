@@ -20,6 +20,7 @@ sigmoid       :math:`1/(1 + e^{-x})`           :math:`y (1 - y)`
 sqrt          :math:`\sqrt{x}`                 :math:`1 / (2 y)`
 abs           :math:`|x|`                      :math:`\mathrm{sign}(x)`
 pow           :math:`x^a`                      :math:`a x^{a-1}`
+gelu          :math:`x \Phi(x)` (exact, erf)   :math:`\Phi(x) + x \varphi(x)`
 ============  ===============================  ======================================
 
 Binary functions: ``add``, ``sub``, ``mul``, ``div``, ``maximum`` and ``minimum``; the
@@ -65,6 +66,27 @@ def _t(x, value):
     return x.dtype.type(value)
 
 
+def _erf(xp, x):
+    """``erf(x)`` elementwise on the array module ``xp`` (SciPy's, or CuPy's on a GPU)."""
+    if xp is np:
+        from scipy.special import erf
+    else:                                           # pragma: no cover - needs a GPU
+        from cupyx.scipy.special import erf
+    return erf(x)
+
+
+def _gelu(xp, x):
+    r""":math:`x \Phi(x) = \tfrac{x}{2}(1 + \mathrm{erf}(x / \sqrt 2))` (PyTorch's exact
+    GELU)."""
+    return _t(x, 0.5) * x * (_t(x, 1) + _erf(xp, x * _t(x, np.sqrt(0.5))))
+
+
+def _gelu_derivative(xp, x):
+    r""":math:`\Phi(x) + x \varphi(x)`."""
+    phi = xp.exp(_t(x, -0.5) * x * x) * _t(x, 1 / np.sqrt(2 * np.pi))
+    return _t(x, 0.5) * (_t(x, 1) + _erf(xp, x * _t(x, np.sqrt(0.5)))) + x * phi
+
+
 UNARY: dict[str, Unary] = {
     "neg": Unary(lambda xp, x, a: -x, lambda xp, x, y, a: xp.full_like(x, -1),
                  code="(-{x})", code_derivative="(-{one})"),
@@ -99,6 +121,10 @@ UNARY: dict[str, Unary] = {
     "pow": Unary(lambda xp, x, a: x ** _t(x, a),
                  lambda xp, x, y, a: _t(x, a) * x ** _t(x, a - 1), True,
                  code="({x} ** {a})", code_derivative="({a} * {x} ** {am1})"),
+    "gelu": Unary(lambda xp, x, a: _gelu(xp, x), lambda xp, x, y, a: _gelu_derivative(xp, x),
+                  code="({half} * {x} * ({one} + math.erf({x} * {rsqrt2})))",
+                  code_derivative="({half} * ({one} + math.erf({x} * {rsqrt2})) + {x} * "
+                                  "math.exp(-{half} * {x} * {x}) * {rsqrt2pi})"),
 }
 
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")

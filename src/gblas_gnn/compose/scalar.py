@@ -254,7 +254,8 @@ class EdgeCode:
         am1 = self._lit(alpha - 1) if alpha is not None else ""
         pick = "max" if alpha is None or alpha <= 1 else "min"
         return template.format(x=x, y=y or "", a=a, am1=am1, one=self.one, zero=self.zero,
-                               half=self._lit(0.5), pick=pick)
+                               half=self._lit(0.5), pick=pick, rsqrt2=self._lit(np.sqrt(0.5)),
+                               rsqrt2pi=self._lit(1 / np.sqrt(2 * np.pi)))
 
     def _expr(self, block, scope, i: int, idx: tuple) -> str:
         op = self.ops[i]

@@ -9,6 +9,7 @@ from .gatv2 import GATv2Conv
 from .gcn import GCNConv
 from .gin import GINConv
 from .gine import GINEConv
+from .hgt import HGTConv
 from .linear import Linear
 from .module import Module
 from .rgcn import RGCNConv
@@ -19,5 +20,6 @@ from .transformer import TransformerConv
 from .va import VAConv
 
 __all__ = ["Module", "Linear", "VAConv", "AGNNConv", "GATConv", "GATv2Conv", "TransformerConv",
-           "GCNConv", "SGConv", "GINConv", "GINEConv", "SAGEConv", "RGCNConv", "ReLU", "ELU",
+           "GCNConv", "SGConv", "GINConv", "GINEConv", "SAGEConv", "RGCNConv", "HGTConv",
+           "ReLU", "ELU",
            "Identity", "Dropout", "Sequential", "models"]

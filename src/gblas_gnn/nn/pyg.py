@@ -28,6 +28,10 @@ SAGEConv     ``W_l``, ``b_l``; ``W_r``; ``W_p``,     ``lin_l.weight`` = Wᵀ, ``
                                                      ``lin.bias``
 RGCNConv     ``weight``, ``comp``, ``root``,         the same names and shapes
              ``bias``
+HGTConv      ``W_kqv_<t>`` (in_t, 3·out), ``b_kqv_<t>``  ``kqv_lin.lins.<t>.weight`` = Wᵀ,
+             ``W_out_<t>``, ``b_out_<t>``            ``.bias``; ``out_lin.lins.<t>``
+             ``k_rel``, ``v_rel`` (heads·R, d, d)    ``k_rel.weight``, ``v_rel.weight``
+             ``skip_<t>`` (1,), ``p_rel`` (R, heads)  ``skip.<t>``, ``p_rel.<s>__<r>__<t>``
 ===========  ======================================  =======================================
 
 :func:`from_pyg` builds our layer from a PyG module (configuration and weights, in the
@@ -57,6 +61,7 @@ from .gatv2 import GATv2Conv
 from .gcn import GCNConv
 from .gin import GINConv
 from .gine import GINEConv
+from .hgt import HGTConv
 from .module import Module
 from .rgcn import RGCN_AGGREGATIONS, RGCNConv
 from .sage import SAGE_AGGREGATIONS, SAGEConv
@@ -469,13 +474,54 @@ def _rgcn_to(layer: RGCNConv):
     return _store(torch, conv, layer, dict(layer.params))
 
 
+# ---------------------------------------------------------------------------- HGT
+def _hgt_names(layer: HGTConv) -> dict[str, tuple[str, bool]]:
+    """Our parameter name → (PyG's, whether PyG holds the transpose)."""
+    names = {"k_rel": ("k_rel.weight", False), "v_rel": ("v_rel.weight", False)}
+    for t in layer.node_types:
+        for ours, lin in (("kqv", "kqv_lin"), ("out", "out_lin")):
+            names[f"W_{ours}_{t}"] = (f"{lin}.lins.{t}.weight", True)
+            names[f"b_{ours}_{t}"] = (f"{lin}.lins.{t}.bias", False)
+        names[f"skip_{t}"] = (f"skip.{t}", False)
+    return names
+
+
+def _hgt_from(conv) -> HGTConv:
+    _refuse(any(w is None or w < 0 for w in conv.in_channels.values()),
+            "HGTConv with lazily sized inputs (in_channels -1): run it once first")
+    layer = HGTConv(dict(conv.in_channels), conv.out_channels,
+                    (list(conv.node_types), list(conv.edge_types)), heads=conv.heads,
+                    dtype=_dtype(conv.k_rel.weight))
+    values = {}
+    for ours, (theirs, transposed) in _hgt_names(layer).items():
+        array = _array(_named(conv, theirs))
+        values[ours] = array.T if transposed else array
+    values["p_rel"] = np.concatenate([_array(conv.p_rel["__".join(k)]) for k in
+                                      layer.edge_types])
+    return _load(layer, values)
+
+
+def _hgt_to(layer: HGTConv):
+    torch, pyg = _torch()
+    conv = pyg.HGTConv(dict(layer.in_channels), layer.out_dim,
+                       (list(layer.node_types), list(layer.edge_types)), heads=layer.heads)
+    p = layer.params
+    values = {theirs: p[ours].T if transposed else p[ours]
+              for ours, (theirs, transposed) in _hgt_names(layer).items()}
+    values.update({f"p_rel.{'__'.join(k)}": p["p_rel"][r]
+                   for r, k in enumerate(layer.edge_types)})
+    return _store(torch, conv, layer, values)
+
+
 # ---------------------------------------------------------------------------- dispatch
 _FROM = {"GATConv": _gat_from, "GATv2Conv": _gatv2_from, "TransformerConv": _transformer_from,
          "GCNConv": _gcn_from, "SGConv": _sgc_from, "GINConv": _gin_from,
-         "SAGEConv": _sage_from, "GINEConv": _gine_from, "RGCNConv": _rgcn_from}
+         "SAGEConv": _sage_from, "GINEConv": _gine_from, "RGCNConv": _rgcn_from,
+         "HGTConv": _hgt_from}
 _TO = {GATConv: _gat_to, GATv2Conv: _gatv2_to, TransformerConv: _transformer_to,
        GCNConv: _gcn_to, SGConv: _sgc_to, AGNNConv: _agnn_to, GINConv: _gin_to,
-       SAGEConv: _sage_to, GINEConv: _gine_to, RGCNConv: _rgcn_to}
+       SAGEConv: _sage_to, GINEConv: _gine_to, RGCNConv: _rgcn_to,
+       HGTConv: _hgt_to}
 
 
 def from_pyg(conv, in_dim: int | None = None) -> Module:
@@ -485,7 +531,7 @@ def from_pyg(conv, in_dim: int | None = None) -> Module:
     Args:
         conv: a ``torch_geometric.nn`` ``GATConv``, ``GATv2Conv``, ``TransformerConv``,
             ``GCNConv``, ``SGConv``, ``AGNNConv``, ``GINConv``, ``GINEConv``, ``SAGEConv`` or
-            ``RGCNConv`` (``FastRGCNConv`` too: the same layer).
+            ``RGCNConv`` (``FastRGCNConv`` too: the same layer) or ``HGTConv`` (≥ 2.4).
         in_dim: the feature size, for ``AGNNConv`` only (PyG's layer works on any width).
 
     Raises:
@@ -507,7 +553,7 @@ def layer_from_pyg(cls: type | None, conv, in_dim: int | None = None) -> Module:
     if kind is None or (cls is not None and kind != cls.__name__):
         wanted = cls.__name__ if cls is not None else \
             "GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv, AGNNConv, GINConv, " \
-            "GINEConv, SAGEConv or RGCNConv"
+            "GINEConv, SAGEConv, RGCNConv or HGTConv"
         raise TypeError(f"from_pyg takes a torch_geometric.nn {wanted}, got "
                         f"{type(conv).__module__}.{type(conv).__name__}")
     if kind == "AGNNConv":
@@ -515,7 +561,7 @@ def layer_from_pyg(cls: type | None, conv, in_dim: int | None = None) -> Module:
             raise ValueError("AGNNConv.from_pyg needs in_dim: PyG's AGNNConv works on any "
                              "feature size")
         return _agnn_from(conv, in_dim)
-    if in_dim is not None and in_dim != conv.in_channels:
+    if in_dim is not None and kind != "HGTConv" and in_dim != conv.in_channels:
         raise ValueError(f"in_dim={in_dim} but the PyG {kind} takes {conv.in_channels} "
                          "features")
     return _FROM[kind](conv)
@@ -529,13 +575,12 @@ def to_pyg(layer: Module) -> Any:
         ImportError: torch or torch-geometric is not installed (the message names the
             ``pyg`` extra).
         TypeError: ``layer`` is not a GATConv, GATv2Conv, TransformerConv, GCNConv, SGConv,
-            AGNNConv, GINConv, GINEConv, SAGEConv or RGCNConv.
+            AGNNConv, GINConv, GINEConv, SAGEConv, RGCNConv or HGTConv.
         ValueError: ``layer`` uses a feature PyG lacks (named in the message).
     """
     convert = _TO.get(type(layer))
     if convert is None:
         raise TypeError(f"to_pyg takes a gblas_gnn GATConv, GATv2Conv, TransformerConv, "
-                        f"GCNConv, SGConv, AGNNConv, GINConv, GINEConv, SAGEConv or RGCNConv, "
-                        f"got "
-                        f"{type(layer).__name__}")
+                        f"GCNConv, SGConv, AGNNConv, GINConv, GINEConv, SAGEConv, RGCNConv or "
+                        f"HGTConv, got {type(layer).__name__}")
     return convert(layer)

@@ -1,0 +1,241 @@
+r"""The heterogeneous graph transformer (Hu et al., 2020), composed: the backward derived."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+from .._validate import positive_ints
+from ..hetero import HeteroGraph
+from ..ops import factor, rep
+from ._interop import PyGInterop
+from .init import glorot, zeros
+from .module import Module
+
+__all__ = ["HGTConv"]
+
+#: PyG's softmax adds this to every denominator (a vertex without in-edges divides 0 by it)
+SOFTMAX_EPS = 1e-16
+
+
+def _check_metadata(metadata) -> tuple[tuple[str, ...], tuple[tuple[str, str, str], ...]]:
+    if not (isinstance(metadata, (tuple, list)) and len(metadata) == 2):
+        raise TypeError("metadata is (node types, edge types), as HeteroData.metadata() gives "
+                        f"it; got {metadata!r}")
+    node_types, edge_types = tuple(metadata[0]), tuple(tuple(k) for k in metadata[1])
+    if not node_types or not all(isinstance(t, str) and t and "." not in t
+                                 for t in node_types):
+        raise ValueError("metadata's node types must be non-empty strings without '.', got "
+                         f"{list(node_types)}")
+    if len(set(node_types)) != len(node_types) or len(set(edge_types)) != len(edge_types):
+        raise ValueError("metadata names a node type or an edge type twice")
+    for key in edge_types:
+        if len(key) != 3 or key[0] not in node_types or key[2] not in node_types:
+            raise ValueError(f"metadata's edge type {key} must be (source, relation, target) "
+                             f"with both types among the node types {list(node_types)}")
+    return node_types, edge_types
+
+
+class HGTConv(PyGInterop, Module):
+    r"""Heterogeneous graph transformer attention, exactly PyTorch Geometric's ``HGTConv``
+    (≥ 2.4: one softmax over all in-edges of a vertex, across relations).
+
+    For vertex types :math:`\tau`, relations :math:`r` (``metadata[1]``), heads :math:`h` of
+    width :math:`d` (``out_dim = heads · d``):
+
+    .. math::
+        [K \,|\, Q \,|\, V]_i = x_i W_{\tau(i)} + b_{\tau(i)}, \qquad
+        K^r_{j,h} = K_{j,h} W^{k}_{h,r}, \quad V^r_{j,h} = V_{j,h} W^{v}_{h,r}
+
+        \alpha_{ij,h} = \mathrm{softmax}_{(j, r) \to i}\Big(
+            \frac{\langle Q_{i,h}, K^r_{j,h} \rangle \, p_{r,h}}{\sqrt d}\Big), \qquad
+        m_{i,h} = \sum_{(j, r) \to i} \alpha_{ij,h} V^r_{j,h}
+
+        a_i = \mathrm{GELU}(m_i)\, W^{o}_{\tau(i)} + b^{o}_{\tau(i)}, \qquad
+        z_i = \sigma(s_{\tau(i)})\, a_i + (1 - \sigma(s_{\tau(i)}))\, x_i
+        \ \text{(when } x_i \text{ is } \texttt{out\_dim} \text{ wide, else } a_i)
+
+    The softmax runs over every in-edge of :math:`i` in every relation. In the global form a
+    typed graph is one vertex set with a block :math:`A_r` per relation
+    (:class:`~gblas_gnn.HeteroGraph`): the scores are one SDDMM per relation's block, the
+    row maxima and sums of the blocks combine into one row softmax over their union, and
+    :math:`m = \sum_r A_r^\alpha V^r / \sum_r \mathrm{rowsum}(A_r^\alpha)`; the relation
+    matrices act on the vertices (:math:`K^r` is n × heads × d), so no array has a row per
+    edge. The per-type projections are masked by the vertices' types.
+
+    Types that are never a target in ``metadata`` are absent from the output, as in PyG; a
+    target vertex without in-edges gets :math:`a_i = b^{o}_{\tau(i)}`.
+
+    Args:
+        in_dim: input width, one int for every type or a dict ``{type: width}``.
+        out_dim: output width ``heads · d``.
+        metadata: ``(node types, edge types)`` (``HeteroData.metadata()``,
+            :meth:`HeteroGraph.metadata`).
+        heads: attention heads (dividing ``out_dim``).
+        seed, dtype, executor: as every layer.
+
+    Shapes:
+        - call: ``layer(hg, x_dict)`` with a :class:`~gblas_gnn.HeteroGraph` and
+          ``{type: (n_t, in_t)}`` for every type of the graph; returns ``{type: (n_t,
+          out_dim)}`` for the target types. ``layer.backward({type: dout_t})`` (a type left
+          out has a zero cotangent) returns ``{type: dx_t}``.
+        - params: ``W_kqv_<t>`` (in_t, 3·out_dim), ``b_kqv_<t>`` (k, q, v in PyG's order),
+          ``W_out_<t>`` (out_dim, out_dim), ``b_out_<t>``, ``skip_<t>`` (1,); ``k_rel``,
+          ``v_rel`` (heads·R, d, d): entry ``h·R + r``; ``p_rel`` (R, heads)
+    """
+
+    def __init__(self, in_dim, out_dim: int, metadata, heads: int = 1, seed: int = 0,
+                 dtype=np.float32, executor=None):
+        super().__init__(dtype, executor)
+        self.node_types, self.edge_types = _check_metadata(metadata)
+        positive_ints(out_dim=out_dim, heads=heads)
+        if out_dim % heads:
+            raise ValueError(f"out_dim={out_dim} must be divisible by heads={heads}")
+        if isinstance(in_dim, dict):
+            missing = set(self.node_types) - set(in_dim)
+            if missing or set(in_dim) - set(self.node_types):
+                raise ValueError(f"in_dim must give a width for every node type "
+                                 f"{list(self.node_types)}, got {sorted(in_dim)}")
+            widths = {t: in_dim[t] for t in self.node_types}
+        else:
+            widths = {t: in_dim for t in self.node_types}
+        positive_ints(**{f"in_dim[{t!r}]": w for t, w in widths.items()})
+        self.in_channels = {t: int(w) for t, w in widths.items()}
+        self.out_dim, self.heads = int(out_dim), int(heads)
+        #: the types that are a target of some relation: the output's types
+        self.dst_types = tuple(t for t in self.node_types
+                               if any(k[2] == t for k in self.edge_types))
+        rng = np.random.default_rng(seed)
+        F, R, d = self.out_dim, len(self.edge_types), self.out_dim // self.heads
+        for t in self.node_types:
+            self.add_param(f"W_kqv_{t}", glorot((self.in_channels[t], 3 * F), rng, self.dtype))
+            self.add_param(f"b_kqv_{t}", zeros((3 * F,), self.dtype))
+        for t in self.node_types:
+            self.add_param(f"W_out_{t}", glorot((F, F), rng, self.dtype))
+            self.add_param(f"b_out_{t}", zeros((F,), self.dtype))
+        for name in ("k_rel", "v_rel"):
+            self.add_param(name, glorot((self.heads * R, d, d), rng, self.dtype))
+        for t in self.node_types:
+            self.add_param(f"skip_{t}", np.ones(1, self.dtype))
+        self.add_param("p_rel", np.ones((R, self.heads), self.dtype))
+        self._graph: HeteroGraph | None = None
+
+    #: the forward is traced and the backward derived, though :meth:`backward` is wrapped
+    #: (dicts of types in and out)
+    composed = True
+
+    # ------------------------------------------------------------------ dict interface
+    def _check_graph(self, hg) -> HeteroGraph:
+        if not isinstance(hg, HeteroGraph):
+            raise TypeError(f"HGTConv takes a gblas_gnn.HeteroGraph, got {type(hg).__name__}")
+        unknown = [t for t in hg.node_types if t not in self.node_types]
+        if unknown:
+            raise ValueError(f"the graph's vertex type(s) {unknown} are not in the layer's "
+                             f"metadata {list(self.node_types)}")
+        unknown = [k for k in hg.edge_types if k not in self.edge_types]
+        if unknown:
+            raise ValueError(f"the graph's edge type(s) {unknown} are not in the layer's "
+                             "metadata")
+        return hg.astype(self.dtype)
+
+    def __call__(self, hg, x_dict: dict) -> dict:
+        hg = self._check_graph(hg)
+        with self.executor.validation():
+            X = hg.stack(x_dict, self.in_channels, self.dtype, self.xp)
+        Z = super().__call__(hg, X)
+        self._graph = hg
+        return hg.split(Z, [t for t in hg.node_types if t in self.dst_types])
+
+    def backward(self, dout: dict) -> dict:
+        """The input gradients ``{type: dx_t}`` for the output cotangents ``dout`` (a dict of
+        ``(n_t, out_dim)`` arrays over the output's types; a type left out counts 0)."""
+        from ..compose.modules import derived_backward
+
+        hg = self._graph
+        if hg is None or self._cache is None:
+            raise RuntimeError("backward needs a forward in training mode first "
+                               "(module.train() and call it on the input)")
+        if not isinstance(dout, dict):
+            raise TypeError(f"HGTConv.backward takes a dict {{type: dout}}, got "
+                            f"{type(dout).__name__}")
+        out_types = [t for t in hg.node_types if t in self.dst_types]
+        unknown = set(dout) - set(out_types)
+        if unknown:
+            raise ValueError(f"dout has the type(s) {sorted(unknown)} the output has not "
+                             f"(output types: {out_types})")
+        widths = {t: self.out_dim for t in hg.node_types}
+        full = {t: dout.get(t, self.xp.zeros((hg.num_nodes_dict[t], self.out_dim),
+                                             self.dtype)) for t in hg.node_types}
+        with self.executor.validation():
+            dZ = hg.stack(full, widths, self.dtype, self.xp, name="dout")
+        dX = derived_backward(self, dZ)
+        return hg.split(dX, hg.node_types, self.in_channels)
+
+    def _prepare_graph(self, g):
+        return g                                   # a HeteroGraph, checked by __call__
+
+    # ------------------------------------------------------------------ forward
+    def _type_masks(self, hg: HeteroGraph) -> dict:
+        """``{type: (N, 1) indicator}`` of the stacked vertices (constants)."""
+        onehot = np.zeros((hg.n, len(hg.node_types)), self.dtype)
+        onehot[np.arange(hg.n), hg.vertex_type] = 1
+        M = ops.vertex_rows(hg.graph, onehot)
+        return {t: M[:, i:i + 1] for i, t in enumerate(hg.node_types)}
+
+    def _per_head(self, X, W, r: int):
+        r""":math:`X_{j,h} W_{h R + r}` for every head: (N, heads, d)."""
+        R = len(self.edge_types)
+        heads = [X[:, h, :] @ W[h * R + r] for h in range(self.heads)]
+        return ops.concat(heads, axis=1).reshape(X.shape[0], self.heads, -1)
+
+    def forward(self, hg: HeteroGraph, H):
+        p, F, heads = self.params, self.out_dim, self.heads
+        d = F // heads
+        n = H.shape[0]
+        masks = self._type_masks(hg)
+        KQV = None
+        for t in hg.node_types:
+            term = masks[t] * (H[:, :self.in_channels[t]] @ p[f"W_kqv_{t}"] + p[f"b_kqv_{t}"])
+            KQV = term if KQV is None else KQV + term
+        K, Q, V = (KQV[:, i * F:(i + 1) * F].reshape(n, heads, d) for i in range(3))
+        blocks = []
+        for rr, key in enumerate(hg.edge_types):
+            A = hg.graph.relation(rr)
+            if A.nnz == 0:                     # the graph's count: every rank skips alike
+                continue
+            r = self.edge_types.index(key)
+            S = ops.structure(A) * ((factor(Q) @ factor(self._per_head(K, p["k_rel"], r)).T)
+                                    * (p["p_rel"][r] * (1.0 / np.sqrt(d))))
+            blocks.append((S, self._per_head(V, p["v_rel"], r)))
+        if blocks:
+            # one softmax over the union of the blocks' rows: shifted by the rows' maximum
+            # over every block (a constant: the softmax does not depend on it)
+            shift = None
+            for S, _ in blocks:
+                m = self.xp.asarray(ops.row_max(S).detach())
+                shift = m if shift is None else self.xp.maximum(shift, m)
+            shift = self.xp.where(self.xp.isfinite(shift), shift, 0)
+            num = den = None
+            for S, Vr in blocks:
+                E = ops.exp(S - rep(shift))
+                s, m = ops.row_sum(E), ops.aggregate(E, Vr, "sum")
+                num, den = (m, s) if num is None else (num + m, den + s)
+            M = (num / (den + SOFTMAX_EPS)[:, :, None]).reshape(n, F)
+        else:
+            M = Q.reshape(n, F) * 0.0
+        A_out = ops.gelu(M)
+        Z = None
+        for t in self.dst_types:
+            if t not in hg.num_nodes_dict:
+                continue
+            a = A_out @ p[f"W_out_{t}"] + p[f"b_out_{t}"]
+            if self.in_channels[t] == F:       # the gated skip
+                gate = ops.sigmoid(p[f"skip_{t}"])
+                a = gate * a + (1.0 - gate) * H[:, :F]
+            term = masks[t] * a
+            Z = term if Z is None else Z + term
+        return M * 0.0 if Z is None else Z
+
+    def __repr__(self) -> str:
+        return (f"HGTConv({self.in_channels}, {self.out_dim}, heads={self.heads}, "
+                f"relations={len(self.edge_types)})")
