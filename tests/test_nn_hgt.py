@@ -57,7 +57,17 @@ def _randomised(layer, seed: int = 3):
     return layer
 
 
-def _layer(executor="cpu", heads: int = 2, out_dim: int = 8, seed: int = 3):
+def _on(executor, arrays: dict) -> dict:
+    """Host arrays onto the executor."""
+    return {t: executor.asarray(v) for t, v in arrays.items()}
+
+
+def _off(arrays: dict) -> dict:
+    """The executor's arrays as host arrays."""
+    return {t: gg.to_numpy(v) for t, v in arrays.items()}
+
+
+def _layer(executor=None, heads: int = 2, out_dim: int = 8, seed: int = 3):
     return _randomised(gg.nn.HGTConv(WIDTHS, out_dim, METADATA, heads=heads,
                                      dtype=np.float64, executor=executor), seed)
 
@@ -172,43 +182,43 @@ def test_central_differences():
                                    atol=1e-7, err_msg=name)
 
 
-def test_backward_reads_a_subset_of_the_types_as_zero():
+def test_backward_reads_a_subset_of_the_types_as_zero(executor):
     hg, _ = _graph()
-    x = _inputs()
-    layer = _layer()
-    out = layer(hg, x)
+    x = _on(executor, _inputs())
+    layer = _layer(executor)
+    out = _off(layer(hg, x))
     dpaper = np.random.default_rng(2).standard_normal(out["paper"].shape)
-    part = layer.backward({"paper": dpaper})
+    part = _off(layer.backward(_on(executor, {"paper": dpaper})))
     layer(hg, x)
-    full = layer.backward({t: (dpaper if t == "paper" else np.zeros_like(v))
-                           for t, v in out.items()})
+    full = _off(layer.backward(_on(executor, {t: (dpaper if t == "paper" else
+                                                  np.zeros_like(v)) for t, v in out.items()})))
     for t in x:
         np.testing.assert_array_equal(part[t], full[t])
 
 
-def test_eval_mode_keeps_nothing_and_gives_the_same_output():
+def test_eval_mode_keeps_nothing_and_gives_the_same_output(executor):
     hg, _ = _graph()
-    x = _inputs()
-    layer = _layer()
-    trained = layer(hg, x)
+    x = _on(executor, _inputs())
+    layer = _layer(executor)
+    trained = _off(layer(hg, x))
     layer.eval()
     inferred = layer(hg, x)
     for t in trained:
-        np.testing.assert_array_equal(trained[t], inferred[t])
+        np.testing.assert_array_equal(trained[t], gg.to_numpy(inferred[t]))
     with pytest.raises(RuntimeError, match="forward in training mode"):
-        layer.backward({t: np.zeros_like(v) for t, v in inferred.items()})
+        layer.backward({t: executor.xp.zeros_like(v) for t, v in inferred.items()})
 
 
-def test_float32_is_close_to_float64():
+def test_float32_is_close_to_float64(executor):
     hg64, _ = _graph()
     hg32, _ = _graph(dtype=np.float32)
     x = _inputs()
-    a = gg.nn.HGTConv(WIDTHS, 8, METADATA, heads=2, dtype=np.float32, seed=4)
-    b = gg.nn.HGTConv(WIDTHS, 8, METADATA, heads=2, dtype=np.float64, seed=4)
+    a, b = (gg.nn.HGTConv(WIDTHS, 8, METADATA, heads=2, dtype=dt, seed=4, executor=executor)
+            for dt in (np.float32, np.float64))
     for k in a.params:
-        b.params[k][...] = a.params[k]
-    out32 = a(hg32, {t: v.astype(np.float32) for t, v in x.items()})
-    out64 = b(hg64, x)
+        b.params[k][...] = executor.asarray(gg.to_numpy(a.params[k]).astype(np.float64))
+    out32 = _off(a(hg32, _on(executor, {t: v.astype(np.float32) for t, v in x.items()})))
+    out64 = _off(b(hg64, _on(executor, x)))
     for t in out64:
         assert out32[t].dtype == np.float32
         np.testing.assert_allclose(out32[t], out64[t], rtol=1e-4, atol=1e-5)
@@ -231,24 +241,26 @@ def _pyg_conv(heads: int, widths: dict, out_dim: int = 8):
 
 @pytest.mark.parametrize("heads,widths", [(2, WIDTHS), (1, WIDTHS), (4, 8)],
                          ids=["2-heads", "1-head", "4-heads-skip-everywhere"])
-def test_equals_pyg_forward_and_every_gradient(heads, widths):
+def test_equals_pyg_forward_and_every_gradient(executor, heads, widths):
     import torch
 
     conv = _pyg_conv(heads, widths)
     layer = from_pyg(conv)
+    assert layer.executor is executor
     hg, edges = _graph(8)
     x = _inputs(9) if widths is WIDTHS else \
         {t: np.random.default_rng(9).standard_normal((n, 8)) for t, n in NODES.items()}
     xt = {t: torch.tensor(v, requires_grad=True) for t, v in x.items()}
     want = conv(xt, {k: torch.tensor(v) for k, v in edges.items()})
-    got = layer(hg, x)
+    got = _off(layer(hg, _on(executor, x)))
     assert sorted(got) == sorted(want)
     rng = np.random.default_rng(10)
     dout = {t: rng.standard_normal(v.shape) for t, v in want.items()}
     for t in want:
         np.testing.assert_allclose(got[t], want[t].detach().numpy(), rtol=1e-10, atol=1e-12)
     sum((want[t] * torch.tensor(dout[t])).sum() for t in want).backward()
-    dx = layer.backward(dout)
+    dx = _off(layer.backward(_on(executor, dout)))
+    grads = _off(layer.grads)
     for t in x:
         np.testing.assert_allclose(dx[t], xt[t].grad.numpy(), rtol=1e-10, atol=1e-12,
                                    err_msg=f"input {t}")
@@ -256,13 +268,13 @@ def test_equals_pyg_forward_and_every_gradient(heads, widths):
     back = from_pyg(conv)                    # the same names, read back: the PyG gradients
     for name, (theirs, transposed) in _hgt_names(back).items():
         grad = twin[theirs].grad
-        grad = np.zeros(layer.grads[name].shape) if grad is None else grad.numpy()
-        np.testing.assert_allclose(layer.grads[name], grad.T if transposed else grad,
+        grad = np.zeros(grads[name].shape) if grad is None else grad.numpy()
+        np.testing.assert_allclose(grads[name], grad.T if transposed else grad,
                                    rtol=1e-10, atol=1e-12, err_msg=name)
     for r, key in enumerate(EDGE_TYPES):
         grad = conv.p_rel["__".join(key)].grad
         grad = np.zeros(heads) if grad is None else grad.numpy()[0]
-        np.testing.assert_allclose(layer.grads["p_rel"][r], grad, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(grads["p_rel"][r], grad, rtol=1e-10, atol=1e-12)
 
 
 def _hgt_names(layer):
@@ -271,20 +283,20 @@ def _hgt_names(layer):
     return _hgt_names(layer)
 
 
-def test_to_pyg_round_trip():
+def test_to_pyg_round_trip(executor):
     import_torch = pytest.importorskip("torch")
-    layer = _layer(heads=2)
+    layer = _layer(executor, heads=2)
     conv = layer.to_pyg()
     hg, edges = _graph(11)
     x = _inputs(12)
     want = conv({t: import_torch.tensor(v) for t, v in x.items()},
                 {k: import_torch.tensor(v) for k, v in edges.items()})
-    got = layer(hg, x)
+    got = _off(layer(hg, _on(executor, x)))
     for t in want:
         np.testing.assert_allclose(got[t], want[t].detach().numpy(), rtol=1e-10, atol=1e-12)
     again = from_pyg(conv)
     for k, v in layer.params.items():
-        np.testing.assert_array_equal(again.params[k], v, err_msg=k)
+        np.testing.assert_array_equal(gg.to_numpy(again.params[k]), gg.to_numpy(v), err_msg=k)
 
 
 def test_from_pyg_refuses_lazy_inputs():
@@ -309,10 +321,10 @@ def test_bad_configuration(kwargs, error, match):
         gg.nn.HGTConv(**kwargs)
 
 
-def test_bad_calls():
+def test_bad_calls(executor):
     hg, _ = _graph()
-    x = _inputs()
-    layer = _layer()
+    x = _on(executor, _inputs())
+    layer = _layer(executor)
     with pytest.raises(TypeError, match="HeteroGraph"):
         layer(hg.graph, x)
     with pytest.raises(TypeError, match="dict"):
@@ -326,14 +338,14 @@ def test_bad_calls():
     with pytest.raises(TypeError, match="dtype float32"):
         layer(hg, {**x, "paper": x["paper"].astype(np.float32)})
     with pytest.raises(ValueError, match="NaN or Inf"):
-        layer(hg, {**x, "paper": np.full_like(x["paper"], np.nan)})
+        layer(hg, {**x, "paper": executor.xp.full_like(x["paper"], np.nan)})
     other = gg.HeteroGraph.from_edge_index_dict(
         {("author", "likes", "paper"): np.array([[0], [0]])}, {"author": 1, "paper": 1})
     with pytest.raises(ValueError, match="not in the layer's metadata"):
         layer(other, {"author": x["author"][:1], "paper": x["paper"][:1]})
     out = layer(hg, x)
     with pytest.raises(ValueError, match="the output has not"):
-        layer.backward({"field": np.zeros((2, 8))})
+        layer.backward({"field": executor.xp.zeros((2, 8))})
     with pytest.raises(TypeError, match="dict"):
         layer.backward(out["paper"])
     with pytest.raises(ValueError, match=r"dout\['paper'\] must be an array of shape"):

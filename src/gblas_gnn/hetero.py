@@ -18,6 +18,7 @@ Per-type arrays travel as one array of ``N`` rows: :meth:`HeteroGraph.stack` put
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from ._io import atomic_write, read_npz
 from ._validate import float_dtype
 from .graph import Graph
 
-__all__ = ["HeteroGraph", "EdgeType"]
+__all__ = ["HeteroGraph", "TypedVertexSet", "EdgeType"]
 
 EdgeType = tuple[str, str, str]
 
@@ -89,7 +90,106 @@ def _check_edges(key: EdgeType, edge_index, num_nodes: dict[str, int]) -> np.nda
     return ei
 
 
-class HeteroGraph:
+class TypedVertexSet(ABC):
+    """What a layer reads of a graph with vertex types, on one process or on a grid: the
+    types and relations, the typed graph of the stacked vertex set (:attr:`graph`), and this
+    process's rows of every type (:meth:`type_rows`). :class:`HeteroGraph` holds all of
+    them; :class:`gblas_gnn.dist.DistHeteroGraph` a rank's share."""
+
+    node_types: tuple[str, ...]
+    edge_types: tuple[EdgeType, ...]
+    num_nodes_dict: dict[str, int]
+    offsets: dict[str, int]
+    n: int
+    graph: object
+    vertex_type: np.ndarray
+
+    def metadata(self) -> tuple[list[str], list[EdgeType]]:
+        """``(node types, edge types)``, as PyG's ``HeteroData.metadata()``."""
+        return list(self.node_types), list(self.edge_types)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.graph.dtype
+
+    @property
+    def n_local(self) -> int:
+        """The stacked vertices this process holds."""
+        return self.graph.n_local
+
+    def relation_index(self, edge_type: EdgeType) -> int:
+        """The index of ``edge_type`` among :attr:`edge_types` (ValueError if absent)."""
+        try:
+            return self.edge_types.index(edge_type)
+        except ValueError:
+            raise ValueError(f"this graph has no edge type {edge_type!r}; it has "
+                             f"{list(self.edge_types)}") from None
+
+    def relation(self, edge_type: EdgeType):
+        """The block of ``edge_type`` as a graph on all ``N`` vertices (rows of the target
+        type's range, columns of the source type's): an operand of a composition."""
+        return self.graph.relation(self.relation_index(edge_type))
+
+    def _check_type(self, node_type: str) -> None:
+        if node_type not in self.offsets:
+            raise ValueError(f"this graph has no vertex type {node_type!r}; it has "
+                             f"{list(self.node_types)}")
+
+    @abstractmethod
+    def type_rows(self, node_type: str):
+        """This process's rows of ``node_type`` among its stacked rows (a slice or an index
+        array)."""
+
+    def astype(self, dtype):
+        """The same vertex set whose typed graph is ``dtype`` (itself when it already is;
+        float64 → float32 refused, as :meth:`gblas_gnn.Graph.astype`)."""
+        graph = self.graph.astype(float_dtype(dtype))
+        if graph is self.graph:
+            return self
+        out = type(self).__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        out.graph = graph
+        return out
+
+    def held(self, node_type: str) -> int:
+        """How many vertices of ``node_type`` this process holds."""
+        rows = self.type_rows(node_type)
+        return rows.stop - rows.start if isinstance(rows, slice) else int(rows.size)
+
+    def stack(self, x_dict: dict, widths: dict[str, int], dtype, xp=np, name: str = "x"):
+        """The per-type arrays ``x_dict[t]`` (``(held(t), widths[t])``, every type of the
+        graph) as one ``(n_local, max width)`` array, zeros beyond a type's width; a clear
+        error for a missing or unknown type, a wrong shape or dtype."""
+        if not isinstance(x_dict, dict):
+            raise TypeError(f"{name} must be a dict {{vertex type: array}}, got "
+                            f"{type(x_dict).__name__}")
+        unknown = set(x_dict) - set(self.node_types)
+        if unknown:
+            raise ValueError(f"{name} has the vertex type(s) {sorted(unknown)} that the graph "
+                             f"does not (types: {list(self.node_types)})")
+        width = max([widths[t] for t in self.node_types] + [1])
+        out = xp.zeros((self.n_local, width), dtype)
+        for t in self.node_types:
+            if t not in x_dict:
+                raise ValueError(f"{name} lacks the vertex type {t!r}")
+            x = x_dict[t]
+            shape = (self.held(t), widths[t])
+            if not isinstance(x, (np.ndarray, xp.ndarray)) or tuple(x.shape) != shape:
+                raise ValueError(f"{name}[{t!r}] must be an array of shape {shape}, got "
+                                 f"{getattr(x, 'shape', type(x).__name__)}")
+            if x.dtype != dtype:
+                raise TypeError(f"{name}[{t!r}] has dtype {x.dtype}, expected {np.dtype(dtype)}")
+            out[self.type_rows(t), :widths[t]] = xp.asarray(x)
+        return out
+
+    def split(self, X, types, widths: dict[str, int] | None = None) -> dict:
+        """The rows of each type in ``types`` of the stacked ``X`` (the first ``widths[t]``
+        columns when given), as a dict."""
+        return {t: X[self.type_rows(t)] if widths is None else X[self.type_rows(t), :widths[t]]
+                for t in types}
+
+
+class HeteroGraph(TypedVertexSet):
     """A graph with vertex types and typed relations, PyG's ``HeteroData`` layout.
 
     Build it with :meth:`from_edge_index_dict` (or :meth:`from_pyg`, :meth:`from_npz`).
@@ -211,87 +311,21 @@ class HeteroGraph:
             edge_type=_cat([np.full(e.shape[1], r, np.int64) for r, e in enumerate(ids)])))
 
     # ------------------------------------------------------------------ reading
-    def metadata(self) -> tuple[list[str], list[EdgeType]]:
-        """``(node types, edge types)``, as PyG's ``HeteroData.metadata()``."""
-        return list(self.node_types), list(self.edge_types)
-
     @property
     def edge_index_dict(self) -> dict[EdgeType, np.ndarray]:
         """Every relation's edges as given, (2, m) int64 (copies)."""
         return {k: v.copy() for k, v in self._edges.items()}
 
     @property
-    def dtype(self) -> np.dtype:
-        return self.graph.dtype
-
-    @property
     def n_local(self) -> int:
         """The stacked vertices this process holds (all of them)."""
         return self.n
 
-    def relation_index(self, edge_type: EdgeType) -> int:
-        """The index of ``edge_type`` among :attr:`edge_types` (ValueError if absent)."""
-        try:
-            return self.edge_types.index(edge_type)
-        except ValueError:
-            raise ValueError(f"this graph has no edge type {edge_type!r}; it has "
-                             f"{list(self.edge_types)}") from None
-
-    def relation(self, edge_type: EdgeType) -> Graph:
-        """The block of ``edge_type`` as a graph on all ``N`` vertices (rows of the target
-        type's range, columns of the source type's): an operand of a composition."""
-        return self.graph.relation(self.relation_index(edge_type))
-
     def type_rows(self, node_type: str) -> slice:
         """The rows of ``node_type`` in the stacked vertex set."""
-        if node_type not in self.offsets:
-            raise ValueError(f"this graph has no vertex type {node_type!r}; it has "
-                             f"{list(self.node_types)}")
+        self._check_type(node_type)
         lo = self.offsets[node_type]
         return slice(lo, lo + self.num_nodes_dict[node_type])
-
-    def astype(self, dtype) -> HeteroGraph:
-        """The same graph in ``dtype`` (itself when it already is)."""
-        dt = float_dtype(dtype)
-        if dt == self.dtype:
-            return self
-        out = HeteroGraph.__new__(HeteroGraph)
-        out.__dict__.update(self.__dict__)
-        out.graph = self.graph.astype(dt)
-        return out
-
-    # ------------------------------------------------------------------ per-type arrays
-    def stack(self, x_dict: dict, widths: dict[str, int], dtype, xp=np, name: str = "x"):
-        """The per-type arrays ``x_dict[t]`` (``(n_t, widths[t])``, every type of the graph)
-        as one ``(N, max width)`` array, zeros beyond a type's width; a clear error for a
-        missing or unknown type, a wrong shape or dtype."""
-        if not isinstance(x_dict, dict):
-            raise TypeError(f"{name} must be a dict {{vertex type: array}}, got "
-                            f"{type(x_dict).__name__}")
-        unknown = set(x_dict) - set(self.node_types)
-        if unknown:
-            raise ValueError(f"{name} has the vertex type(s) {sorted(unknown)} that the graph "
-                             f"does not (types: {list(self.node_types)})")
-        width = max([widths[t] for t in self.node_types] + [1])
-        out = xp.zeros((self.n, width), dtype)
-        for t in self.node_types:
-            if t not in x_dict:
-                raise ValueError(f"{name} lacks the vertex type {t!r}")
-            x = x_dict[t]
-            shape = (self.num_nodes_dict[t], widths[t])
-            if not isinstance(x, (np.ndarray, xp.ndarray)) or tuple(x.shape) != shape:
-                raise ValueError(f"{name}[{t!r}] must be an array of shape {shape}, got "
-                                 f"{getattr(x, 'shape', type(x).__name__)}")
-            if x.dtype != dtype:
-                raise TypeError(f"{name}[{t!r}] has dtype {x.dtype}, expected {np.dtype(dtype)}")
-            out[self.type_rows(t), :widths[t]] = xp.asarray(x)
-        return out
-
-    def split(self, X, types, widths: dict[str, int] | None = None) -> dict:
-        """The rows of each type in ``types`` of the stacked ``X`` (the first ``widths[t]``
-        columns when given), as a dict."""
-        return {t: X[self.type_rows(t)] if widths is None else X[self.type_rows(t), :widths[t]]
-                for t in types}
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}={n}" for t, n in self.num_nodes_dict.items())

@@ -248,3 +248,54 @@ def test_relations_equal_one_process(dex, featureless, relabel):
     else:
         close(dg.gather(got_dH), dH, "input gradient")
     close_gradients(grid_layer.grads, one.grads)
+
+
+@pytest.mark.parametrize("relabel", [False, True])
+def test_vertex_types_equal_one_process(dex, relabel):
+    """HGT on a heterogeneous graph: every relation's block of the stacked vertex set on the
+    grid (one without edges), each rank's rows of every type in and out, the softmax over a
+    vertex's in-edges of every relation across the grid's columns."""
+    rng = np.random.default_rng(4)
+    nodes = {"author": 7, "paper": 11, "venue": 2}
+    keys = [("author", "writes", "paper"), ("paper", "cites", "paper"),
+            ("paper", "in", "venue"), ("venue", "lists", "paper")]
+    edges = {}
+    for key, m in zip(keys, [14, 16, 6, 0], strict=True):
+        pairs = {(int(rng.integers(nodes[key[0]])), int(rng.integers(nodes[key[2]])))
+                 for _ in range(m)}
+        edges[key] = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2).T
+    hg = gg.HeteroGraph.from_edge_index_dict(edges, nodes, dtype=np.float64)
+    widths = {"author": 3, "paper": 4, "venue": 4}
+    one, grid_layer = (gg.nn.HGTConv(widths, 4, hg.metadata(), heads=2, dtype=np.float64,
+                                     seed=2, executor=ex) for ex in (CPU, dex))
+    for layer in (one, grid_layer):
+        for name, value in layer.params.items():
+            value[...] = np.random.default_rng(len(name)).uniform(-1, 1, value.shape)
+    x = {t: rng.standard_normal((n, widths[t])) for t, n in nodes.items()}
+    out = one(hg, x)
+    dout = {t: rng.standard_normal(v.shape) for t, v in out.items()}
+    dx = one.backward(dout)
+    dhg = dist.DistHeteroGraph.from_hetero(hg, dex.grid, relabel=relabel, seed=5)
+    assert sum(dhg.held(t) for t in nodes) == dhg.n_local
+    got = grid_layer(dhg, dhg.scatter(x))
+    got_dx = grid_layer.backward(dhg.scatter(dout))
+    for t, v in dhg.gather(got).items():
+        close(v, out[t], f"forward of {t}")
+    for t, v in dhg.gather(got_dx).items():
+        close(v, dx[t], f"input gradient of {t}")
+    close_gradients(grid_layer.grads, one.grads)
+
+
+def test_distributed_vertex_types_bad_input(dex):
+    hg = gg.HeteroGraph.from_edge_index_dict({("a", "r", "b"): np.array([[0, 1], [1, 0]])},
+                                             {"a": 2, "b": 3})
+    with pytest.raises(TypeError, match="HeteroGraph"):
+        dist.DistHeteroGraph.from_hetero(hg.graph, dex.grid)
+    dhg = dist.DistHeteroGraph.from_hetero(hg, dex.grid)
+    with pytest.raises(ValueError, match="whole 'b' array with 3 rows"):
+        dhg.scatter({"b": np.zeros((2, 1))})
+    with pytest.raises(ValueError, match="no vertex type 'c'"):
+        dhg.scatter({"c": np.zeros((2, 1))})
+    layer = gg.nn.HGTConv(2, 2, hg.metadata(), executor=dex)
+    with pytest.raises(ValueError, match=r"x\['a'\] must be an array of shape"):
+        layer(dhg, {"a": np.zeros((9, 2), np.float32), "b": np.zeros((9, 2), np.float32)})

@@ -20,9 +20,10 @@ from __future__ import annotations
 from .executor import DistExecutor
 from .graph import Block, DistDataset, DistGraph, partition
 from .grid import Grid, GridError
+from .hetero import DistHeteroGraph
 
-__all__ = ["Block", "DistDataset", "DistExecutor", "DistGraph", "Grid", "GridError",
-           "default_executor", "partition"]
+__all__ = ["Block", "DistDataset", "DistExecutor", "DistGraph", "DistHeteroGraph", "Grid",
+           "GridError", "default_executor", "partition"]
 
 
 def default_executor() -> DistExecutor:

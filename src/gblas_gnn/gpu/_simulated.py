@@ -180,6 +180,12 @@ class _SimulatedCuPy:
             return refusing
         return found
 
+    def erf(self, x):
+        """``cupyx.scipy.special.erf``, which this module stands for too."""
+        from scipy.special import erf
+
+        return _device(erf(_plain(x)))
+
     def __repr__(self) -> str:
         return "<the CUDA simulator's array module (numpy with device arrays)>"
 

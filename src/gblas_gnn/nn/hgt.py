@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import ops
 from .._validate import positive_ints
-from ..hetero import HeteroGraph
+from ..hetero import TypedVertexSet
 from ..ops import factor, rep
 from ._interop import PyGInterop
 from .init import glorot, zeros
@@ -118,16 +118,17 @@ class HGTConv(PyGInterop, Module):
         for t in self.node_types:
             self.add_param(f"skip_{t}", np.ones(1, self.dtype))
         self.add_param("p_rel", np.ones((R, self.heads), self.dtype))
-        self._graph: HeteroGraph | None = None
+        self._graph: TypedVertexSet | None = None
 
     #: the forward is traced and the backward derived, though :meth:`backward` is wrapped
     #: (dicts of types in and out)
     composed = True
 
     # ------------------------------------------------------------------ dict interface
-    def _check_graph(self, hg) -> HeteroGraph:
-        if not isinstance(hg, HeteroGraph):
-            raise TypeError(f"HGTConv takes a gblas_gnn.HeteroGraph, got {type(hg).__name__}")
+    def _check_graph(self, hg) -> TypedVertexSet:
+        if not isinstance(hg, TypedVertexSet):
+            raise TypeError("HGTConv takes a gblas_gnn.HeteroGraph (a dist.DistHeteroGraph on "
+                            f"a grid), got {type(hg).__name__}")
         unknown = [t for t in hg.node_types if t not in self.node_types]
         if unknown:
             raise ValueError(f"the graph's vertex type(s) {unknown} are not in the layer's "
@@ -164,7 +165,7 @@ class HGTConv(PyGInterop, Module):
             raise ValueError(f"dout has the type(s) {sorted(unknown)} the output has not "
                              f"(output types: {out_types})")
         widths = {t: self.out_dim for t in hg.node_types}
-        full = {t: dout.get(t, self.xp.zeros((hg.num_nodes_dict[t], self.out_dim),
+        full = {t: dout.get(t, self.xp.zeros((hg.held(t), self.out_dim),
                                              self.dtype)) for t in hg.node_types}
         with self.executor.validation():
             dZ = hg.stack(full, widths, self.dtype, self.xp, name="dout")
@@ -175,7 +176,7 @@ class HGTConv(PyGInterop, Module):
         return g                                   # a HeteroGraph, checked by __call__
 
     # ------------------------------------------------------------------ forward
-    def _type_masks(self, hg: HeteroGraph) -> dict:
+    def _type_masks(self, hg: TypedVertexSet) -> dict:
         """``{type: (N, 1) indicator}`` of the stacked vertices (constants)."""
         onehot = np.zeros((hg.n, len(hg.node_types)), self.dtype)
         onehot[np.arange(hg.n), hg.vertex_type] = 1
@@ -188,7 +189,7 @@ class HGTConv(PyGInterop, Module):
         heads = [X[:, h, :] @ W[h * R + r] for h in range(self.heads)]
         return ops.concat(heads, axis=1).reshape(X.shape[0], self.heads, -1)
 
-    def forward(self, hg: HeteroGraph, H):
+    def forward(self, hg: TypedVertexSet, H):
         p, F, heads = self.params, self.out_dim, self.heads
         d = F // heads
         n = H.shape[0]
