@@ -48,7 +48,7 @@ from .compose.expr import (
     rep,
 )
 from .compose.tape import in_scope
-from .compose.traced import Traced, apply_unary, lift, value_of, vertex_rows
+from .compose.traced import Traced, apply_unary, lift, segment_linear, value_of, vertex_rows
 from .compose.traced import concat as _concat
 from .edge_attr import EdgeFeatures
 from .executors import default, get_executor
@@ -60,7 +60,7 @@ __all__ = [
     "outer_add", "row_sum", "row_max", "row_min", "col_sum", "row_scale", "col_scale",
     "spmm", "spmm_t", "gemm", "exp", "log", "relu", "leaky_relu", "elu", "tanh", "sigmoid",
     "gelu", "sqrt", "maximum", "row_norm", "normalize", "concat", "edge_dropout", "structure",
-    "rep", "factor", "masked", "vertex_rows",
+    "rep", "factor", "masked", "vertex_rows", "segment_linear",
 ]
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import ops
 from .._validate import positive_ints
+from ..compose.traced import lift
 from ..hetero import TypedVertexSet
 from ..ops import factor, rep
 from ._interop import PyGInterop
@@ -176,66 +177,65 @@ class HGTConv(PyGInterop, Module):
         return g                                   # a HeteroGraph, checked by __call__
 
     # ------------------------------------------------------------------ forward
-    def _type_masks(self, hg: TypedVertexSet) -> dict:
-        """``{type: (N, 1) indicator}`` of the stacked vertices (constants)."""
-        onehot = np.zeros((hg.n, len(hg.node_types)), self.dtype)
-        onehot[np.arange(hg.n), hg.vertex_type] = 1
-        M = ops.vertex_rows(hg.graph, onehot)
-        return {t: M[:, i:i + 1] for i, t in enumerate(hg.node_types)}
+    def _per_head(self, X, W, r: int, rows):
+        r""":math:`X_{j,h} W_{h R + r}` for every head on the rows ``rows`` (a relation's
+        source type), zero elsewhere: (n, heads, d)."""
+        R, d = len(self.edge_types), self.out_dim // self.heads
+        flat = X.reshape(X.shape[0], self.out_dim)
+        heads = [ops.segment_linear(flat[:, h * d:(h + 1) * d], [(rows, W[h * R + r], None)], d)
+                 for h in range(self.heads)]
+        return ops.concat(heads, axis=1).reshape(X.shape[0], self.heads, d)
 
-    def _per_head(self, X, W, r: int):
-        r""":math:`X_{j,h} W_{h R + r}` for every head: (N, heads, d)."""
-        R = len(self.edge_types)
-        heads = [X[:, h, :] @ W[h * R + r] for h in range(self.heads)]
-        return ops.concat(heads, axis=1).reshape(X.shape[0], self.heads, -1)
-
-    def forward(self, hg: TypedVertexSet, H):
-        p, F, heads = self.params, self.out_dim, self.heads
-        d = F // heads
-        n = H.shape[0]
-        masks = self._type_masks(hg)
-        KQV = None
-        for t in hg.node_types:
-            term = masks[t] * (H[:, :self.in_channels[t]] @ p[f"W_kqv_{t}"] + p[f"b_kqv_{t}"])
-            KQV = term if KQV is None else KQV + term
-        K, Q, V = (KQV[:, i * F:(i + 1) * F].reshape(n, heads, d) for i in range(3))
+    def _attention(self, hg: TypedVertexSet, Q, K, V):
+        r""":math:`m_i = \sum_r A_r^{e} V^r / \sum_r \mathrm{rowsum}(A_r^{e})` with
+        :math:`A_r^{e} = \exp(S_r - c)`, :math:`c_i` the maximum of vertex ``i``'s scores
+        over every block (a constant: the softmax does not depend on it); the row sums come
+        from the same pass as the aggregation (a column of ones beside :math:`V^r`)."""
+        p, n, heads = self.params, Q.shape[0], self.heads
+        d = self.out_dim // heads
         blocks = []
         for rr, key in enumerate(hg.edge_types):
             A = hg.graph.relation(rr)
             if A.nnz == 0:                     # the graph's count: every rank skips alike
                 continue
-            r = self.edge_types.index(key)
-            S = ops.structure(A) * ((factor(Q) @ factor(self._per_head(K, p["k_rel"], r)).T)
+            r, rows = self.edge_types.index(key), hg.type_rows(key[0])
+            S = ops.structure(A) * ((factor(Q) @ factor(self._per_head(K, p["k_rel"], r, rows)).T)
                                     * (p["p_rel"][r] * (1.0 / np.sqrt(d))))
-            blocks.append((S, self._per_head(V, p["v_rel"], r)))
-        if blocks:
-            # one softmax over the union of the blocks' rows: shifted by the rows' maximum
-            # over every block (a constant: the softmax does not depend on it)
-            shift = None
-            for S, _ in blocks:
-                m = self.xp.asarray(ops.row_max(S).detach())
-                shift = m if shift is None else self.xp.maximum(shift, m)
-            shift = self.xp.where(self.xp.isfinite(shift), shift, 0)
-            num = den = None
-            for S, Vr in blocks:
-                E = ops.exp(S - rep(shift))
-                s, m = ops.row_sum(E), ops.aggregate(E, Vr, "sum")
-                num, den = (m, s) if num is None else (num + m, den + s)
-            M = (num / (den + SOFTMAX_EPS)[:, :, None]).reshape(n, F)
-        else:
-            M = Q.reshape(n, F) * 0.0
-        A_out = ops.gelu(M)
-        Z = None
-        for t in self.dst_types:
-            if t not in hg.num_nodes_dict:
-                continue
-            a = A_out @ p[f"W_out_{t}"] + p[f"b_out_{t}"]
-            if self.in_channels[t] == F:       # the gated skip
-                gate = ops.sigmoid(p[f"skip_{t}"])
-                a = gate * a + (1.0 - gate) * H[:, :F]
-            term = masks[t] * a
-            Z = term if Z is None else Z + term
-        return M * 0.0 if Z is None else Z
+            blocks.append((S, self._per_head(V, p["v_rel"], r, rows)))
+        if not blocks:
+            return Q.reshape(n, self.out_dim) * 0.0
+        shift = None
+        for S, _ in blocks:
+            m = self.xp.asarray(ops.row_max(S).detach())
+            shift = m if shift is None else self.xp.maximum(shift, m)
+        shift = self.xp.where(self.xp.isfinite(shift), shift, 0)
+        ones = lift(self.xp.ones((n, heads, 1), self.dtype), vertex=True)
+        total = None
+        for S, Vr in blocks:
+            part = ops.aggregate(ops.exp(S - rep(shift)), ops.concat([Vr, ones], axis=2), "sum")
+            total = part if total is None else total + part
+        return (total[:, :, :d] / (total[:, :, d:] + SOFTMAX_EPS)).reshape(n, self.out_dim)
+
+    def forward(self, hg: TypedVertexSet, H):
+        p, F = self.params, self.out_dim
+        n = H.shape[0]
+        KQV = ops.segment_linear(H, [(hg.type_rows(t), p[f"W_kqv_{t}"], p[f"b_kqv_{t}"])
+                                     for t in hg.node_types], 3 * F)
+        K, Q, V = (KQV[:, i * F:(i + 1) * F].reshape(n, self.heads, F // self.heads)
+                   for i in range(3))
+        M = ops.gelu(self._attention(hg, Q, K, V))
+        targets = [t for t in self.dst_types if t in hg.num_nodes_dict]
+        Z = ops.segment_linear(M, [(hg.type_rows(t), p[f"W_out_{t}"], p[f"b_out_{t}"])
+                                   for t in targets], F)
+        # the gated skip z = a + (1 − σ(s_τ)) (x − a), on the types whose input is F wide
+        skips = [t for t in targets if self.in_channels[t] == F]
+        if skips:
+            ones = lift(self.xp.ones((n, 1), self.dtype), vertex=True)
+            keep = ops.segment_linear(ones, [(hg.type_rows(t),
+                                              (1.0 - ops.sigmoid(p[f"skip_{t}"])).reshape(1, 1),
+                                              None) for t in skips], 1)
+            Z = Z + keep * (H[:, :F] - Z)
+        return Z
 
     def __repr__(self) -> str:
         return (f"HGTConv({self.in_channels}, {self.out_dim}, heads={self.heads}, "

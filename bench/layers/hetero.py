@@ -1,0 +1,211 @@
+"""``python -m bench hgt``: HGT on a typed graph, ours against PyG's ``HGTConv`` (≥ 2.4).
+
+The graph is seeded and shaped like ogbn-mag: four vertex types (papers 50 %, authors 35 %,
+fields 10 %, institutions 5 % of ``n``) and seven relations, the four of the data set and
+three reverses (PyG's ``ToUndirected``), with ``n · degree`` edges over them in ogbn-mag's
+proportions (cites 25 %, writes and its reverse 15 % each, has_topic and its reverse 15 %
+each, affiliated_with and its reverse 7.5 % each); pairs drawn uniformly per relation, each
+once. Every type has ``k`` features; the layer is ``HGTConv(k, k, metadata, heads)``, the
+same weights on both sides (``from_pyg``), float32.
+
+Measured, on this process's threads (torch, numba, BLAS): forward and forward + backward,
+interleaved, median [min–max] of ``reps``; the agreement of the outputs and of the input
+gradients; and each side's peak RSS growth over one forward + backward after a warm-up, in a
+fresh process of its own (``VmHWM``). Results go to ``OUT/<name>.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..core.environment import environment
+from ..core.rss import MIB, hwm_bytes, reset_hwm, rss_bytes
+from ..core.threads import set_threads
+from ..core.timing import interleaved
+
+__all__ = ["typed_graph", "run_hgt", "hgt_markdown"]
+
+#: (type, share of n)
+TYPES = (("paper", 0.50), ("author", 0.35), ("field", 0.10), ("institution", 0.05))
+#: (edge type, share of the edges)
+RELATIONS = ((("paper", "cites", "paper"), 0.25),
+             (("author", "writes", "paper"), 0.15), (("paper", "rev_writes", "author"), 0.15),
+             (("paper", "has_topic", "field"), 0.15), (("field", "rev_has_topic", "paper"), 0.15),
+             (("author", "affiliated_with", "institution"), 0.075),
+             (("institution", "rev_affiliated_with", "author"), 0.075))
+
+
+def typed_graph(n: int, degree: int, seed: int = 0) -> tuple[dict, dict]:
+    """``(num_nodes_dict, edge_index_dict)`` of the seeded ogbn-mag-shaped graph."""
+    rng = np.random.default_rng(seed)
+    nodes = {t: max(int(share * n), 1) for t, share in TYPES}
+    edges = {}
+    for key, share in RELATIONS:
+        ns, nd = nodes[key[0]], nodes[key[2]]
+        m = min(int(share * n * degree), ns * nd)
+        pairs = np.unique(rng.integers(0, ns, m) * nd + rng.integers(0, nd, m))
+        edges[key] = np.stack([pairs // nd, pairs % nd]).astype(np.int64)
+    return nodes, edges
+
+
+def _setup(n: int, degree: int, k: int, heads: int):
+    """The graph, inputs, output cotangents, our layer and PyG's, one set of weights."""
+    import torch
+    import torch_geometric.nn as pyg
+
+    import gblas_gnn as gg
+    from gblas_gnn.nn.pyg import from_pyg
+
+    nodes, edges = typed_graph(n, degree)
+    rng = np.random.default_rng(1)
+    x = {t: rng.standard_normal((c, k)).astype(np.float32) for t, c in nodes.items()}
+    torch.manual_seed(0)
+    conv = pyg.HGTConv(k, k, (list(nodes), list(edges)), heads=heads)
+    ours = from_pyg(conv)
+    hg = gg.HeteroGraph.from_edge_index_dict(edges, nodes)
+    dout = {t: rng.standard_normal((nodes[t], k)).astype(np.float32) for t in ours.dst_types}
+    eit = {key: torch.from_numpy(ei) for key, ei in edges.items()}
+    return hg, x, dout, ours, conv, eit, edges
+
+
+def _torch_side(conv, x: dict, eit: dict, dout: dict, backward: bool):
+    import torch
+
+    xt = {t: torch.from_numpy(v).requires_grad_(backward) for t, v in x.items()}
+    if not backward:
+        with torch.no_grad():
+            return conv(xt, eit), None
+    out = conv(xt, eit)
+    sum((out[t] * torch.from_numpy(dout[t])).sum() for t in out).backward()
+    return out, {t: v.grad for t, v in xt.items()}
+
+
+def _rel(a, b) -> float:
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+def _memory_worker(side: str, n: int, degree: int, k: int, heads: int, threads: int) -> dict:
+    """One side's peak RSS growth over a forward + backward after a warm-up (this process)."""
+    set_threads(threads)
+    hg, x, dout, ours, conv, eit, _ = _setup(n, degree, k, heads)
+    if side == "ours":
+        def step():
+            ours(hg, x)
+            ours.backward(dout)
+    else:
+        conv.train()
+
+        def step():
+            conv.zero_grad(set_to_none=True)
+            _torch_side(conv, x, eit, dout, True)
+    step()
+    import gc
+
+    gc.collect()
+    before = rss_bytes()
+    reset_hwm()
+    step()
+    return {"peak_growth_mib": (hwm_bytes() - before) / MIB, "rss_mib": hwm_bytes() / MIB}
+
+
+def run_hgt(n: int, degree: int, k: int, heads: int, reps: int, threads: int,
+            memory: bool = True) -> dict:
+    """The study (module docstring); the result as a dict."""
+    set_threads(threads)
+    env = environment()
+    hg, x, dout, ours, conv, eit, edges = _setup(n, degree, k, heads)
+    conv.train()
+    got, want = ours(hg, x), _torch_side(conv, x, eit, dout, True)
+    dx = ours.backward(dout)
+    agreement = {
+        "forward": max(_rel(got[t], want[0][t].detach().numpy()) for t in got),
+        "input_gradient": max(_rel(dx[t], want[1][t].numpy()) for t in dx)}
+
+    def ours_fwd():
+        ours.eval()
+        ours(hg, x)
+
+    def ours_both():
+        ours.train()
+        ours(hg, x)
+        ours.backward(dout)
+
+    def pyg_fwd():
+        conv.eval()
+        _torch_side(conv, x, eit, dout, False)
+
+    def pyg_both():
+        conv.train()
+        conv.zero_grad(set_to_none=True)
+        _torch_side(conv, x, eit, dout, True)
+
+    times = interleaved({"ours fwd": ours_fwd, "pyg fwd": pyg_fwd,
+                         "ours fwd+bwd": ours_both, "pyg fwd+bwd": pyg_both}, reps)
+    result = {"n": hg.n, "edges": int(sum(e.shape[1] for e in edges.values())),
+              "nodes": hg.num_nodes_dict, "relations": {"__".join(k_): int(e.shape[1])
+                                                        for k_, e in edges.items()},
+              "k": k, "heads": heads, "threads": threads, "reps": reps, "times": times,
+              "agreement": agreement, "environment": env}
+    if memory:
+        result["memory"] = {side: _fresh(side, n, degree, k, heads, threads)
+                            for side in ("ours", "pyg")}
+    return result
+
+
+def _fresh(side: str, n: int, degree: int, k: int, heads: int, threads: int) -> dict:
+    code = ("import json, sys; from bench.layers.hetero import _memory_worker; "
+            f"print(json.dumps(_memory_worker({side!r}, {n}, {degree}, {k}, {heads}, "
+            f"{threads})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _ms(s: dict) -> str:
+    return f"{s['median_ms']:.1f} [{s['min_ms']:.1f}–{s['max_ms']:.1f}]"
+
+
+def hgt_markdown(r: dict) -> str:
+    """The result as a markdown table."""
+    t, env = r["times"], r["environment"]
+    lines = [f"## HGT on an ogbn-mag-shaped typed graph: n = {r['n']:,}, "
+             f"{r['edges']:,} edges, 4 vertex types, {len(r['relations'])} relations, "
+             f"k = {r['k']}, {r['heads']} heads",
+             "",
+             f"{env.get('cpu', '?')}; threads = {r['threads']}; {r['reps']} timed runs "
+             f"interleaved after 1 warm-up; commit {env.get('git', {}).get('commit', '?')}; "
+             f"{time.strftime('%Y-%m-%d')}. Times in ms: median [min–max].",
+             "",
+             "| impl | fwd | fwd+bwd | peak RSS growth of fwd+bwd, MiB |",
+             "|---|---|---|---|"]
+    mem = r.get("memory", {})
+    for side, label in (("ours", "ours"), ("pyg", "PyG")):
+        growth = f"{mem[side]['peak_growth_mib']:.0f}" if side in mem else "–"
+        lines.append(f"| {label} | {_ms(t[side + ' fwd'])} | {_ms(t[side + ' fwd+bwd'])} | "
+                     f"{growth} |")
+    ratio = [t[f"pyg {p}"]["median_ms"] / t[f"ours {p}"]["median_ms"] for p in
+             ("fwd", "fwd+bwd")]
+    mratio = (f"{mem['pyg']['peak_growth_mib'] / max(mem['ours']['peak_growth_mib'], 1e-9):.1f}×"
+              if mem else "–")
+    lines += [f"| **PyG / ours** | **{ratio[0]:.2f}×** | **{ratio[1]:.2f}×** | **{mratio}** |",
+              "",
+              f"Agreement (max relative Δ to PyG): output {r['agreement']['forward']:.1e}, "
+              f"input gradient {r['agreement']['input_gradient']:.1e}.",
+              "",
+              "Edges per relation: " + ", ".join(f"{k} {v:,}" for k, v in
+                                                r["relations"].items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def write(result: dict, out: Path, name: str) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.json", out / f"{name}.md"]
+    paths[0].write_text(json.dumps(result, indent=1))
+    paths[1].write_text(hgt_markdown(result))
+    return paths
