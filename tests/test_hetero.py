@@ -19,14 +19,21 @@ def _hg(dtype=np.float64):
     return gg.HeteroGraph.from_edge_index_dict(EDGES, NODES, dtype=dtype)
 
 
-def test_types_offsets_and_metadata():
+WRITES, CITES, REVIEWS, IN = EDGES
+
+
+def test_types_source_blocks_offsets_and_metadata():
     hg = _hg()
     assert hg.node_types == ("author", "paper", "venue")
-    assert hg.offsets == {"author": 0, "paper": 3, "venue": 7}
-    assert hg.n == hg.n_local == 9
+    assert hg.blocks == (WRITES, CITES, REVIEWS)          # "in" has no edges: no block
+    assert hg.regions == (*hg.node_types, *hg.blocks)
+    assert hg.offsets == {"author": 0, "paper": 3, "venue": 7, WRITES: 9, CITES: 12,
+                          REVIEWS: 16}
+    assert hg.n == hg.n_local == 19
     assert hg.metadata() == (list(NODES), list(EDGES))
-    np.testing.assert_array_equal(hg.vertex_type, [0, 0, 0, 1, 1, 1, 1, 2, 2])
-    assert hg.type_rows("paper") == slice(3, 7)
+    np.testing.assert_array_equal(hg.region_of, [0] * 3 + [1] * 4 + [2] * 2 + [3] * 3 +
+                                  [4] * 4 + [5] * 3)
+    assert hg.type_rows("paper") == slice(3, 7) and hg.type_rows(CITES) == slice(12, 16)
     assert hg.graph.num_relations == 4
     assert hg.dtype == np.float64
     for k, v in hg.edge_index_dict.items():
@@ -35,28 +42,38 @@ def test_types_offsets_and_metadata():
 
 
 def test_a_relation_is_its_block_of_the_stacked_vertex_set():
+    """Rows of the target type, columns of the relation's own source block: a pair two
+    relations share is two entries of the typed graph."""
     hg = _hg()
     for key, ei in EDGES.items():
         A = hg.relation(key).to_scipy().toarray()
-        want = np.zeros((9, 9))
-        want[ei[1] + hg.offsets[key[2]], ei[0] + hg.offsets[key[0]]] = 1
+        want = np.zeros((19, 19))
+        if key in hg.blocks:
+            want[ei[1] + hg.offsets[key[2]], ei[0] + hg.offsets[key]] = 1
         np.testing.assert_array_equal(A, want, err_msg=str(key))
     union = hg.graph.to_scipy().toarray()
-    assert union[3, 0] == 1                    # written and reviewed: one entry of the union
-    assert hg.relation(("author", "reviews", "paper")).nnz == 1
+    assert union[3, 9] == 1 and union[3, 16] == 1       # author 0 writes and reviews paper 0
+    assert hg.graph.nnz == 7
 
 
-def test_stack_and_split_are_inverse():
+def test_stack_copies_the_sources_and_the_gradient_adds_them_back():
     hg = _hg()
     rng = np.random.default_rng(0)
     widths = {"author": 2, "paper": 5, "venue": 1}
     x = {t: rng.standard_normal((n, widths[t])) for t, n in NODES.items()}
     X = hg.stack(x, widths, np.float64)
-    assert X.shape == (9, 5)
+    assert X.shape == (19, 5)
     np.testing.assert_array_equal(X[0:3, 2:], 0)
-    back = hg.split(X, hg.node_types, widths)
-    for t in x:
-        np.testing.assert_array_equal(back[t], x[t])
+    back = hg.split(X, hg.regions, widths)
+    for region in hg.regions:
+        np.testing.assert_array_equal(back[region], x[region if isinstance(region, str)
+                                                      else region[0]])
+    grad = hg.input_gradient(X, widths)                  # each source copy adds its rows
+    np.testing.assert_array_equal(grad["author"], 3 * x["author"])     # writes, reviews
+    np.testing.assert_array_equal(grad["paper"], 2 * x["paper"])       # cites
+    np.testing.assert_array_equal(grad["venue"], x["venue"])
+    only = hg.stack({"paper": x["paper"]}, widths, np.float64, types=["paper"], copies=False)
+    assert np.count_nonzero(only[:3]) == 0 and np.count_nonzero(only[7:]) == 0
 
 
 def test_astype_widens_and_keeps_the_structure():
@@ -136,5 +153,7 @@ def test_bad_lookups():
         hg.relation(("venue", "in", "paper"))
     with pytest.raises(ValueError, match="no vertex type 'book'"):
         hg.type_rows("book")
+    with pytest.raises(ValueError, match="no relation with edges"):
+        hg.type_rows(IN)
     with pytest.raises(TypeError, match="dict"):
         hg.stack(np.zeros((9, 2)), {t: 2 for t in NODES}, np.float64)

@@ -91,18 +91,38 @@ def _check_edges(key: EdgeType, edge_index, num_nodes: dict[str, int]) -> np.nda
 
 
 class TypedVertexSet(ABC):
-    """What a layer reads of a graph with vertex types, on one process or on a grid: the
-    types and relations, the typed graph of the stacked vertex set (:attr:`graph`), and this
-    process's rows of every type (:meth:`type_rows`). :class:`HeteroGraph` holds all of
-    them; :class:`gblas_gnn.dist.DistHeteroGraph` a rank's share."""
+    """What a layer reads of a graph with vertex types, on one process or on a grid.
+
+    The stacked vertex set is a sequence of *regions*: first every vertex type (its
+    vertices), then one *source block* per relation with edges (a copy of its source type's
+    vertices, in order). Relation ``r``'s edge ``j → i`` is stored at row ``i`` of the target
+    type's region and column ``j`` of the relation's source block, in the typed graph
+    :attr:`graph` (relation ``r`` = :attr:`edge_types` [r]). Every (edge, relation) is then
+    its own entry, so one row of :attr:`graph` holds a vertex's in-edges of every relation:
+    a softmax over them is one row softmax, and a per-relation map of the sources (HGT's
+    :math:`K_j W_r`) is a map of the relation's block's rows.
+
+    :class:`HeteroGraph` holds all of it; :class:`gblas_gnn.dist.DistHeteroGraph` a rank's
+    share. Per-region arrays travel stacked (:meth:`stack`); a region is a vertex type's name
+    or a relation's triple."""
 
     node_types: tuple[str, ...]
     edge_types: tuple[EdgeType, ...]
     num_nodes_dict: dict[str, int]
-    offsets: dict[str, int]
+    #: the relations with edges, each with a source block, in the order of the edge types
+    blocks: tuple[EdgeType, ...]
+    #: where each region starts in the stacked set, and its size
+    offsets: dict
+    counts: dict
     n: int
     graph: object
-    vertex_type: np.ndarray
+    #: the region index of every stacked vertex (types first, then blocks), shape (n,)
+    region_of: np.ndarray
+
+    @property
+    def regions(self) -> tuple:
+        """The node types, then the relations with a source block."""
+        return (*self.node_types, *self.blocks)
 
     def metadata(self) -> tuple[list[str], list[EdgeType]]:
         """``(node types, edge types)``, as PyG's ``HeteroData.metadata()``."""
@@ -126,19 +146,21 @@ class TypedVertexSet(ABC):
                              f"{list(self.edge_types)}") from None
 
     def relation(self, edge_type: EdgeType):
-        """The block of ``edge_type`` as a graph on all ``N`` vertices (rows of the target
-        type's range, columns of the source type's): an operand of a composition."""
+        """The block of ``edge_type`` as a graph on the stacked vertex set (rows of the target
+        type's region, columns of the relation's source block): an operand of a
+        composition."""
         return self.graph.relation(self.relation_index(edge_type))
 
-    def _check_type(self, node_type: str) -> None:
-        if node_type not in self.offsets:
-            raise ValueError(f"this graph has no vertex type {node_type!r}; it has "
-                             f"{list(self.node_types)}")
+    def _check_region(self, region) -> None:
+        if region not in self.offsets:
+            what = "vertex type" if isinstance(region, str) else "relation with edges"
+            raise ValueError(f"this graph has no {what} {region!r}; it has "
+                             f"{list(self.node_types)} and {list(self.blocks)}")
 
     @abstractmethod
-    def type_rows(self, node_type: str):
-        """This process's rows of ``node_type`` among its stacked rows (a slice or an index
-        array)."""
+    def type_rows(self, region):
+        """This process's rows of ``region`` (a vertex type, or a relation's source block)
+        among its stacked rows: a slice or an index array."""
 
     def astype(self, dtype):
         """The same vertex set whose typed graph is ``dtype`` (itself when it already is;
@@ -151,42 +173,57 @@ class TypedVertexSet(ABC):
         out.graph = graph
         return out
 
-    def held(self, node_type: str) -> int:
-        """How many vertices of ``node_type`` this process holds."""
-        rows = self.type_rows(node_type)
+    def held(self, region) -> int:
+        """How many vertices of ``region`` this process holds."""
+        rows = self.type_rows(region)
         return rows.stop - rows.start if isinstance(rows, slice) else int(rows.size)
 
-    def stack(self, x_dict: dict, widths: dict[str, int], dtype, xp=np, name: str = "x"):
-        """The per-type arrays ``x_dict[t]`` (``(held(t), widths[t])``, every type of the
-        graph) as one ``(n_local, max width)`` array, zeros beyond a type's width; a clear
-        error for a missing or unknown type, a wrong shape or dtype."""
+    def stack(self, x_dict: dict, widths: dict[str, int], dtype, xp=np, name: str = "x",
+              types=None, copies: bool = True):
+        """The per-type arrays ``x_dict[t]`` (``(held(t), widths[t])``, every vertex type, or
+        those of ``types``, whose other rows stay zero) as one ``(n_local, max width)``
+        array, zeros beyond a type's width. With ``copies`` a relation's source block reads
+        ``x_dict[relation]`` when given (a grid's scattered copy), else its source type's
+        array; without, it stays zero. A clear error for a missing or unknown key, a wrong
+        shape or dtype."""
         if not isinstance(x_dict, dict):
             raise TypeError(f"{name} must be a dict {{vertex type: array}}, got "
                             f"{type(x_dict).__name__}")
-        unknown = set(x_dict) - set(self.node_types)
+        unknown = [k for k in x_dict if k not in self.offsets or
+                   (types is not None and isinstance(k, str) and k not in types)]
         if unknown:
-            raise ValueError(f"{name} has the vertex type(s) {sorted(unknown)} that the graph "
-                             f"does not (types: {list(self.node_types)})")
+            raise ValueError(f"{name} has the vertex type(s) {unknown} that the graph does not "
+                             f"(types: {list(self.node_types)})")
         width = max([widths[t] for t in self.node_types] + [1])
         out = xp.zeros((self.n_local, width), dtype)
-        for t in self.node_types:
-            if t not in x_dict:
-                raise ValueError(f"{name} lacks the vertex type {t!r}")
-            x = x_dict[t]
-            shape = (self.held(t), widths[t])
+        types = self.node_types if types is None else types
+        for region in (*types, *(self.blocks if copies else ())):
+            source = region if isinstance(region, str) else region[0]
+            if source not in x_dict:
+                raise ValueError(f"{name} lacks the vertex type {source!r}")
+            x = x_dict.get(region, x_dict[source])
+            shape = (self.held(region), widths[source])
             if not isinstance(x, (np.ndarray, xp.ndarray)) or tuple(x.shape) != shape:
-                raise ValueError(f"{name}[{t!r}] must be an array of shape {shape}, got "
+                raise ValueError(f"{name}[{region!r}] must be an array of shape {shape}, got "
                                  f"{getattr(x, 'shape', type(x).__name__)}")
             if x.dtype != dtype:
-                raise TypeError(f"{name}[{t!r}] has dtype {x.dtype}, expected {np.dtype(dtype)}")
-            out[self.type_rows(t), :widths[t]] = xp.asarray(x)
+                raise TypeError(f"{name}[{region!r}] has dtype {x.dtype}, expected "
+                                f"{np.dtype(dtype)}")
+            out[self.type_rows(region), :widths[source]] = xp.asarray(x)
         return out
 
-    def split(self, X, types, widths: dict[str, int] | None = None) -> dict:
-        """The rows of each type in ``types`` of the stacked ``X`` (the first ``widths[t]``
-        columns when given), as a dict."""
-        return {t: X[self.type_rows(t)] if widths is None else X[self.type_rows(t), :widths[t]]
-                for t in types}
+    def split(self, X, regions, widths: dict[str, int] | None = None) -> dict:
+        """The rows of each region in ``regions`` of the stacked ``X`` (the first
+        ``widths[t]`` columns of a type's or its blocks' when given), as a dict."""
+        def cols(region):
+            return slice(None) if widths is None else \
+                slice(0, widths[region if isinstance(region, str) else region[0]])
+        return {r: X[self.type_rows(r), cols(r)] for r in regions}
+
+    @abstractmethod
+    def input_gradient(self, dX, widths: dict[str, int]) -> dict:
+        """The gradient of the per-type inputs from the stacked one, ``dX`` (the cotangent
+        of :meth:`stack`'s result)."""
 
 
 class HeteroGraph(TypedVertexSet):
@@ -203,11 +240,10 @@ class HeteroGraph(TypedVertexSet):
         ``edge_types[r]``.
     num_nodes_dict : dict
         Vertices per type.
-    offsets : dict
-        Where each type's vertices start in the stacked vertex set.
+    blocks, offsets, counts, region_of, n : see :class:`TypedVertexSet`
     graph : Graph
-        The typed graph on all ``N`` vertices: relation ``r`` is :attr:`edge_types` [r]'s
-        block.
+        The typed graph of the stacked vertex set: relation ``r`` is :attr:`edge_types`
+        [r]'s block (:meth:`relation`).
     """
 
     def __init__(self, num_nodes: dict[str, int], edges: dict[EdgeType, np.ndarray], dtype):
@@ -215,18 +251,20 @@ class HeteroGraph(TypedVertexSet):
         self.node_types = tuple(num_nodes)
         self.edge_types = tuple(edges)
         self._edges = edges
-        starts = np.concatenate([[0], np.cumsum(list(num_nodes.values()))]).astype(np.int64)
-        self.offsets = {t: int(o) for t, o in zip(self.node_types, starts[:-1], strict=True)}
+        self.blocks = tuple(k for k in self.edge_types if edges[k].shape[1] > 0)
+        self.counts = {**self.num_nodes_dict, **{k: num_nodes[k[0]] for k in self.blocks}}
+        sizes = [self.counts[r] for r in self.regions]
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.offsets = {r: int(o) for r, o in zip(self.regions, starts[:-1], strict=True)}
         self.n = int(starts[-1])
-        src = [edges[k][0] + self.offsets[k[0]] for k in self.edge_types]
-        dst = [edges[k][1] + self.offsets[k[2]] for k in self.edge_types]
-        types = [np.full(edges[k].shape[1], r, np.int64) for r, k in enumerate(self.edge_types)]
+        self.region_of = np.repeat(np.arange(len(sizes)), sizes)
+        src = [edges[k][0] + self.offsets[k] for k in self.blocks]
+        dst = [edges[k][1] + self.offsets[k[2]] for k in self.blocks]
+        types = [np.full(edges[k].shape[1], self.edge_types.index(k), np.int64)
+                 for k in self.blocks]
         self.graph = Graph.from_edges(_cat(src), _cat(dst), self.n, dtype=dtype,
                                       edge_type=_cat(types),
                                       num_relations=max(len(self.edge_types), 1))
-        #: the type index of every vertex of the stacked set, shape (N,)
-        self.vertex_type = np.repeat(np.arange(len(self.node_types)),
-                                     list(num_nodes.values()))
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -321,11 +359,19 @@ class HeteroGraph(TypedVertexSet):
         """The stacked vertices this process holds (all of them)."""
         return self.n
 
-    def type_rows(self, node_type: str) -> slice:
-        """The rows of ``node_type`` in the stacked vertex set."""
-        self._check_type(node_type)
-        lo = self.offsets[node_type]
-        return slice(lo, lo + self.num_nodes_dict[node_type])
+    def type_rows(self, region) -> slice:
+        """The rows of ``region`` (a vertex type or a relation's source block) in the stacked
+        vertex set."""
+        self._check_region(region)
+        lo = self.offsets[region]
+        return slice(lo, lo + self.counts[region])
+
+    def input_gradient(self, dX, widths: dict[str, int]) -> dict:
+        """``{t: dX_t}``: a type's rows plus the rows of every source block copied from it."""
+        out = self.split(dX, self.node_types, widths)
+        for key in self.blocks:
+            out[key[0]] = out[key[0]] + dX[self.type_rows(key), :widths[key[0]]]
+        return out
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}={n}" for t, n in self.num_nodes_dict.items())

@@ -276,9 +276,9 @@ def test_vertex_types_equal_one_process(dex, relabel):
     dout = {t: rng.standard_normal(v.shape) for t, v in out.items()}
     dx = one.backward(dout)
     dhg = dist.DistHeteroGraph.from_hetero(hg, dex.grid, relabel=relabel, seed=5)
-    assert sum(dhg.held(t) for t in nodes) == dhg.n_local
+    assert sum(dhg.held(r) for r in dhg.regions) == dhg.n_local
     got = grid_layer(dhg, dhg.scatter(x))
-    got_dx = grid_layer.backward(dhg.scatter(dout))
+    got_dx = grid_layer.backward(dhg.scatter(dout, copies=False))
     for t, v in dhg.gather(got).items():
         close(v, out[t], f"forward of {t}")
     for t, v in dhg.gather(got_dx).items():

@@ -259,8 +259,8 @@ def segment_linear(X, segments, width: int) -> Traced:
 
     Segments hold the same rows on every process that holds the same vertices, so each
     parameter's cotangent :math:`X_{S,:k}^\top \bar Y_S` is the executor's reduction over
-    vertices (:meth:`~gblas_gnn.executors.Executor.inner`) and :math:`\bar X_{S,:k} =
-    \bar Y_S W^\top`."""
+    vertices and :math:`\bar X_{S,:k} = \bar Y_S W^\top`, both from the executor's
+    :meth:`~gblas_gnn.executors.Executor.matmul_vjp` (on two cores at once on ``cpu``)."""
     X = _as_traced(X)
     if not isinstance(X, Traced) or not X.vertex or X.value.ndim != 2:
         raise TypeError("segment_linear reads a 2-D vertex-indexed array")
@@ -288,8 +288,9 @@ def segment_linear(X, segments, width: int) -> Traced:
         grads = []
         for (rows, W, b), piece in zip(segs, pieces, strict=True):
             g = xp.ascontiguousarray(G[rows])
-            dX[rows, :W.value.shape[0]] = ex.gemm(g, W.value.T)
-            grads.append(ex.inner(piece, g))
+            dx, dw = ex.matmul_vjp(g, W.value, piece)      # both products at once
+            dX[rows, :W.value.shape[0]] = dx
+            grads.append(dw)
             if b is not None:
                 grads.append(ex.vertex_sum(g).reshape(b.value.shape))
         return (dX, *grads)

@@ -6,9 +6,8 @@ import numpy as np
 
 from .. import ops
 from .._validate import positive_ints
-from ..compose.traced import lift
 from ..hetero import TypedVertexSet
-from ..ops import factor, rep
+from ..ops import factor
 from ._interop import PyGInterop
 from .init import glorot, zeros
 from .module import Module
@@ -150,7 +149,9 @@ class HGTConv(PyGInterop, Module):
 
     def backward(self, dout: dict) -> dict:
         """The input gradients ``{type: dx_t}`` for the output cotangents ``dout`` (a dict of
-        ``(n_t, out_dim)`` arrays over the output's types; a type left out counts 0)."""
+        ``(n_t, out_dim)`` arrays over the output's types; a type left out counts 0). On a
+        grid, this rank's rows of every type and source block
+        (:meth:`~gblas_gnn.dist.DistHeteroGraph.gather` sums them)."""
         from ..compose.modules import derived_backward
 
         hg = self._graph
@@ -166,76 +167,74 @@ class HGTConv(PyGInterop, Module):
             raise ValueError(f"dout has the type(s) {sorted(unknown)} the output has not "
                              f"(output types: {out_types})")
         widths = {t: self.out_dim for t in hg.node_types}
-        full = {t: dout.get(t, self.xp.zeros((hg.held(t), self.out_dim),
-                                             self.dtype)) for t in hg.node_types}
         with self.executor.validation():
-            dZ = hg.stack(full, widths, self.dtype, self.xp, name="dout")
-        dX = derived_backward(self, dZ)
-        return hg.split(dX, hg.node_types, self.in_channels)
+            dZ = hg.stack(dout, widths, self.dtype, self.xp, name="dout", types=list(dout),
+                          copies=False)
+        return hg.input_gradient(derived_backward(self, dZ), self.in_channels)
 
     def _prepare_graph(self, g):
         return g                                   # a HeteroGraph, checked by __call__
 
     # ------------------------------------------------------------------ forward
-    def _per_head(self, X, W, r: int, rows):
-        r""":math:`X_{j,h} W_{h R + r}` for every head on the rows ``rows`` (a relation's
-        source type), zero elsewhere: (n, heads, d)."""
+    def _relation_map(self, W, b, rel, r: int, scale=None):
+        r"""A source type's projection followed by relation ``r``'s per-head map, as one
+        weight and bias: :math:`(x W + b) \,\mathrm{diag}_h(M_{hR+r})` (times ``scale`` per
+        head), products of parameters only."""
         R, d = len(self.edge_types), self.out_dim // self.heads
-        flat = X.reshape(X.shape[0], self.out_dim)
-        heads = [ops.segment_linear(flat[:, h * d:(h + 1) * d], [(rows, W[h * R + r], None)], d)
-                 for h in range(self.heads)]
-        return ops.concat(heads, axis=1).reshape(X.shape[0], self.heads, d)
-
-    def _attention(self, hg: TypedVertexSet, Q, K, V):
-        r""":math:`m_i = \sum_r A_r^{e} V^r / \sum_r \mathrm{rowsum}(A_r^{e})` with
-        :math:`A_r^{e} = \exp(S_r - c)`, :math:`c_i` the maximum of vertex ``i``'s scores
-        over every block (a constant: the softmax does not depend on it); the row sums come
-        from the same pass as the aggregation (a column of ones beside :math:`V^r`)."""
-        p, n, heads = self.params, Q.shape[0], self.heads
-        d = self.out_dim // heads
-        blocks = []
-        for rr, key in enumerate(hg.edge_types):
-            A = hg.graph.relation(rr)
-            if A.nnz == 0:                     # the graph's count: every rank skips alike
-                continue
-            r, rows = self.edge_types.index(key), hg.type_rows(key[0])
-            S = ops.structure(A) * ((factor(Q) @ factor(self._per_head(K, p["k_rel"], r, rows)).T)
-                                    * (p["p_rel"][r] * (1.0 / np.sqrt(d))))
-            blocks.append((S, self._per_head(V, p["v_rel"], r, rows)))
-        if not blocks:
-            return Q.reshape(n, self.out_dim) * 0.0
-        shift = None
-        for S, _ in blocks:
-            m = self.xp.asarray(ops.row_max(S).detach())
-            shift = m if shift is None else self.xp.maximum(shift, m)
-        shift = self.xp.where(self.xp.isfinite(shift), shift, 0)
-        ones = lift(self.xp.ones((n, heads, 1), self.dtype), vertex=True)
-        total = None
-        for S, Vr in blocks:
-            part = ops.aggregate(ops.exp(S - rep(shift)), ops.concat([Vr, ones], axis=2), "sum")
-            total = part if total is None else total + part
-        return (total[:, :, :d] / (total[:, :, d:] + SOFTMAX_EPS)).reshape(n, self.out_dim)
+        cols = [slice(h * d, (h + 1) * d) for h in range(self.heads)]
+        W = ops.concat([W[:, c] @ rel[h * R + r] for h, c in enumerate(cols)], axis=1)
+        b = ops.concat([b.reshape(1, -1)[:, c] @ rel[h * R + r] for h, c in enumerate(cols)],
+                       axis=1)
+        if scale is not None:
+            per_column = ops.concat([scale[h:h + 1].reshape(1, 1) * np.ones((1, d), self.dtype)
+                                     for h in range(self.heads)], axis=1)
+            W, b = W * per_column, b * per_column
+        return W, b
 
     def forward(self, hg: TypedVertexSet, H):
-        p, F = self.params, self.out_dim
-        n = H.shape[0]
-        KQV = ops.segment_linear(H, [(hg.type_rows(t), p[f"W_kqv_{t}"], p[f"b_kqv_{t}"])
-                                     for t in hg.node_types], 3 * F)
-        K, Q, V = (KQV[:, i * F:(i + 1) * F].reshape(n, self.heads, F // self.heads)
-                   for i in range(3))
-        M = ops.gelu(self._attention(hg, Q, K, V))
+        p, F, heads = self.params, self.out_dim, self.heads
+        d, n = F // heads, H.shape[0]
         targets = [t for t in self.dst_types if t in hg.num_nodes_dict]
-        Z = ops.segment_linear(M, [(hg.type_rows(t), p[f"W_out_{t}"], p[f"b_out_{t}"])
-                                   for t in targets], F)
-        # the gated skip z = a + (1 − σ(s_τ)) (x − a), on the types whose input is F wide
+        # one projection P: the queries on the targets' rows; keys | values on each relation's
+        # source block, with the relation's matrices, prior and 1/√d folded into its weight.
+        # The target rows and the blocks' are disjoint, so the queries and the keys share P's
+        # first F columns (the scores read row i as a query and row j as a key).
+        segments = []
+        for t in targets:
+            W, b = p[f"W_kqv_{t}"], p[f"b_kqv_{t}"]
+            segments.append((hg.type_rows(t), ops.concat([W[:, F:2 * F], W[:, F:2 * F] * 0.0], 1),
+                             ops.concat([b[F:2 * F], b[F:2 * F] * 0.0], 0)))
+        for key in hg.blocks:
+            r, s = self.edge_types.index(key), key[0]
+            W, b = p[f"W_kqv_{s}"], p[f"b_kqv_{s}"]
+            Wk, bk = self._relation_map(W[:, :F], b[:F], p["k_rel"], r,
+                                        p["p_rel"][r] * (1.0 / np.sqrt(d)))
+            Wv, bv = self._relation_map(W[:, 2 * F:], b[2 * F:], p["v_rel"], r)
+            segments.append((hg.type_rows(key), ops.concat([Wk, Wv], 1),
+                             ops.concat([bk, bv], 1)))
+        P = ops.segment_linear(H, segments, 2 * F)
+        if hg.blocks:
+            QK = P[:, :F].reshape(n, heads, d)
+            # one row softmax over a vertex's in-edges of every relation
+            alpha = ops.softmax(ops.structure(hg.graph) * (factor(QK) @ factor(QK).T))
+            M = ops.aggregate(alpha, P[:, F:].reshape(n, heads, d)).reshape(n, F)
+        else:
+            M = P[:, F:] * 0.0
+        A = ops.gelu(M)
+        # the output projection and the gated skip z = σ(s) a + (1 − σ(s)) x in one product
+        # per type: [gelu(m) | x] [σ(s) W_out ; (1 − σ(s)) I] + σ(s) b_out
         skips = [t for t in targets if self.in_channels[t] == F]
         if skips:
-            ones = lift(self.xp.ones((n, 1), self.dtype), vertex=True)
-            keep = ops.segment_linear(ones, [(hg.type_rows(t),
-                                              (1.0 - ops.sigmoid(p[f"skip_{t}"])).reshape(1, 1),
-                                              None) for t in skips], 1)
-            Z = Z + keep * (H[:, :F] - Z)
-        return Z
+            A = ops.concat([A, H[:, :F]], 1)
+        out = []
+        for t in targets:
+            W, b = p[f"W_out_{t}"], p[f"b_out_{t}"]
+            if t in skips:
+                gate = ops.sigmoid(p[f"skip_{t}"]).reshape(1, 1)
+                W = ops.concat([W * gate, (1.0 - gate) * np.eye(F, dtype=self.dtype)], 0)
+                b = b * gate.reshape(1)
+            out.append((hg.type_rows(t), W, b))
+        return ops.segment_linear(A, out, F)
 
     def __repr__(self) -> str:
         return (f"HGTConv({self.in_channels}, {self.out_dim}, heads={self.heads}, "
