@@ -172,9 +172,6 @@ class HGTConv(PyGInterop, Module):
                           copies=False)
         return hg.input_gradient(derived_backward(self, dZ), self.in_channels)
 
-    def _prepare_graph(self, g):
-        return g                                   # a HeteroGraph, checked by __call__
-
     # ------------------------------------------------------------------ forward
     def _relation_map(self, W, b, rel, r: int, scale=None):
         r"""A source type's projection followed by relation ``r``'s per-head map, as one

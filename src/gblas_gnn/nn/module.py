@@ -27,6 +27,7 @@ from .._validate import dense_matrix, float_dtype
 from ..compose.modules import NOT_REQUESTED
 from ..executors import Executor, get_executor
 from ..graph import Graph, as_graph
+from ..hetero import TypedVertexSet
 
 
 class Module(ABC):
@@ -191,8 +192,12 @@ class Module(ABC):
     featureless: bool = False
 
     def _prepare_graph(self, g) -> Graph:
-        """The graph ``g`` resolved (any accepted form) in the module's dtype."""
+        """The graph ``g`` resolved (any accepted form) in the module's dtype; a graph with
+        vertex types (:class:`~gblas_gnn.HeteroGraph`, a grid's share of one) as it is, its
+        typed graph in the module's dtype."""
         with self.executor.validation():
+            if isinstance(g, TypedVertexSet):
+                return g.astype(self.dtype)
             return as_graph(g, dtype=self.dtype).astype(self.dtype)
 
     def _prepare(self, g, H: np.ndarray, in_dim: int | None) -> tuple[Graph, np.ndarray]:
