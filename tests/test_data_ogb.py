@@ -166,8 +166,8 @@ def test_bad_papers100m_files_are_refused(how, message, tmp_path):
 
 
 @pytest.mark.parametrize("folder,message", [
-    ("ogbn_proteins", "ogbn-proteins is not supported: its 112 binary tasks"),
-    ("ogbn_mag", "ogbn-mag is not supported: it is a heterogeneous graph"),
+    ("ogbn_proteins", "ogbn-proteins is not supported here: its 112 binary tasks"),
+    ("ogbn_mag", "ogbn-mag is not supported here: it is a heterogeneous graph.*load_ogb_mag"),
     ("my_graph", "the folder's name does not say which OGB data set it holds"),
 ])
 def test_other_folders_are_refused(folder, message, tmp_path):

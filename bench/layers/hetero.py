@@ -2,12 +2,12 @@
 
 The graph is seeded and typed like a citation graph, the shape issue 36 sets: three vertex
 types (papers 50 %, authors 35 %, fields 15 % of ``n``) and six relations, three and their
-reverses (PyG's ``ToUndirected``: cites, writes, has_topic), with ``n · degree`` edges over
-them (cites and its reverse 20 % each, the others 15 % each); pairs drawn uniformly per
-relation, each once. Every type has ``k`` features; the layer is ``HGTConv(k, k, metadata,
-heads)``, the same weights on both sides (``from_pyg``), float32. The run sets
-``OMP_WAIT_POLICY=passive`` (torch's and numba's OpenMP threads otherwise spin against each
-other on two cores).
+reverses (PyG's ``ToUndirected``: cites, writes, has_topic), with about ``n · degree``
+edges over them (cites and its reverse 20 % each, the others 15 % each), drawn by
+:func:`gblas_gnn.data.typed_random` (pairs uniform per relation, each once). Every type
+has ``k`` features; the layer is ``HGTConv(k, k, metadata, heads)``, the same weights on
+both sides (``from_pyg``), float32. The run sets ``OMP_WAIT_POLICY=passive`` (torch's and
+numba's OpenMP threads otherwise spin against each other on two cores).
 
 Measured, on this process's threads (torch, numba, BLAS): forward and forward + backward,
 interleaved, median [min–max] of ``reps``; the agreement of the outputs and of the input
@@ -34,28 +34,18 @@ __all__ = ["typed_graph", "run_hgt", "hgt_markdown"]
 
 #: (type, share of n)
 TYPES = (("paper", 0.50), ("author", 0.35), ("field", 0.15))
-#: (edge type, share of the edges)
-RELATIONS = ((("paper", "cites", "paper"), 0.20), (("paper", "rev_cites", "paper"), 0.20),
-             (("author", "writes", "paper"), 0.15), (("paper", "rev_writes", "author"), 0.15),
-             (("paper", "has_topic", "field"), 0.15), (("field", "rev_has_topic", "paper"), 0.15))
+#: (edge type, share of the edges): each with its reverse (as many edges again)
+RELATIONS = ((("paper", "cites", "paper"), 0.20), (("author", "writes", "paper"), 0.15),
+             (("paper", "has_topic", "field"), 0.15))
 
 
-def typed_graph(n: int, degree: int, seed: int = 0) -> tuple[dict, dict]:
-    """``(num_nodes_dict, edge_index_dict)`` of the seeded typed graph; a reverse relation
-    holds its forward relation's edges turned around."""
-    rng = np.random.default_rng(seed)
+def typed_graph(n: int, degree: int, seed: int = 0):
+    """The seeded typed graph (:func:`gblas_gnn.data.typed_random` with reverses)."""
+    from gblas_gnn.data import typed_random
+
     nodes = {t: max(int(share * n), 1) for t, share in TYPES}
-    edges = {}
-    for key, share in RELATIONS:
-        if key[1].startswith("rev_"):
-            forward = next(k for k in edges if k[1] == key[1][4:])
-            edges[key] = edges[forward][::-1].copy()
-            continue
-        ns, nd = nodes[key[0]], nodes[key[2]]
-        m = min(int(share * n * degree), ns * nd)
-        pairs = np.unique(rng.integers(0, ns, m) * nd + rng.integers(0, nd, m))
-        edges[key] = np.stack([pairs // nd, pairs % nd]).astype(np.int64)
-    return nodes, edges
+    return typed_random(nodes, {key: int(share * n * degree) for key, share in RELATIONS},
+                        seed=seed, reverse=True)
 
 
 def _setup(n: int, degree: int, k: int, heads: int):
@@ -63,16 +53,15 @@ def _setup(n: int, degree: int, k: int, heads: int):
     import torch
     import torch_geometric.nn as pyg
 
-    import gblas_gnn as gg
     from gblas_gnn.nn.pyg import from_pyg
 
-    nodes, edges = typed_graph(n, degree)
+    hg = typed_graph(n, degree)
+    nodes, edges = hg.num_nodes_dict, hg.edge_index_dict
     rng = np.random.default_rng(1)
     x = {t: rng.standard_normal((c, k)).astype(np.float32) for t, c in nodes.items()}
     torch.manual_seed(0)
     conv = pyg.HGTConv(k, k, (list(nodes), list(edges)), heads=heads)
     ours = from_pyg(conv)
-    hg = gg.HeteroGraph.from_edge_index_dict(edges, nodes)
     dout = {t: rng.standard_normal((nodes[t], k)).astype(np.float32) for t in ours.dst_types}
     eit = {key: torch.from_numpy(ei) for key, ei in edges.items()}
     return hg, x, dout, ours, conv, eit, edges

@@ -12,10 +12,14 @@ from .dataset import Dataset
 from .erdos_renyi import erdos_renyi, erdos_renyi_edges
 from .kronecker import kronecker, kronecker_edges
 from .ogb import OGB_NODE_DATASETS, load_ogb
+from .ogb_mag import OGB_MAG_CLASSES, HeteroDataset, load_ogb_mag
 from .planetoid import PLANETOID_NAMES, find_planetoid_root, load_planetoid
+from .typed import typed_random
 
 __all__ = [
     "Dataset",
+    "HeteroDataset",
+    "OGB_MAG_CLASSES",
     "OGB_NODE_DATASETS",
     "PLANETOID_NAMES",
     "UnsafePickleError",
@@ -27,6 +31,8 @@ __all__ = [
     "kronecker",
     "kronecker_edges",
     "load_ogb",
+    "load_ogb_mag",
     "load_planetoid",
     "safe_load",
+    "typed_random",
 ]

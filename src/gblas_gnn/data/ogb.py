@@ -92,7 +92,8 @@ OGB_NODE_DATASETS = {c.name: c for c in (
     OgbConventions("ogbn-papers100M", "papers100M-bin", False, "time", 172, True),
 )}
 _REFUSED = {"ogbn-proteins": "its 112 binary tasks are multi-label prediction",
-            "ogbn-mag": "it is a heterogeneous graph (papers, authors, institutions, fields)"}
+            "ogbn-mag": "it is a heterogeneous graph (papers, authors, institutions, fields; "
+                        "gblas_gnn.data.load_ogb_mag reads it)"}
 
 
 def ogb_help(path: Path | None = None, conventions: OgbConventions | None = None) -> str:
@@ -115,8 +116,8 @@ def _conventions(path: Path) -> OgbConventions | None:
             return c
     for name, why in _REFUSED.items():
         if key in (name, name.removeprefix("ogbn-")):
-            raise ValueError(f"{path}: {name} is not supported: {why}, not single-label node "
-                             "classification")
+            raise ValueError(f"{path}: {name} is not supported here: {why}, not single-label "
+                             "node classification on one vertex set")
     return None
 
 
