@@ -82,7 +82,7 @@ def _gelu(xp, x):
     r""":math:`x \Phi(x) = \tfrac{x}{2}(1 + \mathrm{erf}(x / \sqrt 2))` (PyTorch's exact
     GELU); one numba pass for a numpy float array."""
     if xp is np and x.dtype in (np.float32, np.float64):
-        from ..executors.cpu import _gelu as kernels
+        from . import _gelu as kernels
         return kernels.gelu(x)
     return _t(x, 0.5) * x * (_t(x, 1) + _erf(xp, x * _t(x, np.sqrt(0.5))))
 
@@ -90,7 +90,7 @@ def _gelu(xp, x):
 def _gelu_derivative(xp, x):
     r""":math:`\Phi(x) + x \varphi(x)`; one numba pass for a numpy float array."""
     if xp is np and x.dtype in (np.float32, np.float64):
-        from ..executors.cpu import _gelu as kernels
+        from . import _gelu as kernels
         return kernels.gelu_derivative(x)
     phi = xp.exp(_t(x, -0.5) * x * x) * _t(x, 1 / np.sqrt(2 * np.pi))
     return _t(x, 0.5) * (_t(x, 1) + _erf(xp, x * _t(x, np.sqrt(0.5)))) + x * phi

@@ -14,9 +14,6 @@ from .module import Module
 
 __all__ = ["HGTConv"]
 
-#: PyG's softmax adds this to every denominator (a vertex without in-edges divides 0 by it)
-SOFTMAX_EPS = 1e-16
-
 
 def _check_metadata(metadata) -> tuple[tuple[str, ...], tuple[tuple[str, str, str], ...]]:
     if not (isinstance(metadata, (tuple, list)) and len(metadata) == 2):
@@ -55,16 +52,20 @@ class HGTConv(PyGInterop, Module):
         z_i = \sigma(s_{\tau(i)})\, a_i + (1 - \sigma(s_{\tau(i)}))\, x_i
         \ \text{(when } x_i \text{ is } \texttt{out\_dim} \text{ wide, else } a_i)
 
-    The softmax runs over every in-edge of :math:`i` in every relation. In the global form a
-    typed graph is one vertex set with a block :math:`A_r` per relation
-    (:class:`~gblas_gnn.HeteroGraph`): the scores are one SDDMM per relation's block, the
-    row maxima and sums of the blocks combine into one row softmax over their union, and
-    :math:`m = \sum_r A_r^\alpha V^r / \sum_r \mathrm{rowsum}(A_r^\alpha)`; the relation
-    matrices act on the vertices (:math:`K^r` is n × heads × d), so no array has a row per
-    edge. The per-type projections are masked by the vertices' types.
+    The softmax runs over every in-edge of :math:`i` in every relation. In the global form
+    (:class:`~gblas_gnn.HeteroGraph`) each relation's sources are a block of one stacked
+    vertex set, so the relations' edges are entries of one typed graph and the layer is one
+    Transformer attention on it: the queries on the targets' rows, the keys and values on the
+    blocks' rows (:func:`gblas_gnn.ops.segment_linear`, with :math:`W^k_{h,r}`, :math:`p_r`
+    and :math:`1/\sqrt d` folded into each block's key weight), one fused softmax and
+    aggregation; no array has a row per edge. The output projection and the gated skip are
+    one product per type, :math:`[\mathrm{GELU}(m) \,|\, x] [\sigma(s) W^o ; (1 -
+    \sigma(s)) I]`. The backward is derived.
 
     Types that are never a target in ``metadata`` are absent from the output, as in PyG; a
-    target vertex without in-edges gets :math:`a_i = b^{o}_{\tau(i)}`.
+    target vertex without in-edges gets :math:`a_i = b^{o}_{\tau(i)}`. (PyG adds
+    :math:`10^{-16}` to the softmax's denominators, which are at least 1: the results differ
+    by that relative amount at most.)
 
     Args:
         in_dim: input width, one int for every type or a dict ``{type: width}``.

@@ -1,4 +1,5 @@
-r"""numba kernels of the exact GELU on the ``cpu`` executor's arrays: the value
+r"""numba kernels of the exact GELU on numpy arrays (the function table's forward and
+derivative on the ``cpu`` and ``dist`` executors): the value
 :math:`\tfrac{x}{2}(1 + \mathrm{erf}(x/\sqrt 2))` and the derivative
 :math:`\Phi(x) + x \varphi(x)`, each one parallel pass.
 
