@@ -156,7 +156,8 @@ def cuda_kernels_markdown(r: dict) -> str:
              "`formulation:kernel` are the kernels generated from the edge programs of a "
              "built-in attention layer (`gat`: GATConv with 1 head, `gat4` with 4, "
              "`gat4-dropout` with attention dropout, `gat4-max` aggregating by max, `agnn`, "
-             "`gatv2-4`, `transformer4`): `forward` is the row pass, `column_pass` / "
+             "`gatv2-4`, `transformer4`, `hgt2`: HGTConv with 2 heads on a typed graph): "
+             "`forward` is the row pass, `column_pass` / "
              "`column_rows` and `row_pass` / `row_columns` the backward.", "",
              "| kernel | threads/block | registers sm_80 / sm_90 | shared B | spills B | "
              "occupancy sm_80 / sm_90 |", "|---|---|---|---|---|---|"]

@@ -4,11 +4,11 @@ check beside the hand-written kernels.
 
 The formulations are the built-in attention layers as compositions (:data:`FORMULATIONS`):
 GAT with one and four heads (and with attention dropout, as it trains), AGNN, GATv2 and the
-graph Transformer with four heads, and GAT aggregating by ``max`` (the plan's ``"row"``
-strategy), each in float32 and float64. Their edge programs are recorded from one forward
-on a tiny graph on the ``primitives`` executor (the reference lowering: nothing is compiled),
-and the kernels generated for them (:mod:`._program_kernels`) are typed from their argument
-names (:func:`argument_type`).
+graph Transformer with four heads, GAT aggregating by ``max`` (the plan's ``"row"``
+strategy) and HGT with two heads on a typed graph, each in float32 and float64. Their edge
+programs are recorded from one forward on a tiny graph on the ``primitives`` executor (the
+reference lowering: nothing is compiled), and the kernels generated for them
+(:mod:`._program_kernels`) are typed from their argument names (:func:`argument_type`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ..compose.plan import fusable, plan
 from ..compose.program import Structure
 from ..executors import PrimitivesExecutor
 from ..graph import Graph
+from ..hetero import HeteroGraph
 from ._catalogue import KernelSpec, contiguous
 from ._program_kernels import kernels
 from ._program_source import kernel_arguments
@@ -42,7 +43,14 @@ FORMULATIONS: dict[str, Callable] = {
     "gatv2-4": lambda dt, ex: nn.GATv2Conv(6, 4, heads=4, dtype=dt, executor=ex),
     "transformer4": lambda dt, ex: nn.TransformerConv(6, 4, heads=4, dtype=dt, executor=ex),
     "gat4-max": lambda dt, ex: nn.GATConv(6, 4, heads=4, aggr="max", dtype=dt, executor=ex),
+    "hgt2": lambda dt, ex: nn.HGTConv({"a": 6, "b": 4}, 4, _TYPED.metadata(), heads=2,
+                                      dtype=dt, executor=ex),
 }
+
+#: the typed graph the HGT formulation runs on: two vertex types, three relations
+_TYPED = HeteroGraph.from_edge_index_dict(
+    {("a", "r", "b"): np.array([[0, 1, 2], [1, 2, 0]]), ("b", "s", "a"): np.array([[0, 2], [0, 1]]),
+     ("b", "t", "b"): np.array([[0, 1], [1, 0]])}, {"a": 3, "b": 3})
 
 
 @cache
@@ -59,7 +67,12 @@ def structures(name: str, dtype: str) -> tuple[Structure, ...]:
     layer = FORMULATIONS[name](np.dtype(dtype), Recording())
     g = Graph.from_edges(np.array([0, 1, 2, 3, 4, 4]), np.array([1, 2, 3, 4, 0, 2]), 5,
                          dtype=np.dtype(dtype))
-    layer(g, np.random.default_rng(0).standard_normal((5, 6)).astype(dtype))
+    rng = np.random.default_rng(0)
+    if isinstance(layer, nn.HGTConv):
+        layer(_TYPED.astype(dtype), {t: rng.standard_normal((3, w)).astype(dtype)
+                                     for t, w in layer.in_channels.items()})
+    else:
+        layer(g, rng.standard_normal((5, 6)).astype(dtype))
     return tuple(found)
 
 
