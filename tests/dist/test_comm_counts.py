@@ -140,3 +140,62 @@ def test_exchange_parts_is_one_counted_message_of_views(dex):
         assert got[0].ctypes.data % 64 == 0 and got[1].base is not None
         assert (stats["test.parts"]["bytes_sent"], stats["test.parts"]["bytes_received"],
                 stats["test.parts"]["messages"]) == (5 * rows * 4, 5 * theirs * 4, 2)
+
+
+def test_hgt_moves_what_the_formula_says(dex):
+    """HGT on a typed graph (``HGTConv``: one edge program over the stacked vertex set, the
+    projections as per-region products). With ``r``, ``c`` this rank's rows and block
+    columns of the *stacked* set (the types and the relations' source blocks), ``F`` the
+    output width and ``h`` the heads, per training forward and backward:
+
+    * the program: ``[QK | V]`` for the columns, ``2F·r`` / ``2F·c`` (2 messages, none on
+      the diagonal); the row maximum and sum ``h·r`` each; the aggregate ``F·r``; the
+      column partials ``[dQK dV]`` ``2F·c`` and their way back ``2F·c`` / ``2F·r``; the row
+      partials ``dQ`` ``F·r``;
+    * one reduction over vertices per region's weight (``inner``) and bias (``vertex_sum``):
+      the projection's ``in·2F`` and ``2F`` per target type and per source block, the output's
+      ``F·F`` (``2F·F`` with the gated skip) and ``F`` per target type.
+
+    Nothing of the edges' size, and nothing at all on one process."""
+    rng = np.random.default_rng(0)
+    widths, F, heads = {"a": 5, "b": 4}, 4, 2
+    edges = {("a", "r", "b"): np.stack([rng.integers(0, 13, 30), rng.integers(0, 11, 30)]),
+             ("b", "s", "a"): np.stack([rng.integers(0, 11, 25), rng.integers(0, 13, 25)]),
+             ("b", "t", "b"): rng.integers(0, 11, (2, 20))}
+    hg = gg.HeteroGraph.from_edge_index_dict({k: np.unique(v, axis=1) for k, v in edges.items()},
+                                             {"a": 13, "b": 11}, dtype=np.float64)
+    layer = gg.nn.HGTConv(widths, F, hg.metadata(), heads=heads, dtype=np.float64,
+                          executor=dex)
+    dhg = dist.DistHeteroGraph.from_hetero(hg, dex.grid)
+    x = dhg.scatter({t: rng.standard_normal((n, widths[t]))
+                     for t, n in hg.num_nodes_dict.items()})
+    for _ in range(2):
+        dex.grid.reset_comm_stats()
+        out = layer(dhg, x)
+        layer.backward({t: np.ones_like(v) for t, v in out.items()})
+    stats = dex.grid.comm_stats()["by_op"]
+    scheme = {label: (e["bytes_sent"], e["bytes_received"], e["messages"])
+              for label, e in stats.items() if label != "validation"}
+    r, c, grid = dhg.n_local, dhg.graph.A.ncols, dex.grid
+    off, rows = grid.partner != grid.rank, grid.q > 1
+    targets, blocks = ["a", "b"], list(hg.blocks)
+    weights = sum(widths[t] * 2 * F for t in targets) + \
+        sum(widths[k[0]] * 2 * F for k in blocks) + \
+        sum((2 * F if widths[t] == F else F) * F for t in targets)
+    segments = 2 * len(targets) + len(blocks)
+    biases = (len(targets) + len(blocks)) * 2 * F + len(targets) * F
+    table = {
+        "program.columns": (2 * F * r, 2 * F * c, 2) if off else None,
+        "program.row_max": (heads * r, heads * r, 1) if rows else None,
+        "program.row_sum": (heads * r, heads * r, 1) if rows else None,
+        "program.aggregate": (F * r, F * r, 1) if rows else None,
+        "program.column_partials": (2 * F * c, 2 * F * c, 1) if rows else None,
+        "program.to_rows": (2 * F * c, 2 * F * r, 2) if off else None,
+        "program.row_partials": (F * r, F * r, 1) if rows else None,
+        "inner": (weights, weights, segments) if rows else None,
+        "vertex_sum": (biases, biases, segments) if rows else None,
+    }
+    want = {k: (v[0] * 8, v[1] * 8, v[2]) for k, v in table.items() if v is not None}
+    _agree(grid, scheme, want)
+    if grid.q == 1:
+        assert scheme == {}
