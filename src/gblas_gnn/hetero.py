@@ -2,18 +2,20 @@ r"""Vertex types and typed relations (HGT): a heterogeneous graph as blocks of o
 
 A :class:`HeteroGraph` holds vertex types (``"author"``, ``"paper"``), each with its own
 number of vertices, and relations named by PyG's triples ``(source type, relation, target
-type)``, each with its own edges. In the global formulation it is one typed graph: the vertex
-types are consecutive ranges of one vertex set of ``N = Σ_t n_t`` vertices (type ``t``'s
-vertex ``v`` is vertex ``offset[t] + v``), and relation ``r`` is the adjacency block
-:math:`A_r` whose rows are its target type's range and whose columns its source type's. The
-blocks are the relations of :attr:`HeteroGraph.graph` (a :class:`~gblas_gnn.Graph` with
-``edge_type``), so every relation is an operand of a composition
-(``ops.structure(hg.relation(("author", "writes", "paper")))``) and a softmax over all
-in-edges of a vertex across relations is one row softmax over the union of its blocks' rows.
+type)``, each with its own edges. In the global formulation it is one typed graph on one
+stacked vertex set: every vertex type's vertices as a consecutive range, then a *source
+block* per relation with edges, a copy of its source type's vertices. Relation ``r``'s edge
+``j → i`` is stored at row ``i`` of the target type's range and column ``j`` of the
+relation's block: the adjacency block :math:`A_r`, relation ``r`` of
+:attr:`HeteroGraph.graph` (a :class:`~gblas_gnn.Graph` with ``edge_type``). So every relation
+is an operand of a composition (``ops.structure(hg.relation(("author", "writes",
+"paper")))``), every (edge, relation) is its own entry, and a softmax over all in-edges of a
+vertex across relations is one row softmax of the whole graph.
 
-Per-type arrays travel as one array of ``N`` rows: :meth:`HeteroGraph.stack` puts a dict of
-``(n_t, f_t)`` arrays into one ``(N, max f_t)`` array (zeros beyond a type's own width), and
-:meth:`HeteroGraph.split` takes it apart again.
+Per-type arrays travel stacked: :meth:`TypedVertexSet.stack` puts a dict of ``(n_t, f_t)``
+arrays into one array of the stacked rows (the blocks get their source type's rows; zeros
+beyond a type's own width), :meth:`TypedVertexSet.split` takes it apart again, and
+:meth:`~TypedVertexSet.input_gradient` adds a gradient's block rows back to their types.
 """
 
 from __future__ import annotations
