@@ -153,8 +153,9 @@ def test_hgt_moves_what_the_formula_says(dex):
       column partials ``[dQK dV]`` ``2F·c`` and their way back ``2F·c`` / ``2F·r``; the row
       partials ``dQ`` ``F·r``;
     * one reduction over vertices per region's weight (``inner``) and bias (``vertex_sum``):
-      the projection's ``in·2F`` and ``2F`` per target type and per source block, the output's
-      ``F·F`` (``2F·F`` with the gated skip) and ``F`` per target type.
+      the queries' ``in·F`` and ``F`` per target type, the keys' and the values' ``in·F`` and
+      ``F`` each per source block, the output's ``F·F`` (``2F·F`` with the gated skip) and
+      ``F`` per target type.
 
     Nothing of the edges' size, and nothing at all on one process."""
     rng = np.random.default_rng(0)
@@ -179,11 +180,11 @@ def test_hgt_moves_what_the_formula_says(dex):
     r, c, grid = dhg.n_local, dhg.graph.A.ncols, dex.grid
     off, rows = grid.partner != grid.rank, grid.q > 1
     targets, blocks = ["a", "b"], list(hg.blocks)
-    weights = sum(widths[t] * 2 * F for t in targets) + \
+    weights = sum(widths[t] * F for t in targets) + \
         sum(widths[k[0]] * 2 * F for k in blocks) + \
         sum((2 * F if widths[t] == F else F) * F for t in targets)
-    segments = 2 * len(targets) + len(blocks)
-    biases = (len(targets) + len(blocks)) * 2 * F + len(targets) * F
+    segments = 2 * len(targets) + 2 * len(blocks)
+    biases = len(targets) * F + len(blocks) * 2 * F + len(targets) * F
     table = {
         "program.columns": (2 * F * r, 2 * F * c, 2) if off else None,
         "program.row_max": (heads * r, heads * r, 1) if rows else None,

@@ -193,31 +193,30 @@ class HGTConv(PyGInterop, Module):
         p, F, heads = self.params, self.out_dim, self.heads
         d, n = F // heads, H.shape[0]
         targets = [t for t in self.dst_types if t in hg.num_nodes_dict]
-        # one projection P: the queries on the targets' rows; keys | values on each relation's
-        # source block, with the relation's matrices, prior and 1/√d folded into its weight.
-        # The target rows and the blocks' are disjoint, so the queries and the keys share P's
-        # first F columns (the scores read row i as a query and row j as a key).
-        segments = []
+        # the queries on the targets' rows and the keys on each relation's source block (its
+        # matrices, prior and 1/√d folded into its weight) share one array QK: the target rows
+        # and the blocks' are disjoint, and the scores read row i as a query, row j as a key.
+        # The values are an array of their own (each contiguous: the edge program reads them
+        # without a copy).
+        queries, keys, values = [], [], []
         for t in targets:
-            W, b = p[f"W_kqv_{t}"], p[f"b_kqv_{t}"]
-            segments.append((hg.type_rows(t), ops.concat([W[:, F:2 * F], W[:, F:2 * F] * 0.0], 1),
-                             ops.concat([b[F:2 * F], b[F:2 * F] * 0.0], 0)))
+            queries.append((hg.type_rows(t), p[f"W_kqv_{t}"][:, F:2 * F],
+                            p[f"b_kqv_{t}"][F:2 * F]))
         for key in hg.blocks:
             r, s = self.edge_types.index(key), key[0]
             W, b = p[f"W_kqv_{s}"], p[f"b_kqv_{s}"]
-            Wk, bk = self._relation_map(W[:, :F], b[:F], p["k_rel"], r,
-                                        p["p_rel"][r] * (1.0 / np.sqrt(d)))
-            Wv, bv = self._relation_map(W[:, 2 * F:], b[2 * F:], p["v_rel"], r)
-            segments.append((hg.type_rows(key), ops.concat([Wk, Wv], 1),
-                             ops.concat([bk, bv], 1)))
-        P = ops.segment_linear(H, segments, 2 * F)
+            keys.append((hg.type_rows(key), *self._relation_map(
+                W[:, :F], b[:F], p["k_rel"], r, p["p_rel"][r] * (1.0 / np.sqrt(d)))))
+            values.append((hg.type_rows(key), *self._relation_map(W[:, 2 * F:], b[2 * F:],
+                                                                  p["v_rel"], r)))
+        QK = ops.segment_linear(H, queries + keys, F).reshape(n, heads, d)
         if hg.blocks:
-            QK = P[:, :F].reshape(n, heads, d)
+            V = ops.segment_linear(H, values, F).reshape(n, heads, d)
             # one row softmax over a vertex's in-edges of every relation
             alpha = ops.softmax(ops.structure(hg.graph) * (factor(QK) @ factor(QK).T))
-            M = ops.aggregate(alpha, P[:, F:].reshape(n, heads, d)).reshape(n, F)
+            M = ops.aggregate(alpha, V).reshape(n, F)
         else:
-            M = P[:, F:] * 0.0
+            M = QK.reshape(n, F) * 0.0
         A = ops.gelu(M)
         # the output projection and the gated skip z = σ(s) a + (1 − σ(s)) x in one product
         # per type: [gelu(m) | x] [σ(s) W_out ; (1 − σ(s)) I] + σ(s) b_out
