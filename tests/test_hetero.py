@@ -157,3 +157,33 @@ def test_bad_lookups():
         hg.type_rows(IN)
     with pytest.raises(TypeError, match="dict"):
         hg.stack(np.zeros((9, 2)), {t: 2 for t in NODES}, np.float64)
+
+
+def test_to_homogeneous_is_pygs():
+    """One vertex set in the order of the types, relation r = edge type r, no blocks; the
+    same edges and types as PyG's ``HeteroData.to_homogeneous()``."""
+    hg = _hg()
+    g, node_type = hg.to_homogeneous()
+    assert g.n == 9 and g.num_relations == 4 and g.dtype == np.float64
+    np.testing.assert_array_equal(node_type, [0, 0, 0, 1, 1, 1, 1, 2, 2])
+    for r, (key, ei) in enumerate(EDGES.items()):
+        want = np.zeros((9, 9))
+        want[ei[1] + hg.offsets[key[2]], ei[0] + hg.offsets[key[0]]] = 1
+        np.testing.assert_array_equal(g.relation(r).to_scipy().toarray(), want)
+    torch = pytest.importorskip("torch")
+    data_mod = pytest.importorskip("torch_geometric.data")
+    data = data_mod.HeteroData()
+    for t, n in NODES.items():
+        data[t].num_nodes = n
+    for k, ei in EDGES.items():
+        data[k].edge_index = torch.tensor(ei)
+    homo = data.to_homogeneous()
+    np.testing.assert_array_equal(homo.node_type.numpy(), node_type)
+    theirs = sorted(zip(homo.edge_index[0].tolist(), homo.edge_index[1].tolist(),
+                        homo.edge_type.tolist(), strict=True))
+    ours = []
+    for r in range(4):
+        coo = g.relation(r).to_scipy().tocoo()           # row: target, column: source
+        ours += [(int(s), int(d), r) for s, d in zip(coo.col, coo.row, strict=True)]
+    ours.sort()
+    assert theirs == ours

@@ -361,6 +361,22 @@ class HeteroGraph(TypedVertexSet):
         """The stacked vertices this process holds (all of them)."""
         return self.n
 
+    def to_homogeneous(self) -> tuple[Graph, np.ndarray]:
+        """``(graph, node_type)``: one vertex set of ``Σ_t n_t`` vertices in the order of the
+        types (type ``t``'s vertex ``v`` is ``offsets[t] + v``) and a typed graph whose
+        relation ``r`` is :attr:`edge_types` [r] (no source blocks), as PyG's
+        ``HeteroData.to_homogeneous()``: the form :class:`~gblas_gnn.nn.RGCNConv` reads.
+        ``node_type`` holds every vertex's type index."""
+        src = [self._edges[k][0] + self.offsets[k[0]] for k in self.edge_types]
+        dst = [self._edges[k][1] + self.offsets[k[2]] for k in self.edge_types]
+        types = [np.full(self._edges[k].shape[1], r, np.int64)
+                 for r, k in enumerate(self.edge_types)]
+        n = sum(self.num_nodes_dict.values())
+        graph = Graph.from_edges(_cat(src), _cat(dst), n, dtype=self.dtype,
+                                 edge_type=_cat(types),
+                                 num_relations=max(len(self.edge_types), 1))
+        return graph, self.region_of[:n].copy()
+
     def type_rows(self, region) -> slice:
         """The rows of ``region`` (a vertex type or a relation's source block) in the stacked
         vertex set."""
