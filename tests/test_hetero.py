@@ -110,14 +110,19 @@ def test_npz_errors(tmp_path):
         gg.HeteroGraph.from_npz(tmp_path / "bad.npz")
 
 
-def test_from_pyg_heterodata():
+def _heterodata():
+    """PyG's ``HeteroData`` of the same graph (skips without torch-geometric)."""
     torch = pytest.importorskip("torch")
-    data_mod = pytest.importorskip("torch_geometric.data")
-    data = data_mod.HeteroData()
+    data = pytest.importorskip("torch_geometric.data").HeteroData()
     for t, n in NODES.items():
         data[t].num_nodes = n
     for k, ei in EDGES.items():
         data[k].edge_index = torch.tensor(ei)
+    return data
+
+
+def test_from_pyg_heterodata():
+    data = _heterodata()
     hg = gg.HeteroGraph.from_pyg(data)
     assert hg.metadata() == data.metadata()
     assert hg.num_nodes_dict == NODES
@@ -170,14 +175,7 @@ def test_to_homogeneous_is_pygs():
         want = np.zeros((9, 9))
         want[ei[1] + hg.offsets[key[2]], ei[0] + hg.offsets[key[0]]] = 1
         np.testing.assert_array_equal(g.relation(r).to_scipy().toarray(), want)
-    torch = pytest.importorskip("torch")
-    data_mod = pytest.importorskip("torch_geometric.data")
-    data = data_mod.HeteroData()
-    for t, n in NODES.items():
-        data[t].num_nodes = n
-    for k, ei in EDGES.items():
-        data[k].edge_index = torch.tensor(ei)
-    homo = data.to_homogeneous()
+    homo = _heterodata().to_homogeneous()
     np.testing.assert_array_equal(homo.node_type.numpy(), node_type)
     theirs = sorted(zip(homo.edge_index[0].tolist(), homo.edge_index[1].tolist(),
                         homo.edge_type.tolist(), strict=True))
