@@ -230,7 +230,8 @@ class Expr:
         return self._transposed()
 
     def _transposed(self) -> Expr:
-        raise NotImplementedError
+        raise TypeError(f"a {type(self).__name__} expression has no transpose (only the "
+                        "virtual, unmasked tensors do)")
 
     # ------------------------------------------------------------------ numpy interop
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -252,7 +253,8 @@ class Expr:
         return out if dtype is None else out.astype(dtype)
 
     def _dense(self) -> np.ndarray:
-        raise NotImplementedError
+        raise TypeError(f"a {type(self).__name__} expression has no dense form (only the "
+                        "virtual, unmasked tensors do)")
 
 
 def _dtype(*nodes) -> np.dtype | None:

@@ -16,6 +16,7 @@ structure's numbers and slot indices; no text of a user ever reaches the source.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,43 +88,49 @@ class Scope:
         return Scope(parent=self, loop=loop)
 
 
-class Leaves:
+class Leaves(ABC):
     """How a kernel reads its operands at an edge and where the reverse mode's cotangents
-    go; a generator subclasses it. Indices are tuples of expressions over the leaf's own
-    trailing shape."""
+    go; a generator subclasses it (:class:`gblas_gnn.compose.kernel_args.ArrayLeaves`).
+    Indices are tuples of expressions over the leaf's own trailing shape."""
 
+    @abstractmethod
     def row(self, slot: int, idx: tuple) -> str:
-        raise NotImplementedError
+        """The operand's value at this edge."""
 
+    @abstractmethod
     def col(self, slot: int, idx: tuple) -> str:
-        raise NotImplementedError
+        """The operand's value at this edge."""
 
+    @abstractmethod
     def param(self, slot: int, idx: tuple) -> str:
-        raise NotImplementedError
+        """The operand's value at this edge."""
 
+    @abstractmethod
     def avals(self) -> str:
-        raise NotImplementedError
+        """The operand's value at this edge."""
 
+    @abstractmethod
     def edges(self, slot: int) -> str:
-        raise NotImplementedError
+        """The operand's value at this edge."""
 
+    @abstractmethod
     def eattr(self, slot: int, idx: tuple) -> str:
         """The features of operand ``slot`` at this edge (``idx``: the channel)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def dropout(self, op: int, idx: tuple) -> str:
-        raise NotImplementedError
+        """The keep-scale of dropout ``op`` at this edge."""
 
+    @abstractmethod
     def softmax(self, op: int, idx: tuple) -> str:
         """The value of an earlier softmax at this edge (its buffer)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def size(self, kind: str, ref: int, axis: int) -> str:
         """An expression for the extent of trailing axis ``axis`` of a leaf (``kind`` in
         row, col, param, eattr, dropout, softmax; ``ref`` its slot or operation), read from the
         kernel's arrays: kernels take no sizes from the structure, so one kernel serves every
         width of a formulation."""
-        raise NotImplementedError
 
     def view(self, kind: str, slot: int, prefix: tuple) -> str | None:
         """A 1-D view of a row, column or edge-feature operand at the current edge with the
@@ -147,24 +154,26 @@ class Leaves:
 
     def channel_total(self, name: str) -> str:
         """An expression combining the threads' partial sums ``name`` of a split channel
-        loop (:meth:`channel_range`) into the total, on every thread."""
-        raise NotImplementedError
+        loop (:meth:`channel_range`) into the total, on every thread. The default: no loop is
+        split (one thread runs every channel), so the partial sum is the total."""
+        return name
 
-    # reverse mode: emit ``target += g`` where the cotangent of a leaf goes
+    # reverse mode: emit ``target += g`` where the cotangent of a leaf goes (the defaults
+    # emit nothing: a forward-only generator accumulates no cotangent)
     def grad_row(self, block: Block, slot: int, idx: tuple, g: str) -> None:
-        pass
+        return None
 
     def grad_col(self, block: Block, slot: int, idx: tuple, g: str) -> None:
-        pass
+        return None
 
     def grad_param(self, block: Block, slot: int, idx: tuple, g: str) -> None:
-        pass
+        return None
 
     def grad_eattr(self, block: Block, slot: int, idx: tuple, g: str) -> None:
-        pass
+        return None
 
     def grad_softmax(self, block: Block, op: int, idx: tuple, g: str) -> None:
-        pass
+        return None
 
 
 class EdgeCode:
