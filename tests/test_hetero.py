@@ -185,3 +185,11 @@ def test_to_homogeneous_is_pygs():
         ours += [(int(s), int(d), r) for s, d in zip(coo.col, coo.row, strict=True)]
     ours.sort()
     assert theirs == ours
+
+
+def test_to_homogeneous_is_built_once_per_dtype():
+    hg = _hg(np.float32)
+    assert hg.to_homogeneous()[0] is hg.to_homogeneous()[0]
+    wide = hg.astype(np.float64)
+    assert wide.to_homogeneous()[0].dtype == np.float64
+    assert hg.to_homogeneous()[0].dtype == np.float32

@@ -366,7 +366,14 @@ class HeteroGraph(TypedVertexSet):
         types (type ``t``'s vertex ``v`` is ``offsets[t] + v``) and a typed graph whose
         relation ``r`` is :attr:`edge_types` [r] (no source blocks), as PyG's
         ``HeteroData.to_homogeneous()``: the form :class:`~gblas_gnn.nn.RGCNConv` reads.
-        ``node_type`` holds every vertex's type index."""
+        ``node_type`` holds every vertex's type index. Built once per dtype."""
+        cache = self.__dict__.setdefault("_homogeneous", {})
+        if self.dtype not in cache:
+            cache[self.dtype] = self._build_homogeneous()
+        graph, node_type = cache[self.dtype]
+        return graph, node_type.copy()
+
+    def _build_homogeneous(self) -> tuple[Graph, np.ndarray]:
         src = [self._edges[k][0] + self.offsets[k[0]] for k in self.edge_types]
         dst = [self._edges[k][1] + self.offsets[k[2]] for k in self.edge_types]
         types = [np.full(self._edges[k].shape[1], r, np.int64)
@@ -375,7 +382,7 @@ class HeteroGraph(TypedVertexSet):
         graph = Graph.from_edges(_cat(src), _cat(dst), n, dtype=self.dtype,
                                  edge_type=_cat(types),
                                  num_relations=max(len(self.edge_types), 1))
-        return graph, self.region_of[:n].copy()
+        return graph, self.region_of[:n]
 
     def type_rows(self, region) -> slice:
         """The rows of ``region`` (a vertex type or a relation's source block) in the stacked
