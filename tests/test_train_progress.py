@@ -93,7 +93,7 @@ def test_warm_up_restores_generators_gradients_and_mode(data):
 
 
 @pytest.mark.cpu_only
-def test_kernel_variants_are_chosen_as_for_a_larger_program():
+def test_threads_are_chosen_as_for_a_larger_program():
     from gblas_gnn.executors.cpu.programs import SERIAL_WORK_BELOW, serial, sized_like
 
     small = SERIAL_WORK_BELOW // 64
@@ -105,10 +105,11 @@ def test_kernel_variants_are_chosen_as_for_a_larger_program():
     assert serial(small)
 
 
-def test_the_warm_up_compiles_the_real_graphs_kernel_variants(data, monkeypatch):
-    """The small graph's kernels are chosen as for the real graph's edges: a graph above the
-    serial kernels' size compiles the parallel ones in the warm-up, not in the first epoch
-    (the command line's default GAT compiled them there: 17 s of warm-up, then 48 s)."""
+def test_the_warm_up_compiles_the_real_graphs_drivers(data, monkeypatch):
+    """One thread or several is chosen as for the real graph's edges: a graph above the
+    one-thread size compiles the kernels' drivers in the warm-up, not in the first epoch
+    (the command line's default GAT compiled its parallel kernels there once: 17 s of
+    warm-up, then 48 s)."""
     import gblas_gnn.train.progress as progress
 
     seen = []

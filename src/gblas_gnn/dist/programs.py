@@ -68,12 +68,6 @@ def forward(dex, prog, keep: bool):
     ids = (A.row_ids.astype(np.int64), A.col_ids.astype(np.int64)) \
         if isinstance(A, Block) else None
     b = cpu.prepare(local, prog, p, M, lambda slot, v: cols[slot], ids)
-    # every rank runs the same variant of every kernel while each block has its own size:
-    # the variant is chosen by the whole graph's vertices times the width, which every rank
-    # knows without a message (a lower bound of the whole graph's work, each vertex holding
-    # its self loop). A test's small graph runs the serial kernels the one-process reference
-    # runs (compiled once for both); a graph worth a grid runs the parallel ones.
-    b.grid_work = (A.n if isinstance(A, Block) else M.nrows) * b.width
     mod = cpu.kernels(p)
     # max / min: the winners complete the rows over the grid row, backward or not
     outs = cpu.sink_outputs(p, b, winners=keep or grid.q > 1)

@@ -38,10 +38,10 @@ def warm_up(model: Module, g: Graph, x: np.ndarray) -> bool:
 
     Numba compiles one machine-code version per argument types (dtypes, dimensions, memory
     layout), not per size, so a ring of :data:`WARM_UP_VERTICES` vertices with ``g``'s dtype
-    and ``x``'s width compiles what the real graph needs, at no cost; the cpu executor picks
-    each kernel's variant (serial or parallel) as for ``g``'s number of edges
-    (:func:`~gblas_gnn.executors.cpu.programs.sized_like`), so the variants compiled are the
-    ones the epochs run.
+    and ``x``'s width compiles what the real graph needs, at no cost; the cpu executor runs
+    each kernel on one thread or through its driver on several as for ``g``'s number of
+    edges (:func:`~gblas_gnn.executors.cpu.programs.sized_like`), so the drivers compiled are
+    the ones the epochs run.
 
     Nothing of the run changes: no optimiser step is taken, the model's random generators
     are restored to their states before the warm-up (so dropout draws the same masks), its
@@ -67,7 +67,7 @@ def warm_up(model: Module, g: Graph, x: np.ndarray) -> bool:
     grads = [(module, dict(module.grads)) for _, module in named_modules(model)]
     was_training = model.training
     try:
-        # the kernels' variants of the real graph's size (serial below a size, parallel above)
+        # one thread or the threads' drivers, as for the real graph's size
         with np.errstate(all="ignore"), sized_like(max(g.nnz, 1) / tiny.nnz):
             model.train()
             out = model(tiny, h)

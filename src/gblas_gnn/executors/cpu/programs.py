@@ -10,9 +10,10 @@ collectives in between:
   (:class:`Buffers`: rows by target, rows by source through ``columns``, parameters, edge
   values, dropout keys and global ids, the messages as ``(n, heads, f)`` views);
 * :func:`sink_outputs` and :func:`stats` allocate the row pass's outputs and its softmax
-  maxima and sums, :func:`kernels` / :func:`kernel` give the generated kernel to run (serial
-  or parallel by the work, :data:`SERIAL_WORK_BELOW`), and :func:`finish_forward` makes the
-  output and the :class:`~gblas_gnn.executors.program_context.ProgramContext`;
+  maxima and sums, :func:`kernels` / :func:`kernel` give the generated kernel to run (on
+  one thread, or its driver on shares of its rows on several, by the work:
+  :data:`SERIAL_WORK_BELOW`), and :func:`finish_forward` makes the output and the
+  :class:`~gblas_gnn.executors.program_context.ProgramContext`;
 * backward: :func:`root_cotangent_inputs`, then strategy ``"column"``
   (:func:`column_gradients`) or ``"row"`` (:func:`row_backward_buffers`, the row pass, then
   :func:`row_backward_columns`), and :func:`finish_grads`.
@@ -71,7 +72,6 @@ class Buffers:
                                     # every head of an edge from one cache line
     heads: int
     x_shape: tuple | None = None    # the messages' original shape
-    grid_work: int | None = None    # a grid's, the same on every rank (see dist.programs)
 
     @property
     def width(self) -> int:
@@ -80,9 +80,9 @@ class Buffers:
 
     @property
     def work(self) -> int:
-        """Edges times :attr:`width` (or :attr:`grid_work` where set): it picks serial or
-        parallel kernels (:func:`._program_kernels.serial`)."""
-        return self.pattern.nnz * self.width if self.grid_work is None else self.grid_work
+        """Edges times :attr:`width`: it picks one thread or several
+        (:func:`._program_kernels.serial`)."""
+        return self.pattern.nnz * self.width
 
     def args(self, csc: bool = False) -> list:
         return [*self.csr, *(self.csc if csc else (_EMPTY_I,) * 3), *self.ids, self.avals,

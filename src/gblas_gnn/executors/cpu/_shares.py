@@ -1,0 +1,77 @@
+r"""A generated kernel run over contiguous shares of its items, one per thread.
+
+Every generated kernel (:mod:`._program_kernels`) is one serial function over the items
+``[r0, r1)`` of a pattern: rows, blocks of rows, or columns (``forward(…, r0, r1)``), and
+beside it a driver, ``forward_threads(…, bounds)``, a numba ``prange`` over shares that calls
+it for ``[bounds[s], bounds[s + 1])``. :class:`ThreadedKernel` calls the kernel itself on
+one thread, or the driver with one share per thread. A share's rows (or columns) are each
+written by that share alone, so the result is the same bits for any thread count and split.
+
+The shares are of equal cost, an item costing its edges plus one:
+
+.. math::  c(t) = \mathrm{ptr}[\min(t\,b, n)] + \min(t\,b, n), \qquad
+           s_k = \min\{t : c(t) \ge \lfloor k\,c(N)/T \rfloor\}
+
+for ``N`` items of ``b`` rows (or columns) each, ``n`` rows, ``T`` threads and the CSR
+``indptr`` (CSC ``colptr``) as ``ptr``: a power-law graph's few dense rows do not leave one
+thread with most of the edges, as an equal split of the rows would.
+
+Why a driver around a serial kernel rather than a ``prange`` kernel and a serial copy of it:
+numba lowers a ``prange`` loop's body into a parallel function, which compiled a GAT forward
+in 7.8 s against 2.7 s for the serial copy, and a program that ran on small and large
+graphs compiled both. Now the kernel compiles once (2.9 s) for every size, and the driver
+(2.6 s) only where a graph is large enough for threads: a test's small graphs never
+compile it. The driver runs on numba's own threads (OpenMP here), which answer in
+microseconds; Python threads took 60–300 µs a call, too slow for a Cora-sized graph's
+millisecond kernels.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numba
+import numpy as np
+
+from ...compose.kernel_cache import LockedKernel
+
+__all__ = ["ThreadedKernel", "shares"]
+
+
+def shares(ptr: np.ndarray, items: int, rows_per_item: int, parts: int) -> np.ndarray:
+    """Boundaries ``0 = s_0 ≤ s_1 ≤ … ≤ s_parts = items`` (int64) of ``parts`` contiguous
+    shares of about equal cost (the module's formula): share ``k`` is ``[s_k, s_{k+1})``."""
+    rows = ptr.shape[0] - 1
+
+    def cost(t: int) -> int:
+        r = min(t * rows_per_item, rows)
+        return int(ptr[r]) + r
+
+    total = cost(items)
+    inner = [bisect.bisect_left(range(items + 1), total * k // parts, key=cost)
+             for k in range(1, parts)]
+    return np.array([0, *inner, items], np.int64)
+
+
+class ThreadedKernel:
+    """A generated kernel over items ``[r0, r1)`` (its last two arguments) and its driver
+    over shares, called with the other arguments: the driver with one share per thread of
+    numba's :func:`numba.get_num_threads` where ``threaded``, else the kernel over all items
+    on the calling thread. Both are :class:`~gblas_gnn.compose.kernel_cache.LockedKernel`
+    (compiled once between the processes that share the cache)."""
+
+    __slots__ = ("kernel", "driver", "columns", "rows_per_item", "threaded")
+
+    def __init__(self, kernel: LockedKernel, driver: LockedKernel, columns: bool,
+                 rows_per_item: int, threaded: bool):
+        self.kernel, self.driver, self.columns = kernel, driver, columns
+        self.rows_per_item, self.threaded = rows_per_item, threaded
+
+    def __call__(self, *args) -> None:
+        ptr = args[2] if self.columns else args[0]     # colptr or indptr
+        items = -(-(ptr.shape[0] - 1) // self.rows_per_item)
+        threads = min(numba.get_num_threads(), items) if self.threaded else 1
+        if threads < 2:
+            self.kernel(*args, 0, items)
+        else:
+            self.driver(*args, shares(ptr, items, self.rows_per_item, threads))

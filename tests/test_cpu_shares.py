@@ -1,0 +1,116 @@
+"""The generated kernels' threads: shares of equal cost, every item once, the same bits for
+any thread count, errors raised in the caller."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gblas_gnn as gg
+from gblas_gnn.executors.cpu import _program_kernels, _shares
+from gblas_gnn.executors.cpu._shares import ThreadedKernel, shares
+
+pytestmark = pytest.mark.cpu_only
+TWO_THREADS = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
+                                 reason="numba runs one thread here")
+
+
+def _cost(ptr, t, b):
+    r = min(t * b, ptr.shape[0] - 1)
+    return int(ptr[r]) + r
+
+
+@settings(max_examples=200, deadline=None)
+@given(degrees=st.lists(st.integers(0, 50), max_size=200), block=st.sampled_from([1, 3, 64]),
+       parts=st.integers(1, 6))
+def test_shares_cover_the_items_in_order_at_about_equal_cost(degrees, block, parts):
+    ptr = np.r_[0, np.cumsum(degrees, dtype=np.int64)]
+    items = -(-len(degrees) // block)
+    s = shares(ptr, items, block, parts)
+    assert s.dtype == np.int64 and len(s) == parts + 1 and s[0] == 0 and s[-1] == items
+    assert all(a <= b for a, b in zip(s, s[1:], strict=False))
+    total = _cost(ptr, items, block)
+    heaviest = max((_cost(ptr, t + 1, block) - _cost(ptr, t, block) for t in range(items)),
+                   default=0)
+    for a, b in zip(s, s[1:], strict=False):      # within one item of the equal share
+        assert _cost(ptr, b, block) - _cost(ptr, a, block) <= total / parts + heaviest
+
+
+def test_a_power_law_graphs_dense_rows_are_not_one_threads_share():
+    degrees = np.r_[np.full(10, 1000), np.ones(990, np.int64)]
+    ptr = np.r_[0, np.cumsum(degrees)]
+    s = shares(ptr, 1000, 1, 2)
+    assert s[1] < 10            # the first share ends inside the dense rows (half the edges)
+
+
+class _Recording:
+    """A stand-in for a compiled kernel or driver: records the arguments of each call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+@TWO_THREADS
+@pytest.mark.parametrize("columns", [False, True])
+def test_the_driver_gets_one_share_per_thread_and_the_kernel_all_items(columns):
+    ptr = np.arange(0, 2 * 101, 2)            # 100 rows (or columns) of two edges
+    args = (np.zeros(1), None, ptr) if columns else (ptr, None, np.zeros(1))
+    kernel, driver = _Recording(), _Recording()
+    ThreadedKernel(kernel, driver, columns, 1, True)(*args)
+    assert not kernel.calls and len(driver.calls) == 1
+    assert driver.calls[0][-1].tolist() == [0, 50, 100]
+    ThreadedKernel(kernel, driver, columns, 1, False)(*args)   # below the size: one thread
+    assert kernel.calls == [(*args, 0, 100)] and len(driver.calls) == 1
+
+
+def test_blocks_of_rows_are_the_items():
+    ptr = np.arange(131)                      # 130 rows of one edge: 3 blocks of 64
+    kernel, driver = _Recording(), _Recording()
+    ThreadedKernel(kernel, driver, False, 64, False)(ptr, None, ptr)
+    assert kernel.calls[0][-2:] == (0, 3)
+
+
+@TWO_THREADS
+@pytest.mark.parametrize("edge_dim", [None, 3])
+def test_threaded_kernels_give_the_same_bits_as_one_thread(monkeypatch, edge_dim):
+    """GATv2 (a column pass and row passes; with edge features the row kernels' items are
+    blocks of rows and the features get a cotangent) forward and every gradient on a
+    power-law graph: on one thread and on two, the same bits."""
+    rng = np.random.default_rng(5)
+    n = 300
+    pairs = np.unique(np.c_[np.minimum(rng.zipf(1.6, 3000) - 1, n - 1),
+                            rng.integers(0, n, 3000)], axis=0)
+    attr = None if edge_dim is None else rng.standard_normal((len(pairs), edge_dim))
+    x = rng.standard_normal((n, 8)).astype(np.float32)
+    dout = rng.standard_normal((n, 2 * 4)).astype(np.float32)
+
+    monkeypatch.setattr(_program_kernels, "SERIAL_WORK_BELOW", 0)      # as a large graph
+    split = []
+    monkeypatch.setattr(_shares, "shares", lambda *a: split.append(a[3]) or shares(*a))
+
+    def run(threads):
+        numba.set_num_threads(threads)
+        g = gg.Graph.from_edges(pairs[:, 0], pairs[:, 1], n, edge_attr=attr,
+                                dtype=np.float32)
+        if edge_dim:
+            g.edge_attr.requires_grad_()
+        layer = gg.nn.GATv2Conv(8, 4, heads=2, edge_dim=edge_dim, seed=1, executor="cpu")
+        out = layer(g, x)
+        dx = layer.backward(dout)
+        extra = [layer.edge_attr_grad] if edge_dim else []
+        return [out, dx, *extra, *(v for _, v in sorted(layer.grads.items()))]
+
+    before = numba.get_num_threads()
+    try:
+        one, two = run(1), run(2)
+    finally:
+        numba.set_num_threads(before)
+    assert split and set(split) == {2}          # two threads ran shares, one ran none
+    for i, (a, b) in enumerate(zip(one, two, strict=True)):
+        np.testing.assert_array_equal(a, b, err_msg=str(i))
