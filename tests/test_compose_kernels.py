@@ -405,11 +405,11 @@ def test_a_column_backward_runs_once_per_forward():
 
 
 @pytest.mark.parametrize("sink", ["sum", "max", "rows_sum", "spmm_t"])
-def test_the_parallel_variants_equal_the_reference(monkeypatch, sink):
-    """The parallel kernels (what a graph above the serial threshold runs; a test's graphs
-    are below it) against the reference: the threshold forced to zero, a softmax over a
-    rank-3 contraction into each kind of sink (column strategy, row strategy, a reduction,
-    the transposed product), forward and backward."""
+def test_the_threads_drivers_equal_the_reference(monkeypatch, sink):
+    """The kernels through their drivers on shares (what a graph above the one-thread size
+    runs; a test's graphs are below it) against the reference: the size forced to zero, a
+    softmax over a rank-3 contraction into each kind of sink (column strategy, row strategy,
+    a reduction, the transposed product), forward and backward."""
     from gblas_gnn.executors.cpu import _program_kernels, programs
 
     monkeypatch.setattr(_program_kernels, "SERIAL_WORK_BELOW", 0)
