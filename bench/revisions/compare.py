@@ -100,6 +100,7 @@ def run_revisions(before: str, after: str | None, case: str, layers: list[str], 
     result = {"case": case, "layers": layers, "reps": reps, "threads": threads,
               "revisions": {k: v or "working tree" for k, v in revs.items()},
               "environment": environment()}
+    out = Path(out).resolve()          # the workers run in ROOT: a relative --out moves
     (out / "tmp").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out / "tmp") as tmp:
         tmp = Path(tmp)
