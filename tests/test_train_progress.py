@@ -125,26 +125,6 @@ def test_the_warm_up_compiles_the_real_graphs_drivers(data, monkeypatch):
     assert seen == [data.graph.nnz / ring_edges]
 
 
-@pytest.mark.cpu_only
-def test_after_the_warm_up_a_threaded_epoch_compiles_nothing(data, monkeypatch):
-    """With the one-thread size between the ring's work and the real graph's, the warm-up
-    runs the drivers (as for the real graph) and a training step on the real graph, on
-    threads, then calls no generated kernel or driver with argument types new to it."""
-    from gblas_gnn.compose import kernel_cache
-    from gblas_gnn.executors.cpu import _program_kernels
-
-    monkeypatch.setattr(_program_kernels, "SERIAL_WORK_BELOW", data.graph.nnz * 2)
-    model = small_gat(data)
-    assert warm_up(model, data.graph, data.x) is True
-    seen = {key: set(k._seen) for key, k in kernel_cache._KERNELS.items()}
-    assert any(name.endswith("_threads") and calls for (_, name), calls in
-               ((key, k._seen) for key, k in kernel_cache._KERNELS.items()))
-    model.train()
-    out = model(data.graph, data.x)
-    model.backward(np.full_like(out, 1.0 / out.size))
-    assert {key: set(k._seen) for key, k in kernel_cache._KERNELS.items()} == seen
-
-
 class PerVertex(Module):
     """A transductive model with one learnt row per vertex: it cannot run on another graph."""
 
