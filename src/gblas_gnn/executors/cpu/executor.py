@@ -25,6 +25,7 @@ from ..patterns import CSRPattern, MatrixCache, csr_of, csr_view, graphblas_of
 from . import _dense_kernels, _gbio, _random_kernels, _spmm, programs, uniform_aggregation
 from . import _minmax_kernels as _minmax
 from . import semiring_lowering as _lowering
+from ._chunked_gemm import chunked_matmul
 from ._spmm import CSCOperand
 
 __all__ = ["CPUExecutor", "ArgExtremeContext"]
@@ -132,8 +133,17 @@ class CPUExecutor(Executor):
         # today's fused kernels: 117 against 157–183 ms).
         # The result is 64-byte aligned: it is usually the X whose rows the attention kernels
         # gather (a 128-byte row then spans two cache lines, not three).
+        # A tall product on one BLAS thread runs as blocks of rows shared among the numba
+        # threads' count of Python threads, each calling BLAS on its own rows
+        # (_chunked_gemm: both cores without a spinning BLAS thread, the same bits for any
+        # thread count).
         out = aligned_empty((X.shape[0], W.shape[1]), np.result_type(X, W))
         with _blas_controller().limit(limits=self.blas_threads, user_api="blas"):
+            if (self.blas_threads == 1 and X.ndim == 2 and W.ndim == 2
+                    and X.shape[0] * (X.shape[1] + W.shape[1]) >= _PAIR_WORK):
+                import numba
+
+                return chunked_matmul(X, W, out, numba.get_num_threads())
             return np.matmul(X, W, out=out)
 
     def inner(self, X, Y):

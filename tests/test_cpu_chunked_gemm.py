@@ -1,0 +1,63 @@
+"""The cpu executor's tall products by fixed blocks of rows: equal to numpy's product, the same
+bits on any number of threads, errors raised in the caller."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
+from gblas_gnn.executors import CPUExecutor
+from gblas_gnn.executors.cpu._chunked_gemm import ROWS, chunked_matmul
+
+pytestmark = pytest.mark.cpu_only
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.sampled_from([0, 1, ROWS - 1, ROWS, ROWS + 1, 3 * ROWS + 17]),
+       k=st.integers(1, 9), kk=st.integers(1, 9), seed=st.integers(0, 2**16))
+def test_blocks_on_any_thread_count_give_the_same_bits(n, k, kk, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, k)).astype(np.float32)
+    W = rng.standard_normal((k, kk)).astype(np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = chunked_matmul(X, W, np.empty((n, kk), np.float32), 1)
+        for threads in (2, 3, 8):
+            np.testing.assert_array_equal(
+                chunked_matmul(X, W, np.empty((n, kk), np.float32), threads), one)
+    np.testing.assert_allclose(one, X.astype(np.float64) @ W, rtol=1e-5, atol=1e-5)
+
+
+def test_an_error_in_a_helpers_rows_is_raised_in_the_caller():
+    X = np.ones((3 * ROWS, 2))
+    with pytest.raises(ValueError):
+        chunked_matmul(X, np.ones((2, 2)), np.empty((3 * ROWS, 3)), 3)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba runs one thread here")
+def test_the_executors_tall_products_are_the_same_on_one_thread_and_two(monkeypatch):
+    from gblas_gnn.executors.cpu import executor as cpu_executor
+
+    calls = []
+    real = cpu_executor.chunked_matmul
+    monkeypatch.setattr(cpu_executor, "chunked_matmul",
+                        lambda *a: calls.append(a[3]) or real(*a))
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2 * ROWS + 5, 32)).astype(np.float32)
+    W = rng.standard_normal((32, 16)).astype(np.float32)
+    ex, before = CPUExecutor(), numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = ex.gemm(X, W)
+        numba.set_num_threads(2)
+        two = ex.gemm(X, W)
+    finally:
+        numba.set_num_threads(before)
+    assert calls == [1, 2]
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(two, X @ W, rtol=1e-5, atol=1e-5)
+    small = ex.gemm(X[:8], W)                           # below the size: one BLAS call
+    assert calls == [1, 2] and np.allclose(small, X[:8] @ W, atol=1e-5)
