@@ -45,7 +45,7 @@ def main(data_path: str, threads: int) -> None:
             layer = make_ours(name, k_in, k_out, seed=0)
             shared_params(name, k_in, k_out, ours=layer, seed=0)
             layer.train()
-            gl = ours_graph(name, g)
+            gl = ours_graph(name, g, data.edge_index)   # rows with edge features or relations
             layer.backward(np.ascontiguousarray(data.dZ[:, :layer(gl, data.H).shape[1]]))
             built[name] = (layer, gl)
         layer, gl = built[name]
