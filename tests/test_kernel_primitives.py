@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from gblas_gnn.executors.alignment import ALIGNMENT, aligned_empty
 from gblas_gnn.executors.cpu._kernel_primitives import (
+    _line_step,
     exp_nonpositive,
     head_row_dots,
     prefetch_row,
@@ -130,6 +131,18 @@ def test_prefetch_changes_nothing(width, dtype):
     for arr in (X, unaligned):
         assert _prefetch_then_sum(arr) == pytest.approx(float(X.sum(dtype=np.float64)))
     np.testing.assert_array_equal(X, before)
+
+
+@nb.njit
+def _jitted_line_step(row):
+    return _line_step(row)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float32, np.float64, np.complex128])
+def test_a_prefetch_steps_one_cache_line_of_elements(dtype):
+    # the kernels' step (folded at compile time from the dtype) equals the Python one
+    row = np.zeros(3, dtype)
+    assert _jitted_line_step(row) == _line_step(row) == ALIGNMENT // row.itemsize
 
 
 def test_the_softmax_term_is_by_row_and_head():

@@ -41,15 +41,8 @@ from ..patterns import CSRPattern, index_dtype
 from ._kernel_primitives import prefetch_row
 from ._spmm_kernels import prefetch_distance
 
-__all__ = ["PREFETCH_ABOVE", "extreme_rows", "run_extreme", "run_spmm_minmax",
+__all__ = ["extreme_rows", "run_extreme", "run_spmm_minmax",
            "winner_edges", "winner_features"]
-
-
-#: the smallest ``X`` (bytes) whose gathered rows :func:`extreme_rows` prefetches. Measured
-#: with Erdős–Rényi graphs of average degree 16, k = 32 float32, one thread (interleaved
-#: medians): n = 10⁵ (12.8 MB) 15.5 ms without, 17.9 with; n = 3·10⁵ (38 MB) 59.9 against
-#: 62.3; n = 10⁶ (128 MB) 433 against 350 (two threads: 532 against 388)
-PREFETCH_ABOVE = 64 << 20
 
 
 @nb.njit(parallel=True, cache=True)
@@ -72,7 +65,11 @@ def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead,
     is_times : bool
         ``⊗ = ×`` if true, else ``⊗ = +``.
     ahead : int
-        Entries ahead whose row of ``X`` is prefetched (0: none).
+        Entries ahead whose row of ``X`` is prefetched (0: none). Measured at n = 10⁵,
+        1.7 M entries, k = 32 float32 (a 12.8 MB ``X``: past L2, in L3), two threads, the
+        max without winners: 8.2–8.6 ms with 32 entries ahead against 17–22 without (it
+        was slower with prefetching while each prefetch divided by the item size:
+        :func:`._kernel_primitives.prefetch_row`).
     out : (nrows, k) float array, written completely.
     arg : (nrows, k) int array, or None (then no winner is recorded: numba compiles the
         kernel without it).
@@ -130,7 +127,7 @@ def run_extreme(pattern: CSRPattern, values: np.ndarray, iso: bool, X: np.ndarra
     dt = X.dtype
     out = aligned_empty((pattern.nrows, X.shape[1]), dt)
     arg = np.empty(out.shape, index_dtype(pattern.nnz)) if with_arg else None
-    ahead = prefetch_distance(X.shape[1] * dt.itemsize) if X.nbytes >= PREFETCH_ABOVE else 0
+    ahead = prefetch_distance(X.shape[1] * dt.itemsize)
     with numba.parallel_chunksize(1):       # dynamic: one chunk of rows at a time
         extreme_rows(pattern.chunks, pattern.indptr, pattern.indices,
                      values.astype(dt, copy=False), bool(iso), X,
