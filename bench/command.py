@@ -7,6 +7,8 @@
                         [--keep-data] [--timeout S] [--omp-wait-policy passive]
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
                             [--executor cpu] [--out bench/results]
+    python -m bench aggregation [--cases M,KM,ER1M,L] [--reps 9] [--threads 2] [--no-peers]
+                                [--name aggregation] [--out bench/results]
     python -m bench cuda-kernels [--cases M,L] [--out bench/results]
     python -m bench gpu [--cases M,L] [--layers gat,...] [--reps 5] [--budget 470]
                         [--workers 8] [--dry-run] [--out bench/results/current]
@@ -135,6 +137,17 @@ def _positive(kind):
     return parse
 
 
+def _layer_cases(text: str) -> list[str]:
+    """A comma-separated list of layer cases (``M,L``); ``ArgumentTypeError`` otherwise."""
+    names = [c for c in text.split(",") if c]
+    bad = [c for c in names if c not in CASES or CASES[c].kind != "layer"]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"not layer cases: {bad or text!r}; choose from "
+            f"{sorted(c for c, v in CASES.items() if v.kind == 'layer')}")
+    return names
+
+
 def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     """The argument parser (``run``, ``kernels`` and ``dist`` subcommands)."""
     p = argparse.ArgumentParser(prog=prog, description="Benchmarks against PyTorch Geometric "
@@ -179,6 +192,17 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     k.add_argument("--threads", type=_positive(int), default=2)
     k.add_argument("--reps", "--repeat", type=_positive(int), default=7)
     k.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ag = sub.add_parser("aggregation", help="the plain aggregation (sum, sum Aᵀ, mean, max) "
+                        "against DGL's update_all(copy_u, ⊕), interleaved, with bytes/s")
+    ag.add_argument("--cases", type=_layer_cases, default=["M", "KM", "ER1M", "L"])
+    ag.add_argument("--reps", type=_positive(int), default=9)
+    ag.add_argument("--threads", type=_positive(int), default=2)
+    ag.add_argument("--no-peers", dest="peers", action="store_false",
+                    help="ours only (no DGL environment needed)")
+    ag.add_argument("--name", default="aggregation")
+    ag.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ag.add_argument("--omp-wait-policy", choices=POLICIES, default="passive",
+                    help="OMP_WAIT_POLICY of the run ('default': leave unset)")
     ck = sub.add_parser("cuda-kernels", help="every kernel of the cuda executor compiled for "
                         "sm_80 and sm_90 (no GPU needed): resources, occupancy and the bytes "
                         "it moves on the M and L cases")
@@ -427,6 +451,20 @@ def _revisions(a) -> int:
     return 0
 
 
+def _aggregation(a) -> int:
+    from .kernels.aggregation import aggregation_markdown, run_aggregation
+    from .peers.env import PeerMissing
+
+    try:
+        result = run_aggregation(a.cases, a.reps, a.threads, a.peers, a.out, a.name)
+    except PeerMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(aggregation_markdown(result))
+    print(f"wrote {a.out / (a.name + '.json')}, {a.out / (a.name + '.md')}")
+    return 0
+
+
 def _hgt(a) -> int:
     from .layers.hetero import hgt_markdown, run_hgt, write
 
@@ -518,4 +556,5 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
                 "memory": _memory, "gpu": _gpu}[a.command](a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
-    return {"run": _run, "hgt": _hgt, "kernels": _kernels}[a.command](a)
+    return {"run": _run, "hgt": _hgt, "kernels": _kernels,
+            "aggregation": _aggregation}[a.command](a)

@@ -215,3 +215,36 @@ def test_dgl_worker_memory_run_and_wrong_weights(tmp_path):
     assert answer["versions"]["dgl"] == "2.1.0"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.npz"]    # files cleaned up
     assert "dgl" in PEERS
+
+
+def test_the_aggregation_bench_times_ours_and_writes_its_tables(tmp_path):
+    """``python -m bench aggregation --no-peers``: every product of ours, interleaved, its
+    bytes and rate, the table written beside the JSON."""
+    from bench.kernels.aggregation import OPS, aggregation_markdown
+
+    assert main(["aggregation", "--cases", "tiny", "--reps", "2", "--threads", "1",
+                 "--no-peers", "--out", str(tmp_path)]) == 0
+    r = json.loads((tmp_path / "aggregation.json").read_text())
+    (case,) = r["cases"]
+    assert set(case["ops"]) == set(OPS) and case["entries"] > case["n"] == 300
+    for e in case["ops"].values():
+        assert e["ours"]["runs"] == 2 and "dgl" not in e
+        assert e["bytes"] == (case["entries"] + case["n"]) * case["k"] * 4
+    assert r["copy_bytes_per_s"] > 0
+    assert aggregation_markdown(r) + "\n" == (tmp_path / "aggregation.md").read_text()
+
+
+def test_the_aggregation_bench_refuses_a_case_that_is_not_a_layer_case(capsys):
+    assert main(["aggregation", "--cases", "XL", "--no-peers"]) == 2
+    assert "not layer cases" in capsys.readouterr().err
+
+
+@needs_dgl
+def test_dgls_aggregations_agree_with_ours(tmp_path):
+    """DGL's ``update_all(copy_u, ⊕)`` (and on the reversed graph) equals our products."""
+    assert main(["aggregation", "--cases", "tiny", "--reps", "2", "--threads", "1",
+                 "--out", str(tmp_path)]) == 0
+    (case,) = json.loads((tmp_path / "aggregation.json").read_text())["cases"]
+    for op, e in case["ops"].items():
+        assert e["agreement"]["agree"], (op, e["agreement"])
+        assert e["dgl"]["runs"] == 2 and e["dgl_over_ours"] > 0

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gblas_gnn.executors import CPUExecutor
-from gblas_gnn.executors.cpu import _dense_kernels
+from gblas_gnn.executors.cpu import _dense_kernels, _spmm
 from gblas_gnn.executors.cpu._spmm import CSCOperand
 from gblas_gnn.executors.cpu._spmm_kernels import spmm_rows, transpose_csr
-from gblas_gnn.executors.patterns import CSRPattern, balanced_bounds
+from gblas_gnn.executors.patterns import CSRPattern, balanced_bounds, unsigned_view
 
 pytestmark = pytest.mark.cpu_only
 SETTINGS = settings(max_examples=40, deadline=None)
@@ -87,6 +87,38 @@ def test_self_term_and_bias_of_a_square_matrix(spec, k, weight, transpose):
     np.testing.assert_allclose(got, want, **tol(dtype))
 
 
+@SETTINGS
+@given(spec=matrices, k=st.integers(0, 5))
+def test_the_mean_divides_each_row_as_it_is_written(spec, k):
+    # bitwise the sum divided by the row counts (an empty row counts 1), the old two passes
+    rng, m, n, density, dtype, storage = spec
+    M = random_csr(rng, m, n, density)
+    S = to_gb(M, storage)
+    H = rng.standard_normal((n, k)).astype(dtype)
+    ex = CPUExecutor()
+    counts = np.maximum(np.diff(M.indptr), 1).astype(dtype)
+    np.testing.assert_array_equal(ex.aggregate(S, H, "mean"), ex.spmm(S, H) / counts[:, None])
+    Z, ctx = ex.aggregate(S, H, "mean", keep_context=True)
+    np.testing.assert_array_equal(ctx.counts, counts)
+    assert Z.dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
+def test_index_buffers_are_read_unsigned_without_a_copy(dtype):
+    a = np.array([0, 3, 2**31 - 1], dtype)
+    u = unsigned_view(a)
+    assert u.dtype.kind == "u" and u.dtype.itemsize == a.itemsize and np.shares_memory(u, a)
+    np.testing.assert_array_equal(u, a)
+    with pytest.raises(TypeError, match="integers"):
+        unsigned_view(np.zeros(2))
+
+
+def test_divisors_of_the_wrong_length_are_refused():
+    S = to_gb(random_csr(np.random.default_rng(3), 6, 4, 0.5))
+    with pytest.raises(ValueError, match="divisors must have 6 entries"):
+        _spmm.product(S, CSRPattern(S), np.ones((4, 2), np.float32), divisors=np.ones(5))
+
+
 @pytest.mark.parametrize("values", ["iso", "int", "bool"])
 def test_iso_integer_and_bool_matrices(values):
     rng = np.random.default_rng(3)
@@ -145,8 +177,9 @@ def test_results_do_not_depend_on_threads_or_chunks():
     z0 = np.zeros(16, np.float32)
     for chunk in (1, 7, 10**9):
         out = np.empty((3000, 16), np.float32)
-        spmm_rows(balanced_bounds(pattern.indptr, chunk), pattern.indptr, pattern.indices,
-                  values, False, H, np.float32(0), False, z0, 32, out)
+        spmm_rows(balanced_bounds(pattern.indptr, chunk), unsigned_view(pattern.indptr),
+                  unsigned_view(pattern.indices), values, False, H, np.float32(0), False, z0,
+                  32, np.empty(0, np.float32), out)
         np.testing.assert_array_equal(out, outs[0][0])
 
 

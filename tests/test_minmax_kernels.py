@@ -28,7 +28,7 @@ from gblas_gnn import compose, ops
 from gblas_gnn.executors import CPUExecutor
 from gblas_gnn.executors.cpu import _minmax_kernels as mk
 from gblas_gnn.executors.cpu import programs
-from gblas_gnn.executors.patterns import CSRPattern, balanced_bounds, csr_view
+from gblas_gnn.executors.patterns import CSRPattern, balanced_bounds, csr_view, unsigned_view
 from gblas_gnn.ops import rep
 
 pytestmark = pytest.mark.cpu_only
@@ -90,7 +90,8 @@ def run(S, X, is_max, is_times=True, with_arg=True, bounds=None, ahead=None):
             return Z, arg, pattern
         Z = np.empty((pattern.nrows, X.shape[1]), X.dtype)
         arg = np.empty(Z.shape, np.int32)
-        mk.extreme_rows(pattern.chunks, pattern.indptr, pattern.indices,
+        mk.extreme_rows(pattern.chunks, unsigned_view(pattern.indptr),
+                        unsigned_view(pattern.indices),
                         values.astype(X.dtype), iso, X, X.dtype.type(1 if is_max else -1),
                         is_times, ahead, Z, arg)
     return Z, arg, pattern

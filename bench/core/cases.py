@@ -69,6 +69,9 @@ CASES: dict[str, Case] = {
     "L": Case("L", {"kind": "kronecker", "scale": 20, "edge_factor": 16}, 32, 32,
               description="Kronecker scale 20, edge factor 16, k=32",
               targets={**_LAYER_TARGETS, "memory_ratio_max": 1 / 3}),
+    "KM": Case("KM", {"kind": "kronecker", "scale": 17, "edge_factor": 16}, 32, 32,
+               description="Kronecker scale 17, edge factor 16, k=32: the power-law graph "
+                           "of M's size (n = 131 072)"),
     "ER1M": Case("ER1M", {"kind": "erdos_renyi", "n": 1_000_000, "degree": 16}, 32, 32,
                  description="random graph n=1 000 000, average degree 16 (16 M edges), "
                              "k_in=k_out=32", targets=_LAYER_TARGETS),

@@ -23,7 +23,8 @@ from ..core.worker import RESULT_PREFIX, launch, with_root_on_path
 from ..layers.rows import get_row
 from .env import require
 
-__all__ = ["PeerError", "PeerWorker", "PeerLayer", "peer_env", "peer_memory"]
+__all__ = ["PeerError", "PeerWorker", "PeerLayer", "PeerAggregation", "peer_env",
+           "peer_memory"]
 
 MODULE = "bench.peers.dgl_worker"
 
@@ -155,6 +156,28 @@ class PeerLayer:
     def close(self) -> None:
         """Free the layer in the worker."""
         self.worker.call("drop", impl=self.impl)
+
+
+class PeerAggregation:
+    """The worker's unweighted aggregation ``⊕_{j → i} X_j`` (``update_all(copy_u, reduce)``)
+    over the case's graph, or its reverse when ``transposed``: a callable the harness times,
+    and the result to check."""
+
+    def __init__(self, worker: PeerWorker, reduce: str, transposed: bool = False):
+        self.worker, self.reduce, self.transposed = worker, reduce, bool(transposed)
+
+    def __call__(self) -> Measured:
+        return Measured(self.worker.call("aggregate", reduce=self.reduce,
+                                         transposed=self.transposed)["seconds"])
+
+    def result(self) -> np.ndarray:
+        """The aggregated features ``(n, k)``."""
+        out = self.worker.files / f"aggregate-{self.reduce}-{int(self.transposed)}.npy"
+        self.worker.call("aggregate", reduce=self.reduce, transposed=self.transposed,
+                         out=str(out))
+        Z = np.load(out)
+        out.unlink()
+        return Z
 
 
 def peer_memory(data_path: Path, row: str, impl: str, params: dict[str, np.ndarray],

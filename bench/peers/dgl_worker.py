@@ -20,6 +20,10 @@ when it failed) and starts with ``{"versions": ...}``. Requests (``op``):
   layer in its ``checking`` mode: see ``gcn`` in :mod:`.dgl_layers`);
 * ``time`` — ``impl``, ``what`` (``fwd`` | ``fwd+bwd``): one call, timed here after an
   untimed ``gc.collect()``; answers ``{"seconds": s}``;
+* ``aggregate`` — ``reduce`` (``sum`` | ``mean`` | ``max`` | ``min``), ``transposed``
+  (bool), ``out`` (optional): one ``update_all(copy_u, reduce)`` over the graph (or its
+  reverse: ``Aᵀ X``) under ``no_grad``, timed like ``time``; with ``out`` the result is
+  written there instead (:mod:`bench.kernels.aggregation`);
 * ``drop`` — ``impl``: forget the layer; ``quit``.
 
 ``--memory`` is the DGL counterpart of :mod:`bench.layers.memory` (fresh process, warm-up on a tiny
@@ -68,6 +72,7 @@ class DGLSide:
         self.H, self.dZ = torch.from_numpy(data.H), torch.from_numpy(data.dZ)
         self.Hleaf = self.H.clone().requires_grad_(True)
         self.layers: dict[str, tuple] = {}
+        self._reverse = None
 
     def build(self, row: str, impl: str, params: str, k_in: int, k_out: int, heads: int,
               config: dict) -> dict:
@@ -125,6 +130,30 @@ class DGLSide:
         return {"seconds": seconds}
 
 
+    def aggregate(self, reduce: str, transposed: bool, out: str | None = None) -> dict:
+        """``Z_i = ⊕_{j → i} X_j`` by ``update_all(copy_u, reduce)`` (DGL's unweighted
+        kernel), over the reversed graph when ``transposed``: timed, or written to ``out``."""
+        import dgl
+        import dgl.function as fn
+
+        if reduce not in ("sum", "mean", "max", "min"):
+            raise ValueError(f"unknown reduce {reduce!r}")
+        if transposed and self._reverse is None:
+            self._reverse = dgl.reverse(self.graph)
+        graph = self._reverse if transposed else self.graph
+        gc.collect()
+        t = time.perf_counter()
+        with self.torch.no_grad(), graph.local_scope():
+            graph.srcdata["h"] = self.H
+            graph.update_all(fn.copy_u("h", "m"), getattr(fn, reduce)("m", "z"))
+            Z = graph.dstdata["z"]
+        seconds = time.perf_counter() - t
+        if out is None:
+            return {"seconds": seconds}
+        np.save(out, Z.numpy())
+        return {"out": out}
+
+
 def _handle(side: DGLSide | None, req: dict) -> tuple[DGLSide | None, dict]:
     op = req["op"]
     if op == "setup":
@@ -138,6 +167,8 @@ def _handle(side: DGLSide | None, req: dict) -> tuple[DGLSide | None, dict]:
         return side, side.check(req["impl"], req["out"])
     if op == "time":
         return side, side.time(req["impl"], req["what"])
+    if op == "aggregate":
+        return side, side.aggregate(req["reduce"], bool(req["transposed"]), req.get("out"))
     if op == "drop":
         side.layers.pop(req["impl"], None)
         gc.collect()

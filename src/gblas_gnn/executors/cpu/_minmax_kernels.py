@@ -37,7 +37,7 @@ import numba as nb
 import numpy as np
 
 from ..alignment import aligned_empty
-from ..patterns import CSRPattern, index_dtype
+from ..patterns import CSRPattern, index_dtype, unsigned_view
 from ._kernel_primitives import prefetch_row
 from ._spmm_kernels import prefetch_distance
 
@@ -56,7 +56,8 @@ def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead,
     bounds : int64 array
         Chunks of rows (:func:`..patterns.balanced_bounds`); call under
         ``numba.parallel_chunksize(1)``.
-    indptr, indices : CSR structure (int32 or int64 indices).
+    indptr, indices : CSR structure, unsigned (:func:`..patterns.unsigned_view`: no
+        wraparound test of a negative index on every access).
     values : float array of ``X``'s dtype; ``w_p = values[0]`` when ``iso`` else
         ``values[p]``.
     X : (ncols, k) C-contiguous float array.
@@ -74,16 +75,18 @@ def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead,
     arg : (nrows, k) int array, or None (then no winner is recorded: numba compiles the
         kernel without it).
     """
-    last = max(indices.shape[0] - 1, 0)
+    last = np.uint64(max(indices.shape[0] - 1, 0))
+    step = np.uint64(ahead)
+    one = np.uint64(1)
     for t in nb.prange(bounds.shape[0] - 1):
-        for i in range(bounds[t], bounds[t + 1]):
+        for i in range(np.uint64(bounds[t]), np.uint64(bounds[t + 1])):
             oi = out[i]
             lo = indptr[i]
-            hi = indptr[i + 1]
+            hi = indptr[i + one]
             if arg is not None:
                 ai = arg[i]
                 for c in range(ai.shape[0]):
-                    ai[c] = lo if hi > lo else -1
+                    ai[c] = np.int64(lo) if hi > lo else -1
             if hi == lo:
                 for c in range(oi.shape[0]):
                     oi[c] = 0
@@ -92,9 +95,9 @@ def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead,
             xj = X[indices[lo]]
             for c in range(oi.shape[0]):
                 oi[c] = sign * (w * xj[c] if is_times else w + xj[c])
-            for p in range(lo + 1, hi):
+            for p in range(lo + one, hi):
                 if ahead > 0:
-                    prefetch_row(X[indices[min(p + ahead, last)]])
+                    prefetch_row(X[indices[min(p + step, last)]])
                 w = values[0] if iso else values[p]
                 xj = X[indices[p]]
                 for c in range(oi.shape[0]):
@@ -102,7 +105,7 @@ def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead,
                     take = v > oi[c]
                     oi[c] = v if take else oi[c]
                     if arg is not None:
-                        ai[c] = p if take else ai[c]
+                        ai[c] = np.int64(p) if take else ai[c]
             if sign < 0:
                 for c in range(oi.shape[0]):
                     oi[c] = -oi[c]
@@ -129,7 +132,8 @@ def run_extreme(pattern: CSRPattern, values: np.ndarray, iso: bool, X: np.ndarra
     arg = np.empty(out.shape, index_dtype(pattern.nnz)) if with_arg else None
     ahead = prefetch_distance(X.shape[1] * dt.itemsize)
     with numba.parallel_chunksize(1):       # dynamic: one chunk of rows at a time
-        extreme_rows(pattern.chunks, pattern.indptr, pattern.indices,
+        extreme_rows(pattern.chunks, unsigned_view(pattern.indptr),
+                     unsigned_view(pattern.indices),
                      values.astype(dt, copy=False), bool(iso), X,
                      dt.type(1 if is_max else -1), bool(is_times), ahead, out, arg)
     return out, arg

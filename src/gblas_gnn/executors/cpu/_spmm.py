@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from ..alignment import ALIGNMENT, aligned_empty
-from ..patterns import CSRPattern, balanced_bounds, csr_view, index_dtype
+from ..patterns import CSRPattern, balanced_bounds, csr_view, index_dtype, unsigned_view
 from ._spmm_kernels import prefetch_distance, spmm_rows, transpose_csr
 
 __all__ = ["CSCOperand", "check_features", "product", "product_t", "spmm_run"]
@@ -85,10 +85,12 @@ def _aligned_rows(X: np.ndarray) -> np.ndarray:
     return out
 
 
-def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias) -> np.ndarray:
-    """``Z_i = b + w X_i + Σ_{p ∈ row i} v_p X_{idx[p]}`` over the CSR (or CSC) buffers
-    ``(ptr, idx)`` of ``nrows`` rows: one :func:`spmm_rows` call into a 64-byte-aligned
-    output, chunks handed out one at a time, the prefetch distance of the row width."""
+def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias,
+             divisors: np.ndarray | None = None) -> np.ndarray:
+    """``Z_i = (b + w X_i + Σ_{p ∈ row i} v_p X_{idx[p]}) / d_i`` over the CSR (or CSC)
+    buffers ``(ptr, idx)`` of ``nrows`` rows (``d_i = divisors[i]``, or no division): one
+    :func:`spmm_rows` call into a 64-byte-aligned output, chunks handed out one at a time,
+    the prefetch distance of the row width."""
     dt = X.dtype
     k = X.shape[1]
     if bias is None:
@@ -100,20 +102,27 @@ def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias) -> np.n
     if self_weight is not None and X.shape[0] != nrows:
         raise ValueError("a self term needs a square matrix")
     alpha = dt.type(0 if self_weight is None else np.asarray(self_weight).reshape(-1)[0])
+    divisors = np.empty(0, dt) if divisors is None else np.asarray(divisors, dt).reshape(-1)
+    if divisors.size not in (0, nrows):
+        raise ValueError(f"divisors must have {nrows} entries, got {divisors.size}")
     out = aligned_empty((nrows, k), dt)   # 64-byte rows: a later gather reads 2 lines, not 3
     with numba.parallel_chunksize(1):       # dynamic: one chunk of rows at a time
-        spmm_rows(chunks, ptr, idx, values.astype(dt, copy=False), iso, X, alpha,
-                  self_weight is not None, z0, prefetch_distance(k * dt.itemsize), out)
+        spmm_rows(chunks, unsigned_view(ptr), unsigned_view(idx),
+                  values.astype(dt, copy=False), iso, X, alpha,
+                  self_weight is not None, z0, prefetch_distance(k * dt.itemsize), divisors,
+                  out)
     return out
 
 
-def product(S, pattern: CSRPattern, X, self_weight=None, bias=None) -> np.ndarray:
-    """``S X + w X + 1 bᵀ`` (``pattern``: the cached :class:`CSRPattern` of ``S``; ``S`` is
-    unpacked for the duration of the kernel, its values used in place)."""
+def product(S, pattern: CSRPattern, X, self_weight=None, bias=None,
+            divisors=None) -> np.ndarray:
+    """``D⁻¹ (S X + w X + 1 bᵀ)`` (``pattern``: the cached :class:`CSRPattern` of ``S``; ``S``
+    is unpacked for the duration of the kernel, its values used in place; ``D = I`` when
+    ``divisors`` is None)."""
     X = check_features(X, pattern.ncols, "S @ X")
     with csr_view(S) as (_, _, values, iso):
         return spmm_run(pattern.indptr, pattern.indices, pattern.chunks, values, iso, X,
-                    pattern.nrows, self_weight, bias)
+                        pattern.nrows, self_weight, bias, divisors)
 
 
 def product_t(csc: CSCOperand, X, self_weight=None, bias=None) -> np.ndarray:

@@ -20,7 +20,7 @@ from graphblas import binary, monoid, semiring, unary
 
 from ..alignment import aligned_empty
 from ..base import Executor
-from ..contexts import ArgExtremeContext
+from ..contexts import ArgExtremeContext, MeanContext
 from ..patterns import CSRPattern, MatrixCache, csr_of, csr_view, graphblas_of
 from . import _dense_kernels, _gbio, _random_kernels, _spmm, programs, uniform_aggregation
 from . import _minmax_kernels as _minmax
@@ -322,8 +322,17 @@ class CPUExecutor(Executor):
 
     # ------------------------------------------------------------------ aggregation
     def row_counts(self, S, dtype):
-        cnt = S.apply(unary.one[_tname(dtype)]).new().reduce_rowwise(monoid.plus).new()
-        return np.maximum(_gbio.vector_to_dense(cnt, dtype), dtype.type(1))
+        # the cached pattern's row lengths: no GraphBLAS reduction per call
+        return np.maximum(self._patterns.get(S).row_counts, 1).astype(dtype)
+
+    def aggregate(self, S, H, aggr, keep_context=False):
+        if not (isinstance(aggr, str) and aggr == "mean"):
+            return super().aggregate(S, H, aggr, keep_context)
+        # the division by the row counts is the product's own, as each row is written
+        H = np.asarray(H)
+        counts = self.row_counts(S, H.dtype)
+        Z = _spmm.product(S, self._patterns.get(S), H, divisors=counts)
+        return (Z, MeanContext(S, H, counts)) if keep_context else Z
 
     def extreme_aggregate(self, S, H, is_max, keep_context):
         # no factory kernel exists for max_times / min_times: one numba pass over the rows of

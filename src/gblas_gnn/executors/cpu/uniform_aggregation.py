@@ -54,10 +54,13 @@ class UniformContext:
     dtype: np.dtype
 
 
-def _product(indptr, indices, chunks, X: np.ndarray, c: float, nrows: int) -> np.ndarray:
-    """``c · P X`` for the pattern ``(indptr, indices)`` of ``nrows`` rows: the SpMM
-    kernel's run with one value for every entry."""
-    return spmm_run(indptr, indices, chunks, np.array([c], X.dtype), True, X, nrows, None, None)
+def _product(indptr, indices, chunks, X: np.ndarray, c: float, nrows: int,
+             divisors: np.ndarray | None = None) -> np.ndarray:
+    """``D⁻¹ c P X`` for the pattern ``(indptr, indices)`` of ``nrows`` rows (``D = I``
+    without ``divisors``): the SpMM kernel's run with one value for every entry, dividing
+    each row as it is written."""
+    return spmm_run(indptr, indices, chunks, np.array([c], X.dtype), True, X, nrows, None,
+                    None, divisors)
 
 
 def forward(ex, prog: Program, keep: bool):
@@ -69,11 +72,10 @@ def forward(ex, prog: Program, keep: bool):
     x = prog.operands[0].value
     X = np.ascontiguousarray(np.asarray(x, dtype=dt).reshape(pattern.ncols, -1))
     c = weight(s)
-    Z = _product(pattern.indptr, pattern.indices, pattern.chunks, X, c, pattern.nrows)
     divisors = None
     if s.sink[1] == "mean":
         divisors = np.maximum(pattern.row_counts, 1).astype(dt)[:, None]
-        Z /= divisors
+    Z = _product(pattern.indptr, pattern.indices, pattern.chunks, X, c, pattern.nrows, divisors)
     ctx = UniformContext(pattern, c, divisors, tuple(np.shape(x)), dt) if keep else None
     return Z.reshape((pattern.nrows, *np.shape(x)[1:])), ctx
 
