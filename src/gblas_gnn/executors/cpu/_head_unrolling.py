@@ -190,7 +190,7 @@ class HeadUnrolling:
         if k not in self._flat_stages():
             return None
         n = self._stage_heads(k)
-        row.emit(f"for e in range(np.uint64(lo * {n}), np.uint64(hi * {n})):")
+        row.emit(f"for e in range(lo * np.uint64({n}), hi * np.uint64({n})):")
         body = row.nested()
         body.emit(f"hh = e & np.uint64({n - 1})")
         return body

@@ -117,6 +117,12 @@ PREFETCH_AHEAD = 8
 ROW_BLOCK = 64
 
 
+def _ahead(at: str, index: str) -> str:
+    """The position :data:`PREFETCH_AHEAD` after ``at`` in the buffer ``index``, clamped to
+    its last: unsigned, as every index of the kernels."""
+    return f"min({at} + np.uint64({PREFETCH_AHEAD}), np.uint64({index}.shape[0] - 1))"
+
+
 def partial_rows(p: Plan) -> int:
     """Rows that share a parameter partial ``dP<s>[·]`` in the row passes: one, or
     :data:`ROW_BLOCK` for a plan that reads edge features. Such a plan multiplies each edge's
@@ -199,10 +205,12 @@ class _Generator(HeadUnrolling, ProgramSource):
     out (:class:`._head_unrolling.HeadUnrolling`)."""
 
     exp = "exp_nonpositive"
-    #: a row's own edges by an unsigned index: numba checks a signed index for wrap-around
-    #: (``S[-1]``), and that branch keeps LLVM from vectorising the loop (the exponentials
-    #: of a row ran scalar: GAT 4 × 8's at M 12.7 ms, 5.6–7.3 ms since, the heads flat)
-    own_edges = "for p in range(np.uint64(lo), np.uint64(hi)):"
+    #: a row's own edges: ``lo`` and ``hi`` are unsigned, as every index of the kernels (their
+    #: index buffers come as unsigned views, :meth:`.programs.Buffers.args`): numba checks
+    #: a signed index for wrap-around (``S[-1]``), and that branch kept LLVM from
+    #: vectorising this loop (the exponentials of a row ran scalar: GAT 4 × 8's at M
+    #: 12.7 ms, 5.6–7.3 ms unsigned, the heads flat)
+    own_edges = "for p in range(lo, hi):"
 
     def __init__(self, p: Plan):
         super().__init__(p)
@@ -240,14 +248,15 @@ class _Generator(HeadUnrolling, ProgramSource):
         if block > 1:                   # the items are blocks of rows (partial_rows)
             body.emit("for blk in range(r0, r1):")
             rows = body.nested()
-            rows.emit(f"for i in range(blk * {block}, min(indptr.shape[0] - 1, "
-                      f"blk * {block} + {block})):")
+            rows.emit(f"for i in range(blk * np.uint64({block}), "
+                      f"min(np.uint64(indptr.shape[0] - 1), blk * np.uint64({block}) + "
+                      f"np.uint64({block}))):")
             body = rows
         else:
             body.emit("for i in range(r0, r1):")
         row = body.nested()
         row.emit("lo = indptr[i]")
-        row.emit("hi = indptr[i + 1]")
+        row.emit("hi = indptr[i + np.uint64(1)]")
         return row
 
     def _edges(self, row: Block, lanes: bool = False) -> Block:
@@ -286,7 +295,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         larger than L2; asked for early it arrives in time (measured on the hand-written
         kernels at M: AGNN's column pass 91 → 61 ms)."""
         index = "indices" if kind == "col" else "crow"
-        e.emit(f"nxt = {index}[min({at} + {PREFETCH_AHEAD}, {index}.shape[0] - 1)]")
+        e.emit(f"nxt = {index}[{_ahead(at, index)}]")
         for name, ndim in self._row_operands(kind, narrow):
             if ndim == 1:
                 e.emit(f"prefetch_row({name}[nxt])")
@@ -303,14 +312,16 @@ class _Generator(HeadUnrolling, ProgramSource):
         :data:`PREFETCH_AHEAD` slots on: its CSR position is a random line of the features
         (GATv2 4 × 8 with 8 features an edge at M, AMD EPYC: the column pass spent a third
         of its time waiting on that line)."""
-        e = super()._col_edges(col)
+        col.emit("for q in range(colptr[j], colptr[j + np.uint64(1)]):")
+        e = col.nested()
+        e.emit("i = crow[q]")
+        e.emit("p = perm[q]")
         if self.p.strategy == "row":      # (the column strategy's pass asks for them itself)
             # dZ has rows of (heads, f) for these sinks, one number a head for the others
             self._prefetch_rows(e, "row", "q", narrow=True,
                                 messages=self.sink[0] in ("aggregate", "messages"))
         for slot in self.p.features:
-            e.emit(f"prefetch_row(EA{slot}[perm[min(q + {PREFETCH_AHEAD}, "
-                   "perm.shape[0] - 1)]])")
+            e.emit(f"prefetch_row(EA{slot}[perm[{_ahead('q', 'perm')}]])")
         return e
 
     def _prefetch_heads(self, e: Block, name: str) -> None:
@@ -412,7 +423,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         a = head.nested()
         a.emit("ai = ARG[i, hh]")
         a.emit("for c in range(ai.shape[0]):")
-        a.nested().emit("ai[c] = lo if hi > lo else -1")
+        a.nested().emit("ai[c] = np.int64(lo) if hi > lo else -1")
         e = self._edges(head)
         w = self._root(e)
         msg = f"{w} + xj[c]" if plus else f"{w} * xj[c]"
@@ -429,7 +440,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         f.emit(f"take = v {better} zi[c]")
         f.emit("zi[c] = v if take else zi[c]")
         f.emit("if ARG is not None:")
-        f.nested().emit("ai[c] = p if take else ai[c]")
+        f.nested().emit("ai[c] = np.int64(p) if take else ai[c]")
 
     def _reduce_messages(self, row: Block) -> None:
         """``OUT[i, hh, c] = ⊕_p M[p, hh, c]`` over the row's edges, the messages computed at
@@ -455,7 +466,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         ch.emit(f"if p == lo or {v} {'>' if op == 'max' else '<'} oi[c]:")
         take = ch.nested()
         take.emit(f"oi[c] = {v}")
-        take.emit("ai[c] = p")
+        take.emit("ai[c] = np.int64(p)")
 
     def _sink_args(self) -> tuple[str, ...]:
         kind = self.sink[0]
@@ -511,8 +522,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         # Ψ of the edge ahead, read and written at its CSR slot (a random line), with one
         # head too: the GAT and AGNN column passes at M took 70 → 58 and 105 → 84 ms on one
         # thread with it (the line is a miss either way; the prefetch overlaps it)
-        e.emit(f"prefetch_row(S{p.softmax}[perm[min(q + {PREFETCH_AHEAD}, "
-               "perm.shape[0] - 1)]])")
+        e.emit(f"prefetch_row(S{p.softmax}[perm[{_ahead('q', 'perm')}]])")
         if not self._column_lanes(e, x, kinds):
             e.emit(f"for hh in range({self.H}):")
             h = e.nested()
@@ -633,7 +643,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             e.emit(f"if best < 0 or {w} {cmp} acc:")
             b = e.nested()
             b.emit(f"acc = {w}")
-            b.emit("best = p")
+            b.emit("best = np.int64(p)")
             head.emit("if best >= 0:")
             head.nested().emit("GB[best, hh] = dZ[i, hh]")
             return

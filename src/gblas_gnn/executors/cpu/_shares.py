@@ -34,6 +34,7 @@ import numba
 import numpy as np
 
 from ...compose.kernel_cache import LockedKernel
+from ..patterns import unsigned_view
 
 __all__ = ["ThreadedKernel", "shares"]
 
@@ -71,7 +72,7 @@ class ThreadedKernel:
         ptr = args[2] if self.columns else args[0]     # colptr or indptr
         items = -(-(ptr.shape[0] - 1) // self.rows_per_item)
         threads = min(numba.get_num_threads(), items) if self.threaded else 1
-        if threads < 2:
-            self.kernel(*args, 0, items)
+        if threads < 2:                 # unsigned items, as every index of the kernels
+            self.kernel(*args, np.uint64(0), np.uint64(items))
         else:
-            self.driver(*args, shares(ptr, items, self.rows_per_item, threads))
+            self.driver(*args, unsigned_view(shares(ptr, items, self.rows_per_item, threads)))

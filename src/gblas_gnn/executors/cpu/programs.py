@@ -31,7 +31,7 @@ import numpy as np
 from ...compose.plan import BY_ROW, EXTREME, Plan, fusable, leaf_kinds, plan
 from ...semirings import negative_weight_error
 from ..alignment import aligned_empty
-from ..patterns import CSRPattern, index_dtype
+from ..patterns import CSRPattern, index_dtype, unsigned_view
 from ..program_context import ProgramContext, aggregate_output, finish_grads
 from ._kernel_primitives import head_row_dots
 from ._minmax_kernels import winner_features
@@ -51,6 +51,7 @@ __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "back
            "sized_like"]
 
 _EMPTY_I = np.zeros(0, np.int64)
+_EMPTY_U = np.zeros(0, np.uint64)
 
 
 def fused(structure) -> bool:
@@ -85,8 +86,12 @@ class Buffers:
         return self.pattern.nnz * self.width
 
     def args(self, csc: bool = False) -> list:
-        return [*self.csr, *(self.csc if csc else (_EMPTY_I,) * 3), *self.ids, self.avals,
-                *self.operands, *self.softmax]
+        """The kernels' arguments before their outputs: the index buffers as unsigned views
+        (:func:`~gblas_gnn.executors.patterns.unsigned_view`: no wrap-around test of a
+        negative index on any access), then the rest."""
+        index = (*self.csr, *(self.csc if csc else (_EMPTY_U,) * 3))
+        return [*map(unsigned_view, index), *self.ids, self.avals, *self.operands,
+                *self.softmax]
 
 
 def _heads_view(X, heads: int):
