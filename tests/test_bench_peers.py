@@ -220,10 +220,14 @@ def test_dgl_worker_memory_run_and_wrong_weights(tmp_path):
 def test_the_aggregation_bench_times_ours_and_writes_its_tables(tmp_path):
     """``python -m bench aggregation --no-peers``: every product of ours, interleaved, its
     bytes and rate, the table written beside the JSON."""
+    import numba
+
     from bench.kernels.aggregation import OPS, aggregation_markdown
 
+    before = numba.get_num_threads()
     assert main(["aggregation", "--cases", "tiny", "--reps", "2", "--threads", "1",
                  "--no-peers", "--out", str(tmp_path)]) == 0
+    assert numba.get_num_threads() == before      # the caller's threads, as it left them
     r = json.loads((tmp_path / "aggregation.json").read_text())
     (case,) = r["cases"]
     assert set(case["ops"]) == set(OPS) and case["entries"] > case["n"] == 300

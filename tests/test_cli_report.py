@@ -28,7 +28,7 @@ def test_summary_after_early_stopping(tmp_path, capsys):
     run = m["run"]
     assert (run["executor"], run["grid"], run["vertices"]) == ("cpu", None, 300)
     assert re.fullmatch(rf"ran on executor cpu, one process; graph of 300 vertices and "
-                        rf"{run['edges']:,} edges; peak memory \d+\.\d MiB", lines.pop(4))
+                        rf"{run['edges']:,} edges; peak memory \d+\.\d [MG]iB", lines.pop(4))
     assert lines == [
         f"CSBM: gcn test accuracy {m['test_acc'] * 100:.2f}% (validation "
         f"{m['val_acc'] * 100:.2f}%, training {m['train_acc'] * 100:.2f}%) with the weights "

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["set_threads"]
+__all__ = ["set_threads", "threads_kept"]
 
 _BLAS_LIMITER = None  # the threadpoolctl limiter kept alive for the life of the process
 
@@ -64,3 +66,24 @@ def set_threads(n: int, torch: bool = True, blas: int | None = None,
         _torch.set_num_threads(n)
         got["torch"] = _torch.get_num_threads()
     return got
+
+
+@contextmanager
+def threads_kept() -> Iterator[None]:
+    """Restore the cpu executor's GraphBLAS and numba threads, and the process-wide BLAS
+    limit, when the block ends: a study run in-process (a test's, a notebook's) leaves the
+    caller's thread counts as it found them."""
+    global _BLAS_LIMITER
+    import graphblas as gb
+    import numba
+
+    numba_threads, gb_threads, limiter = (numba.get_num_threads(),
+                                          int(gb.ss.config["nthreads"]), _BLAS_LIMITER)
+    try:
+        yield
+    finally:
+        if _BLAS_LIMITER is not limiter and _BLAS_LIMITER is not None:
+            _BLAS_LIMITER.restore_original_limits()
+        _BLAS_LIMITER = limiter
+        numba.set_num_threads(numba_threads)
+        gb.ss.config["nthreads"] = gb_threads
