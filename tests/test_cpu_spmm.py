@@ -59,15 +59,20 @@ def tol(dtype):
                                                                      "atol": 1e-12}
 
 
+def operands(spec, k):
+    """``(rng, M, S, H, dtype)``: a drawn scipy matrix, its GraphBLAS copy in the drawn
+    storage and features ``H`` (ncols, k) of the drawn dtype."""
+    rng, m, n, density, dtype, storage = spec
+    M = random_csr(rng, m, n, density)
+    return rng, M, to_gb(M, storage), rng.standard_normal((n, k)).astype(dtype), dtype
+
+
 @SETTINGS
 @given(spec=matrices, k=st.integers(0, 6))
 def test_products_match_scipy(spec, k):
-    rng, m, n, density, dtype, storage = spec
-    M = random_csr(rng, m, n, density)
-    S = to_gb(M, storage)
+    rng, M, S, H, dtype = operands(spec, k)
     ex = CPUExecutor()
-    H = rng.standard_normal((n, k)).astype(dtype)
-    G = rng.standard_normal((m, k)).astype(dtype)
+    G = rng.standard_normal((M.shape[0], k)).astype(dtype)
     np.testing.assert_allclose(ex.spmm(S, H), M @ H.astype(np.float64), **tol(dtype))
     np.testing.assert_allclose(ex.spmm_t(S, G), M.T @ G.astype(np.float64), **tol(dtype))
     assert ex.spmm(S, H).dtype == dtype and ex.spmm_t(S, G).dtype == dtype
@@ -91,10 +96,7 @@ def test_self_term_and_bias_of_a_square_matrix(spec, k, weight, transpose):
 @given(spec=matrices, k=st.integers(0, 5))
 def test_the_mean_divides_each_row_as_it_is_written(spec, k):
     # bitwise the sum divided by the row counts (an empty row counts 1), the old two passes
-    rng, m, n, density, dtype, storage = spec
-    M = random_csr(rng, m, n, density)
-    S = to_gb(M, storage)
-    H = rng.standard_normal((n, k)).astype(dtype)
+    _, M, S, H, dtype = operands(spec, k)
     ex = CPUExecutor()
     counts = np.maximum(np.diff(M.indptr), 1).astype(dtype)
     np.testing.assert_array_equal(ex.aggregate(S, H, "mean"), ex.spmm(S, H) / counts[:, None])
