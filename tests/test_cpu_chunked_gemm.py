@@ -61,3 +61,25 @@ def test_the_executors_tall_products_are_the_same_on_one_thread_and_two(monkeypa
     np.testing.assert_allclose(two, X @ W, rtol=1e-5, atol=1e-5)
     small = ex.gemm(X[:8], W)                           # below the size: one BLAS call
     assert calls == [1, 2] and np.allclose(small, X[:8] @ W, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [10, 3 * ROWS + 17])        # one product; blocks on threads
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_is_the_product_then_the_bias_then_the_rectifier(n, relu, dtype):
+    # bitwise what a layer wrote before: gemm, then + b, then max(·, 0), in whole-array passes
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n, 16)).astype(dtype)
+    W = rng.standard_normal((16, 24)).astype(dtype)
+    b = rng.standard_normal(24).astype(dtype)
+    ex = CPUExecutor()
+    want = ex.gemm(X, W)
+    want += b
+    if relu:
+        np.maximum(want, 0, out=want)
+    got = ex.linear(X, W, b, relu=relu)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == dtype and (not relu or (got >= 0).all())
+    np.testing.assert_array_equal(ex.linear(X, W), ex.gemm(X, W))
+    # the executors' default (gemm, then numpy's passes) gives the same bits
+    np.testing.assert_array_equal(super(CPUExecutor, ex).linear(X, W, b, relu=relu), want)

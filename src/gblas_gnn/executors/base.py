@@ -101,7 +101,8 @@ PROCESS_TIER = ("is_root", "agree", "all_agree", "validation", "on_root", "gemm"
 #: tier (c): defaults built on tiers (a) and (b), right on every executor (an executor may
 #: override them with faster kernels giving the same result)
 DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "combine_rows", "spmm_affine",
-                "matmul_vjp", "lowers", "semiring_lowering", "generic_lowering", "target_rows",
+                "linear", "matmul_vjp", "lowers", "semiring_lowering", "generic_lowering",
+                "target_rows",
                 "program_forward", "program_backward", "aggregate", "row_counts",
                 "aggregate_backward", "softmax", "softmax_backward", "dropout_edges",
                 "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise", "row_scale",
@@ -287,6 +288,20 @@ class Executor(ABC):
         pass ``W.T`` for ``X Wᵀ``. Never a reduction over vertices."""
         self._one_process("gemm")
         return X @ W
+
+    def linear(self, X: DenseArray, W: DenseArray, bias: DenseArray | None = None,
+               relu: bool = False) -> DenseArray:
+        r"""A layer's dense step :math:`Z = X W + \mathbf{1} b^\top`, then
+        :math:`\max(Z, 0)` with ``relu``: :meth:`gemm`, the row bias and the rectifier in
+        place (the cpu executor applies them to each block of rows its product has just
+        written, while it is in cache). Bitwise :meth:`gemm` followed by ``+ b`` and
+        ``max(·, 0)``."""
+        Z = self.gemm(X, W)
+        if bias is not None:
+            Z += bias
+        if relu:
+            Z = self.xp.maximum(Z, 0, out=Z)
+        return Z
 
     def inner(self, X: DenseArray, Y: DenseArray) -> DenseArray:
         r"""The reduction over vertices :math:`X^\top Y = \sum_i X_i^\top Y_i` (weight

@@ -112,22 +112,24 @@ class GINConv(PyGInterop, Module):
         if self._project_first or self.train_eps:
             saved["H"] = H
         # the self term (and the bias) in the SpMM's own pass on executors that fuse them
+        linears = len(self.mlp_dims) - 1                        # lin0 … lin{linears-1}
         if self._project_first:
             Y = ex.gemm(H, W0)                                  # H W0
             # (1+ε) H W0 + A (H W0) + b0
             X = ex.spmm_affine(A, Y, self_weight=one_eps, bias=b0)
+            if linears > 1:
+                X = xp.maximum(X, 0, out=X)                     # ReLU, in place (X is ours)
             saved["Y"] = Y
         else:
             X0 = ex.spmm_affine(A, H, self_weight=one_eps)      # (1+ε) H + A H
-            X = ex.gemm(X0, W0)
-            X += b0
+            # X0 W0 + b0, rectified but after the last linear, in the product's own pass
+            X = ex.linear(X0, W0, b0, relu=linears > 1)
             saved["X0"] = X0
         acts = []
-        for i in range(1, len(self.mlp_dims) - 1):
-            X = xp.maximum(X, 0, out=X)                         # ReLU, in place (X is ours)
-            acts.append(X)
-            X = ex.gemm(X, self.params[f"lin{i}.W"])
-            X += self.params[f"lin{i}.bias"]
+        for i in range(1, linears):
+            acts.append(X)                                      # the input of lin i
+            X = ex.linear(X, self.params[f"lin{i}.W"], self.params[f"lin{i}.bias"],
+                          relu=i < linears - 1)
         saved["acts"] = acts
         self._cache = saved if self.training else None
         return X

@@ -22,15 +22,26 @@ import threading
 
 import numpy as np
 
-__all__ = ["ROWS", "chunked_matmul"]
+__all__ = ["ROWS", "chunked_matmul", "epilogue"]
 
 #: rows of one BLAS call (a block of 8 192 rows × 32 float32 is 1 MiB of ``X``)
 ROWS = 8192
 
 
-def chunked_matmul(X: np.ndarray, W: np.ndarray, out: np.ndarray, threads: int) -> np.ndarray:
-    """``out[:] = X @ W`` by blocks of :data:`ROWS` rows on ``threads`` threads (the caller
-    holds BLAS at one thread: ``threadpoolctl``). Returns ``out``."""
+def epilogue(Z: np.ndarray, bias: np.ndarray | None, relu: bool) -> None:
+    """``Z += b`` (a row bias), then ``Z = max(Z, 0)`` with ``relu``, in place."""
+    if bias is not None:
+        np.add(Z, bias, out=Z)
+    if relu:
+        np.maximum(Z, 0, out=Z)
+
+
+def chunked_matmul(X: np.ndarray, W: np.ndarray, out: np.ndarray, threads: int,
+                   bias: np.ndarray | None = None, relu: bool = False) -> np.ndarray:
+    """``out[:] = X @ W (+ b) (then max(·, 0))`` by blocks of :data:`ROWS` rows on
+    ``threads`` threads (the caller holds BLAS at one thread: ``threadpoolctl``), each block's
+    bias and rectifier (:func:`epilogue`) applied right after its product, while its rows are
+    in cache. Returns ``out``."""
     n = X.shape[0]
     blocks = -(-n // ROWS)
     threads = max(1, min(threads, blocks))
@@ -41,6 +52,7 @@ def chunked_matmul(X: np.ndarray, W: np.ndarray, out: np.ndarray, threads: int) 
             for b in range(t * blocks // threads, (t + 1) * blocks // threads):
                 rows = slice(b * ROWS, min((b + 1) * ROWS, n))
                 np.matmul(X[rows], W, out=out[rows])
+                epilogue(out[rows], bias, relu)
         except BaseException as exc:            # re-raised by the caller's thread
             failed.append(exc)
 
