@@ -556,5 +556,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench",
                 "memory": _memory, "gpu": _gpu}[a.command](a)
     if reexec:
         _reexec_if_needed(a.omp_wait_policy, argv)
-    return {"run": _run, "hgt": _hgt, "kernels": _kernels,
-            "aggregation": _aggregation}[a.command](a)
+    from .core.threads import threads_kept
+
+    # these studies set the process's threads; called in-process (a test) they give them back
+    with threads_kept():
+        return {"run": _run, "hgt": _hgt, "kernels": _kernels,
+                "aggregation": _aggregation}[a.command](a)

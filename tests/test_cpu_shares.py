@@ -56,9 +56,18 @@ class _Recording:
         self.calls.append(args)
 
 
+@pytest.fixture
+def two_threads():
+    """numba's threads at two for the test (whatever an earlier test left), then back."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(2)
+    yield
+    numba.set_num_threads(before)
+
+
 @TWO_THREADS
 @pytest.mark.parametrize("columns", [False, True])
-def test_the_driver_gets_one_share_per_thread_and_the_kernel_all_items(columns):
+def test_the_driver_gets_one_share_per_thread_and_the_kernel_all_items(columns, two_threads):
     ptr = np.arange(0, 2 * 101, 2)            # 100 rows (or columns) of two edges
     args = (np.zeros(1), None, ptr) if columns else (ptr, None, np.zeros(1))
     kernel, driver = _Recording(), _Recording()

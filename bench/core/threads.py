@@ -70,15 +70,19 @@ def set_threads(n: int, torch: bool = True, blas: int | None = None,
 
 @contextmanager
 def threads_kept() -> Iterator[None]:
-    """Restore the cpu executor's GraphBLAS and numba threads, and the process-wide BLAS
-    limit, when the block ends: a study run in-process (a test's, a notebook's) leaves the
-    caller's thread counts as it found them."""
+    """Restore the cpu executor's GraphBLAS and numba threads, torch's (when it is loaded)
+    and the process-wide BLAS limit when the block ends: a study run in-process (a test's, a
+    notebook's) leaves the caller's thread counts as it found them."""
     global _BLAS_LIMITER
+    import sys
+
     import graphblas as gb
     import numba
 
+    torch = sys.modules.get("torch")
     numba_threads, gb_threads, limiter = (numba.get_num_threads(),
                                           int(gb.ss.config["nthreads"]), _BLAS_LIMITER)
+    torch_threads = torch.get_num_threads() if torch is not None else None
     try:
         yield
     finally:
@@ -87,3 +91,5 @@ def threads_kept() -> Iterator[None]:
         _BLAS_LIMITER = limiter
         numba.set_num_threads(numba_threads)
         gb.ss.config["nthreads"] = gb_threads
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)

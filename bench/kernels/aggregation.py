@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core.cases import build_case_data, get_case, graph_from_csr, save_case_data
 from ..core.environment import environment, load_average
-from ..core.threads import set_threads, threads_kept
+from ..core.threads import set_threads
 from ..core.timing import interleaved
 
 __all__ = ["OPS", "copy_bandwidth", "run_aggregation", "aggregation_markdown"]
@@ -132,7 +132,7 @@ def run_aggregation(cases: list[str], reps: int = 9, threads: int = 2, peers: bo
                     out: Path | None = None, name: str = "aggregation") -> dict:
     """Time the products of :data:`OPS` on every case (ours, and DGL's unless not
     ``peers``); write ``out/name.json`` and ``out/name.md`` when ``out`` is given."""
-    with threads_kept(), tempfile.TemporaryDirectory(prefix="aggregation-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="aggregation-") as tmp:
         set_threads(threads, torch=False)
         result = {"threads": threads, "reps": reps, "load_average_start": load_average(),
                   "copy_bytes_per_s": copy_bandwidth(), "cases": []}
