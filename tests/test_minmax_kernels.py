@@ -190,10 +190,12 @@ def test_winner_gradients_equal_the_per_vertex_loop(spec, heads, width, is_max, 
                 dS[p] += G[i, c] * X[pattern.indices[p], c]
                 dX[pattern.indices[p], c] += G[i, c] * (1 if plus else W[p, c // width])
     got = np.full(nnz, np.nan, dtype)
-    mk.winner_edges(pattern.indptr, pattern.indices, arg, X, G, got)
+    mk.winner_edges(unsigned_view(pattern.indptr), unsigned_view(pattern.indices), arg, X, G,
+                    got)
     np.testing.assert_array_equal(got, dS)
     out = np.zeros((m, k), dtype)
-    mk.winner_features(pattern.indices, None if plus else W, width, arg, G, out)
+    mk.winner_features(unsigned_view(pattern.indices), None if plus else W, width, arg, G,
+                       out)
     np.testing.assert_array_equal(out, dX)
 
 

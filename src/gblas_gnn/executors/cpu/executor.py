@@ -21,7 +21,7 @@ from graphblas import binary, monoid, semiring, unary
 from ..alignment import aligned_empty
 from ..base import Executor
 from ..contexts import ArgExtremeContext, MeanContext
-from ..patterns import CSRPattern, MatrixCache, csr_of, csr_view, graphblas_of
+from ..patterns import CSRPattern, MatrixCache, csr_of, csr_view, graphblas_of, unsigned_view
 from . import _dense_kernels, _gbio, _random_kernels, _spmm, programs, uniform_aggregation
 from . import _minmax_kernels as _minmax
 from . import semiring_lowering as _lowering
@@ -367,12 +367,13 @@ class CPUExecutor(Executor):
         dS = None
         if need_dS:
             out = np.empty(ctx.indices.shape[0], dtype=ctx.H.dtype)
-            _minmax.winner_edges(ctx.indptr, ctx.indices, ctx.arg, ctx.H, dZ, out)
+            _minmax.winner_edges(unsigned_view(ctx.indptr), unsigned_view(ctx.indices), ctx.arg,
+                                 ctx.H, dZ, out)
             dS = self.edge_from_values(ctx.S, out)
         dH = aligned_empty((ctx.S.ncols, dZ.shape[1]), dZ.dtype)
         dH.fill(0)
-        _minmax.winner_features(ctx.indices, ctx.values.reshape(-1, 1), max(dZ.shape[1], 1),
-                                ctx.arg, dZ, dH)
+        _minmax.winner_features(unsigned_view(ctx.indices), ctx.values.reshape(-1, 1),
+                                max(dZ.shape[1], 1), ctx.arg, dZ, dH)
         return dS, dH
 
     # ------------------------------------------------------------------ random masks

@@ -448,5 +448,5 @@ def _winners_gradient(p: Plan, b: Buffers, dZ, extra: list, dX) -> None:
     ARG, WP = extra
     n, H, f = ARG.shape
     weights = None if p.aggr in ("max_plus", "min_plus") else WP
-    winner_features(b.pattern.indices, weights, max(f, 1), ARG.reshape(n, H * f),
+    winner_features(unsigned_view(b.pattern.indices), weights, max(f, 1), ARG.reshape(n, H * f),
                     dZ.reshape(n, H * f), dX.reshape(dX.shape[0], H * f))
