@@ -51,6 +51,9 @@ class ProgramSource(ABC):
     head_major: bool = False
     #: the loop of one thread over its share of row ``i``'s edges (all of them on the cpu)
     own_edges: str = "for p in range(lo, hi):"
+    #: the literal one added to an index (the cpu's indices are unsigned: a signed 1 would
+    #: make their sum a float64)
+    index_one: str = "1"
     #: the exponential of a non-positive argument in the generated module
     exp: str = "math.exp"
     #: the literal −∞ of the plan's dtype in the generated module (set by a subclass)
@@ -141,10 +144,9 @@ class ProgramSource(ABC):
         """The loop over the edges ``(i, j)`` of row ``i`` at CSR position ``p``: each
         thread over its own share (``lanes``), or every thread of the row over each edge."""
 
-    @staticmethod
-    def _col_edges(col: Block) -> Block:
+    def _col_edges(self, col: Block) -> Block:
         """The loop over the edges ``(i, j)`` of column ``j`` (``p``: the CSR position)."""
-        col.emit("for q in range(colptr[j], colptr[j + 1]):")
+        col.emit(f"for q in range(colptr[j], colptr[j + {self.index_one}]):")
         e = col.nested()
         e.emit("i = crow[q]")
         e.emit("p = perm[q]")

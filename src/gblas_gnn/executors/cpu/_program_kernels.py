@@ -205,12 +205,12 @@ class _Generator(HeadUnrolling, ProgramSource):
     out (:class:`._head_unrolling.HeadUnrolling`)."""
 
     exp = "exp_nonpositive"
-    #: a row's own edges: ``lo`` and ``hi`` are unsigned, as every index of the kernels (their
-    #: index buffers come as unsigned views, :meth:`.programs.Buffers.args`): numba checks
-    #: a signed index for wrap-around (``S[-1]``), and that branch kept LLVM from
-    #: vectorising this loop (the exponentials of a row ran scalar: GAT 4 × 8's at M
+    #: every index is unsigned (the index buffers come as unsigned views,
+    #: :meth:`.programs.Buffers.args`), so a row's own edges ``range(lo, hi)`` are too: numba
+    #: checks a signed index for wrap-around (``S[-1]``), and that branch kept LLVM from
+    #: vectorising the loop (the exponentials of a row ran scalar: GAT 4 × 8's at M
     #: 12.7 ms, 5.6–7.3 ms unsigned, the heads flat)
-    own_edges = "for p in range(lo, hi):"
+    index_one = "np.uint64(1)"
 
     def __init__(self, p: Plan):
         super().__init__(p)
@@ -256,7 +256,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             body.emit("for i in range(r0, r1):")
         row = body.nested()
         row.emit("lo = indptr[i]")
-        row.emit("hi = indptr[i + np.uint64(1)]")
+        row.emit(f"hi = indptr[i + {self.index_one}]")
         return row
 
     def _edges(self, row: Block, lanes: bool = False) -> Block:
@@ -312,10 +312,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         :data:`PREFETCH_AHEAD` slots on: its CSR position is a random line of the features
         (GATv2 4 × 8 with 8 features an edge at M, AMD EPYC: the column pass spent a third
         of its time waiting on that line)."""
-        col.emit("for q in range(colptr[j], colptr[j + np.uint64(1)]):")
-        e = col.nested()
-        e.emit("i = crow[q]")
-        e.emit("p = perm[q]")
+        e = super()._col_edges(col)
         if self.p.strategy == "row":      # (the column strategy's pass asks for them itself)
             # dZ has rows of (heads, f) for these sinks, one number a head for the others
             self._prefetch_rows(e, "row", "q", narrow=True,
