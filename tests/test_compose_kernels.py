@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 import gblas_gnn as gg
 from gblas_gnn import compose, ops
 from gblas_gnn.compose.expr import Masked, Softmax
-from gblas_gnn.compose.plan import plan
-from gblas_gnn.compose.program import Op, build
+from gblas_gnn.compose.lower import build
 from gblas_gnn.executors import CPUExecutor, PrimitivesExecutor, to_numpy
 from gblas_gnn.executors.cpu._program_kernels import signature_key, source
+from gblas_gnn.ir.plan import plan
+from gblas_gnn.ir.program import Op
 from gblas_gnn.ops import rep
 
 UNARY = [lambda e: ops.tanh(e), lambda e: ops.sigmoid(e), lambda e: ops.leaky_relu(e, 0.1),

@@ -19,7 +19,7 @@ from gblas_gnn.data import (
     kronecker_edges,
 )
 from gblas_gnn.data.erdos_renyi import bernoulli_positions
-from gblas_gnn.data.kronecker import _rmat_indices, _threshold, _uniform_u32
+from gblas_gnn.data.kronecker import rmat_indices, threshold_u32, uniform_u32
 
 
 def _keys(src, dst, n):
@@ -112,8 +112,8 @@ def test_rmat_quadrant_law():
     a, b, c = 0.5, 0.2, 0.1  # d = 0.2; asymmetric so row/col mix-ups show
     rng = np.random.default_rng(0)
     cnt = 200_000
-    u = _uniform_u32(rng, 3 * cnt).reshape(3, cnt)
-    ii, jj = _rmat_indices(u, _threshold(a), _threshold(a + b), _threshold(a + b + c))
+    u = uniform_u32(rng, 3 * cnt).reshape(3, cnt)
+    ii, jj = rmat_indices(u, threshold_u32(a), threshold_u32(a + b), threshold_u32(a + b + c))
     for level in range(3):
         rb, cb = (ii >> level) & 1, (jj >> level) & 1
         freq = np.array([np.mean((rb == r) & (cb == q)) for r in (0, 1) for q in (0, 1)])
@@ -127,8 +127,8 @@ def test_kronecker_initiator_direction():
     row bit)."""
     a, b, c = 0.6, 0.0, 0.3
     rng = np.random.default_rng(1)
-    u = _uniform_u32(rng, 4 * 10_000).reshape(4, 10_000)
-    ii, jj = _rmat_indices(u, _threshold(a), _threshold(a + b), _threshold(a + b + c))
+    u = uniform_u32(rng, 4 * 10_000).reshape(4, 10_000)
+    ii, jj = rmat_indices(u, threshold_u32(a), threshold_u32(a + b), threshold_u32(a + b + c))
     # b = 0: no level has (row bit 0, col bit 1), hence jj's bits are a subset of ii's
     assert np.all((jj & ~ii) == 0)
 

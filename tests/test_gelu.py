@@ -12,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 from scipy.special import erf
 
 from gblas_gnn import ops
-from gblas_gnn.compose.functions import UNARY
+from gblas_gnn.ir.functions import UNARY
 
 
 def _reference(x):
@@ -41,7 +41,7 @@ def test_the_derivative_is_the_central_difference():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_array_module_path_equals_the_kernel(dtype):
     """The generic path (SciPy's erf in numpy, as CuPy's on a GPU) gives the same numbers."""
-    from gblas_gnn.compose.functions import _erf
+    from gblas_gnn.ir.functions import _erf
 
     x = np.linspace(-5, 5, 41).astype(dtype)
     generic = 0.5 * x * (1 + _erf(np, x * dtype(np.sqrt(0.5))))

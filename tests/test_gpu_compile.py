@@ -29,10 +29,10 @@ from gblas_gnn.gpu import compile as gc  # noqa: E402
 from gblas_gnn.gpu._catalogue import (  # noqa: E402
     KERNELS,
     KernelSpec,
-    all_kernels,
     spec_id,
     variants,
 )
+from gblas_gnn.gpu._program_catalogue import all_kernels  # noqa: E402
 from gblas_gnn.gpu._semiring_kernels import SHIPPED  # noqa: E402
 
 pytestmark = pytest.mark.cpu_only

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gblas_gnn import compose, ops
-from gblas_gnn.compose.program import Op, Structure
 from gblas_gnn.executors import get_executor
 from gblas_gnn.executors.cpu import uniform_aggregation
+from gblas_gnn.ir.program import Op, Structure
 
 pytestmark = pytest.mark.cpu_only
 

@@ -104,7 +104,8 @@ def run_cuda_kernels(cases: list[str], out: Path) -> dict:
     """Compile, assemble and model every kernel; write the JSON and markdown."""
     from numba import float32
 
-    from gblas_gnn.gpu._catalogue import all_kernels, variants
+    from gblas_gnn.gpu._catalogue import variants
+    from gblas_gnn.gpu._program_catalogue import all_kernels
     from gblas_gnn.gpu.compile import assemble, compile_kernel, occupancy, threads_per_block
 
     t0 = time.perf_counter()

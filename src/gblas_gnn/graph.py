@@ -347,7 +347,8 @@ class Graph:
         """
         if self._rel is None:
             raise ValueError(NO_RELATIONS)
-        return self._rel.graph(r)
+        return self._rel.graph(r, lambda src, dst, n, dtype: Graph.from_edges(src, dst, n,
+                                                                               dtype=dtype))
 
     def __repr__(self) -> str:
         feats = "" if self._attr is None else f", edge_attr={self._attr.f}"

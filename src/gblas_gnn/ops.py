@@ -30,16 +30,16 @@ from ._validate import FLOAT_DTYPES, dense_matrix, dense_vector
 from .compose import sinks
 from .compose.expr import (
     Const,
-    Dropout,
+    EdgeDropout,
     EdgeLeaf,
     Expand,
     Expr,
     Gather,
     Masked,
     Softmax,
-    Structure,
     Zip,
     _finish,
+    as_sparse,
     edge_dtype,
     expr_unary,
     factor,
@@ -53,6 +53,7 @@ from .compose.traced import concat as _concat
 from .edge_attr import EdgeFeatures
 from .executors import default, get_executor
 from .executors.base import check_aggregation
+from .executors.edges import StructuralMask
 from .executors.patterns import AdjacencyPattern
 
 __all__ = [
@@ -66,36 +67,6 @@ __all__ = [
 
 #: a sparse operand or result: an edge tensor of some executor
 Edges = gb.Matrix | Expr
-
-
-def as_sparse(S, name: str = "S"):
-    """``S`` as a float sparse operand: an edge tensor (a ``scipy.sparse`` matrix or a
-    :class:`~gblas_gnn.Graph` is converted to a ``graphblas.Matrix``, and so is an
-    :class:`~gblas_gnn.executors.patterns.AdjacencyPattern`, built if it was not) or a sparse
-    expression."""
-    from .graph import Graph
-
-    if isinstance(S, Graph):
-        return S.A
-    if isinstance(S, AdjacencyPattern):
-        return S.matrix
-    if isinstance(S, Expr):
-        if not S.is_sparse:
-            raise TypeError(f"{name} must be sparse: mask the virtual tensor first (A * expr)")
-        return S
-    if sp.issparse(S):
-        if S.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"{name} must hold float32 or float64 values, got {S.dtype}")
-        S = gb.io.from_scipy_sparse(S.tocsr())
-    if type(S).__name__ in ("MatrixExpression", "TransposedMatrix", "MatrixEwiseMultExpr",
-                            "MatrixEwiseAddExpr") and hasattr(S, "new"):
-        S = S.new()                       # a graphblas expression such as ``A * 2.0``
-    if not is_edge_tensor(S):
-        raise TypeError(f"{name} must be a graphblas.Matrix or scipy.sparse matrix (or an "
-                        f"executor's edge tensor), got {type(S).__name__}")
-    if edge_dtype(S) not in FLOAT_DTYPES:
-        raise TypeError(f"{name} must hold FP32 or FP64 values, got {edge_dtype(S)}")
-    return S
 
 
 def to_graphblas(E, executor=None) -> gb.Matrix:
@@ -120,8 +91,8 @@ def _lazy(*args) -> bool:
 
 
 def _edge_expr(S, name: str = "S") -> Expr:
-    if isinstance(S, Structure):            # the pattern alone: one per stored entry
-        return Masked(S.A, Const(1.0), structural=True)
+    if isinstance(S, StructuralMask):            # the pattern alone: one per stored entry
+        return Masked(S.parent, Const(1.0), structural=True)
     S = as_sparse(S, name)
     return S if isinstance(S, Expr) else EdgeLeaf(S)
 
@@ -250,7 +221,7 @@ def aggregate(S, H, aggr="sum", executor=None):
     check_aggregation(aggr)
     if isinstance(H, (Expr, EdgeFeatures)):
         return _aggregate_messages(S, H, aggr)
-    if _lazy(S, H) or isinstance(S, Structure):
+    if _lazy(S, H) or isinstance(S, StructuralMask):
         ex = get_executor(executor)
         S = _edge_expr(S)
         return sinks.run(S, ("aggregate", _aggr_name(aggr)), _messages(ex, S, H, "H", "col"))
@@ -410,10 +381,10 @@ def structure(A):
     ``graphblas.Matrix`` of it (the layers' form; issue 21)."""
     edges = getattr(A, "edge_tensor", None)
     if edges is not None:
-        return Structure(edges)
+        return StructuralMask(edges)
     if isinstance(A, AdjacencyPattern):
-        return Structure(A)
-    return Structure(as_sparse(A, "A"))
+        return StructuralMask(A)
+    return StructuralMask(as_sparse(A, "A"))
 
 
 def edge_dropout(S, p: float, key: int, heads: int | None = None):
@@ -427,7 +398,7 @@ def edge_dropout(S, p: float, key: int, heads: int | None = None):
     S = _edge_expr(S)
     if heads is None and S.trail:
         heads = S.trail[0]
-    return _finish(Zip("mul", S, Dropout(S.pattern, key, p, heads, S.dtype)))
+    return _finish(Zip("mul", S, EdgeDropout(S.pattern, key, p, heads, S.dtype)))
 
 
 # ---------------------------------------------------------------------- elementwise functions
@@ -449,7 +420,7 @@ def _elementwise(fn: str, x, alpha=None, executor=None):
     if isinstance(x, ex.xp.ndarray):
         if in_scope():
             return apply_unary(fn, lift(x), alpha)
-        from .compose import functions
+        from .ir import functions
 
         return functions.unary(ex.xp, fn, x, functions.check_unary(fn, alpha))
     raise TypeError(f"{fn} needs a sparse matrix, an expression or an array, got "

@@ -17,6 +17,9 @@ be both).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 __all__ = ["Relations", "check_edge_type", "check_relation", "NO_RELATIONS"]
@@ -105,7 +108,7 @@ class Relations:
         self.offsets = np.searchsorted(t, np.arange(num_relations + 1))
         self._given = edge_type
         self.num_relations, self.n, self.dtype = int(num_relations), int(n), np.dtype(dtype)
-        self._graphs: dict[int, object] = {}
+        self._graphs: dict[int, Any] = {}
 
     @property
     def edge_type(self) -> np.ndarray:
@@ -117,15 +120,14 @@ class Relations:
         lo, hi = self.offsets[r], self.offsets[r + 1]
         return self.src[lo:hi], self.dst[lo:hi]
 
-    def graph(self, r: int):
-        """Relation ``r``'s adjacency as a :class:`~gblas_gnn.Graph` (cached)."""
+    def graph(self, r: int, build: Callable[[np.ndarray, np.ndarray, int, np.dtype], Any]):
+        """Relation ``r``'s adjacency, ``build(src, dst, n, dtype)`` on its edges the first
+        time (:meth:`gblas_gnn.Graph.relation` builds a graph), the same object after."""
         r = check_relation(r, self.num_relations)
         found = self._graphs.get(r)
         if found is None:
-            from .graph import Graph
-
             src, dst = self.edges(r)
-            found = self._graphs[r] = Graph.from_edges(src, dst, self.n, dtype=self.dtype)
+            found = self._graphs[r] = build(src, dst, self.n, self.dtype)
         return found
 
     def astype(self, dtype) -> Relations:

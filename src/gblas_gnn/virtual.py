@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import graphblas as gb
 
-from .compose.expr import MATERIALIZE_LIMIT, Expr, Structure, expr_binary, factor, masked, rep
+from .compose.expr import MATERIALIZE_LIMIT, Expr, expr_binary, factor, masked, rep
 
 __all__ = ["MATERIALIZE_LIMIT", "Virtual", "rep", "factor", "masked"]
 
@@ -53,7 +53,7 @@ def _install_matrix_mul() -> None:
 
     def structural_mul(self, other):
         if isinstance(other, Expr):
-            return Structure(self.parent) * other
+            return masked(self.parent, other, structural=True)
         if mask_mul is None:
             return NotImplemented
         return mask_mul(self, other)

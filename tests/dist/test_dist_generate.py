@@ -71,7 +71,7 @@ def test_relabelling_balances_a_kronecker_graph(q):
     """With the default seeds the relabelled blocks of a Kronecker graph hold about the same
     number of edges (the relabelling draws its own permutation, not the generator's: with the
     generator's, the blocks took R-MAT's quadrant shares a : b : c : d)."""
-    from gblas_gnn.dist.graph import partition
+    from gblas_gnn.data.partition import partition
 
     g = kronecker(12, 16, seed=0)
     coo = g.to_scipy().tocoo()

@@ -39,76 +39,48 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+import graphblas as gb
 import numpy as np
+import scipy.sparse as sp
 
 from .. import edge_attr as _edge_attr
-from .._validate import FLOAT_DTYPES
+from .._validate import FLOAT_DTYPES, array_module_of, dense_matrix, dense_vector
 from ..edge_attr import EdgeFeatures
-from . import functions as F
+from ..executors import get_executor, to_numpy
+from ..executors.edges import StructuralMask, edge_dtype, is_edge_tensor
+from ..executors.patterns import AdjacencyPattern
+from ..graph import Graph
+from ..ir import functions as F
+from .lower import patterns_match
+from .sinks import materialize
 from .tape import current, in_scope
-from .traced import Traced, value_of
+from .traced import Lazy, Traced, ufunc_call, value_of
 
-__all__ = ["Expr", "Gather", "Bcast", "Const", "EdgeLeaf", "EdgeAttr", "Dropout", "Map", "Zip",
+__all__ = ["Expr", "Gather", "Bcast", "Const", "EdgeLeaf", "EdgeAttr", "EdgeDropout", "Map", "Zip",
            "Sum", "Expand",
-           "Masked", "Softmax", "Structure", "rep", "factor", "Factor", "masked",
+           "Masked", "Softmax", "rep", "factor", "Factor", "masked",
            "expr_unary", "expr_binary", "is_edge_tensor", "edge_dtype", "edge_shape",
-           "as_expr", "MATERIALIZE_LIMIT"]
+           "as_expr", "as_sparse", "MATERIALIZE_LIMIT"]
 
 MATERIALIZE_LIMIT = 1 << 20
 """Largest number of entries ``np.asarray(virtual)`` will build densely."""
 
 
 # ---------------------------------------------------------------------- edge tensors
-def is_edge_tensor(x) -> bool:
-    """Whether ``x`` satisfies the edge-tensor protocol (:mod:`gblas_gnn.executors.edges`)."""
-    from ..executors.edges import is_edge_tensor as check
-
-    return check(x)
-
-
-def edge_dtype(E) -> np.dtype:
-    from ..executors.edges import edge_dtype as dtype_of
-
-    return dtype_of(E)
-
-
 def edge_shape(E) -> tuple[int, int]:
     return int(E.nrows), int(E.ncols)
 
 
-class Structure:
-    """The pattern of an edge tensor without its values: ``ops.structure(A) * expr`` (or
-    ``A.S * expr`` for a ``graphblas.Matrix``) evaluates ``expr`` on A's stored entries and
-    does not multiply by A's values."""
-
-    __slots__ = ("A",)
-
-    def __init__(self, A):
-        if not is_edge_tensor(A):
-            raise TypeError(f"structure() needs an edge tensor, got {type(A).__name__}")
-        self.A = A
-
-    def __mul__(self, other):
-        return masked(self.A, other, structural=True)
-
-    __rmul__ = __mul__
-
-    def __repr__(self) -> str:
-        return f"Structure({self.A!r})"
-
-
 def _structure_of(x):
-    """``x`` as a :class:`Structure` when it is one (or graphblas's ``A.S``), else None."""
-    if isinstance(x, Structure):
-        return x
-    parent = getattr(x, "parent", None)
-    if parent is not None and type(x).__name__ == "StructuralMask":
-        return Structure(parent)
+    """The edge tensor whose pattern ``x`` is (a :class:`StructuralMask`, or graphblas's
+    ``A.S``), else None."""
+    if isinstance(x, StructuralMask) or type(x).__name__ == "StructuralMask":
+        return x.parent
     return None
 
 
 # ---------------------------------------------------------------------- the node classes
-class Expr:
+class Expr(Lazy):
     """Base of the lazy tensors (see the module docstring)."""
 
     __slots__ = ("trail", "dtype", "pattern", "vshape")
@@ -172,10 +144,9 @@ class Expr:
         return expr_binary("sub", o, self)
 
     def __mul__(self, o):
-        structure = _structure_of(o)
-        if structure is not None or is_edge_tensor(o):
-            return masked(o if structure is None else structure.A, self,
-                          structural=structure is not None)
+        pattern = _structure_of(o)
+        if pattern is not None or is_edge_tensor(o):
+            return masked(o if pattern is None else pattern, self, structural=pattern is not None)
         return expr_binary("mul", self, o)
 
     def __rmul__(self, o):
@@ -235,9 +206,7 @@ class Expr:
 
     # ------------------------------------------------------------------ numpy interop
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .traced import _ufunc
-
-        return _ufunc(ufunc, method, inputs, kwargs)
+        return ufunc_call(ufunc, method, inputs, kwargs, expr_unary, expr_binary)
 
     def __array__(self, dtype=None, copy=None):
         if self.is_sparse:
@@ -251,6 +220,12 @@ class Expr:
                 "(A * expr) to evaluate it on A's pattern")
         out = np.asarray(self._dense())
         return out if dtype is None else out.astype(dtype)
+
+    def lower(self, b) -> int:
+        """Add this node's operation to the program builder ``b``
+        (:class:`gblas_gnn.compose.lower.Builder`: ``b.visit`` lowers an input first) and
+        return its index: the one place a node meets the IR."""
+        raise TypeError(f"cannot compile {type(self).__name__}")
 
     def _dense(self) -> np.ndarray:
         raise TypeError(f"a {type(self).__name__} expression has no dense form (only the "
@@ -296,6 +271,9 @@ class Gather(Expr):
             return np.broadcast_to(x[:, None], (rows, cols, *self.trail)).copy()
         return np.broadcast_to(x[None, :], (rows, cols, *self.trail)).copy()
 
+    def lower(self, b) -> int:
+        return b.op(self.side, (b.slot(self.side, self.X),), (), self.trail)
+
 
 class Bcast(Expr):
     """A dense array broadcast over both vertex axes (a parameter; ``a[…]`` everywhere)."""
@@ -314,6 +292,9 @@ class Bcast(Expr):
         v = np.asarray(_host(value_of(self.value)))
         return v.reshape((1, 1) + v.shape)
 
+    def lower(self, b) -> int:
+        return b.op("param", (b.slot("param", self.value),), (), self.trail)
+
 
 class Const(Expr):
     """A Python number broadcast over every entry."""
@@ -330,6 +311,9 @@ class Const(Expr):
     def _dense(self):
         return np.full((1, 1), self.value)
 
+    def lower(self, b) -> int:
+        return b.op("const", (self.value,), (), ())
+
 
 class EdgeLeaf(Expr):
     """The values of an edge tensor ``E`` on its own pattern."""
@@ -339,6 +323,9 @@ class EdgeLeaf(Expr):
     def __init__(self, E):
         self.E = E
         self._init((), edge_dtype(E), pattern=E)
+
+    def lower(self, b) -> int:
+        return b.edges(self.E)
 
 
 class EdgeAttr(Expr):
@@ -354,6 +341,10 @@ class EdgeAttr(Expr):
         v = value_of(value)
         self._init(tuple(v.shape[1:]), v.dtype, pattern=features.pattern)
 
+    def lower(self, b) -> int:
+        b.check(self.pattern)
+        return b.op("eattr", (b.slot("eattr", self.value),), (), self.trail)
+
 
 def _feature_values(features: EdgeFeatures):
     """The values of ``features`` on the executor: inside a training-mode forward, for
@@ -362,8 +353,6 @@ def _feature_values(features: EdgeFeatures):
     computes."""
     s = current()
     if s is None:
-        from ..executors import get_executor
-
         return features.on(get_executor(None))
     hit = s.features.get(id(features))
     if hit is None:
@@ -393,12 +382,10 @@ def _channels_last(W):
 
 
 def _xp_of(x):
-    from .._validate import array_module_of
-
     return array_module_of(x)
 
 
-class Dropout(Expr):
+class EdgeDropout(Expr):
     """Counter-based dropout scales on A's pattern, one per edge and head: ``1/(1-p)`` where
     the hash :math:`u(\\kappa; h, i, j) \\ge p`, else 0 (:mod:`gblas_gnn.executors._random`:
     the same mask on every executor and grid); ``heads=None`` gives one scale per edge."""
@@ -408,6 +395,11 @@ class Dropout(Expr):
     def __init__(self, A, key: int, p: float, heads: int | None, dtype):
         self.key, self.p, self.heads = int(key), float(p), heads
         self._init(() if heads is None else (heads,), np.dtype(dtype), pattern=A)
+
+    def lower(self, b) -> int:
+        b.check(self.pattern)
+        key = b.key(np.uint64(self.key))
+        return b.op("dropout", (key, self.p, self.heads), (), self.trail)
 
 
 class Map(Expr):
@@ -429,6 +421,9 @@ class Map(Expr):
     def _dense(self):
         x = np.asarray(self.x._dense(), dtype=self.dtype or np.float64)
         return F.unary(np, self.fn, x, self.alpha)
+
+    def lower(self, b) -> int:
+        return b.op("map", (self.fn, self.alpha), (b.visit(self.x),), self.trail)
 
 
 class Zip(Expr):
@@ -458,6 +453,9 @@ class Zip(Expr):
         b = _align(np.asarray(self.b._dense(), dtype=dt), len(self.b.trail), n)
         return F.binary_forward(np, self.op, a, b)
 
+    def lower(self, b) -> int:
+        return b.op("zip", (self.op,), (b.visit(self.a), b.visit(self.b)), self.trail)
+
 
 class Sum(Expr):
     """The contraction of the last trailing axis: ``Σ_c x[i, j, …, c]``."""
@@ -477,6 +475,9 @@ class Sum(Expr):
 
     def _dense(self):
         return np.asarray(self.x._dense()).sum(axis=-1)
+
+    def lower(self, b) -> int:
+        return b.op("sum", (), (b.visit(self.x),), self.trail)
 
 
 class Expand(Expr):
@@ -499,6 +500,9 @@ class Expand(Expr):
     def _dense(self):
         return np.asarray(self.x._dense())[..., None]
 
+    def lower(self, b) -> int:
+        return b.op("expand", (), (b.visit(self.x),), self.trail)
+
 
 class Masked(Expr):
     """``A ⊙ x`` on A's stored entries (``structural``: A's pattern only, not its values)."""
@@ -512,6 +516,13 @@ class Masked(Expr):
     @property
     def children(self):
         return (self.x,)
+
+    def lower(self, b) -> int:
+        b.check(self.A)
+        inner = b.visit(self.x)
+        if self.structural:
+            return inner
+        return b.op("zip", ("mul",), (b.op("avals", (), (), ()), inner), self.trail)
 
 
 class Softmax(Expr):
@@ -533,6 +544,9 @@ class Softmax(Expr):
     def children(self):
         return (self.x,)
 
+    def lower(self, b) -> int:
+        return b.op("softmax", (), (b.visit(self.x),), self.trail)
+
 
 def _align(x, have: int, want: int):
     """A dense ``(R, C, *trail)`` array with ``want - have`` unit axes inserted after the
@@ -541,17 +555,11 @@ def _align(x, have: int, want: int):
 
 
 def _host(x):
-    from ..executors import to_numpy
-
     return to_numpy(x)
 
 
 def _same_pattern(p, q) -> bool:
-    if p is q:
-        return True
-    from ..executors.edges import same_pattern
-
-    return same_pattern(p, q)
+    return p is q or patterns_match(p, q)
 
 
 def _common_pattern(op: str, a: Expr, b: Expr):
@@ -606,8 +614,6 @@ def _finish(e: Expr):
     (an edge tensor); one with a heads axis stays lazy until an aggregation or reduction
     consumes it (no edge tensor holds several values per edge)."""
     if e.is_sparse and not e.trail and not in_scope():
-        from .sinks import materialize
-
         return materialize(e)
     return e
 
@@ -635,8 +641,6 @@ def _check_leaves_against(a: Expr, b: Expr) -> None:
 
 
 def _check_gathers(A, e: Expr, executor=None) -> None:
-    from ..executors import get_executor
-
     ex = get_executor(executor)
     rows, sources = ex.target_rows(A), ex.source_rows(A)
     for leaf in _leaves(e):
@@ -673,8 +677,6 @@ def rep(x, n: int | None = None) -> Gather:
     ``n`` is the number of columns (default ``len(x)``, a square tensor); ``np.asarray`` of a
     small one builds it densely.
     """
-    from .._validate import dense_vector
-
     if n is not None and (not isinstance(n, (int, np.integer)) or n < 0):
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
     if isinstance(x, Traced):
@@ -682,8 +684,6 @@ def rep(x, n: int | None = None) -> Gather:
             raise TypeError("rep() takes a vertex-indexed array (one row per vertex); "
                             "a parameter is used in an expression as it is")
         return Gather(x, "row", n)
-    from .._validate import array_module_of
-
     xp = array_module_of(x)
     if getattr(x, "ndim", 0) == 1:
         x = dense_vector(x, "x", xp=xp)
@@ -729,9 +729,36 @@ def factor(X) -> Factor:
         if X.ndim < 2:
             raise ValueError(f"factor() needs an (n, k) array, got shape {X.shape}")
         return Factor(X)
-    from .._validate import array_module_of, dense_matrix
-
     return Factor(dense_matrix(X, "X", xp=array_module_of(X)))
+
+
+def as_sparse(S, name: str = "S"):
+    """``S`` as a float sparse operand: an edge tensor (a ``scipy.sparse`` matrix or a
+    :class:`~gblas_gnn.Graph` is converted to a ``graphblas.Matrix``, and so is an
+    :class:`~gblas_gnn.executors.patterns.AdjacencyPattern`, built if it was not) or a sparse
+    expression."""
+    if isinstance(S, Graph):
+        return S.A
+    if isinstance(S, AdjacencyPattern):
+        return S.matrix
+    if isinstance(S, Expr):
+        if not S.is_sparse:
+            raise TypeError(f"{name} must be sparse: mask the virtual tensor first (A * expr)")
+        return S
+    if sp.issparse(S):
+        if S.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{name} must hold float32 or float64 values, got {S.dtype}")
+        S = gb.io.from_scipy_sparse(S.tocsr())
+    if type(S).__name__ in ("MatrixExpression", "TransposedMatrix", "MatrixEwiseMultExpr",
+                            "MatrixEwiseAddExpr") and hasattr(S, "new"):
+        S = S.new()                       # a graphblas expression such as ``A * 2.0``
+    if not is_edge_tensor(S):
+        raise TypeError(f"{name} must be a graphblas.Matrix or scipy.sparse matrix (or an "
+                        f"executor's edge tensor), got {type(S).__name__}")
+    if edge_dtype(S) not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must hold FP32 or FP64 values, got {edge_dtype(S)}")
+    return S
+
 
 
 def masked(A, expr, executor=None, structural: bool = False):
@@ -740,8 +767,6 @@ def masked(A, expr, executor=None, structural: bool = False):
 
     A's values multiply the result unless ``structural`` (``ops.structure(A) * expr``).
     """
-    from ..ops import as_sparse
-
     if not is_edge_tensor(A):
         A = as_sparse(A, "A")
     if not isinstance(expr, Expr) or isinstance(expr, Const):

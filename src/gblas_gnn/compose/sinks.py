@@ -9,13 +9,17 @@ the expression read (gathered rows and columns, parameters, the messages) come b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..executors import get_executor
-from .expr import Expr
-from .program import build
+from .lower import build
 from .tape import current
 from .traced import Traced, record, value_of
+
+if TYPE_CHECKING:
+    from .expr import Expr
 
 __all__ = ["run", "materialize"]
 

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from . import functions as F
+from ..ir import functions as F
 from .tape import Summed, current
 
-__all__ = ["Traced", "lift", "value_of", "is_traced", "record", "concat", "apply_unary",
-           "apply_binary", "VertexTranspose", "vertex_rows", "segment_linear"]
+__all__ = ["Lazy", "Traced", "ufunc_call", "lift", "value_of", "is_traced", "record", "concat",
+           "apply_unary", "apply_binary", "VertexTranspose", "vertex_rows", "segment_linear"]
 
 
 def is_traced(x) -> bool:
@@ -325,6 +325,14 @@ def concat(xs, axis: int = -1) -> Traced:
     return record(out, xs, vjp, vertex)
 
 
+class Lazy:
+    """Base of the lazy tensors (:class:`gblas_gnn.compose.expr.Expr`): a traced array's
+    operators and numpy ufuncs return ``NotImplemented`` for them, so the lazy operand
+    answers (a dense array never becomes lazy by itself)."""
+
+    __slots__ = ()
+
+
 class Traced:
     """A dense array of a composed forward: ``value`` (an array of the executor's array
     module), its tape ``node`` (None when nothing is recorded) and whether its axis 0 runs
@@ -418,9 +426,7 @@ class Traced:
         return apply_unary("neg", self)
 
     def __matmul__(self, o):
-        from .expr import Expr
-
-        if isinstance(o, Expr):
+        if isinstance(o, Lazy):
             return NotImplemented
         o = _as_traced(o)
         if o is NotImplemented or not isinstance(o, Traced):
@@ -489,7 +495,9 @@ class Traced:
 
     # ------------------------------------------------------------------ numpy functions
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _ufunc(ufunc, method, inputs, kwargs)
+        if any(isinstance(i, Lazy) for i in inputs):
+            return NotImplemented               # the lazy tensor answers
+        return ufunc_call(ufunc, method, inputs, kwargs, apply_unary, apply_binary)
 
 
 def _keeps_vertex_axis(idx: tuple, ndim: int) -> bool:
@@ -503,9 +511,7 @@ def _keeps_vertex_axis(idx: tuple, ndim: int) -> bool:
 
 
 def _dispatch_binary(op: str, a, b):
-    from .expr import Expr
-
-    if isinstance(a, Expr) or isinstance(b, Expr):
+    if isinstance(a, Lazy) or isinstance(b, Lazy):
         return NotImplemented
     return apply_binary(op, a, b)
 
@@ -545,19 +551,17 @@ UFUNC_BINARY = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_d
                 np.maximum: "maximum", np.minimum: "minimum"}
 
 
-def _ufunc(ufunc, method, inputs, kwargs) -> Any:
-    from .expr import Expr, expr_binary, expr_unary
-
+def ufunc_call(ufunc, method, inputs, kwargs, unary, binary) -> Any:
+    """A numpy ufunc call on traced arrays or lazy tensors as ``unary(fn, x)`` or
+    ``binary(op, a, b)`` of our function names (:data:`UFUNC_UNARY`, :data:`UFUNC_BINARY`);
+    ``TypeError`` for any other ufunc, method or keyword."""
     if method != "__call__" or kwargs:
         raise TypeError(f"numpy {ufunc.__name__}.{method} with {sorted(kwargs)} is not "
                         "supported on traced arrays; use gblas_gnn.ops")
-    lazy = any(isinstance(i, Expr) for i in inputs)
     if ufunc in UFUNC_UNARY and len(inputs) == 1:
-        fn = UFUNC_UNARY[ufunc]
-        return expr_unary(fn, inputs[0]) if lazy else apply_unary(fn, inputs[0])
+        return unary(UFUNC_UNARY[ufunc], inputs[0])
     if ufunc in UFUNC_BINARY and len(inputs) == 2:
-        op = UFUNC_BINARY[ufunc]
-        return expr_binary(op, *inputs) if lazy else apply_binary(op, *inputs)
+        return binary(UFUNC_BINARY[ufunc], *inputs)
     raise TypeError(f"numpy {ufunc.__name__} is not supported on traced arrays; the "
                     f"functions with a gradient are in gblas_gnn.ops "
                     f"({sorted(F.UNARY)} and {list(F.BINARY)})")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["erdos_renyi_edges", "erdos_renyi", "bernoulli_positions", "chunk_rows",
            "chunk_keys", "edge_probability", "fill_rng", "FILL_STREAM"]
 
-_BLOCK = 1 << 20
+RAW_BLOCK = 1 << 20
 _MAX_N = 1 << 31  # keeps n*(n-1) and the running gap sums inside int64
 _CHUNK_POSITIONS = 1 << 26
 #: the spawn key of the empty-row fill's generator (past any chunk id)
@@ -57,7 +57,7 @@ def bernoulli_positions(total: int, p: float, rng: np.random.Generator) -> np.nd
     chunks = []
     pos = -1  # position of the last success
     expected = total * p
-    block = int(min(_BLOCK, max(1024, expected + 6 * math.sqrt(expected) + 16)))
+    block = int(min(RAW_BLOCK, max(1024, expected + 6 * math.sqrt(expected) + 16)))
     while True:
         gaps = rng.geometric(p, size=block).astype(np.int64)
         np.cumsum(gaps, out=gaps)
@@ -67,7 +67,7 @@ def bernoulli_positions(total: int, p: float, rng: np.random.Generator) -> np.nd
             break
         chunks.append(gaps)
         pos = int(gaps[-1])
-        block = _BLOCK
+        block = RAW_BLOCK
     return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
 
 
@@ -109,7 +109,7 @@ def fill_rng(seed) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(FILL_STREAM,)))
 
 
-def _check_density(density: float, n: int) -> float:
+def check_density(density: float, n: int) -> float:
     if isinstance(density, bool) or not isinstance(density, numbers.Real):
         raise TypeError(f"density must be a real number, got {type(density).__name__}")
     rho = float(density)
@@ -181,7 +181,7 @@ def erdos_renyi_edges(
     n = check_int("n", n, 0)
     if n > _MAX_N:
         raise ValueError(f"n must be <= {_MAX_N}, got {n}")
-    rho = _check_density(density, n)
+    rho = check_density(density, n)
     idx_dtype = check_index_dtype(dtype_index, n)
     seed = check_seed(seed)
     if n < 2:

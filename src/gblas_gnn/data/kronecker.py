@@ -45,12 +45,12 @@ __all__ = ["kronecker_edges", "kronecker"]
 #: raw edges drawn per vectorised block.  Fixed (not a tuning knob) because the
 #: random stream is consumed block by block: the same seed gives the same graph only
 #: if the block size is the same.
-_BLOCK = 1 << 16
+RAW_BLOCK = 1 << 16
 _MAX_SCALE = 31
 _TWO32 = 1 << 32
 
 
-def _threshold(p: float) -> int:
+def threshold_u32(p: float) -> int:
     """Integer threshold ``T`` with ``P(u >= T) = 1 - p`` for ``u ~ U{0..2**32-1}``."""
     return min(int(round(p * _TWO32)), _TWO32)
 
@@ -62,7 +62,7 @@ def _ge(u: np.ndarray, thr: int, out: np.ndarray) -> None:
         np.greater_equal(u, np.uint32(thr), out=out)
 
 
-def _rmat_indices(
+def rmat_indices(
     u: np.ndarray, thr_a: int, thr_ab: int, thr_abc: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row and column index of R-MAT edges from per-level uniforms ``u`` (scale, cnt).
@@ -92,7 +92,7 @@ def _rmat_indices(
     return ii, jj
 
 
-def _uniform_u32(rng: np.random.Generator, count: int) -> np.ndarray:
+def uniform_u32(rng: np.random.Generator, count: int) -> np.ndarray:
     """``count`` uniform uint32 from the generator's raw 64-bit stream (low half first,
     independent of the platform's byte order)."""
     raw = rng.bit_generator.random_raw((count + 1) // 2)
@@ -199,17 +199,17 @@ def kronecker_edges(
     idx_dtype = check_index_dtype(dtype_index, n)
     rng = np.random.default_rng(check_seed(seed))
 
-    thr_a, thr_ab, thr_abc = (_threshold(t) for t in (a, a + b, a + b + c))
+    thr_a, thr_ab, thr_abc = (threshold_u32(t) for t in (a, a + b, a + b + c))
     m = edge_factor * n
     perm = rng.permutation(n).astype(np.int64)
     keys = np.empty(m, dtype=np.int64)
     filled = 0
     bar = work_bar(m, "kronecker", size=m, show=progress)
-    for start in range(0, m, _BLOCK):
-        cnt = min(_BLOCK, m - start)
+    for start in range(0, m, RAW_BLOCK):
+        cnt = min(RAW_BLOCK, m - start)
         bar.update(cnt)
-        u = _uniform_u32(rng, scale * cnt).reshape(scale, cnt)
-        i_, j_ = _rmat_indices(u, thr_a, thr_ab, thr_abc)
+        u = uniform_u32(rng, scale * cnt).reshape(scale, cnt)
+        i_, j_ = rmat_indices(u, thr_a, thr_ab, thr_abc)
         del u
         # the R-MAT matrix is the adjacency itself: row bit -> row of A (target),
         # column bit -> column (source).  With b == c (the default) the law is

@@ -3,7 +3,7 @@ adjacency entries are grouped in T×T tiles, so that a rank of a grid reads its 
 nothing else.
 
 The vertices, in *position* order (their ids, or with ``relabel`` the order in which
-:func:`gblas_gnn.dist.graph.partition` deals them out), are cut into T ranges
+:func:`gblas_gnn.data.partition.partition` deals them out), are cut into T ranges
 ``[⌊jn/T⌋, ⌊(j+1)n/T⌋)``; tile ``(i, j)`` holds the entries whose row is in range i and
 column in range j. A q×q grid cuts the same positions at ``⌊xn/q⌋``: when q divides T these
 cuts are tile cuts, so rank (x, y) reads exactly the tiles of its block, one contiguous span
@@ -102,7 +102,7 @@ def write_tiled_npz(out: Path, n: int, entries: Callable[[], Iterator[tuple]], *
         T (default :func:`default_tiles` of the entries).
     relabel, relabel_seed : bool, int
         Lay the tiles out for grids run with ``--relabel`` (positions from
-        :func:`gblas_gnn.dist.graph.relabel_order`).
+        :func:`gblas_gnn.data.partition.relabel_order`).
     weighted : bool
         Keep values (summed over duplicates); otherwise duplicates merge into one entry of
         value 1 and no ``data`` member is written.
@@ -147,7 +147,7 @@ def write_tiled_npz(out: Path, n: int, entries: Callable[[], Iterator[tuple]], *
 def _positions(n: int, relabel: bool, seed: int) -> np.ndarray | None:
     if not relabel:
         return None
-    from ..dist.graph import relabel_order
+    from .partition import relabel_order
 
     position = np.empty(n, np.int64)
     position[relabel_order(n, seed)] = np.arange(n)

@@ -17,8 +17,9 @@ communication volume are in ``docs/design.md`` ("Distribution").
 
 from __future__ import annotations
 
+from ..data.partition import partition
 from .executor import DistExecutor
-from .graph import Block, DistDataset, DistGraph, partition
+from .graph import Block, DistDataset, DistGraph
 from .grid import Grid, GridError
 from .hetero import DistHeteroGraph
 

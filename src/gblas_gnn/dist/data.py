@@ -30,7 +30,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._io import map_npz
-from .graph import DistDataset, DistGraph, partition
+from ..data.partition import partition
+from .graph import DistDataset, DistGraph
 from .grid import Grid
 
 __all__ = ["read_npz_block", "load_dataset", "CHUNK"]

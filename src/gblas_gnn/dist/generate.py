@@ -29,17 +29,21 @@ import scipy.sparse as sp
 from .._progress import ticking, work_bar
 from ..data._edges import check_int, check_seed
 from ..data.erdos_renyi import (
-    _check_density,
+    check_density,
     chunk_keys,
     chunk_rows,
     edge_probability,
     fill_rng,
 )
-from ..data.kronecker import _BLOCK, _rmat_indices, _threshold, _uniform_u32, check_arguments
-from .graph import DistGraph, partition
+from ..data.kronecker import RAW_BLOCK, check_arguments, rmat_indices, threshold_u32, uniform_u32
+from ..data.partition import partition
 from .grid import Grid
 
-__all__ = ["kronecker", "erdos_renyi"]
+__all__ = ["kronecker", "erdos_renyi", "Blocks"]
+
+#: what a generator hands :meth:`gblas_gnn.dist.DistGraph.from_blocks`: the vertex count,
+#: the q parts, this rank's block (local ids, unit values) and the dtype
+Blocks = tuple[int, list[np.ndarray], sp.csr_matrix, np.dtype]
 
 
 class _Owners:
@@ -65,8 +69,8 @@ def _route(grid: Grid, owners: _Owners, keys: np.ndarray, label: str) -> np.ndar
 
 
 def _blocks(grid: Grid, owners: _Owners, keys: np.ndarray,
-            fill: np.random.Generator | None, symmetric: bool, dtype) -> DistGraph:
-    """The :class:`DistGraph` of this rank's edge keys (``dst * n + src``, every key already
+            fill: np.random.Generator | None, symmetric: bool, dtype) -> Blocks:
+    """The :class:`Blocks` of this rank's edge keys (``dst * n + src``, every key already
     on its block's owner): duplicates merged, then the empty rows filled with one edge each
     from ``fill`` (None: no fill), unit values."""
     n, parts = owners.n, owners.parts
@@ -78,7 +82,7 @@ def _blocks(grid: Grid, owners: _Owners, keys: np.ndarray,
     block = sp.csr_matrix((np.ones(keys.size, dtype),
                            (np.searchsorted(rows, dst), np.searchsorted(cols, src))),
                           shape=(rows.size, cols.size))
-    return DistGraph.from_blocks(grid, n, parts, block, dtype=dtype)
+    return n, parts, block, np.dtype(dtype)
 
 
 def _fill(grid: Grid, owners: _Owners, keys, rng, symmetric: bool) -> np.ndarray:
@@ -104,7 +108,7 @@ def _fill(grid: Grid, owners: _Owners, keys, rng, symmetric: bool) -> np.ndarray
 def kronecker(grid: Grid, scale: int, edge_factor: int = 16, *, a: float = 0.57,
               b: float = 0.19, c: float = 0.19, seed: int = 0, symmetric: bool = False,
               fill_empty_rows: bool = True, relabel: bool = False, relabel_seed: int = 0,
-              dtype=np.float32, progress: bool | None = None) -> DistGraph:
+              dtype=np.float32, progress: bool | None = None) -> Blocks:
     """This rank's block of :func:`gblas_gnn.data.kronecker` with the same arguments,
     generated in place (see the module docstring). ``relabel`` spreads the vertices over the
     blocks by a seeded permutation (load balance; the graph is the same). ``progress``: rank
@@ -114,9 +118,9 @@ def kronecker(grid: Grid, scale: int, edge_factor: int = 16, *, a: float = 0.57,
     rng = np.random.default_rng(check_seed(seed))
     perm = rng.permutation(n).astype(np.int64)
     start_state = rng.bit_generator.state
-    thr = [_threshold(t) for t in (a, a + b, a + b + c)]
+    thr = [threshold_u32(t) for t in (a, a + b, a + b + c)]
     m = edge_factor * n
-    block = _BLOCK
+    block = RAW_BLOCK
     parts = partition(n, grid.q, relabel, relabel_seed)
     owners = _Owners(n, parts, grid.q)
     received = []
@@ -128,9 +132,9 @@ def kronecker(grid: Grid, scale: int, edge_factor: int = 16, *, a: float = 0.57,
         count = min(block, m - t * block)
         bitgen.state = start_state
         bitgen.advance(t * ((scale * block + 1) // 2))      # the draws of blocks 0..t-1
-        u = _uniform_u32(np.random.Generator(bitgen), scale * count).reshape(scale,
+        u = uniform_u32(np.random.Generator(bitgen), scale * count).reshape(scale,
                                                                                   count)
-        i_, j_ = _rmat_indices(u, *thr)
+        i_, j_ = rmat_indices(u, *thr)
         dst, src = perm[i_], perm[j_]
         keep = src != dst
         dst, src = dst[keep], src[keep]
@@ -158,11 +162,11 @@ def kronecker(grid: Grid, scale: int, edge_factor: int = 16, *, a: float = 0.57,
 
 def erdos_renyi(grid: Grid, n: int, density: float, *, seed: int = 0, symmetric: bool = False,
                 fill_empty_rows: bool = True, relabel: bool = False, relabel_seed: int = 0,
-                dtype=np.float32, progress: bool | None = None) -> DistGraph:
+                dtype=np.float32, progress: bool | None = None) -> Blocks:
     """This rank's block of :func:`gblas_gnn.data.erdos_renyi` with the same arguments,
     generated in place (see the module docstring; ``progress`` as for :func:`kronecker`)."""
     n = check_int("n", n, 0)
-    rho = _check_density(density, n)
+    rho = check_density(density, n)
     seed = check_seed(seed)
     parts = partition(n, grid.q, relabel, relabel_seed)
     owners = _Owners(n, parts, grid.q)

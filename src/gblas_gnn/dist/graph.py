@@ -24,40 +24,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validate import float_dtype, widening
+from ..data.partition import partition, relabel_order
 from ..edge_attr import EdgeFeatures, check_fill_value, fill_key, with_loops
-from ..executors.base import EdgeTensorBase
-from ..executors.edges import edge_dtype
+from ..executors.edges import EdgeTensorBase, StructuralMask, edge_dtype
 from ..executors.patterns import AdjacencyPattern, CSRPattern, graphblas_of
 from ..graph import as_graph, self_looped_matrix
 from ..relations import NO_RELATIONS, check_relation
+from . import generate
 from .grid import Grid
 
 __all__ = ["Block", "DistDataset", "DistGraph", "partition", "relabel_order"]
-
-
-#: the relabelling permutation's own stream (``SeedSequence((seed, RELABEL_STREAM))``): a
-#: generator seeded with the same integer draws its vertex permutation from
-#: ``default_rng(seed)`` (the Kronecker generator does), and splitting by that very
-#: permutation would put R-MAT's quadrants back on the blocks (seen: block sizes in the
-#: ratio a : b : c : d, an imbalance of 2.2 on a 2×2 grid)
-RELABEL_STREAM = 0x7E1ABE1
-
-
-def partition(n: int, q: int, relabel: bool = False, seed: int = 0) -> list[np.ndarray]:
-    """The q vertex parts (sorted int64 id arrays): contiguous ranges of sizes differing by
-    at most one, or — with ``relabel`` — the same sizes over a seeded random permutation
-    (drawn from its own stream, :data:`RELABEL_STREAM`)."""
-    starts = [(i * n) // q for i in range(q + 1)]
-    if not relabel:
-        return [np.arange(starts[i], starts[i + 1], dtype=np.int64) for i in range(q)]
-    order = relabel_order(n, seed)
-    return [np.sort(order[starts[i]:starts[i + 1]]).astype(np.int64) for i in range(q)]
-
-
-def relabel_order(n: int, seed: int = 0) -> np.ndarray:
-    """The vertices in the order ``partition(..., relabel=True, seed=seed)`` deals them out:
-    part i of q holds ``order[(i n) // q : ((i + 1) n) // q]`` (sorted)."""
-    return np.random.default_rng(np.random.SeedSequence((seed, RELABEL_STREAM))).permutation(n)
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,9 +61,7 @@ class Block:
     def S(self):
         """The block's pattern without its values: ``A.S * expr``, as for a
         ``graphblas.Matrix`` (:func:`gblas_gnn.ops.structure`)."""
-        from ..compose.expr import Structure
-
-        return Structure(self)
+        return StructuralMask(self)
 
 
 EdgeTensorBase.register(Block)            # the edge-tensor protocol (executors.edges)
@@ -191,17 +165,13 @@ class DistGraph:
         :func:`gblas_gnn.data.kronecker` with the same arguments, generated in place: no rank
         holds the whole edge list (:mod:`gblas_gnn.dist.generate`); ``relabel=True`` spreads
         the vertices over the blocks."""
-        from .generate import kronecker
-
-        return kronecker(grid, scale, edge_factor, **kw)
+        return cls.from_blocks(grid, *generate.kronecker(grid, scale, edge_factor, **kw))
 
     @classmethod
     def erdos_renyi(cls, grid: Grid, n: int, density: float, **kw) -> DistGraph:
         """This rank's block of :func:`gblas_gnn.data.erdos_renyi` with the same arguments,
         generated in place."""
-        from .generate import erdos_renyi
-
-        return erdos_renyi(grid, n, density, **kw)
+        return cls.from_blocks(grid, *generate.erdos_renyi(grid, n, density, **kw))
 
     # ------------------------------------------------------------------ properties
     @property

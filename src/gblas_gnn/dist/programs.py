@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compose.plan import EXTREME, Plan, fusable, plan
 from ..executors.alignment import aligned_empty
 from ..executors.cpu import programs as cpu
+from ..ir.plan import EXTREME, Plan, fusable, plan
 
 __all__ = ["runs", "forward", "backward"]
 

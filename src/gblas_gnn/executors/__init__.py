@@ -4,14 +4,14 @@ name in a registry.
 ================  =====================================================  ==================
 name              what                                                   where
 ================  =====================================================  ==================
-``cpu``           python-graphblas + numba on one process (the default)  eager
-``primitives``    the cpu executor without fused kernels (a reference)   eager
+``cpu``           python-graphblas + numba on one process (the default)  ``.cpu``
+``primitives``    the cpu executor without fused kernels (a reference)   ``.primitives``
 ``cuda``          Numba CUDA kernels on one GPU                           ``gblas_gnn.gpu``
 ``dist``          a √p×√p MPI grid over ``COMM_WORLD``                    ``gblas_gnn.dist``
 ================  =====================================================  ==================
 
-``get_executor(name)`` builds an executor once per name (``cuda`` and ``dist`` import their
-package on first use); ``register(name, factory)`` adds one. Every layer, model, trainer and
+``get_executor(name)`` builds an executor once per name (each imports its package on first
+use); ``register(name, factory)`` adds one. Every layer, model, trainer and
 ``gg.ops`` function takes ``executor=`` as a name, an instance or ``None``: the default
 executor, ``cpu`` unless :func:`set_default` (or the :func:`default` context) names another —
 ``python -m pytest --executor NAME`` runs the test suite that way.
@@ -25,12 +25,16 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..semirings.core import install_executor_resolver
 from .base import AGGREGATIONS, AggregateContext, Executor
-from .cpu import CPUExecutor
-from .primitives import PrimitivesExecutor
 
-__all__ = ["AGGREGATIONS", "AggregateContext", "Executor", "CPUExecutor", "PrimitivesExecutor",
-           "default", "get_executor", "names", "register", "set_default", "to_numpy"]
+__all__ = ["AGGREGATIONS", "AggregateContext", "Executor", "default", "get_executor", "names",
+           "register", "set_default", "to_numpy"]
+
+#: executor classes also reachable here (``executors.CPUExecutor``), imported on first use like
+#: their executors: the registry itself loads no implementation
+_LAZY_CLASSES = {"CPUExecutor": "gblas_gnn.executors.cpu",
+                 "PrimitivesExecutor": "gblas_gnn.executors.primitives"}
 
 _FACTORIES: dict[str, Callable[[], Executor]] = {}
 _INSTANCES: dict[str, Executor] = {}
@@ -109,7 +113,15 @@ def to_numpy(x) -> np.ndarray:
     return np.asarray(x)
 
 
-register("cpu", CPUExecutor)
-register("primitives", PrimitivesExecutor)
+def __getattr__(name: str):
+    module = _LAZY_CLASSES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+register("cpu", _lazy("gblas_gnn.executors.cpu", "CPUExecutor"))
+register("primitives", _lazy("gblas_gnn.executors.primitives", "PrimitivesExecutor"))
 register("cuda", _lazy("gblas_gnn.gpu", "default_executor"))
 register("dist", _lazy("gblas_gnn.dist", "default_executor"))
+install_executor_resolver(get_executor)

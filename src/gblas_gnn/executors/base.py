@@ -66,22 +66,21 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from .. import semirings
+from ..semirings.aggregations import AGGREGATIONS, check_aggregation, is_named
 from . import _random
 from .contexts import AggregateContext, MeanContext
 
 if TYPE_CHECKING:
     import graphblas as gb
 
-    from ..compose.program import Program
+    from ..ir.program import Program
     from ..semirings import Semiring
     from .edges import EdgeTensor
 
 __all__ = ["AGGREGATIONS", "CORE_TIER", "PROCESS_TIER", "DEFAULT_TIER", "Executor",
-           "EdgeTensorBase", "EdgeTensorOnPattern", "DenseArray", "Lowering",
-           "AggregateContext", "MeanContext", "check_aggregation", "is_named"]
-
-#: the aggregations with a backward; any other ``aggr`` is a semiring (forward only)
-AGGREGATIONS = ("sum", "max", "min", "mean")
+           "DenseArray", "Lowering", "AggregateContext", "MeanContext", "check_aggregation",
+           "is_named"]
 
 Reduce = Literal["sum", "max", "min"]
 ScaleOp = Literal["times", "div", "plus", "minus"]
@@ -145,72 +144,6 @@ def _unary(xp, fn: str, x, alpha):
     if fn == "leaky_relu":
         return xp.where(x > 0, x, x * a)
     raise ValueError(f"unknown edge-wise function {fn!r}")
-
-
-def is_named(aggr: Any) -> bool:
-    """True for the aggregations with a backward (:data:`AGGREGATIONS`)."""
-    return isinstance(aggr, str) and aggr in AGGREGATIONS
-
-
-def check_aggregation(aggr: Any) -> Any:
-    """``aggr`` if it is a named aggregation or a registered semiring (name or object);
-    ``ValueError`` otherwise (before any work)."""
-    if is_named(aggr):
-        return aggr
-    from .. import semirings
-    try:
-        semirings.get(aggr)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"unknown aggregation {aggr!r}: use one of {AGGREGATIONS} or a "
-                         f"semiring from gblas_gnn.semirings {semirings.names()}") from exc
-    return aggr
-
-
-class EdgeTensorBase(ABC):
-    """An edge tensor of an executor that does not store it as a ``graphblas.Matrix`` (the
-    ``cuda`` executor's device edge tensors): one value per stored edge of a pattern, with
-    the matrix's shape and value type. :meth:`Executor.to_graphblas` makes a host
-    ``graphblas.Matrix`` of it."""
-
-    @property
-    @abstractmethod
-    def nrows(self) -> int:
-        """Rows (targets) of the pattern."""
-
-    @property
-    @abstractmethod
-    def ncols(self) -> int:
-        """Columns (sources) of the pattern."""
-
-    @property
-    @abstractmethod
-    def nvals(self) -> int:
-        """Stored edges."""
-
-    @property
-    @abstractmethod
-    def dtype(self) -> np.dtype:
-        """The values' numpy dtype."""
-
-
-class EdgeTensorOnPattern(EdgeTensorBase):
-    """An edge tensor whose shape is that of its ``pattern`` (an object with ``nrows``,
-    ``ncols`` and ``nnz``: a host or device CSR pattern)."""
-
-    __slots__ = ()
-    pattern: Any
-
-    @property
-    def nrows(self) -> int:
-        return self.pattern.nrows
-
-    @property
-    def ncols(self) -> int:
-        return self.pattern.ncols
-
-    @property
-    def nvals(self) -> int:
-        return self.pattern.nnz
 
 
 #: ``spmm(S, H)`` (or ``spmm_t``) of one semiring on one executor
@@ -539,8 +472,6 @@ class Executor(ABC):
         """How this executor runs ``semiring`` (a name or a
         :class:`~gblas_gnn.semirings.Semiring`): a registered lowering for its name, else
         :meth:`generic_lowering`; built once per executor and semiring."""
-        from .. import semirings
-
         sr = semirings.get(semiring)
         cache = self.__dict__.setdefault("_lowering_cache", {})
         hit = cache.get(id(sr))
@@ -579,21 +510,21 @@ class Executor(ABC):
     # ------------------------------------------------------------------ edge programs
     def program_forward(self, program: Program, keep: bool
                         ) -> tuple[DenseArray | list[EdgeTensor], Any]:
-        """Run an edge program (:mod:`gblas_gnn.compose.program`): a sparse expression on
+        """Run an edge program (:mod:`gblas_gnn.ir.program`): a sparse expression on
         A's pattern and the sink that consumes it. Returns ``(out, ctx)``, ``ctx`` None
         unless ``keep``; ``out`` may be an array ``ctx`` holds (the caller copies it before
         handing it to a user who may write into it:
         :meth:`gblas_gnn.compose.tape.Scope.released`). The default is the reference lowering
-        written with this interface (:mod:`gblas_gnn.compose.reference`); an executor may
+        written with this interface (:mod:`gblas_gnn.ir.reference`); an executor may
         compile programs into fused kernels that give the same result."""
-        from ..compose import reference
+        from ..ir import reference
 
         return reference.forward(self, program, keep)
 
     def program_backward(self, ctx: Any, dout: Any) -> list[Any]:
         """The cotangents of a program's operands (None where there is none) for the
         cotangent ``dout`` of its output."""
-        from ..compose import reference
+        from ..ir import reference
 
         return reference.backward(self, ctx, dout)
 
@@ -729,8 +660,6 @@ class Executor(ABC):
         ``semiring`` holds only for nonnegative edge weights (``avg``) and ``S`` has a
         negative one; on a multi-process executor in every process (a weight of one block
         stops the whole grid). Every product over such a semiring checks here."""
-        from .. import semirings
-
         sr = semirings.get(semiring)
         if not sr.nonnegative_weights:
             return

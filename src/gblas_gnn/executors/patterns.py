@@ -32,7 +32,7 @@ import numpy as np
 from graphblas import Matrix
 from numpy.typing import DTypeLike
 
-from .base import EdgeTensorOnPattern
+from .edges import EdgeTensorOnPattern
 
 __all__ = ["CHUNK_NNZ", "AdjacencyPattern", "CSRPattern", "MatrixCache", "balanced_bounds",
            "csr_arrays", "csr_of", "csr_view", "graphblas_of", "index_dtype", "unsigned_view"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..compose.plan import Plan
+    from ..ir.plan import Plan
     from .base import DenseArray
 
 __all__ = ["ProgramBuffers", "ProgramContext", "finish_grads", "aggregate_output"]

@@ -1,6 +1,6 @@
 """Every kernel of the ``cuda`` executor with the argument types it is launched with: the
 hand-written ones (:data:`KERNELS`) and those generated for a representative set of
-formulations (:func:`all_kernels`).
+formulations (:func:`gblas_gnn.gpu._program_catalogue.all_kernels`).
 
 The executor launches each kernel with C-contiguous device arrays of one float type ``F``
 (float32 or float64) and one index type ``I`` (int32, or int64 for patterns with 2³¹ or
@@ -21,7 +21,7 @@ from . import _edge_kernels as edge
 from . import _semiring_kernels as srk
 from . import _sparse_kernels as sparse
 
-__all__ = ["KernelSpec", "KERNELS", "all_kernels", "spec_id", "variants", "contiguous"]
+__all__ = ["KernelSpec", "KERNELS", "spec_id", "variants", "contiguous"]
 
 
 @dataclass(frozen=True)
@@ -89,14 +89,6 @@ def _specs() -> list[KernelSpec]:
 
 #: every hand-written kernel of the executor
 KERNELS: list[KernelSpec] = _specs()
-
-
-def all_kernels() -> list[KernelSpec]:
-    """The hand-written kernels and the generated kernels of the representative
-    formulations (:mod:`._program_catalogue`)."""
-    from ._program_catalogue import program_specs
-
-    return [*KERNELS, *program_specs()]
 
 
 def spec_id(spec: KernelSpec) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..executors.base import EdgeTensorOnPattern
+from ..executors.edges import EdgeTensorOnPattern
 from ..executors.patterns import CSRPattern, index_dtype
 
 __all__ = ["DevicePattern", "EdgeTensor", "index_dtype"]

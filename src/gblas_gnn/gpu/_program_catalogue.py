@@ -21,16 +21,16 @@ import numpy as np
 from numba import float32, float64, int64, uint64
 
 from .. import nn
-from ..compose.plan import fusable, plan
-from ..compose.program import Structure
-from ..executors import PrimitivesExecutor
+from ..executors.primitives import PrimitivesExecutor
 from ..graph import Graph
 from ..hetero import HeteroGraph
-from ._catalogue import KernelSpec, contiguous
+from ..ir.plan import fusable, plan
+from ..ir.program import Structure
+from ._catalogue import KERNELS, KernelSpec, contiguous
 from ._program_kernels import kernels
 from ._program_source import kernel_arguments
 
-__all__ = ["FORMULATIONS", "structures", "argument_type", "program_specs"]
+__all__ = ["FORMULATIONS", "structures", "argument_type", "program_specs", "all_kernels"]
 
 
 #: the formulations whose kernels are catalogued: name -> layer(dtype, executor)
@@ -78,7 +78,7 @@ def structures(name: str, dtype: str) -> tuple[Structure, ...]:
 
 def argument_type(name: str, structure: Structure, F, I):
     """The numba type a launch gives the kernel argument ``name`` (see
-    :mod:`gblas_gnn.compose.kernel_args` for the names), for float type ``F`` and index
+    :mod:`gblas_gnn.codegen.kernel_args` for the names), for float type ``F`` and index
     type ``I``: C-contiguous arrays, ``phase`` an integer."""
     stem, slot = re.fullmatch(r"([A-Za-z]+?)(\d*)", name).groups()
     roles = structure.roles
@@ -124,3 +124,9 @@ def program_specs() -> tuple:
                     specs.append(KernelSpec(f"{name}:{kernel}", getattr(mod, kernel), "group",
                                             _typer(s, names), float_types=(F,)))
     return tuple(specs)
+
+
+def all_kernels() -> list[KernelSpec]:
+    """The hand-written kernels and the generated kernels of the representative
+    formulations (:func:`program_specs`)."""
+    return [*KERNELS, *program_specs()]

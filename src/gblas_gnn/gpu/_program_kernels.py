@@ -2,7 +2,7 @@
 on disk by the structure's kernel signature, beside the cpu executor's generated modules:
 ``<cpu cache>/../cuda_kernels`` (``~/.cache/gblas_gnn/cuda_kernels`` by default; the cpu
 folder moves with ``$GBLAS_GNN_KERNEL_CACHE``, and this one with it:
-:func:`gblas_gnn.compose.kernel_cache.cache_dir`). On a GPU numba-cuda's
+:func:`gblas_gnn.codegen.kernel_cache.cache_dir`). On a GPU numba-cuda's
 own cache (``cache=True``) keeps the compiled kernels beside the source; the simulator
 interprets the same source.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from ..compose.kernel_cache import cache_dir as _cache_dir
-from ..compose.kernel_cache import load_module
-from ..compose.kernel_cache import signature_key as _signature_key
-from ..compose.plan import Plan
+from ..codegen.kernel_cache import cache_dir as _cache_dir
+from ..codegen.kernel_cache import load_module
+from ..codegen.kernel_cache import signature_key as _signature_key
+from ..ir.plan import Plan
 from ._program_source import source
 
 __all__ = ["kernels", "signature_key", "cache_dir", "GENERATOR_VERSION"]
@@ -30,7 +30,7 @@ def cache_dir() -> Path:
 
 
 def signature_key(p: Plan) -> str:
-    """The module name of ``p``'s kernels (:func:`gblas_gnn.compose.kernel_cache.
+    """The module name of ``p``'s kernels (:func:`gblas_gnn.codegen.kernel_cache.
     signature_key`)."""
     return _signature_key(p, GENERATOR_VERSION, prefix="cuda_")
 

@@ -1,18 +1,18 @@
-r"""The source of the numba-cuda kernels of an edge program (:mod:`gblas_gnn.compose.plan`).
+r"""The source of the numba-cuda kernels of an edge program (:mod:`gblas_gnn.ir.plan`).
 
 The kernels run the plan's passes as *group kernels* (:mod:`._lanes`): a lane group owns a
 row (the row passes) or a column (the column passes) in a grid-stride loop, and its lanes
 share the item's work in one of two ways, chosen per piece of the pass:
 
 * **lanes over edges** — each lane takes every ``LANES``-th edge of the row and runs the
-  scalar code of :mod:`gblas_gnn.compose.scalar` for it alone: the softmax stages (scores,
+  scalar code of :mod:`gblas_gnn.codegen.scalar` for it alone: the softmax stages (scores,
   row maximum and sum by :func:`~._lanes.group_max` / :func:`~._lanes.group_sum`,
   normalisation), the root's weight at every edge, row reductions, per-edge cotangents
   that need no accumulation;
 * **lanes together** — the lanes take the item's edges one at a time, all on the same
   edge: feature vectors are split over the lanes (a message's axpy, ``⟨dZ_i, X_j⟩`` by
   :func:`~._lanes.group_sum`, as in the hand-written SpMM and SDDMM kernels), and so is a
-  contraction's channel loop in the scalar code (:meth:`~gblas_gnn.compose.scalar.Leaves.
+  contraction's channel loop in the scalar code (:meth:`~gblas_gnn.codegen.scalar.Leaves.
   channel_range`); this is where the reverse mode accumulates into a row's or a column's
   gradients: a gradient indexed by a lane's channel is that lane's to update, any other one
   is updated by one lane (every lane holds the same value): the lane that owns its last
@@ -23,7 +23,7 @@ deterministic. Per-edge buffers (softmax values ``S<k>``, cotangents, weights) a
 head-major ``(heads, nnz)``, so lanes over edges read and write them coalesced. A lane
 reads what another lane wrote only after :func:`~._lanes.group_sync`.
 
-Kernels (argument lists as the cpu generator's, :mod:`gblas_gnn.compose.kernel_args`; an
+Kernels (argument lists as the cpu generator's, :mod:`gblas_gnn.codegen.kernel_args`; an
 aggregation also keeps its weights ``W``, which its backward reads):
 
 * ``forward``: the row pass, in phases (``phase`` ``-1`` runs all of them);
@@ -31,7 +31,7 @@ aggregation also keeps its weights ``W``, which its backward reads):
   ``row_columns`` (strategy ``"row"``).
 
 The skeleton of those passes is the cpu generator's too
-(:class:`gblas_gnn.compose.kernel_source.ProgramSource`); this module says how a lane group
+(:class:`gblas_gnn.codegen.kernel_source.ProgramSource`); this module says how a lane group
 runs it (the loops, the group reductions, the writes of lane 0, the barriers) and writes the
 pieces where a group works differently from one thread (the sinks, the column strategy).
 """
@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import re
 
-from ..compose.kernel_args import ArrayLeaves
-from ..compose.kernel_source import ProgramSource, column_edge
-from ..compose.plan import BY_ROW, EXTREME, Plan, head_index, leaf_kinds
-from ..compose.scalar import Block, Scope
+from ..codegen.kernel_args import ArrayLeaves
+from ..codegen.kernel_source import ProgramSource, column_edge
+from ..codegen.scalar import SourceBlock, ValueScope
+from ..ir.plan import BY_ROW, EXTREME, Plan, head_index, leaf_kinds
 
 __all__ = ["source", "kernel_arguments", "EXTREME"]
 
@@ -62,7 +62,7 @@ from gblas_gnn.gpu._lanes import (group, group_max, group_min, group_sum, group_
 
 _JIT = "@cuda.jit(cache=True)"
 _GROUP_REDUCE = {"sum": "group_sum", "max": "group_max", "min": "group_min"}
-#: a channel loop's variable (``c``, ``c81``: :meth:`Block.fresh`'s names for channels)
+#: a channel loop's variable (``c``, ``c81``: :meth:`SourceBlock.fresh`'s names for channels)
 _CHANNEL = re.compile(r"c\d*")
 #: the loop of each lane over its own edges of row ``i``
 _LANE_EDGES = "for p in range(lo + ln, hi, LANES):"
@@ -131,7 +131,7 @@ class _Generator(ProgramSource):
     def leaves(self, accumulate: set[str], together: bool) -> _Leaves:
         return _Leaves(self.p, accumulate, together)
 
-    def _def(self, out: Block, name: str, *extra: str) -> Block:
+    def _def(self, out: SourceBlock, name: str, *extra: str) -> SourceBlock:
         args = ("indptr", "indices", "colptr", "perm", "crow", "rid", "cid", "AV",
                 *self.layout.operands, *(f"S{k}" for k in self.p.softmaxes), *extra)
         self.arguments[name] = args
@@ -144,21 +144,21 @@ class _Generator(ProgramSource):
         return body
 
     @staticmethod
-    def _items(body: Block, var: str, ptr: str) -> Block:
+    def _items(body: SourceBlock, var: str, ptr: str) -> SourceBlock:
         body.emit(f"for {var} in range(group(), {ptr}.shape[0] - 1, groups()):")
         return body.nested()
 
-    def _rows(self, body: Block) -> Block:
+    def _rows(self, body: SourceBlock) -> SourceBlock:
         row = self._items(body, "i", "indptr")
         row.emit("lo = indptr[i]")
         row.emit("hi = indptr[i + 1]")
         return row
 
-    def _cols(self, body: Block) -> Block:
+    def _cols(self, body: SourceBlock) -> SourceBlock:
         return self._items(body, "j", "colptr")
 
     @staticmethod
-    def _edges(row: Block, lanes: bool) -> Block:
+    def _edges(row: SourceBlock, lanes: bool) -> SourceBlock:
         """A loop over the edges ``(i, j)`` of row ``i``: each lane over its own
         (``lanes``), or all lanes together over every one."""
         row.emit(_LANE_EDGES if lanes else "for p in range(lo, hi):")
@@ -167,12 +167,12 @@ class _Generator(ProgramSource):
         return e
 
     @staticmethod
-    def _features(block: Block, size: str) -> Block:
+    def _features(block: SourceBlock, size: str) -> SourceBlock:
         """A loop of each lane over its share of ``size`` feature columns ``c``."""
         block.emit(f"for c in range(ln, {size}, LANES):")
         return block.nested()
 
-    def _dot(self, block: Block, a: str, b: str, name: str) -> None:
+    def _dot(self, block: SourceBlock, a: str, b: str, name: str) -> None:
         """``name = ⟨a, b⟩`` over the last axis (``a``, ``b``: 2-index prefixes such as
         ``dZ[i, hh``), split over the lanes."""
         block.emit(f"{name} = {self.zero}")
@@ -181,19 +181,19 @@ class _Generator(ProgramSource):
         block.emit(f"{name} = group_sum({name})")
 
     @staticmethod
-    def _once(block: Block, line: str) -> None:
+    def _once(block: SourceBlock, line: str) -> None:
         block.emit("if ln == 0:")
         block.nested().emit(line)
 
     @staticmethod
-    def _combine(block: Block, var: str, op: str) -> None:
+    def _combine(block: SourceBlock, var: str, op: str) -> None:
         block.emit(f"{var} = {_GROUP_REDUCE[op]}({var})")
 
     @staticmethod
-    def _sync(block: Block) -> None:
+    def _sync(block: SourceBlock) -> None:
         block.emit("group_sync()")
 
-    def _phase(self, row: Block, number: int) -> Block:
+    def _phase(self, row: SourceBlock, number: int) -> SourceBlock:
         # a phase reads what the lanes wrote in the earlier ones only after a group barrier
         body = super()._phase(row, number)
         if number:
@@ -213,7 +213,7 @@ class _Generator(ProgramSource):
         return ("Z", "W", "ARG") if self.aggr in EXTREME else ("Z", "W")
 
     # ------------------------------------------------------------------ forward
-    def _final(self, row: Block) -> None:
+    def _final(self, row: SourceBlock) -> None:
         """The root at every edge of the row (lanes over edges) and the sink."""
         kind = self.sink[0]
         if kind == "aggregate":
@@ -241,7 +241,7 @@ class _Generator(ProgramSource):
         self._once(head, "OUT[i, hh] = acc" if op == "sum" else
                     f"OUT[i, hh] = acc if hi > lo else {self.zero}")
 
-    def _aggregate(self, row: Block) -> None:
+    def _aggregate(self, row: SourceBlock) -> None:
         """The weights of the row's edges (lanes over edges, into ``W``; ``avg`` also their
         sum and sign), then the aggregate (lanes over features, every edge in CSR order:
         a max/min's winner is the first stored on ties)."""
@@ -285,7 +285,7 @@ class _Generator(ProgramSource):
         f.emit("Z[i, hh, c] = best")
         f.emit("ARG[i, hh, c] = win")
 
-    def _reduce_messages(self, row: Block) -> None:
+    def _reduce_messages(self, row: SourceBlock) -> None:
         """``OUT[i, hh, c] = ⊕_q M[q, hh, c]`` over the row's edges in CSR order, the
         messages computed at each edge: each lane over its own channels (max / min: the
         first edge starts a channel, a later one takes it only when strictly better; an
@@ -298,7 +298,7 @@ class _Generator(ProgramSource):
         f.emit("for p in range(lo, hi):")
         e = f.nested()
         e.emit("j = indices[p]")
-        v = self.code().value(e, Scope(), self.s.root, ("hh", "c"))
+        v = self.code().value(e, ValueScope(), self.s.root, ("hh", "c"))
         if op == "sum":
             e.emit(f"acc += {v}")
         else:
@@ -311,7 +311,7 @@ class _Generator(ProgramSource):
             f.emit("ARG[i, hh, c] = win")
 
     # ------------------------------------------------------------------ strategy "column"
-    def column_strategy(self, out: Block) -> None:
+    def column_strategy(self, out: SourceBlock) -> None:
         """The column pass (a group per column: every edge's cotangent, the messages'
         gradient, what the scores read by source) and the light row pass (a group per row:
         what they read by target, the parameters)."""
@@ -325,7 +325,7 @@ class _Generator(ProgramSource):
         h.emit(f"psi = S{sm}[{'hh' if hv else '0'}, p]")
         factor = None
         if p.factor is not None:
-            factor = self.code(together=True).value(h, Scope(), p.factor, hv)
+            factor = self.code(together=True).value(h, ValueScope(), p.factor, hv)
         weight, cotangents = column_edge(factor, p.factor_op)
         h.emit(weight)
         # one pass over the gathered dZ_i: g = ⟨dZ_i, X_j⟩ and dX_j += w dZ_i
@@ -354,16 +354,16 @@ class _Generator(ProgramSource):
         self._seeds(e.nested(), seeds, BY_ROW)
         out.emit("")
 
-    def _zero_messages(self, col: Block) -> None:
+    def _zero_messages(self, col: SourceBlock) -> None:
         col.emit(f"for hh in range({self.H}):")
         self._features(col.nested(), "dX.shape[2]").emit(f"dX[j, hh, c] = {self.zero}")
 
     # ------------------------------------------------------------------ strategy "row"
-    def _transposed_messages(self, h: Block) -> None:
+    def _transposed_messages(self, h: SourceBlock) -> None:
         h.emit(f"w = {self._root(h, together=True)}")
         self._features(h, "dXr.shape[2]").emit("dXr[i, hh, c] += w * dZ[j, hh, c]")
 
-    def _root_cotangent(self, head: Block) -> None:
+    def _root_cotangent(self, head: SourceBlock) -> None:
         """``GB[hh, p]`` at every edge of row ``i`` from the sink's cotangent ``dZ``."""
         kind, z = self.sink[0], self.zero
         if kind in ("rows", "cols") and self.sink[1] == "sum":
@@ -403,7 +403,7 @@ class _Generator(ProgramSource):
             e.emit(f"g = (g - tz) / den if den > {z} else {z}")
         self._once(e, "GB[hh, p] = g")
 
-    def _message_gradient(self, h: Block) -> None:
+    def _message_gradient(self, h: SourceBlock) -> None:
         """``dX[j] += w_ij · dZ_i`` (max/min: on the features the edge won)."""
         h.emit(f"w = {self.root_buffer}[{self.root_head}, p]")
         if self.aggr == "avg":
@@ -419,7 +419,7 @@ class _Generator(ProgramSource):
 
 
 def _generate(p: Plan) -> tuple[str, dict[str, tuple[str, ...]]]:
-    out = Block()
+    out = SourceBlock()
     gen = _Generator(p)
     gen.write(out)
     return HEADER + "\n\n" + "\n".join(out.lines) + "\n", gen.arguments

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..compose.plan import BY_ROW, Plan, plan
 from ..executors.program_context import ProgramContext, aggregate_output, finish_grads
+from ..ir.plan import BY_ROW, Plan, plan
 from ..semirings import negative_weight_error
 from . import _sparse_kernels as sparse
 from ._device import group_grid

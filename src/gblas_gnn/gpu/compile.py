@@ -31,8 +31,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from ._catalogue import KernelSpec, all_kernels, variants
+from ._catalogue import KernelSpec, variants
 from ._device import ELEMENT_BLOCK, GROUPS_PER_BLOCK, LANES, SIMULATOR
+from ._program_catalogue import all_kernels
 
 __all__ = ["Resources", "ARCHITECTURES", "compile_kernel", "ptxas_path", "assemble",
            "occupancy", "report"]

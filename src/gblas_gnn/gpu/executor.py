@@ -40,9 +40,9 @@ from typing import Any
 import graphblas as gb
 import numpy as np
 
-from ..compose.plan import fusable
 from ..executors.base import Executor
 from ..executors.patterns import AdjacencyPattern, MatrixCache, csr_arrays, csr_of, graphblas_of
+from ..ir.plan import fusable
 from . import _edge_kernels as edge
 from . import _programs
 from . import _semiring_kernels as srk

@@ -1,6 +1,9 @@
 """Layers and models written against the executor interface."""
 
-from . import models
+from . import (
+           models,
+           pyg,  # noqa: F401  (installs every layer's from_pyg / to_pyg)
+)
 from .activation import ELU, Identity, ReLU
 from .agnn import AGNNConv
 from .dropout import Dropout

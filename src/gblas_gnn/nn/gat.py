@@ -81,7 +81,7 @@ class GATConv(PyGInterop, Module):
         add_self_loops: add the missing self loops (PyG ``add_remaining_self_loops``).
         aggr: ``"sum"``, ``"max"``, ``"min"``, ``"mean"`` or a semiring (object or name from
             :mod:`gblas_gnn.semirings`); the backward of a semiring without registered
-            derivatives raises ``ValueError`` (:mod:`gblas_gnn.compose.semiring_grad`).
+            derivatives raises ``ValueError`` (:mod:`gblas_gnn.ir.semiring_grad`).
         edge_dim: features per edge the scores read (None: none).
         fill_value: the self loops' edge features: ``"mean"``, ``"add"``, ``"max"``,
             ``"min"``, a number or a vector (with ``edge_dim`` only).

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from ..executors import to_numpy
+from ._interop import install_conversions
 from .agnn import AGNNConv
 from .gat import GATConv
 from .gatv2 import GATv2Conv
@@ -584,3 +585,6 @@ def to_pyg(layer: Module) -> Any:
                         f"GCNConv, SGConv, AGNNConv, GINConv, GINEConv, SAGEConv, RGCNConv or "
                         f"HGTConv, got {type(layer).__name__}")
     return convert(layer)
+
+
+install_conversions(layer_from_pyg, to_pyg)

@@ -30,7 +30,26 @@ import numpy as np
 from graphblas import Matrix
 from graphblas.core.matrix import TransposedMatrix
 
-__all__ = ["Semiring", "check_operands", "negative_weight_error"]
+__all__ = ["Semiring", "check_operands", "negative_weight_error", "install_executor_resolver",
+           "resolve_executor"]
+
+#: how ``executor=`` (a name, an instance or None) becomes an executor: the registry
+#: (:mod:`gblas_gnn.executors`) sits above the meanings and installs itself here when it is
+#: imported, so that a meaning never imports an executor
+_RESOLVER: list[Callable[[Any], Any]] = []
+
+
+def install_executor_resolver(resolve: Callable[[Any], Any]) -> None:
+    """Make ``resolve(executor)`` what :meth:`Semiring.spmm` and :func:`resolve_executor`
+    use (the executor registry installs :func:`gblas_gnn.executors.get_executor`)."""
+    _RESOLVER[:] = [resolve]
+
+
+def resolve_executor(executor: Any) -> Any:
+    """The executor ``executor`` names (None: the default) through the installed registry."""
+    if not _RESOLVER:
+        raise RuntimeError("no executor registry is installed: import gblas_gnn first")
+    return _RESOLVER[0](executor)
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -164,7 +183,7 @@ class Semiring:
         and the message, as functions of two arrays (of any array module: use arithmetic,
         and return a number for a constant), e.g. ``(lambda s, h: h, lambda s, h: s)`` for
         ``×``. With a ⊕ of plus, max or min they give the aggregation a backward
-        (:mod:`gblas_gnn.compose.semiring_grad`); None: forward only.
+        (:mod:`gblas_gnn.ir.semiring_grad`); None: forward only.
 
     Notes
     -----
@@ -210,12 +229,10 @@ class Semiring:
         return self._run(S, H, transpose=True, executor=executor)
 
     def _run(self, S: Any, H: Any, *, transpose: bool, executor) -> np.ndarray:
-        from ..executors import get_executor
-
         S, H = check_operands(S, H, transpose=transpose, nonnegative=self.nonnegative_weights,
                               name=self.name)
         m = S.ncols if transpose else S.nrows
         if S.nvals == 0 or m == 0 or H.shape[1] == 0:
             return np.zeros((m, H.shape[1]), dtype=H.dtype)
-        ex = get_executor(executor)
+        ex = resolve_executor(executor)
         return (ex.spmm_t if transpose else ex.spmm)(S, H, self)

@@ -26,7 +26,7 @@ from graphblas.core.operator.base import TypedOpBase
 from ._udf import compile_binary
 from .averaging import AVG
 from .builtin import BUILTIN
-from .core import Semiring
+from .core import Semiring, resolve_executor
 
 __all__ = ["UnknownSemiringError", "get", "names", "register"]
 
@@ -261,9 +261,7 @@ def register(
         scalar_mul=py_mul,
         mul_grad=_check_mul_grad(mul_grad),
     )
-    from ..executors import get_executor
-
-    get_executor("cpu").semiring_lowering(sr)   # refuses what the reference cannot run
+    resolve_executor("cpu").semiring_lowering(sr)   # refuses what the reference cannot run
     _REGISTRY[name] = sr
     return sr
 

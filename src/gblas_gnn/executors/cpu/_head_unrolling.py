@@ -1,6 +1,6 @@
 r"""The kernels of a multi-head plan with its heads written out, edge by edge.
 
-:class:`~gblas_gnn.compose.kernel_source.ProgramSource` writes each softmax phase as a loop
+:class:`~gblas_gnn.codegen.kernel_source.ProgramSource` writes each softmax phase as a loop
 over the heads around a loop over the row's edges: with ``H`` heads the row is walked ``H``
 times per phase, and an edge's heads, which sit side by side in ``S[p, :]`` and in the rows
 ``R[i, :]``, ``C[j, :]``, ``X[j, :, :]``, are read ``H`` strides apart. On the cpu the
@@ -54,8 +54,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...compose.plan import Plan, head_index
-from ...compose.scalar import Block, Scope
+from ...codegen.scalar import SourceBlock, ValueScope
+from ...ir.plan import Plan, head_index
 
 __all__ = ["UNROLLED_HEADS", "head_counts", "lane_width", "HeadUnrolling"]
 
@@ -109,7 +109,7 @@ def _selects(values: list[str], test: Callable[[int], str]) -> str:
 
 class HeadUnrolling:
     """Overrides of the forward's pieces of a
-    :class:`~gblas_gnn.compose.kernel_source.ProgramSource` (mixed in before it) that write
+    :class:`~gblas_gnn.codegen.kernel_source.ProgramSource` (mixed in before it) that write
     a multi-head stage's heads out; a single-head stage keeps the skeleton's code."""
 
     p: Plan
@@ -118,13 +118,13 @@ class HeadUnrolling:
         return _unrolled(self.p.heads_of(k))
 
     @staticmethod
-    def _each_head(block: Block, n: int, *lines: str) -> None:
+    def _each_head(block: SourceBlock, n: int, *lines: str) -> None:
         """``lines`` for heads ``0 … n-1`` in turn (``{h}``: the head)."""
         for h in range(n):
             for line in lines:
                 block.emit(line.format(h=h))
 
-    def _scores(self, row: Block, k: int) -> None:
+    def _scores(self, row: SourceBlock, k: int) -> None:
         n = self._stage_heads(k)
         if not n:
             return super()._scores(row, k)
@@ -133,14 +133,14 @@ class HeadUnrolling:
         e = self._edges(row)
         if k == self.p.softmaxes[0]:
             self._prefetch_rows(e, "col", "p")
-        code, scope = self.code(), Scope()
+        code, scope = self.code(), ValueScope()
         for h in range(n):
             v = code.value(e, scope, self._stage_input(k), head_index(self.p, k, str(h)))
             e.emit(f"{self.at(s, str(h))} = {v}")
             self._running_max(e, f"m{h}", v)
         self._each_head(row, n, f"RM{k}[{{h}}, i] = m{{h}}")
 
-    def _exp(self, row: Block, k: int) -> None:
+    def _exp(self, row: SourceBlock, k: int) -> None:
         n = self._stage_heads(k)
         if not n:
             return super()._exp(row, k)
@@ -158,7 +158,7 @@ class HeadUnrolling:
                             "t{h} += v")
         self._each_head(row, n, f"RS{k}[{{h}}, i] = t{{h}}")
 
-    def _norm(self, row: Block, k: int) -> None:
+    def _norm(self, row: SourceBlock, k: int) -> None:
         n = self._stage_heads(k)
         if not n:
             return super()._norm(row, k)
@@ -178,7 +178,7 @@ class HeadUnrolling:
         return [k for k in self.p.softmaxes
                 if (n := self._stage_heads(k)) and n & (n - 1) == 0]
 
-    def _flat_entries(self, row: Block, k: int) -> Block | None:
+    def _flat_entries(self, row: SourceBlock, k: int) -> SourceBlock | None:
         """For a stage of :meth:`_flat_stages`: the loop over the row's ``H (hi − lo)``
         entries of ``S<k>`` through its flat view ``S<k>f`` by an unsigned index ``e`` (its
         head ``hh = e mod H``, a mask), whose body the caller writes; else None.
@@ -211,7 +211,7 @@ class HeadUnrolling:
         n = _lanes(self.p)
         return str(n * lane_width(self.p)) if n >= 4 else f"{row}.shape[0]"
 
-    def _flat_rows(self, body: Block, *names: str) -> None:
+    def _flat_rows(self, body: SourceBlock, *names: str) -> None:
         """``<name>f``: the (rows, heads · f) view of each (rows, heads, f) array, and the
         lane bounds ``hb<h> = h · f`` of the heads (the messages' width ``f``)."""
         for name in names:
@@ -227,17 +227,17 @@ class HeadUnrolling:
         vector loop's width and runs scalar)."""
         return _selects(values, lambda h: f"c < hb{h + 1}")
 
-    def _forward_setup(self, body: Block) -> None:
+    def _forward_setup(self, body: SourceBlock) -> None:
         if _lanes(self.p):
             self._flat_rows(body, "X", "Z")
         for k in self._flat_stages():
             body.emit(f"S{k}f = S{k}.reshape(S{k}.shape[0] * S{k}.shape[1])")
 
-    def _column_setup(self, body: Block) -> None:
+    def _column_setup(self, body: SourceBlock) -> None:
         if _lanes(self.p):
             self._flat_rows(body, "X", "dZ", "dX")
 
-    def _aggregate_heads(self, row: Block) -> bool:
+    def _aggregate_heads(self, row: SourceBlock) -> bool:
         r"""The sink of a multi-head sum of weighted messages over the row's lanes, edge by
         edge: :math:`Z_{i,c} \mathrel{+}= w_{p,h(c)} X_{j,c}`; False (nothing written) for
         any other sink."""
@@ -250,13 +250,13 @@ class HeadUnrolling:
         row.nested().emit(f"zi[c] = {self.zero}")
         e = self._edges(row)
         e.emit("xj = Xf[j]")
-        code, scope, r = self.code(), Scope(), self.s.root
+        code, scope, r = self.code(), ValueScope(), self.s.root
         w = [code.value(e, scope, r, head_index(self.p, r, str(h))) for h in range(n)]
         e.emit(f"for c in range({lanes}):")
         e.nested().emit(f"zi[c] += {self._by_lane(w)} * xj[c]")
         return True
 
-    def _column_lanes(self, e: Block, x: int, kinds: set[str]) -> bool:
+    def _column_lanes(self, e: SourceBlock, x: int, kinds: set[str]) -> bool:
         r"""The column pass at edge ``(i, j)`` over the lanes of its heads: the dots
         :math:`g_h = \langle dZ_{i,h}, X_{j,h}\rangle`, each over its head's ``f`` lanes
         (a constant count: one vector product and a sum), each head's cotangents, then

@@ -1,7 +1,7 @@
-r"""Numba kernels generated from an edge program (:mod:`gblas_gnn.compose.plan`).
+r"""Numba kernels generated from an edge program (:mod:`gblas_gnn.ir.plan`).
 
 One module of kernels per program structure and dtype, written as source from the closed
-templates of :mod:`gblas_gnn.compose.scalar` and cached on disk by the structure's signature
+templates of :mod:`gblas_gnn.codegen.scalar` and cached on disk by the structure's signature
 (``$GBLAS_GNN_KERNEL_CACHE``, default ``~/.cache/gblas_gnn/kernels``): a formulation compiles
 once, and numba's own cache (``cache=True``) keeps the machine code beside the source.
 
@@ -12,14 +12,14 @@ Kernels of a module (argument lists in :class:`Layout`):
   complete a row's maximum, sum or aggregate with a collective in between;
 * ``column_pass`` / ``column_rows`` (strategy ``"column"``) and ``row_pass`` (phased the same
   way) / ``row_columns`` (strategy ``"row"``): the backward passes of
-  :mod:`~gblas_gnn.compose.plan`.
+  :mod:`~gblas_gnn.ir.plan`.
 
 Each kernel is one serial function over a range of its items (rows, blocks of rows or
 columns: its last two arguments ``r0``, ``r1``), with a driver ``<name>_threads`` that runs
 contiguous shares of the items on numba's threads; :func:`kernel` picks by the work
 (:mod:`._shares`). Few, phase-parameterised kernels keep the compilation of a new formulation
 to seconds. The skeleton of the passes is shared with the cuda generator
-(:class:`gblas_gnn.compose.kernel_source.ProgramSource`); this module writes the cpu's loops
+(:class:`gblas_gnn.codegen.kernel_source.ProgramSource`); this module writes the cpu's loops
 (over rows or columns), the prefetches and the sinks.
 
 Every loop runs over rows or over columns, so no kernel needs atomics and the results are
@@ -35,16 +35,16 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from ...compose.kernel_args import ArrayLeaves as _Read
-from ...compose.kernel_args import Layout
-from ...compose.kernel_cache import cache_dir as _cache_dir
-from ...compose.kernel_cache import load_module, locked_kernel
-from ...compose.kernel_cache import signature_key as _signature_key
-from ...compose.kernel_source import ProgramSource, column_edge
-from ...compose.plan import BY_ROW, EXTREME, Plan
-from ...compose.plan import head_index as _head_index
-from ...compose.plan import leaf_kinds as _leaf_kinds
-from ...compose.scalar import Block, Scope
+from ...codegen.kernel_args import ArrayLeaves as _Read
+from ...codegen.kernel_args import Layout
+from ...codegen.kernel_cache import cache_dir as _cache_dir
+from ...codegen.kernel_cache import load_module, locked_kernel
+from ...codegen.kernel_cache import signature_key as _signature_key
+from ...codegen.kernel_source import ProgramSource, column_edge
+from ...codegen.scalar import SourceBlock, ValueScope
+from ...ir.plan import BY_ROW, EXTREME, Plan
+from ...ir.plan import head_index as _head_index
+from ...ir.plan import leaf_kinds as _leaf_kinds
 from ._head_unrolling import HeadUnrolling, head_counts, lane_width
 from ._shares import ThreadedKernel
 
@@ -229,7 +229,7 @@ class _Generator(HeadUnrolling, ProgramSource):
                           *self.layout.operands, *(f"S{k}" for k in self.p.softmaxes),
                           *extra))
 
-    def _def(self, out: Block, name: str, *extra: str) -> Block:
+    def _def(self, out: SourceBlock, name: str, *extra: str) -> SourceBlock:
         args = self._args(*extra)
         out.emit(_DRIVER)
         out.emit(f"def {name}_threads({args}, bounds):")
@@ -243,7 +243,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         body.emit(f"H = {self.code().size(r, 0) if self.ops[r].trail else 1}")
         return body
 
-    def _rows(self, body: Block) -> Block:
+    def _rows(self, body: SourceBlock) -> SourceBlock:
         block = partial_rows(self.p)
         if block > 1:                   # the items are blocks of rows (partial_rows)
             body.emit("for blk in range(r0, r1):")
@@ -259,7 +259,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         row.emit(f"hi = indptr[i + {self.index_one}]")
         return row
 
-    def _edges(self, row: Block, lanes: bool = False) -> Block:
+    def _edges(self, row: SourceBlock, lanes: bool = False) -> SourceBlock:
         """The loop over the edges of row ``i``; it asks ahead for their source rows where no
         softmax stage of the forward does (:meth:`_prefetch`): without a softmax, and in the
         row strategy's row pass. GINE's messages ``ReLU(x_j + W e_ji)`` at M (AMD EPYC)
@@ -273,7 +273,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             self._prefetch_rows(e, "col", "p", messages=False)
         return e
 
-    def row_strategy(self, out: Block) -> None:
+    def row_strategy(self, out: SourceBlock) -> None:
         before, self._gather_ahead = self._gather_ahead, True
         try:
             super().row_strategy(out)
@@ -281,12 +281,12 @@ class _Generator(HeadUnrolling, ProgramSource):
             self._gather_ahead = before
 
     # ------------------------------------------------------------------ forward pieces
-    def _running_max(self, e: Block, m: str, v: str) -> None:
+    def _running_max(self, e: SourceBlock, m: str, v: str) -> None:
         # numba's max(m, v) keeps m for a NaN v, as the guarded update does, and is a
         # select, not a branch: GAT 4 x 8's forward at M 27.3 -> 26.0 ms on captured inputs
         e.emit(f"{m} = max({m}, {v})")
 
-    def _prefetch_rows(self, e: Block, kind: str, at: str, messages: bool = True,
+    def _prefetch_rows(self, e: SourceBlock, kind: str, at: str, messages: bool = True,
                        narrow: bool = False) -> None:
         """Prefetch the rows that the edge ``PREFETCH_AHEAD`` positions on will read: the
         operands of ``kind`` ("col" by ``indices``, "row" by ``crow``) the program reads
@@ -307,7 +307,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             e.emit("if xsep:          # the messages are not one of the rows above")
             self._prefetch_heads(e.nested(), "X")
 
-    def _col_edges(self, col: Block) -> Block:
+    def _col_edges(self, col: SourceBlock) -> SourceBlock:
         """The loop over the edges of column ``j``, prefetching the features of the edge
         :data:`PREFETCH_AHEAD` slots on: its CSR position is a random line of the features
         (GATv2 4 × 8 with 8 features an edge at M, AMD EPYC: the column pass spent a third
@@ -321,7 +321,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             e.emit(f"prefetch_row(EA{slot}[perm[{_ahead('q', 'perm')}]])")
         return e
 
-    def _prefetch_heads(self, e: Block, name: str) -> None:
+    def _prefetch_heads(self, e: SourceBlock, name: str) -> None:
         """Prefetch row ``nxt`` of the (rows, heads, f) array ``name``: head by head with one
         head, as one run of lines with several (one prefetch per line, not per head on it:
         :func:`~gblas_gnn.executors.cpu._kernel_primitives.prefetch_heads`)."""
@@ -345,14 +345,14 @@ class _Generator(HeadUnrolling, ProgramSource):
                 out.append((f"{prefix}{slot}", len(trail)))
         return out
 
-    def _messages_apart(self, body: Block) -> None:
+    def _messages_apart(self, body: SourceBlock) -> None:
         """``xsep``: whether the messages are an array of their own, not a source operand
         the scores read (AGNN's Ĥ is both): then they are prefetched separately."""
         body.emit("xsep = True")
         for name, _ in self._row_operands("col"):
             body.emit(f"xsep = xsep and X.ctypes.data != {name}.ctypes.data")
 
-    def _prefetch(self, e: Block, k: int) -> None:
+    def _prefetch(self, e: SourceBlock, k: int) -> None:
         """While the first stage computes its scores, prefetch the source rows that its
         later edges and the aggregation will gather."""
         if k != self.p.softmaxes[0]:
@@ -360,7 +360,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         e.emit("if hk == 0:")
         self._prefetch_rows(e.nested(), "col", "p")
 
-    def _final(self, row: Block) -> None:
+    def _final(self, row: SourceBlock) -> None:
         if self._aggregate_heads(row):
             return
         kind = self.sink[0]
@@ -390,7 +390,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             return
         self._aggregate(head)
 
-    def _aggregate(self, head: Block) -> None:
+    def _aggregate(self, head: SourceBlock) -> None:
         aggr = self.aggr
         head.emit("zi = Z[i, hh]")
         head.emit("for c in range(zi.shape[0]):")
@@ -439,7 +439,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         f.emit("if ARG is not None:")
         f.nested().emit("ai[c] = np.int64(p) if take else ai[c]")
 
-    def _reduce_messages(self, row: Block) -> None:
+    def _reduce_messages(self, row: SourceBlock) -> None:
         """``OUT[i, hh, c] = ⊕_p M[p, hh, c]`` over the row's edges, the messages computed at
         each edge (max / min: the first edge starts each channel, a later one takes it only
         when strictly better, its position into ``ARG``; an empty row gives 0)."""
@@ -456,7 +456,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         e = self._edges(head)
         e.emit("for c in range(oi.shape[0]):")
         ch = e.nested()
-        v = self.code().value(ch, Scope(), self.s.root, ("hh", "c"))
+        v = self.code().value(ch, ValueScope(), self.s.root, ("hh", "c"))
         if op == "sum":
             ch.emit(f"oi[c] += {v}")
             return
@@ -480,7 +480,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             extra = ("ARG",)
         return ("Z", *extra)
 
-    def _forward_setup(self, body: Block) -> None:
+    def _forward_setup(self, body: SourceBlock) -> None:
         if self.sink[0] == "aggregate":
             self._messages_apart(body)
         super()._forward_setup(body)
@@ -493,18 +493,18 @@ class _Generator(HeadUnrolling, ProgramSource):
         where ``row_columns`` would compare every edge's row of winners (nnz·heads·f)."""
         return self.sink[0] == "aggregate" and self.aggr in EXTREME
 
-    def _cols(self, body: Block) -> Block:
+    def _cols(self, body: SourceBlock) -> SourceBlock:
         body.emit("for j in range(r0, r1):")
         return body.nested()
 
-    def _zero_messages(self, col: Block) -> None:
+    def _zero_messages(self, col: SourceBlock) -> None:
         col.emit(f"for hh in range({self.H}):")
         z = col.nested()
         z.emit("dxj = dX[j, hh]")
         z.emit("for c in range(dxj.shape[0]):")
         z.nested().emit(f"dxj[c] = {self.zero}")
 
-    def column_strategy(self, out: Block) -> None:
+    def column_strategy(self, out: SourceBlock) -> None:
         p = self.p
         x = self._stage_input(p.softmax)
         kinds = _leaf_kinds(p, x) | self._factor_kinds()
@@ -571,14 +571,14 @@ class _Generator(HeadUnrolling, ProgramSource):
                 self._factor_kinds() & BY_ROW:
             return None
         probe = _RowProbe(p)
-        self._seeds(Block(), {(x, _head_index(p, self.s.root, "hh")): "eb"},
+        self._seeds(SourceBlock(), {(x, _head_index(p, self.s.root, "hh")): "eb"},
                     BY_ROW, probe)
         if probe.params or len(probe.rows) != 1:
             return None
         slot, idx = probe.rows[0]
         return (slot, idx) if all(k == "hh" or k.isdigit() for k in idx) else None
 
-    def _row_sums(self, row: Block, slot: int, idx: tuple) -> None:
+    def _row_sums(self, row: SourceBlock, slot: int, idx: tuple) -> None:
         """The light row pass of :meth:`_row_share`: ``dR<slot>[i, idx] += Σ_p EB[p, hh]``
         over row ``i``'s edges (a streaming read; no column operand gathered)."""
         row.emit(f"for hh in range({self.H}):")
@@ -588,20 +588,20 @@ class _Generator(HeadUnrolling, ProgramSource):
         h.nested().emit("acc += EB[p, hh]")
         h.emit(f"dR{slot}[{', '.join(('i', *idx))}] += acc")
 
-    def _column_weight(self, h: Block, hv: tuple) -> str | None:
+    def _column_weight(self, h: SourceBlock, hv: tuple) -> str | None:
         """At one edge and head of the column pass, from ``psi`` and ``g``: the weight ``w``
         of ``dZ_i`` in ``dX_j`` and the cotangents ``gpsi`` (and ``gf``); the factor's value,
         if there is one."""
         p = self.p
         factor = None
         if p.factor is not None:
-            factor = self.code().value(h, Scope(), p.factor, hv)
+            factor = self.code().value(h, ValueScope(), p.factor, hv)
         weight, cotangents = column_edge(factor, p.factor_op)
         for line in (weight, *cotangents):
             h.emit(line)
         return factor
 
-    def _column_cotangents(self, h: Block, x: int, kinds: set[str], hv: tuple, head: str,
+    def _column_cotangents(self, h: SourceBlock, x: int, kinds: set[str], hv: tuple, head: str,
                            factor: str | None) -> None:
         """The score's cotangent ``eb`` at one edge and ``head``, stored for the row pass,
         and what it and the factor's give the operands read by source."""
@@ -618,10 +618,10 @@ class _Generator(HeadUnrolling, ProgramSource):
         if "col" in kinds:
             self._column_seeds(h, x, hv, factor)
 
-    def _transposed_messages(self, h: Block) -> None:
+    def _transposed_messages(self, h: SourceBlock) -> None:
         h.emit(f"_axpy(dXr[i, hh], {self._root(h)}, dZ[j, hh])")
 
-    def _root_cotangent(self, head: Block) -> None:
+    def _root_cotangent(self, head: SourceBlock) -> None:
         """``GB[p, hh]``: the cotangent of the root at every edge of row ``i`` from the
         sink's cotangent ``dZ``."""
         kind, op = self.sink[0], self.sink[1] if len(self.sink) > 1 else None
@@ -675,7 +675,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         c.nested().emit("GB[q, hh] += dZ[i, hh, c]" if plus else
                         "GB[q, hh] += dZ[i, hh, c] * X[indices[q], hh, c]")
 
-    def _message_gradient(self, h: Block) -> None:
+    def _message_gradient(self, h: SourceBlock) -> None:
         aggr = self.aggr
         w = self._root(h)
         if aggr in ("sum", "mean", "plus_times"):
@@ -690,7 +690,7 @@ class _Generator(HeadUnrolling, ProgramSource):
 def source(p: Plan) -> str:
     """The module source of a plan's kernels, with ``ROWS_PER_ITEM``: the rows of one item of
     its row kernels (:func:`partial_rows`)."""
-    out = Block()
+    out = SourceBlock()
     _Generator(p).write(out)
     return (_HEADER + f"\nROWS_PER_ITEM = {partial_rows(p)}\n\n\n" + "\n".join(out.lines)
             + "\n")
@@ -733,7 +733,7 @@ def kernel(mod, name: str, work: int) -> ThreadedKernel:
 
 def cache_dir() -> Path:
     """Where generated modules are written (``$GBLAS_GNN_KERNEL_CACHE`` or
-    ``~/.cache/gblas_gnn/kernels``: :func:`gblas_gnn.compose.kernel_cache.cache_dir`)."""
+    ``~/.cache/gblas_gnn/kernels``: :func:`gblas_gnn.codegen.kernel_cache.cache_dir`)."""
     return _cache_dir("cpu")
 
 

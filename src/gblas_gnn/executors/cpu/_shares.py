@@ -33,7 +33,7 @@ import bisect
 import numba
 import numpy as np
 
-from ...compose.kernel_cache import LockedKernel
+from ...codegen.kernel_cache import LockedKernel
 from ..patterns import unsigned_view
 
 __all__ = ["ThreadedKernel", "shares"]
@@ -58,7 +58,7 @@ class ThreadedKernel:
     """A generated kernel over items ``[r0, r1)`` (its last two arguments) and its driver
     over shares, called with the other arguments: the driver with one share per thread of
     numba's :func:`numba.get_num_threads` where ``threaded``, else the kernel over all items
-    on the calling thread. Both are :class:`~gblas_gnn.compose.kernel_cache.LockedKernel`
+    on the calling thread. Both are :class:`~gblas_gnn.codegen.kernel_cache.LockedKernel`
     (compiled once between the processes that share the cache)."""
 
     __slots__ = ("kernel", "driver", "columns", "rows_per_item", "threaded")

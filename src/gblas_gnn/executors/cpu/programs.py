@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ...compose.plan import BY_ROW, EXTREME, Plan, fusable, leaf_kinds, plan
+from ...ir.plan import BY_ROW, EXTREME, Plan, fusable, leaf_kinds, plan
 from ...semirings import negative_weight_error
 from ..alignment import aligned_empty
 from ..patterns import CSRPattern, index_dtype, unsigned_view

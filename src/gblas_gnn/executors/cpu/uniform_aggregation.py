@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...compose.program import Program, Structure
+from ...ir.program import Program, Structure
 from ..patterns import CSRPattern
 from ._spmm import spmm_run
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .plan import Plan
-from .scalar import Block, Leaves, literal
+from ..ir.plan import Plan
+from .scalar import Leaves, SourceBlock, literal
 
 __all__ = ["Layout", "ArrayLeaves"]
 
@@ -124,7 +124,7 @@ class ArrayLeaves(Leaves):
             return f"int(K{ref}[1])"
         return f"S{ref}.shape[{0 if self.head_major else 1}]"
 
-    def add_to(self, block: Block, target: str, idx: tuple, g: str) -> None:
+    def add_to(self, block: SourceBlock, target: str, idx: tuple, g: str) -> None:
         """Emit ``target += g`` (a generator may guard the update)."""
         block.emit(f"{target} += {g}")
 

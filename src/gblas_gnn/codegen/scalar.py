@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import functions as F
-from .program import Structure
+from ..ir import functions as F
+from ..ir.program import Structure
 
-__all__ = ["Block", "Scope", "Leaves", "EdgeCode", "child_index", "literal"]
+__all__ = ["SourceBlock", "ValueScope", "Leaves", "EdgeCode", "child_index", "literal"]
 
 #: the operations of a structure (:mod:`.program`): the closed set code is emitted for
 _KINDS = ("row", "col", "param", "const", "avals", "edges", "eattr", "dropout", "map", "zip",
@@ -43,7 +43,7 @@ def child_index(idx: tuple, parent: tuple, child: tuple) -> tuple:
     return tuple("0" if child[k] == 1 else idx[off + k] for k in range(len(child)))
 
 
-class Block:
+class SourceBlock:
     """Lines of source at an indentation, with fresh names."""
 
     def __init__(self, indent: int = 0, counter: list | None = None):
@@ -58,21 +58,21 @@ class Block:
     def emit(self, line: str) -> None:
         self.lines.append("    " * self.indent + line)
 
-    def nested(self) -> Block:
+    def nested(self) -> SourceBlock:
         """A block one level deeper writing into the same lines."""
-        inner = Block(self.indent + 1, self._counter)
+        inner = SourceBlock(self.indent + 1, self._counter)
         inner.lines = self.lines
         return inner
 
 
 @dataclass
-class Scope:
+class ValueScope:
     """Values already computed where the code is emitted: ``(op, index) -> name``; a loop
     body sees its parent's values, not the other way round. The body of a channel loop also
     records the 1-D row views it reads through (``views``: bound before the loop)."""
 
     values: dict = field(default_factory=dict)
-    parent: Scope | None = None
+    parent: ValueScope | None = None
     loop: str | None = None
     views: dict = field(default_factory=dict)
 
@@ -84,13 +84,13 @@ class Scope:
             s = s.parent
         return None
 
-    def child(self, loop: str | None = None) -> Scope:
-        return Scope(parent=self, loop=loop)
+    def child(self, loop: str | None = None) -> ValueScope:
+        return ValueScope(parent=self, loop=loop)
 
 
 class Leaves(ABC):
     """How a kernel reads its operands at an edge and where the reverse mode's cotangents
-    go; a generator subclasses it (:class:`gblas_gnn.compose.kernel_args.ArrayLeaves`).
+    go; a generator subclasses it (:class:`gblas_gnn.codegen.kernel_args.ArrayLeaves`).
     Indices are tuples of expressions over the leaf's own trailing shape."""
 
     @abstractmethod
@@ -160,19 +160,19 @@ class Leaves(ABC):
 
     # reverse mode: emit ``target += g`` where the cotangent of a leaf goes (the defaults
     # emit nothing: a forward-only generator accumulates no cotangent)
-    def grad_row(self, block: Block, slot: int, idx: tuple, g: str) -> None:
+    def grad_row(self, block: SourceBlock, slot: int, idx: tuple, g: str) -> None:
         return None
 
-    def grad_col(self, block: Block, slot: int, idx: tuple, g: str) -> None:
+    def grad_col(self, block: SourceBlock, slot: int, idx: tuple, g: str) -> None:
         return None
 
-    def grad_param(self, block: Block, slot: int, idx: tuple, g: str) -> None:
+    def grad_param(self, block: SourceBlock, slot: int, idx: tuple, g: str) -> None:
         return None
 
-    def grad_eattr(self, block: Block, slot: int, idx: tuple, g: str) -> None:
+    def grad_eattr(self, block: SourceBlock, slot: int, idx: tuple, g: str) -> None:
         return None
 
-    def grad_softmax(self, block: Block, op: int, idx: tuple, g: str) -> None:
+    def grad_softmax(self, block: SourceBlock, op: int, idx: tuple, g: str) -> None:
         return None
 
 
@@ -242,7 +242,7 @@ class EdgeCode:
         return False
 
     # ------------------------------------------------------------------ values
-    def value(self, block: Block, scope: Scope, i: int, idx: tuple) -> str:
+    def value(self, block: SourceBlock, scope: ValueScope, i: int, idx: tuple) -> str:
         key = (i, idx)
         hit = scope.get(key)
         if hit is not None:
@@ -304,7 +304,7 @@ class EdgeCode:
             c = block.fresh("c")
             block.emit(f"{acc} = {self.zero}")
             channels, split = self._channels(c, child, len(op.trail))
-            body = Block(block.indent + 1, block._counter)
+            body = SourceBlock(block.indent + 1, block._counter)
             inner = scope.child(c)
             outside, self._split = self._split, self._split or split
             v = self.value(body, inner, child, (*idx, c))
@@ -316,7 +316,7 @@ class EdgeCode:
             return acc
         raise ValueError(f"unknown operation {kind!r}")
 
-    def _through_view(self, scope: Scope, make, kind: str, slot: int, idx: tuple):
+    def _through_view(self, scope: ValueScope, make, kind: str, slot: int, idx: tuple):
         """``view[c]`` when ``idx`` ends with the innermost channel loop's variable (and its
         prefix does not depend on it) and the generator gives views; None otherwise."""
         loop = scope.loop
@@ -335,7 +335,8 @@ class EdgeCode:
         return f"{name}[{loop}]"
 
     @staticmethod
-    def _loop(block: Block, inner: Scope, var: str, channels: str, body: Block) -> None:
+    def _loop(block: SourceBlock, inner: ValueScope, var: str, channels: str,
+              body: SourceBlock) -> None:
         """A channel loop over ``channels`` (a range expression): the views its body reads
         bound first, then the loop and body."""
         for name, base in inner.views.values():
@@ -344,7 +345,7 @@ class EdgeCode:
         block.lines.extend(body.lines)
 
     # ------------------------------------------------------------------ reverse mode
-    def reverse(self, block: Block, scope: Scope, seeds: dict) -> None:
+    def reverse(self, block: SourceBlock, scope: ValueScope, seeds: dict) -> None:
         """Emit the reverse mode from ``seeds`` ``{(op, index): cotangent expression}``:
         every operation with a cotangent passes it to its inputs, in reverse topological
         order; leaves and earlier softmax outputs hand theirs to :attr:`leaves`."""
@@ -431,7 +432,7 @@ class EdgeCode:
         child = self.ops[i].inputs[0]
         c = block.fresh("c")
         channels, split = self._channels(c, child, len(self.ops[i].trail))
-        body = Block(block.indent + 1, block._counter)
+        body = SourceBlock(block.indent + 1, block._counter)
         outer: dict = {}
         inner_pending: dict = {}
         inner = scope.child(c)

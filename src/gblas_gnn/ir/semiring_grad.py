@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from ..executors.base import is_named
+from .. import semirings
+from ..semirings.aggregations import is_named
 
 __all__ = ["semiring_forward", "semiring_backward", "winners", "differentiable"]
 
@@ -63,8 +64,6 @@ def _add_name(sr) -> str | None:
 
 def differentiable(aggr) -> bool:
     """Whether aggregating over ``aggr`` has a backward."""
-    from .. import semirings
-
     if _named(aggr) is not None:
         return True
     sr = semirings.get(aggr)
@@ -74,8 +73,6 @@ def differentiable(aggr) -> bool:
 def semiring_forward(ex, kind: str, aggr, S, X, keep: bool):
     """``(Z, ctx)`` of ``Z = S ⊕ X`` (``kind="aggregate"``) or ``Z = Sᵀ ⊕ X``
     (``"spmm_t"``); ``ctx`` is None unless ``keep``."""
-    from .. import semirings
-
     named = _named(aggr)
     if kind == "spmm_t":
         sr = semirings.get("plus_times" if named == "sum" else aggr)

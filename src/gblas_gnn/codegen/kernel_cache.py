@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
-from .plan import Plan
+from ..ir.plan import Plan
 
 try:                                    # POSIX; elsewhere processes compile independently
     import fcntl

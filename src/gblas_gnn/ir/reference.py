@@ -38,6 +38,7 @@ import numpy as np
 
 from . import functions as F
 from .program import Program
+from .semiring_grad import semiring_backward, semiring_forward, winners
 
 __all__ = ["forward", "backward", "Context"]
 
@@ -328,8 +329,6 @@ def _heads_of(X, heads):
 
 def forward(ex, prog: Program, keep: bool):
     """Run ``prog`` on ``ex``: the sink's output and, with ``keep``, its context."""
-    from .semiring_grad import semiring_forward
-
     ev = _Evaluator(ex, prog)
     sink = prog.structure.sink
     xp = ex.xp
@@ -370,8 +369,6 @@ def _x_operand(prog: Program):
 def backward(ex, ctx: Context, dout) -> list:
     """Cotangents of every operand of the program (None where there is none) for the
     cotangent ``dout`` of its output."""
-    from .semiring_grad import semiring_backward
-
     ev = ctx.ev
     prog = ev.prog
     sink = prog.structure.sink
@@ -461,8 +458,6 @@ def _reduction_cotangent(ev: _Evaluator, kind: str, op: str, idx: tuple, d):
     g = gather(ev.A, ev.xp.ascontiguousarray(d))
     if op == "sum":
         return g
-    from .semiring_grad import winners
-
     values = ev.full(ev.value(ev.s.root, idx))
     win = winners(ex, ev.A, values, op == "max", rows=(kind == "rows"))
     return ev.xp.where(win, g, ev.dtype.type(0))

@@ -29,15 +29,15 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from ..ir.plan import BY_ROW, Plan, head_index, leaf_kinds
 from .kernel_args import ArrayLeaves, Layout
-from .plan import BY_ROW, Plan, head_index, leaf_kinds
-from .scalar import Block, EdgeCode, Scope, literal
+from .scalar import EdgeCode, SourceBlock, ValueScope, literal
 
 __all__ = ["ProgramSource", "column_edge"]
 
 
 class ProgramSource(ABC):
-    """Writes the kernels of one plan into a :class:`~.scalar.Block` (see the module
+    """Writes the kernels of one plan into a :class:`~.scalar.SourceBlock` (see the module
     docstring); subclasses supply its abstract methods.
 
     Parameters
@@ -71,7 +71,7 @@ class ProgramSource(ABC):
         self.sink, self.aggr = p.sink, p.aggr
 
     # ------------------------------------------------------------------ the module
-    def write(self, out: Block) -> None:
+    def write(self, out: SourceBlock) -> None:
         """The forward and, unless the sink keeps the root's values only, the backward of
         the plan's strategy."""
         self.forward(out)
@@ -101,16 +101,16 @@ class ProgramSource(ABC):
         code.cut = set(self.p.softmaxes)
         return code
 
-    def _root(self, e: Block, together: bool = False) -> str:
+    def _root(self, e: SourceBlock, together: bool = False) -> str:
         """The root's value at the edge (head ``hh``)."""
         r = self.s.root
-        return self.code(together=together).value(e, Scope(), r, head_index(self.p, r, "hh"))
+        return self.code(together=together).value(e, ValueScope(), r, head_index(self.p, r, "hh"))
 
-    def _seeds(self, e: Block, seeds: dict, kinds: set[str],
+    def _seeds(self, e: SourceBlock, seeds: dict, kinds: set[str],
                leaves: ArrayLeaves | None = None) -> None:
         """The reverse mode at one edge from ``seeds``, accumulating ``kinds`` (through
         ``leaves`` when given)."""
-        self.code(kinds, together=True, leaves=leaves).reverse(e, Scope(), seeds)
+        self.code(kinds, together=True, leaves=leaves).reverse(e, ValueScope(), seeds)
 
     def _stage_input(self, k: int) -> int:
         """The operation softmax ``k`` normalises."""
@@ -128,23 +128,23 @@ class ProgramSource(ABC):
 
     # ------------------------------------------------------------------ loops
     @abstractmethod
-    def _def(self, out: Block, name: str, *extra: str) -> Block:
+    def _def(self, out: SourceBlock, name: str, *extra: str) -> SourceBlock:
         """The kernel ``name`` with the common arguments and ``extra``; its body."""
 
     @abstractmethod
-    def _rows(self, body: Block) -> Block:
+    def _rows(self, body: SourceBlock) -> SourceBlock:
         """The loop over rows ``i`` (with ``lo``, ``hi``: the row's CSR range)."""
 
     @abstractmethod
-    def _cols(self, body: Block) -> Block:
+    def _cols(self, body: SourceBlock) -> SourceBlock:
         """The loop over columns ``j``."""
 
     @abstractmethod
-    def _edges(self, row: Block, lanes: bool = False) -> Block:
+    def _edges(self, row: SourceBlock, lanes: bool = False) -> SourceBlock:
         """The loop over the edges ``(i, j)`` of row ``i`` at CSR position ``p``: each
         thread over its own share (``lanes``), or every thread of the row over each edge."""
 
-    def _col_edges(self, col: Block) -> Block:
+    def _col_edges(self, col: SourceBlock) -> SourceBlock:
         """The loop over the edges ``(i, j)`` of column ``j`` (``p``: the CSR position)."""
         col.emit(f"for q in range(colptr[j], colptr[j + {self.index_one}]):")
         e = col.nested()
@@ -152,33 +152,33 @@ class ProgramSource(ABC):
         e.emit("p = perm[q]")
         return e
 
-    def _heads(self, block: Block, buffer: str, var: str = "hk") -> Block:
+    def _heads(self, block: SourceBlock, buffer: str, var: str = "hk") -> SourceBlock:
         """The loop over the heads ``var`` of a per-edge ``buffer``; its body."""
         block.emit(f"for {var} in range({self.heads(buffer)}):")
         return block.nested()
 
-    def _combine(self, block: Block, var: str, op: str) -> None:
+    def _combine(self, block: SourceBlock, var: str, op: str) -> None:
         """Completes the partial ``var`` of every thread of the item by ``op`` ("sum",
         "max", "min"): nothing where one thread runs the item."""
         return
 
-    def _once(self, block: Block, line: str) -> None:
+    def _once(self, block: SourceBlock, line: str) -> None:
         """``line``, a write every thread of the item would make with the same values, run
         by one of them."""
         block.emit(line)
 
-    def _sync(self, block: Block) -> None:
+    def _sync(self, block: SourceBlock) -> None:
         """A barrier between the threads of an item: nothing where one thread runs it."""
         return
 
-    def _phase(self, row: Block, number: int) -> Block:
+    def _phase(self, row: SourceBlock, number: int) -> SourceBlock:
         """The code of one phase of a row pass: all of them in order (``phase < 0``) on one
         process; one at a time on a grid, which completes a row between them."""
         row.emit(f"if phase < 0 or phase == {number}:")
         return row.nested()
 
     # ------------------------------------------------------------------ forward
-    def forward(self, out: Block) -> None:
+    def forward(self, out: SourceBlock) -> None:
         """The row pass (see the module docstring)."""
         stats = tuple(f"{n}{k}" for k in self.p.softmaxes for n in ("RM", "RS"))
         body = self._def(out, "forward", *self._sink_args(), *stats, "phase")
@@ -191,7 +191,7 @@ class ProgramSource(ABC):
         self._final(self._phase(row, 3 * len(self.p.softmaxes)))
         out.emit("")
 
-    def _forward_setup(self, body: Block) -> None:
+    def _forward_setup(self, body: SourceBlock) -> None:
         """What the forward computes once before its rows (nothing unless overridden)."""
         return
 
@@ -199,12 +199,12 @@ class ProgramSource(ABC):
     def _sink_args(self) -> tuple[str, ...]:
         """The sink's arrays (the aggregate's first, then what its backward reads)."""
 
-    def _prefetch(self, e: Block, k: int) -> None:
+    def _prefetch(self, e: SourceBlock, k: int) -> None:
         """What an edge of stage ``k``'s scores asks the memory for ahead (nothing unless
         overridden)."""
         return
 
-    def _scores(self, row: Block, k: int) -> None:
+    def _scores(self, row: SourceBlock, k: int) -> None:
         """Stage ``k``'s input at every edge of the row into ``S<k>``, its row maximum into
         ``RM<k>``."""
         s = f"S{k}"
@@ -212,19 +212,19 @@ class ProgramSource(ABC):
         head.emit(f"m = {self.neg_inf}")
         e = self._edges(head, lanes=True)
         self._prefetch(e, k)
-        v = self.code().value(e, Scope(), self._stage_input(k), head_index(self.p, k, "hk"))
+        v = self.code().value(e, ValueScope(), self._stage_input(k), head_index(self.p, k, "hk"))
         e.emit(f"{self.at(s, 'hk')} = {v}")
         self._running_max(e, "m", v)
         self._combine(head, "m", "max")
         self._once(head, f"RM{k}[hk, i] = m")
 
-    def _running_max(self, e: Block, m: str, v: str) -> None:
+    def _running_max(self, e: SourceBlock, m: str, v: str) -> None:
         """``m ← max(m, v)`` at an edge (a NaN ``v`` leaves ``m``); a guarded update unless
         overridden."""
         e.emit(f"if {v} > {m}:")
         e.nested().emit(f"{m} = {v}")
 
-    def _exp(self, row: Block, k: int) -> None:
+    def _exp(self, row: SourceBlock, k: int) -> None:
         """``S<k> = exp(S<k> − max)``, its row sum into ``RS<k>``."""
         s = f"S{k}"
         head = self._heads(row, s)
@@ -238,7 +238,7 @@ class ProgramSource(ABC):
         self._combine(head, "tot", "sum")
         self._once(head, f"RS{k}[hk, i] = tot")
 
-    def _norm(self, row: Block, k: int) -> None:
+    def _norm(self, row: SourceBlock, k: int) -> None:
         """``S<k> /= RS<k>`` over a non-empty row."""
         s = f"S{k}"
         head = self._heads(row, s)
@@ -249,7 +249,7 @@ class ProgramSource(ABC):
         body.nested().emit(f"{self.at(s, 'hk')} *= inv")
 
     @abstractmethod
-    def _final(self, row: Block) -> None:
+    def _final(self, row: SourceBlock) -> None:
         """The root at every edge of the row and the sink."""
 
     # ------------------------------------------------------------------ backward
@@ -261,14 +261,14 @@ class ProgramSource(ABC):
         return False
 
     @abstractmethod
-    def column_strategy(self, out: Block) -> None:
+    def column_strategy(self, out: SourceBlock) -> None:
         """Strategy ``"column"``: the column pass and the light row pass."""
 
     def _factor_kinds(self) -> set[str]:
         """The kinds of leaves the messages' factor reads (none without one)."""
         return leaf_kinds(self.p, self.p.factor) if self.p.factor is not None else set()
 
-    def _column_pass_edges(self, out: Block) -> Block:
+    def _column_pass_edges(self, out: SourceBlock) -> SourceBlock:
         """The column pass of strategy ``"column"`` down to the loop over the edges of
         column ``j``, ``dX[j]`` zeroed first."""
         body = self._def(out, "column_pass", "dZ", "T", "dX", "EB", "GF",
@@ -278,12 +278,12 @@ class ProgramSource(ABC):
         self._zero_messages(col)
         return self._col_edges(col)
 
-    def _column_setup(self, body: Block) -> None:
+    def _column_setup(self, body: SourceBlock) -> None:
         """What the column pass computes once before its columns (nothing unless
         overridden)."""
         return
 
-    def _column_seeds(self, h: Block, x: int, hv: tuple, factor: str | None,
+    def _column_seeds(self, h: SourceBlock, x: int, hv: tuple, factor: str | None,
                       leaves: ArrayLeaves | None = None) -> None:
         """The column pass's reverse mode at the edge: what the scores ``x`` (and the
         factor) read by source, from their cotangents ``eb`` (and ``gf``); ``leaves`` may
@@ -293,7 +293,7 @@ class ProgramSource(ABC):
             seeds[(self.p.factor, hv)] = "gf"
         self._seeds(h, seeds, {"col"}, leaves)
 
-    def row_strategy(self, out: Block) -> None:
+    def row_strategy(self, out: SourceBlock) -> None:
         """Strategy ``"row"``: the row pass through every stage — phase 0 the root and the
         last stage, then per softmax (in reverse) ``1 + 2r`` its row term ``T`` and
         ``2 + 2r`` its backward — and the column pass."""
@@ -312,7 +312,7 @@ class ProgramSource(ABC):
         out.emit("")
         self._row_columns(out, stage, extra)
 
-    def _row_root(self, row: Block) -> None:
+    def _row_root(self, row: SourceBlock) -> None:
         """Zero the softmax cotangents ``GS``, the root's cotangent ``GB`` at every edge of
         the row from the sink's ``dZ``, and the reverse mode of the last stage (every
         thread of the row on each edge) into what is read by target, the parameters and
@@ -348,7 +348,7 @@ class ProgramSource(ABC):
             self._seeds(h, {(r, head_index(p, r, "hh")): self.at("GB", "hh")},
                         BY_ROW | {"softmax"})
 
-    def _message_seeds(self, e: Block, kinds: set[str]) -> None:
+    def _message_seeds(self, e: SourceBlock, kinds: set[str]) -> None:
         """The reverse mode of a messages root at the edge ``(i, j)``, from the cotangent
         ``dZ[i, hh, c]`` of every head and channel (max/min: of those the edge won,
         ``ARG[i, hh, c] == p``); nothing is stored per edge for it."""
@@ -361,16 +361,16 @@ class ProgramSource(ABC):
         self._seeds(c, {(self.s.root, ("hh", "c")): g}, kinds)
 
     @abstractmethod
-    def _root_cotangent(self, head: Block) -> None:
+    def _root_cotangent(self, head: SourceBlock) -> None:
         """``GB`` at every edge of row ``i`` (head ``hh``) from the sink's cotangent
         ``dZ``."""
 
     @abstractmethod
-    def _transposed_messages(self, h: Block) -> None:
+    def _transposed_messages(self, h: SourceBlock) -> None:
         """``dXr[i] += w_ij dZ[j]`` at the edge (head ``hh``): the transposed product's
         gradient of its messages."""
 
-    def _row_t(self, row: Block, k: int) -> None:
+    def _row_t(self, row: SourceBlock, k: int) -> None:
         """``T<k>[hk, i] = Σ_p Ψ ⊙ GS`` over the row (a grid completes it by rows)."""
         hk = self._heads(row, f"S{k}")
         hk.emit(f"t = {self.zero}")
@@ -379,7 +379,7 @@ class ProgramSource(ABC):
         self._combine(hk, "t", "sum")
         self._once(hk, f"T{k}[hk, i] = t")
 
-    def _row_stage(self, row: Block, k: int) -> None:
+    def _row_stage(self, row: SourceBlock, k: int) -> None:
         """The softmax backward of stage ``k`` (``EB = Ψ ⊙ (GS − rep(T))``) and the reverse
         mode of its input (every thread of the row on each edge)."""
         p, x = self.p, self._stage_input(k)
@@ -394,7 +394,7 @@ class ProgramSource(ABC):
             self._seeds(self._heads(e, f"S{k}"), {(x, head_index(p, k, "hk")): eb},
                         BY_ROW | {"softmax"})
 
-    def _row_columns(self, out: Block, stage: tuple[str, ...],
+    def _row_columns(self, out: SourceBlock, stage: tuple[str, ...],
                      extra: tuple[str, ...]) -> None:
         """Per column ``j``: the messages' gradient ``dX[j]`` from the kept weights (zeros
         only, with :meth:`_scatter_messages`: the runtime adds it after), and the
@@ -427,11 +427,11 @@ class ProgramSource(ABC):
         out.emit("")
 
     @abstractmethod
-    def _zero_messages(self, col: Block) -> None:
+    def _zero_messages(self, col: SourceBlock) -> None:
         """``dX[j] = 0`` (every head and feature) before column ``j``'s edges add to it."""
 
     @abstractmethod
-    def _message_gradient(self, h: Block) -> None:
+    def _message_gradient(self, h: SourceBlock) -> None:
         """``dX[j]`` from the edge ``(i, j)`` in a column pass (head ``hh``)."""
 
 
