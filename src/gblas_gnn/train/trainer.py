@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +24,12 @@ import numpy as np
 from ..graph import as_graph
 from ..nn.module import Module
 from .checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from .early_stopping import EarlyStopping
 from .losses import accuracy, cross_entropy
 from .progress import EpochProgress
 
 __all__ = ["History", "fit", "predict", "evaluate", "resume_epoch"]
 
-_MONITORS = ("val_loss", "val_acc", "val_loss_acc")
 _METRICS = ("train_loss", "train_acc", "val_loss", "val_acc", "test_acc", "epoch_time")
 
 
@@ -134,12 +135,6 @@ def _params_finite(model: Module) -> str | None:
     return next(name for name, p in params.items() if not ex.all_finite(p))
 
 
-def _improved(monitor: str, value: float, best: float | None) -> bool:
-    if best is None:
-        return True
-    return value < best if monitor == "val_loss" else value > best
-
-
 def _guarded(fn, *args):
     """Call ``fn``, reporting numerical blow-up inside the model (a layer refusing a NaN/Inf
     input) as FloatingPointError."""
@@ -181,6 +176,161 @@ def evaluate(model: Module, dataset, masks=("train_mask", "val_mask", "test_mask
 
 
 # ---------------------------------------------------------------------------- training
+class _Checkpoints:
+    """Where :func:`fit` writes its checkpoints and how often; resuming from one.
+
+    Parameters
+    ----------
+    path : path-like or None
+        The checkpoint file (``None``: no checkpoints; :meth:`save` does nothing).
+    every : int
+        Save every this many epochs (and at the last epoch, and when training stops).
+    model, optimizer
+        What is saved besides the trainer's bookkeeping.
+    metadata : mapping or None
+        JSON-able description of the run, stored under ``"metadata"``.
+    """
+
+    def __init__(self, path, every: int, model: Module, optimizer, metadata: Mapping | None):
+        self.path, self.every = path, every
+        self.model, self.optimizer, self.metadata = model, optimizer, metadata
+        #: the epoch of the last checkpoint written or resumed from (``None``: none)
+        self.last_saved: int | None = None
+
+    def resume(self, stopping: EarlyStopping, epochs: int) -> tuple[History, int]:
+        """Load the checkpoint into the model, the optimiser and ``stopping``.
+
+        Returns
+        -------
+        (History, int)
+            The history so far and the number of epochs done (``epochs`` when the saved run
+            had already finished, by early stopping or its callback).
+        """
+        ck = load_checkpoint(self.path, self.model, self.optimizer)
+        tr = ck.trainer
+        try:
+            hist = History.from_dict(tr["history"])
+            bad_epochs = int(tr["bad_epochs"])
+            stopped = bool(tr["stopped"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"checkpoint {str(self.path)!r} was not written by fit "
+                             f"(missing trainer state: {exc!r})") from exc
+        if hist.monitor != stopping.monitor:
+            raise ValueError(f"checkpoint monitored {hist.monitor!r}, this run "
+                             f"{stopping.monitor!r}")
+        ex = self.model.executor
+        best_params = ({k: ex.asarray(v.copy()) for k, v in ck.best_params.items()}
+                       if ck.best_params is not None else None)
+        stopping.resume(hist, bad_epochs, best_params)
+        self.last_saved = ck.epoch
+        return hist, epochs if stopped else ck.epoch
+
+    def due(self, epoch: int, epochs: int, stop: bool) -> bool:
+        """Whether epoch ``epoch`` of ``epochs`` ends with a checkpoint."""
+        return stop or epoch == epochs or epoch % self.every == 0
+
+    def save(self, epoch: int, hist: History, stopping: EarlyStopping, stopped: bool) -> None:
+        """Write the checkpoint of ``epoch`` (on the root process): the model, the optimiser,
+        the kept best weights, the history and the patience counter; ``stopped`` marks a run
+        that ends here."""
+        if self.path is None:
+            return
+        trainer = {"history": hist.to_dict(), "bad_epochs": stopping.bad_epochs,
+                   "stopped": stopped, "metadata": dict(self.metadata or {})}
+        self.model.executor.on_root(lambda: save_checkpoint(
+            self.path, self.model, self.optimizer, epoch=epoch,
+            best_params=stopping.best_params, trainer=trainer))
+        self.last_saved = epoch
+
+    def diverged(self, what: str, epoch: int) -> FloatingPointError:
+        """The error that stops a run whose numbers blew up: what, when, and which checkpoint
+        is left intact."""
+        where = (f"the last good checkpoint (epoch {self.last_saved}) is intact at "
+                 f"{str(self.path)!r}" if self.last_saved is not None and self.path is not None
+                 else "no checkpoint was written")
+        return FloatingPointError(f"{what} at epoch {epoch} (a floating-point overflow or "
+                                  f"NaN): training stopped; {where}. Try a smaller learning "
+                                  "rate.")
+
+
+def _epoch(model: Module, optimizer, g, x, y, masks: dict,
+           diverged: Callable[[str], FloatingPointError]) -> dict:
+    """One epoch: a training-mode forward, the loss on ``train_mask``, backward and
+    ``optimizer.step()``, then an evaluation-mode forward for the metrics.
+
+    Returns
+    -------
+    dict
+        ``train_loss`` (of the training-mode forward), ``train_acc``, ``val_loss``,
+        ``val_acc``, ``test_acc`` (NaN without a test mask) and ``epoch_time`` (seconds).
+
+    Raises
+    ------
+    FloatingPointError
+        ``diverged(what)``, when the loss, the gradient, the parameters or the validation
+        logits are not finite.
+    """
+    ex = model.executor
+    t0 = time.perf_counter()
+    model.train()
+    try:
+        logits = _guarded(model, g, x)
+        loss, dlogits = cross_entropy(logits, y, masks["train_mask"], ex)
+    except FloatingPointError as exc:
+        raise diverged(f"non-finite training loss ({exc})") from exc
+    if not math.isfinite(loss):
+        raise diverged(f"non-finite training loss ({loss})")
+    try:
+        _guarded(model.backward, dlogits)
+    except FloatingPointError as exc:
+        raise diverged(f"non-finite gradient ({exc})") from exc
+    optimizer.step()
+    bad = _params_finite(model)
+    if bad is not None:
+        raise diverged(f"parameter {bad!r} became NaN/Inf after the update")
+
+    model.eval()
+    try:
+        out = _guarded(model, g, x)
+        val_loss, _ = cross_entropy(out, y, masks["val_mask"], ex)
+    except FloatingPointError as exc:
+        raise diverged(f"non-finite validation logits ({exc})") from exc
+    metrics = {
+        "train_loss": loss,
+        "train_acc": accuracy(out, y, masks["train_mask"], ex),
+        "val_loss": val_loss,
+        "val_acc": accuracy(out, y, masks["val_mask"], ex),
+        "test_acc": (accuracy(out, y, masks["test_mask"], ex)
+                     if masks.get("test_mask") is not None else float("nan")),
+        "epoch_time": time.perf_counter() - t0,
+    }
+    model.train()
+    return metrics
+
+
+def _record(hist: History, epoch: int, metrics: Mapping, stopping: EarlyStopping) -> None:
+    """Append ``epoch``'s metrics to ``hist`` and copy the early-stopping verdicts into it."""
+    hist.epoch.append(epoch)
+    for k in _METRICS:
+        getattr(hist, k).append(float(metrics[k]))
+    hist.best_epoch, hist.best_value = stopping.best_epoch, stopping.best_value
+    hist.stopped_early = hist.stopped_early or stopping.should_stop
+
+
+def _progress_bar(show: bool, start: int, epochs: int, patience: int | None, model: Module,
+                  g, x) -> EpochProgress | None:
+    """The open progress bar of a run (``None`` when not shown: ``show`` is off, nothing is
+    left to train, or this is not the root process), after the kernels' warm-up."""
+    ex = model.executor
+    if not (show and start < epochs and ex.is_root):
+        return None
+    bar = EpochProgress(start, epochs, patience)
+    if ex.processes == 1:           # (a warm-up on the root alone would block a grid)
+        bar.warm_up(model, g, x)    # compile the kernels before the bar's clock starts
+    bar.open()
+    return bar
+
+
 def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = None,
         checkpoint=None, checkpoint_every: int = 1, resume: bool = False,
         progress: bool = True, metrics_callback: Callable[[int, dict], object] | None = None,
@@ -218,7 +368,8 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
             the rule of the GAT paper's reference code (Veličković et al. 2018): an epoch
             whose validation accuracy is at least the best so far *or* whose validation loss
             is at most the lowest so far resets the patience counter, and the weights are
-            kept from the last epoch that did *both* (ties count as improvements).
+            kept from the last epoch that did *both* (ties count as improvements). The
+            rules live in :class:`~gblas_gnn.train.early_stopping.EarlyStopping`.
         restore_best: copy the best weights (by ``monitor``) back into the model at the end;
             default: when ``patience`` is given.
         metadata: JSON-able description of the run (e.g. the model configuration) stored in
@@ -236,10 +387,7 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
     if patience is not None:
         patience = _check_int(patience, "patience", 1)
     checkpoint_every = _check_int(checkpoint_every, "checkpoint_every", 1)
-    if monitor not in _MONITORS:
-        raise ValueError(f"monitor must be one of {_MONITORS}, got {monitor!r}")
-    if restore_best is None:
-        restore_best = patience is not None
+    stopping = EarlyStopping(monitor, patience, restore_best)
     if getattr(optimizer, "model", model) is not model:
         raise ValueError("the optimiser is bound to a different model")
     if resume and checkpoint is None:
@@ -248,125 +396,29 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
         raise FileNotFoundError(f"the directory of checkpoint {str(checkpoint)!r} does not exist")
     ex = model.executor
     g, x, y, masks = _dataset_parts(dataset, model.dtype, ex)
+    checkpoints = _Checkpoints(checkpoint, checkpoint_every, model, optimizer, metadata)
+    hist, start = (checkpoints.resume(stopping, epochs) if resume
+                   else (History(monitor=monitor), 0))
 
-    hist = History(monitor=monitor)
-    best_params: dict[str, np.ndarray] | None = None
-    bad_epochs = 0
-    start = 0
-    last_saved: int | None = None
-    if resume:
-        ck = load_checkpoint(checkpoint, model, optimizer)
-        tr = ck.trainer
-        try:
-            hist = History.from_dict(tr["history"])
-            bad_epochs = int(tr["bad_epochs"])
-            stopped = bool(tr["stopped"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"checkpoint {str(checkpoint)!r} was not written by fit "
-                             f"(missing trainer state: {exc!r})") from exc
-        if hist.monitor != monitor:
-            raise ValueError(f"checkpoint monitored {hist.monitor!r}, this run {monitor!r}")
-        best_params = ({k: ex.asarray(v.copy()) for k, v in ck.best_params.items()}
-                       if ck.best_params is not None else None)
-        start = last_saved = ck.epoch
-        if stopped:
-            start = epochs  # the saved run had already finished (early stop or callback)
-
-    # running extremes of the validation metrics (for "val_loss_acc"); a resumed run
-    # recomputes them from the restored history
-    acc_max = max(hist.val_acc, default=-math.inf)
-    loss_min = min(hist.val_loss, default=math.inf)
-
-    def save(epoch: int, stopped: bool) -> None:
-        nonlocal last_saved
-        if checkpoint is None:
-            return
-        trainer = {"history": hist.to_dict(), "bad_epochs": bad_epochs, "stopped": stopped,
-                   "metadata": dict(metadata or {})}
-        ex.on_root(lambda: save_checkpoint(checkpoint, model, optimizer, epoch=epoch,
-                                           best_params=best_params, trainer=trainer))
-        last_saved = epoch
-
-    def diverged(what: str, epoch: int) -> FloatingPointError:
-        where = (f"the last good checkpoint (epoch {last_saved}) is intact at "
-                 f"{str(checkpoint)!r}" if last_saved is not None and checkpoint is not None
-                 else "no checkpoint was written")
-        return FloatingPointError(f"{what} at epoch {epoch} (a floating-point overflow or "
-                                  f"NaN): training stopped; {where}. Try a smaller learning "
-                                  "rate.")
-
-    bar = None
-    if progress and start < epochs and ex.is_root:
-        bar = EpochProgress(start, epochs, patience)
-        if ex.processes == 1:           # (a warm-up on the root alone would block a grid)
-            bar.warm_up(model, g, x)    # compile the kernels before the bar's clock starts
-        bar.open()
+    bar = _progress_bar(progress, start, epochs, patience, model, g, x)
     # an overflow inside the model surfaces as the non-finite values that stop the run below,
     # with the epoch and the checkpoint; numpy's RuntimeWarnings would only repeat it
     fp_errors = np.seterr(over="ignore", invalid="ignore", divide="ignore")
     try:
         for epoch in range(start + 1, epochs + 1):
-            t0 = time.perf_counter()
-            model.train()
-            try:
-                logits = _guarded(model, g, x)
-                loss, dlogits = cross_entropy(logits, y, masks["train_mask"], ex)
-            except FloatingPointError as exc:
-                raise diverged(f"non-finite training loss ({exc})", epoch) from exc
-            if not math.isfinite(loss):
-                raise diverged(f"non-finite training loss ({loss})", epoch)
-            try:
-                _guarded(model.backward, dlogits)
-            except FloatingPointError as exc:
-                raise diverged(f"non-finite gradient ({exc})", epoch) from exc
-            optimizer.step()
-            bad = _params_finite(model)
-            if bad is not None:
-                raise diverged(f"parameter {bad!r} became NaN/Inf after the update", epoch)
-
-            model.eval()
-            try:
-                out = _guarded(model, g, x)
-                val_loss, _ = cross_entropy(out, y, masks["val_mask"], ex)
-            except FloatingPointError as exc:
-                raise diverged(f"non-finite validation logits ({exc})", epoch) from exc
-            metrics = {
-                "train_loss": loss,
-                "train_acc": accuracy(out, y, masks["train_mask"], ex),
-                "val_loss": val_loss,
-                "val_acc": accuracy(out, y, masks["val_mask"], ex),
-                "test_acc": (accuracy(out, y, masks["test_mask"], ex)
-                             if masks.get("test_mask") is not None else float("nan")),
-                "epoch_time": time.perf_counter() - t0,
-            }
-            model.train()
-            hist.epoch.append(epoch)
-            for k in _METRICS:
-                getattr(hist, k).append(float(metrics[k]))
-
-            if monitor == "val_loss_acc":
-                acc_ok = metrics["val_acc"] >= acc_max
-                loss_ok = metrics["val_loss"] <= loss_min
-                value, best, progress = metrics["val_loss"], acc_ok and loss_ok, acc_ok or loss_ok
-            else:
-                value = metrics[monitor]
-                best = progress = _improved(monitor, value, hist.best_value)
-            acc_max = max(acc_max, metrics["val_acc"])
-            loss_min = min(loss_min, metrics["val_loss"])
-            if best:
-                hist.best_value, hist.best_epoch = float(value), epoch
-                best_params = {n: p.copy() for n, p in model.named_parameters()}
-            bad_epochs = 0 if progress else bad_epochs + 1
-            stop = patience is not None and bad_epochs >= patience
-            hist.stopped_early = hist.stopped_early or stop
+            metrics = _epoch(model, optimizer, g, x, y, masks,
+                             partial(checkpoints.diverged, epoch=epoch))
+            if stopping.update(epoch, metrics):
+                stopping.keep(model.named_parameters())
+            _record(hist, epoch, metrics, stopping)
+            stop = stopping.should_stop
             if metrics_callback is not None and ex.agree(bool(metrics_callback(epoch,
                                                                           dict(metrics)))):
                 stop = True
-
             if bar is not None:
-                bar.update(metrics, hist.best_epoch, bad_epochs)
-            if stop or epoch == epochs or epoch % checkpoint_every == 0:
-                save(epoch, stop)
+                bar.update(metrics, stopping.best_epoch, stopping.bad_epochs)
+            if checkpoints.due(epoch, epochs, stop):
+                checkpoints.save(epoch, hist, stopping, stopped=stop)
             if stop:
                 break
     finally:
@@ -375,10 +427,7 @@ def fit(model: Module, dataset, optimizer, epochs: int, patience: int | None = N
             bar.close()
         model.train()
 
-    if restore_best and best_params is not None:
-        params = dict(model.named_parameters())
-        for n, p in best_params.items():
-            params[n][...] = p
+    if stopping.restore(dict(model.named_parameters())):
         hist.restored_best = True
     return hist
 
