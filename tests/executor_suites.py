@@ -4,4 +4,4 @@
 
 EVERY_EXECUTOR = ("test_executor_conformance.py", "test_compose_kernels.py", "test_ops.py",
                   "test_virtual.py", "test_compose.py", "test_compose_rules.py",
-                  "test_nn_*.py", "test_train_*.py")
+                  "test_activations.py", "test_nn_*.py", "test_train_*.py")

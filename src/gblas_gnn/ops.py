@@ -55,12 +55,14 @@ from .executors import default, get_executor
 from .executors.base import check_aggregation
 from .executors.edges import StructuralMask
 from .executors.patterns import AdjacencyPattern
+from .ir import functions
 
 __all__ = [
     "as_sparse", "to_graphblas", "softmax", "softmax_backward", "aggregate", "sddmm",
     "outer_add", "row_sum", "row_max", "row_min", "col_sum", "row_scale", "col_scale",
     "spmm", "spmm_t", "gemm", "exp", "log", "relu", "leaky_relu", "elu", "tanh", "sigmoid",
-    "gelu", "sqrt", "maximum", "row_norm", "normalize", "concat", "edge_dropout", "structure",
+    "gelu", "unary", "sqrt", "maximum", "row_norm", "normalize", "concat", "edge_dropout",
+    "structure",
     "rep", "factor", "masked", "vertex_rows", "segment_linear",
 ]
 
@@ -420,8 +422,6 @@ def _elementwise(fn: str, x, alpha=None, executor=None):
     if isinstance(x, ex.xp.ndarray):
         if in_scope():
             return apply_unary(fn, lift(x), alpha)
-        from .ir import functions
-
         return functions.unary(ex.xp, fn, x, functions.check_unary(fn, alpha))
     raise TypeError(f"{fn} needs a sparse matrix, an expression or an array, got "
                     f"{type(x).__name__}")
@@ -429,6 +429,15 @@ def _elementwise(fn: str, x, alpha=None, executor=None):
 
 #: functions the executors apply to edge tensors themselves
 _EXECUTOR_APPLY = ("exp", "relu", "leaky_relu")
+
+
+def unary(fn: str, S, alpha: float | None = None, executor=None):
+    """Function ``fn`` of the table (:mod:`gblas_gnn.ir.functions`, with its constant
+    ``alpha`` where it takes one), applied as :func:`exp` is: the way to a function added with
+    :func:`~gblas_gnn.ir.functions.register_unary` (``unary("softplus", x)``).
+
+    Raises ``ValueError`` for an unknown name or a missing or invalid constant."""
+    return _elementwise(fn, S, functions.check_unary(fn, alpha), executor)
 
 
 def exp(S, executor=None):

@@ -17,19 +17,15 @@ structure's numbers and slot indices; no text of a user ever reaches the source.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import functions as F
+from ..ir.primitives import primitive
 from ..ir.program import Structure
 
 __all__ = ["SourceBlock", "ValueScope", "Leaves", "EdgeCode", "child_index", "literal"]
-
-#: the operations of a structure (:mod:`.program`): the closed set code is emitted for
-_KINDS = ("row", "col", "param", "const", "avals", "edges", "eattr", "dropout", "map", "zip",
-          "sum", "expand", "softmax")
-
 
 def literal(value: float, dtype: np.dtype) -> str:
     """A float constant in the program's dtype (float32 work must stay float32)."""
@@ -57,6 +53,10 @@ class SourceBlock:
 
     def emit(self, line: str) -> None:
         self.lines.append("    " * self.indent + line)
+
+    def deeper(self) -> SourceBlock:
+        """A block one level deeper with lines of its own (a loop body), sharing the names."""
+        return SourceBlock(self.indent + 1, self._counter)
 
     def nested(self) -> SourceBlock:
         """A block one level deeper writing into the same lines."""
@@ -191,31 +191,21 @@ class EdgeCode:
         #: whether the code is inside a channel loop the threads split
         self._split = False
 
-    def _lit(self, v: float) -> str:
+    def lit(self, v: float) -> str:
+        """The number ``v`` as a literal of the program's dtype."""
         return literal(v, self.dtype)
 
     def size(self, i: int, axis: int) -> str:
         """An expression for ``trail[axis]`` of operation ``i`` at run time."""
         op = self.ops[i]
-        kind = op.kind
-        if kind not in _KINDS:
-            raise ValueError(f"unknown operation {kind!r}")
+        prim = primitive(op.kind)
         if op.trail[axis] == 1:
             return "1"
-        if kind in ("row", "col", "param", "eattr", "dropout"):
-            return self.leaves.size(kind, op.args[0], axis)
-        if kind == "softmax" or i in self.cut:
+        if i in self.cut:
             return self.leaves.size("softmax", i, axis)
-        if kind in ("map", "sum", "expand"):
-            return self.size(op.inputs[0], axis)
-        for c in op.inputs:                            # zip: an input with this axis
-            tc = self.ops[c].trail
-            pos = axis - (len(op.trail) - len(tc))
-            if pos >= 0 and tc[pos] != 1:
-                return self.size(c, pos)
-        raise ValueError(f"no array gives the extent of axis {axis} of operation {i}")
+        return prim.extent(self, i, op, axis)
 
-    def _channels(self, var: str, child: int, axis: int) -> tuple[str, bool]:
+    def channels(self, var: str, child: int, axis: int) -> tuple[str, bool]:
         """The range of the channel loop of a contraction of ``child`` over its ``axis``,
         and whether the threads split it (:meth:`Leaves.channel_range`): never inside a
         split loop, nor when the contraction holds another one (each thread's share of
@@ -236,7 +226,7 @@ class EdgeCode:
             if k in seen or k in self.cut:
                 continue
             seen.add(k)
-            if self.ops[k].kind == "sum":
+            if primitive(self.ops[k].kind).contracts:
                 return True
             stack.extend(self.ops[k].inputs)
         return False
@@ -253,70 +243,29 @@ class EdgeCode:
         scope.values[key] = name
         return name
 
-    def _input(self, block, scope, i: int, k: int, idx: tuple) -> str:
+    def input(self, block, scope, i: int, k: int, idx: tuple) -> str:
+        """The value of input ``k`` of operation ``i`` at the (broadcast) index ``idx``."""
         op = self.ops[i]
         c = op.inputs[k]
         return self.value(block, scope, c, child_index(idx, op.trail, self.ops[c].trail))
 
-    def _fmt(self, fn: str, template: str, x: str, y: str | None = None, alpha=None) -> str:
-        a = self._lit(alpha) if alpha is not None else ""
-        am1 = self._lit(alpha - 1) if alpha is not None else ""
+    def fmt(self, template: str, x: str, y: str | None = None, alpha=None) -> str:
+        """A function's code template (:class:`gblas_gnn.ir.functions.Unary`) at ``x``
+        (``y``: its value there; ``alpha``: its constant)."""
+        a = self.lit(alpha) if alpha is not None else ""
+        am1 = self.lit(alpha - 1) if alpha is not None else ""
         pick = "max" if alpha is None or alpha <= 1 else "min"
         return template.format(x=x, y=y or "", a=a, am1=am1, one=self.one, zero=self.zero,
-                               half=self._lit(0.5), pick=pick, rsqrt2=self._lit(np.sqrt(0.5)),
-                               rsqrt2pi=self._lit(1 / np.sqrt(2 * np.pi)))
+                               half=self.lit(0.5), pick=pick, rsqrt2=self.lit(np.sqrt(0.5)),
+                               rsqrt2pi=self.lit(1 / np.sqrt(2 * np.pi)))
 
     def _expr(self, block, scope, i: int, idx: tuple) -> str:
+        if i in self.cut:
+            return self.leaves.softmax(i, idx)
         op = self.ops[i]
-        kind, L = op.kind, self.leaves
-        if i in self.cut or kind == "softmax":
-            if i not in self.cut:
-                raise ValueError("a softmax is read from its buffer only")
-            return L.softmax(i, idx)
-        if kind in ("row", "col", "eattr"):
-            viewed = self._through_view(scope, L.view, kind, op.args[0], idx)
-            if viewed is not None:
-                return viewed
-            return getattr(L, kind)(op.args[0], idx)
-        if kind == "param":
-            return L.param(op.args[0], idx)
-        if kind == "expand":                # the appended unit axis indexes nothing
-            return self.value(block, scope, op.inputs[0], idx[:-1])
-        if kind == "const":
-            return self._lit(op.args[0])
-        if kind == "avals":
-            return L.avals()
-        if kind == "edges":
-            return L.edges(op.args[0])
-        if kind == "dropout":
-            return L.dropout(i, idx)
-        if kind == "map":
-            fn, alpha = op.args
-            x = self._input(block, scope, i, 0, idx)
-            return self._fmt(fn, F.UNARY[fn].code, x, alpha=alpha)
-        if kind == "zip":
-            a = self._input(block, scope, i, 0, idx)
-            b = self._input(block, scope, i, 1, idx)
-            return _binary(op.args[0], a, b)
-        if kind == "sum":
-            child = op.inputs[0]
-            acc = block.fresh("acc")
-            c = block.fresh("c")
-            block.emit(f"{acc} = {self.zero}")
-            channels, split = self._channels(c, child, len(op.trail))
-            body = SourceBlock(block.indent + 1, block._counter)
-            inner = scope.child(c)
-            outside, self._split = self._split, self._split or split
-            v = self.value(body, inner, child, (*idx, c))
-            body.emit(f"{acc} += {v}")
-            self._split = outside
-            self._loop(block, inner, c, channels, body)
-            if split:
-                block.emit(f"{acc} = {self.leaves.channel_total(acc)}")
-            return acc
-        raise ValueError(f"unknown operation {kind!r}")
+        return primitive(op.kind).emit(self, block, scope, i, op, idx)
 
-    def _through_view(self, scope: ValueScope, make, kind: str, slot: int, idx: tuple):
+    def through_view(self, scope: ValueScope, make, kind: str, slot: int, idx: tuple):
         """``view[c]`` when ``idx`` ends with the innermost channel loop's variable (and its
         prefix does not depend on it) and the generator gives views; None otherwise."""
         loop = scope.loop
@@ -334,9 +283,19 @@ class EdgeCode:
             name = name[0]
         return f"{name}[{loop}]"
 
+    @contextmanager
+    def splitting(self, split: bool):
+        """Code emitted inside runs in a channel loop the threads split (if ``split``, or if
+        an enclosing one is)."""
+        outside, self._split = self._split, self._split or split
+        try:
+            yield
+        finally:
+            self._split = outside
+
     @staticmethod
-    def _loop(block: SourceBlock, inner: ValueScope, var: str, channels: str,
-              body: SourceBlock) -> None:
+    def loop(block: SourceBlock, inner: ValueScope, var: str, channels: str,
+             body: SourceBlock) -> None:
         """A channel loop over ``channels`` (a range expression): the views its body reads
         bound first, then the loop and body."""
         for name, base in inner.views.values():
@@ -351,10 +310,10 @@ class EdgeCode:
         order; leaves and earlier softmax outputs hand theirs to :attr:`leaves`."""
         pending: dict = {}
         for key, expr in seeds.items():
-            self._accumulate(block, pending, key, expr)
-        self._drain(block, scope, pending, inner=None, outer=None)
+            self.accumulate(block, pending, key, expr)
+        self.drain(block, scope, pending, inner=None, outer=None)
 
-    def _drain(self, block, scope, pending: dict, inner: str | None, outer: dict | None):
+    def drain(self, block, scope, pending: dict, inner: str | None, outer: dict | None):
         """Process ``pending`` cotangents; inside a channel loop (``inner`` its variable)
         the cotangents of values that do not depend on it go to ``outer`` (accumulators
         declared before the loop)."""
@@ -369,7 +328,8 @@ class EdgeCode:
                 continue
             self._rule(block, scope, key[0], key[1], var, pending)
 
-    def _accumulate(self, block, pending: dict, key, expr: str) -> None:
+    def accumulate(self, block, pending: dict, key, expr: str) -> None:
+        """Emit ``g = expr`` (the first cotangent of ``key``) or ``g += expr``."""
         var = pending.get(key)
         if var is None:
             var = block.fresh("g")
@@ -378,101 +338,18 @@ class EdgeCode:
         else:
             block.emit(f"{var} += {expr}")
 
-    def _push(self, block, pending, i: int, k: int, idx: tuple, expr: str) -> None:
+    def push(self, block, pending, i: int, k: int, idx: tuple, expr: str) -> None:
+        """Add ``expr`` to the cotangent of input ``k`` of operation ``i``."""
         op = self.ops[i]
         c = op.inputs[k]
-        self._accumulate(block, pending,
+        self.accumulate(block, pending,
                          (c, child_index(idx, op.trail, self.ops[c].trail)), expr)
 
     def _rule(self, block, scope, i, idx, g, pending):
-        op, L = self.ops[i], self.leaves
-        kind = op.kind
         if i in self.cut:
-            L.grad_softmax(block, i, idx, g)
+            self.leaves.grad_softmax(block, i, idx, g)
             return
-        if kind in ("const", "avals", "edges", "dropout"):
-            return
-        if kind in ("row", "col", "eattr"):
-            viewed = self._through_view(scope, L.grad_view, kind, op.args[0], idx)
-            if viewed is not None:
-                block.emit(f"{viewed} += {g}")
-            else:
-                getattr(L, f"grad_{kind}")(block, op.args[0], idx, g)
-            return
-        if kind == "expand":
-            self._accumulate(block, pending, (op.inputs[0], idx[:-1]), g)
-            return
-        if kind == "param":
-            L.grad_param(block, op.args[0], idx, g)
-            return
-        if kind == "map":
-            fn, alpha = op.args
-            x = self._input(block, scope, i, 0, idx)
-            y = self.value(block, scope, i, idx)
-            d = self._fmt(fn, F.UNARY[fn].code_derivative, x, y, alpha)
-            self._push(block, pending, i, 0, idx, f"{g} * {d}")
-            return
-        if kind == "zip":
-            a = self._input(block, scope, i, 0, idx)
-            b = self._input(block, scope, i, 1, idx)
-            ga, gb = _binary_vjp(op.args[0], a, b, self.value(block, scope, i, idx), g,
-                                 self.zero)
-            self._push(block, pending, i, 0, idx, ga)
-            self._push(block, pending, i, 1, idx, gb)
-            return
-        if kind == "sum":
-            self._sum_rule(block, scope, i, idx, g, pending)
-            return
-        raise ValueError(f"no reverse rule for {kind!r}")
-
-    def _sum_rule(self, block, scope, i, idx, g, pending):
-        """``Σ_c`` passes its cotangent to every channel: a loop whose body is the reverse
-        mode of one channel; what it gives to values outside the loop is summed into
-        accumulators declared before it."""
-        child = self.ops[i].inputs[0]
-        c = block.fresh("c")
-        channels, split = self._channels(c, child, len(self.ops[i].trail))
-        body = SourceBlock(block.indent + 1, block._counter)
-        outer: dict = {}
-        inner_pending: dict = {}
-        inner = scope.child(c)
-        outside, self._split = self._split, self._split or split
-        self._accumulate(body, inner_pending, (child, (*idx, c)), g)
-        self._drain(body, inner, inner_pending, c, outer)
-        self._split = outside
-        for name in outer.values():
-            block.emit(f"{name} = {self.zero}")
-        self._loop(block, inner, c, channels, body)
-        for key, name in outer.items():
-            if split:
-                block.emit(f"{name} = {self.leaves.channel_total(name)}")
-            self._accumulate(block, pending, key, name)
+        op = self.ops[i]
+        primitive(op.kind).emit_vjp(self, block, scope, i, op, idx, g, pending)
 
 
-def _binary(op: str, a: str, b: str) -> str:
-    if op == "add":
-        return f"({a} + {b})"
-    if op == "sub":
-        return f"({a} - {b})"
-    if op == "mul":
-        return f"({a} * {b})"
-    if op == "div":
-        return f"({a} / {b})"
-    if op == "maximum":                 # no branch (see functions.Unary); ties give b's value
-        return f"max({b}, {a})"
-    if op == "minimum":
-        return f"min({b}, {a})"
-    raise ValueError(f"unknown binary function {op!r}")
-
-
-def _binary_vjp(op: str, a: str, b: str, out: str, g: str, zero: str) -> tuple[str, str]:
-    if op == "add":
-        return g, g
-    if op == "sub":
-        return g, f"(-{g})"
-    if op == "mul":
-        return f"{g} * {b}", f"{g} * {a}"
-    if op == "div":
-        return f"{g} / {b}", f"(-{g} * {out} / {b})"
-    win = f"{a} > {b}" if op == "maximum" else f"{a} < {b}"
-    return f"({g} if {win} else {zero})", f"({zero} if {win} else {g})"

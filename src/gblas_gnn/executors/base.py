@@ -67,6 +67,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from .. import semirings
+from ..ir import functions
 from ..semirings.aggregations import AGGREGATIONS, check_aggregation, is_named
 from . import _random
 from .contexts import AggregateContext, MeanContext
@@ -123,17 +124,17 @@ class DenseArray(Protocol):
     def ndim(self) -> int: ...
 
 
-_BINARY = {"plus": lambda xp, a, b: a + b, "minus": lambda xp, a, b: a - b,
-           "times": lambda xp, a, b: a * b, "div": lambda xp, a, b: a / b}
+def _ewise(xp, op: str, a, b):
+    """``a op b`` for the executors' edge-wise names (``plus``, ``minus``, ``times``, ``div``)."""
+    name = functions.BY_GRAPHBLAS_NAME.get(op)
+    if name is None:
+        raise ValueError(f"op must be one of {sorted(functions.BY_GRAPHBLAS_NAME)}, got {op!r}")
+    return functions.BINARY[name].forward(xp, a, b)
 
 
 def _unary(xp, fn: str, x, alpha):
-    if fn == "exp":
-        return xp.exp(x)
-    if fn == "neg":
-        return -x
-    if fn == "relu":
-        return xp.maximum(x, 0)
+    if fn in ("exp", "neg", "relu", "leaky_relu"):
+        return functions.unary(xp, fn, x, alpha)
     a = x.dtype.type(alpha)
     if fn == "scale":
         return x * a
@@ -141,8 +142,6 @@ def _unary(xp, fn: str, x, alpha):
         return x + a
     if fn == "rdiv":
         return a / x
-    if fn == "leaky_relu":
-        return xp.where(x > 0, x, x * a)
     raise ValueError(f"unknown edge-wise function {fn!r}")
 
 
@@ -627,10 +626,8 @@ class Executor(ABC):
 
     def ewise(self, E: EdgeTensor, F: EdgeTensor, op: EwiseOp) -> EdgeTensor:
         """``E op F`` entry by entry (same pattern), op in plus, minus, times, div."""
-        if op not in _BINARY:
-            raise ValueError(f"op must be one of {sorted(_BINARY)}, got {op!r}")
-        return self.edge_from_values(E, _BINARY[op](self.xp, self.edge_values(E),
-                                                    self.edge_values(F)))
+        return self.edge_from_values(E, _ewise(self.xp, op, self.edge_values(E),
+                                               self.edge_values(F)))
 
     def row_scale(self, E: EdgeTensor, v: DenseArray, op: ScaleOp = "times") -> EdgeTensor:
         """``E[i,j] op v[i]`` on E's pattern (``rep(v)`` under a mask)."""
@@ -690,7 +687,7 @@ class Executor(ABC):
 def _scale_op(op: str, values, gathered):
     if op not in ("times", "div", "plus", "minus"):
         raise ValueError(f"op must be 'times', 'div', 'plus' or 'minus', got {op!r}")
-    return _BINARY[op](None, values, gathered)
+    return _ewise(None, op, values, gathered)
 
 
 def _segment_semiring(sr, values, rows, cols, H, m: int) -> np.ndarray:

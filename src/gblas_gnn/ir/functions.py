@@ -21,7 +21,14 @@ sqrt          :math:`\sqrt{x}`                 :math:`1 / (2 y)`
 abs           :math:`|x|`                      :math:`\mathrm{sign}(x)`
 pow           :math:`x^a`                      :math:`a x^{a-1}`
 gelu          :math:`x \Phi(x)` (exact, erf)   :math:`\Phi(x) + x \varphi(x)`
+softplus      :math:`\ln(1 + e^x)`             :math:`\sigma(x)`
 ============  ===============================  ======================================
+
+Each row is one :class:`Unary` object: its forward and derivative on arrays (the reference
+executor and the dense traced arrays) and its scalar code and derivative code (both kernel
+generators), so a function added with :func:`register_unary` runs on every executor, forward
+and backward, fused kernels included, with no other change (``ops.unary(name, x)`` applies
+it).
 
 Binary functions: ``add``, ``sub``, ``mul``, ``div``, ``maximum`` and ``minimum``; the
 gradient of ``maximum(u, v)`` goes to ``u`` where ``u > v`` and to ``v`` elsewhere (ties to the
@@ -31,13 +38,16 @@ for ``minimum`` with ``u < v``.
 
 from __future__ import annotations
 
+import math
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 __all__ = ["Unary", "UNARY", "BINARY", "unary", "binary_forward", "binary_vjp",
-           "check_unary"]
+           "check_unary", "register_unary"]
 
 
 @dataclass(frozen=True)
@@ -78,20 +88,50 @@ def _erf(xp, x):
     return erf(x)
 
 
+# The exact GELU on numpy float arrays: one parallel numba pass each for the value and the
+# derivative. numpy has no ``erf``; SciPy's is one thread and the derivative in numpy is five
+# passes with temporaries. HGT's GELU runs on the stacked vertex set, most of whose rows are
+# zero (the relations' source blocks): a zero skips the ``erf``.
+_RSQRT2 = 1.0 / math.sqrt(2.0)
+_RSQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@nb.njit(cache=True, parallel=True)
+def _gelu_kernel(x, out):
+    for i in nb.prange(x.size):
+        v = x[i]
+        out[i] = 0.0 if v == 0 else 0.5 * v * (1.0 + math.erf(v * _RSQRT2))
+
+
+@nb.njit(cache=True, parallel=True)
+def _gelu_derivative_kernel(x, out):
+    for i in nb.prange(x.size):
+        v = x[i]
+        if v == 0:
+            out[i] = 0.5
+        else:
+            out[i] = 0.5 * (1.0 + math.erf(v * _RSQRT2)) + v * math.exp(-0.5 * v * v) * _RSQRT2PI
+
+
+def _apply(kernel, x: np.ndarray) -> np.ndarray:
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    kernel(flat, out)
+    return out.reshape(x.shape)
+
+
 def _gelu(xp, x):
     r""":math:`x \Phi(x) = \tfrac{x}{2}(1 + \mathrm{erf}(x / \sqrt 2))` (PyTorch's exact
     GELU); one numba pass for a numpy float array."""
     if xp is np and x.dtype in (np.float32, np.float64):
-        from . import _gelu as kernels
-        return kernels.gelu(x)
+        return _apply(_gelu_kernel, x)
     return _t(x, 0.5) * x * (_t(x, 1) + _erf(xp, x * _t(x, np.sqrt(0.5))))
 
 
 def _gelu_derivative(xp, x):
     r""":math:`\Phi(x) + x \varphi(x)`; one numba pass for a numpy float array."""
     if xp is np and x.dtype in (np.float32, np.float64):
-        from . import _gelu as kernels
-        return kernels.gelu_derivative(x)
+        return _apply(_gelu_derivative_kernel, x)
     phi = xp.exp(_t(x, -0.5) * x * x) * _t(x, 1 / np.sqrt(2 * np.pi))
     return _t(x, 0.5) * (_t(x, 1) + _erf(xp, x * _t(x, np.sqrt(0.5)))) + x * phi
 
@@ -134,9 +174,96 @@ UNARY: dict[str, Unary] = {
                   code="({half} * {x} * ({one} + math.erf({x} * {rsqrt2})))",
                   code_derivative="({half} * ({one} + math.erf({x} * {rsqrt2})) + {x} * "
                                   "math.exp(-{half} * {x} * {x}) * {rsqrt2pi})"),
+    # ln(1 + eˣ) as max(x, 0) + ln(1 + e^-|x|): no overflow; σ(x) as (1 + tanh(x/2)) / 2
+    "softplus": Unary(lambda xp, x, a: xp.maximum(x, _t(x, 0)) + xp.log1p(xp.exp(-xp.abs(x))),
+                      lambda xp, x, y, a: _t(x, 0.5) * (_t(x, 1) + xp.tanh(_t(x, 0.5) * x)),
+                      code="(max({x}, {zero}) + math.log1p(math.exp(-abs({x}))))",
+                      code_derivative="({half} * ({one} + math.tanh({half} * {x})))"),
 }
 
-BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+#: the names a template may use (:meth:`gblas_gnn.codegen.scalar.EdgeCode` fills them in)
+TEMPLATE_NAMES = ("x", "y", "a", "am1", "one", "zero", "half", "pick", "rsqrt2", "rsqrt2pi")
+
+
+def register_unary(name: str, fn: Unary) -> Unary:
+    """Add ``fn`` to the table under ``name``: from then on ``ops.unary(name, x)``, traced
+    arrays, lazy edge expressions and the generated kernels of every executor apply it.
+
+    Raises ``ValueError`` for a taken or invalid name (it becomes part of kernel keys) and
+    for a template naming anything but :data:`TEMPLATE_NAMES`; ``TypeError`` for a ``fn``
+    that is not a :class:`Unary` with callable forward and derivative."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"a function name must be an identifier, got {name!r}")
+    if name in UNARY:
+        raise ValueError(f"an elementwise function named {name!r} exists")
+    if not (isinstance(fn, Unary) and callable(fn.forward) and callable(fn.derivative)):
+        raise TypeError(f"expected a Unary with callable forward and derivative, got {fn!r}")
+    for template in (fn.code, fn.code_derivative):
+        used = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+        unknown = used - set(TEMPLATE_NAMES)
+        if not template or unknown:
+            raise ValueError(f"{name}: a code template must be given and use only "
+                             f"{TEMPLATE_NAMES}, got {template!r}")
+    UNARY[name] = fn
+    return fn
+
+@dataclass(frozen=True)
+class Binary:
+    """``out = u op v`` as one object: ``forward(xp, u, v)`` with numpy broadcasting;
+    ``vjp(xp, u, v, out, g, need)`` the pair ``(ḡ_u, ḡ_v)`` before un-broadcasting, a side not
+    in ``need`` None (not computed); ``code`` and ``code_vjp`` the same for one scalar, as
+    templates of the kernel generators (``{a}``, ``{b}``, ``{out}``, ``{g}``, ``{zero}``).
+    ``graphblas``: the executors' edge-wise name of the operation
+    (:meth:`gblas_gnn.executors.Executor.ewise`), if it has one."""
+
+    forward: Callable
+    vjp: Callable
+    code: str
+    code_vjp: tuple[str, str]
+    graphblas: str | None = None
+
+
+def _pair(need, ga: Callable, gb: Callable) -> tuple:
+    return ga() if need[0] else None, gb() if need[1] else None
+
+
+def _div_vjp(xp, u, v, out, g, need):
+    gu = g / v                              # ḡ_v = -ḡ_u · out reuses it
+    return gu if need[0] else None, -gu * out if need[1] else None
+
+
+def _select_vjp(win: Callable) -> Callable:
+    """The vjp of ``maximum`` (``win = u > v``) or ``minimum`` (``u < v``): the cotangent goes
+    to the winner, ties to the second operand."""
+    def vjp(xp, u, v, out, g, need):
+        w, zero = win(u, v), xp.zeros((), dtype=g.dtype)
+        return _pair(need, lambda: xp.where(w, g, zero), lambda: xp.where(w, zero, g))
+    return vjp
+
+
+#: ``maximum`` / ``minimum`` have no branch in code (see :class:`Unary`); ties give ``b``
+BINARY: dict[str, Binary] = {
+    "add": Binary(lambda xp, u, v: u + v,
+                  lambda xp, u, v, out, g, need: _pair(need, lambda: g, lambda: g),
+                  "({a} + {b})", ("{g}", "{g}"), "plus"),
+    "sub": Binary(lambda xp, u, v: u - v,
+                  lambda xp, u, v, out, g, need: _pair(need, lambda: g, lambda: -g),
+                  "({a} - {b})", ("{g}", "(-{g})"), "minus"),
+    "mul": Binary(lambda xp, u, v: u * v,
+                  lambda xp, u, v, out, g, need: _pair(need, lambda: g * v, lambda: g * u),
+                  "({a} * {b})", ("{g} * {b}", "{g} * {a}"), "times"),
+    "div": Binary(lambda xp, u, v: u / v, _div_vjp,
+                  "({a} / {b})", ("{g} / {b}", "(-{g} * {out} / {b})"), "div"),
+    "maximum": Binary(lambda xp, u, v: xp.maximum(u, v), _select_vjp(lambda u, v: u > v),
+                      "max({b}, {a})",
+                      ("({g} if {a} > {b} else {zero})", "({zero} if {a} > {b} else {g})")),
+    "minimum": Binary(lambda xp, u, v: xp.minimum(u, v), _select_vjp(lambda u, v: u < v),
+                      "min({b}, {a})",
+                      ("({g} if {a} < {b} else {zero})", "({zero} if {a} < {b} else {g})")),
+}
+
+#: the executors' edge-wise operations (``plus``, ``minus``, ``times``, ``div``) by our names
+BY_GRAPHBLAS_NAME = {b.graphblas: name for name, b in BINARY.items() if b.graphblas}
 
 
 def check_unary(fn: str, alpha) -> float | None:
@@ -157,36 +284,20 @@ def unary(xp, fn: str, x, alpha=None):
     return UNARY[fn].forward(xp, x, alpha)
 
 
+def binary(op: str) -> Binary:
+    """The binary function ``op`` (``ValueError`` for an unknown name)."""
+    found = BINARY.get(op)
+    if found is None:
+        raise ValueError(f"unknown binary function {op!r}; known: {tuple(BINARY)}")
+    return found
+
+
 def binary_forward(xp, op: str, u, v):
     """``u op v`` with numpy broadcasting."""
-    if op == "add":
-        return u + v
-    if op == "sub":
-        return u - v
-    if op == "mul":
-        return u * v
-    if op == "div":
-        return u / v
-    if op == "maximum":
-        return xp.maximum(u, v)
-    if op == "minimum":
-        return xp.minimum(u, v)
-    raise ValueError(f"unknown binary function {op!r}; known: {BINARY}")
+    return binary(op).forward(xp, u, v)
 
 
 def binary_vjp(xp, op: str, u, v, out, g, need=(True, True)):
     """``(ḡ_u, ḡ_v)`` of ``out = u op v`` for the cotangent ``g`` (before un-broadcasting);
     a side not in ``need`` is None (not computed)."""
-    if op == "add":
-        return g if need[0] else None, g if need[1] else None
-    if op == "sub":
-        return g if need[0] else None, -g if need[1] else None
-    if op == "mul":
-        return g * v if need[0] else None, g * u if need[1] else None
-    if op == "div":
-        gu = g / v
-        return gu if need[0] else None, -gu * out if need[1] else None
-    win = (u > v) if op == "maximum" else (u < v)
-    zero = xp.zeros((), dtype=g.dtype)
-    return (xp.where(win, g, zero) if need[0] else None,
-            xp.where(win, zero, g) if need[1] else None)
+    return binary(op).vjp(xp, u, v, out, g, need)

@@ -31,12 +31,13 @@ edges (and no communication on a grid).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from . import functions as F
+from .primitives import primitive
 from .program import Program
 from .semiring_grad import semiring_backward, semiring_forward, winners
 
@@ -76,7 +77,7 @@ class _Evaluator:
         self.memo: dict[tuple, Any] = {}
         self.frames: list[list] = []
         self.cols: dict[int, Any] = {}
-        self.scales: dict[int, Any] = {}
+        self.kept: dict[Any, Any] = {}
         self.nnz = int(self.A.nvals)
 
     # ------------------------------------------------------------------ operands
@@ -114,61 +115,39 @@ class _Evaluator:
             self.frames[-1].append(key)
         return v
 
-    def _input(self, i: int, k: int, idx: tuple):
+    def input(self, i: int, k: int, idx: tuple):
+        """The value of input ``k`` of operation ``i`` at the (broadcast) index ``idx``."""
         op = self.ops[i]
         c = op.inputs[k]
         return self.value(c, _child_index(idx, op.trail, self.ops[c].trail))
 
     def _compute(self, i: int, idx: tuple):
-        op, ex, xp = self.ops[i], self.ex, self.xp
-        kind = op.kind
-        if kind == "row":
-            vec = self.operand(op.args[0])[(slice(None), *idx)]
-            return ex.gather_rows(self.A, xp.ascontiguousarray(vec))
-        if kind == "col":
-            vec = self.column_copy(op.args[0])[(slice(None), *idx)]
-            return ex.gather_columns(self.A, xp.ascontiguousarray(vec))
-        if kind == "param":
-            return self.operand(op.args[0])[idx]
-        if kind == "const":
-            return self.dtype.type(op.args[0])
-        if kind == "avals":
-            return xp.asarray(ex.edge_values(self.A), dtype=self.dtype)
-        if kind == "edges":
-            return xp.asarray(ex.edge_values(self.operand(op.args[0])), dtype=self.dtype)
-        if kind == "eattr":
-            return xp.ascontiguousarray(self.operand(op.args[0])[(slice(None), *idx)])
-        if kind == "expand":                # the appended unit axis indexes nothing
-            return self.value(op.inputs[0], idx[:-1])
-        if kind == "dropout":
-            return self._dropout(op)[idx[0] if idx else 0]
-        if kind == "map":
-            fn, alpha = op.args
-            return F.unary(xp, fn, self._input(i, 0, idx), alpha)
-        if kind == "zip":
-            return F.binary_forward(xp, op.args[0], self._input(i, 0, idx),
-                                    self._input(i, 1, idx))
-        if kind == "sum":
-            child = op.inputs[0]
-            total = None
-            for c in range(self.ops[child].trail[-1]):
-                self.frames.append([])
-                v = self.value(child, (*idx, c))
-                for key in self.frames.pop():
-                    self.memo.pop(key, None)
-                total = v if total is None else total + v
-            return total
-        if kind == "softmax":
-            E = self.edges(self._input(i, 0, idx))
-            return xp.asarray(ex.edge_values(ex.softmax(E)), dtype=self.dtype)
-        raise ValueError(f"unknown operation {kind!r}")
+        op = self.ops[i]
+        return primitive(op.kind).evaluate(self, i, op, idx)
 
-    def _dropout(self, op):
-        slot, p, heads = op.args
-        if slot not in self.scales:
-            key = int(self.operand(slot))
-            self.scales[slot] = self.ex.dropout_edges(self.A, key, p, heads or 1, self.dtype)
-        return self.scales[slot]
+    @contextmanager
+    def channel_frame(self):
+        """Values of one channel computed inside are dropped at the end (one array of a value
+        per edge at a time)."""
+        self.frames.append([])
+        try:
+            yield
+        finally:
+            for key in self.frames.pop():
+                self.memo.pop(key, None)
+
+    def cached(self, key, make):
+        """``make()`` once per program run (a primitive's per-run arrays: dropout scales)."""
+        if key not in self.kept:
+            self.kept[key] = make()
+        return self.kept[key]
+
+    def grad_of(self, slot: int, grads: list):
+        """Operand ``slot``'s cotangent in ``grads``, zeros the first time."""
+        if grads[slot] is None:
+            value = self.operand(slot)
+            grads[slot] = self.xp.zeros(value.shape, value.dtype)
+        return grads[slot]
 
     def root_values(self) -> list:
         """The root's edge values, one array per head."""
@@ -184,10 +163,10 @@ class _Evaluator:
         ``t_for`` maps ``(softmax op, idx)`` to its row term when the sink supplies it."""
         grads: list = [None] * len(self.prog.operands)
         adj = dict(seeds)
-        self._reverse(sorted({i for i, _ in adj}, reverse=True), adj, grads, t_for, None)
+        self.reverse(sorted({i for i, _ in adj}, reverse=True), adj, grads, t_for, None)
         return grads
 
-    def _region(self, sum_op: int) -> list[int]:
+    def region(self, sum_op: int) -> list[int]:
         """The operations evaluated per channel under ``sum_op`` (deeper than it)."""
         depth = len(self.ops[sum_op].trail)
         seen, stack = set(), [self.ops[sum_op].inputs[0]]
@@ -199,7 +178,7 @@ class _Evaluator:
             stack.extend(self.ops[i].inputs)
         return sorted(seen, reverse=True)
 
-    def _reverse(self, order: list[int], adj: dict, grads: list, t_for: dict, region):
+    def reverse(self, order: list[int], adj: dict, grads: list, t_for: dict, region):
         """Process the cotangents in ``adj`` in reverse topological order. In a channel
         region (``region`` not None) only its operations are processed here; the rest are
         left in ``adj`` for the enclosing pass."""
@@ -216,78 +195,21 @@ class _Evaluator:
                 self._rule(i, key[1], g, adj, grads, t_for)
         del ops
 
-    def _push(self, adj: dict, i: int, k: int, idx: tuple, g):
-        op = self.ops[i]
-        c = op.inputs[k]
-        key = (c, _child_index(idx, op.trail, self.ops[c].trail))
+    @staticmethod
+    def accumulate(adj: dict, key: tuple, g) -> None:
+        """Add the cotangent ``g`` to ``adj[key]``."""
         prev = adj.get(key)
         adj[key] = g if prev is None else prev + g
 
-    def _rule(self, i: int, idx: tuple, g, adj: dict, grads: list, t_for: dict):
-        op, ex, xp = self.ops[i], self.ex, self.xp
-        kind = op.kind
-        if kind in ("const", "avals", "edges", "dropout"):
-            return
-        if kind in ("row", "col", "param", "eattr"):
-            self._leaf(op, idx, self.full(g), grads)
-            return
-        if kind == "expand":
-            key = (op.inputs[0], idx[:-1])
-            prev = adj.get(key)
-            adj[key] = g if prev is None else prev + g
-            return
-        if kind == "map":
-            fn, alpha = op.args
-            x = self._input(i, 0, idx)
-            y = self.value(i, idx)
-            self._push(adj, i, 0, idx, g * F.UNARY[fn].derivative(xp, self.full(x),
-                                                                 self.full(y), alpha))
-            return
-        if kind == "zip":
-            u, v = self._input(i, 0, idx), self._input(i, 1, idx)
-            gu, gv = F.binary_vjp(xp, op.args[0], u, v, self.value(i, idx), g)
-            self._push(adj, i, 0, idx, gu)
-            self._push(adj, i, 1, idx, gv)
-            return
-        if kind == "softmax":
-            psi = self.value(i, idx)
-            t = t_for.get((i, idx))
-            if t is None:
-                t = ex.row_reduce(self.edges(psi * g), "sum")
-            self._push(adj, i, 0, idx, psi * (g - ex.gather_rows(self.A, t)))
-            return
-        if kind == "sum":
-            child = op.inputs[0]
-            region = set(self._region(i))
-            for c in range(self.ops[child].trail[-1]):
-                self.frames.append([])
-                inner = {(child, (*idx, c)): g}
-                self._reverse([], inner, grads, t_for, region)
-                for key in self.frames.pop():
-                    self.memo.pop(key, None)
-                for key, val in inner.items():         # cotangents of shallower operations
-                    prev = adj.get(key)
-                    adj[key] = val if prev is None else prev + val
-            return
-        raise ValueError(f"unknown operation {kind!r}")
+    def push(self, adj: dict, i: int, k: int, idx: tuple, g):
+        """Add ``g`` to the cotangent of input ``k`` of operation ``i`` (un-broadcast index)."""
+        op = self.ops[i]
+        c = op.inputs[k]
+        self.accumulate(adj, (c, _child_index(idx, op.trail, self.ops[c].trail)), g)
 
-    def _leaf(self, op, idx: tuple, g, grads: list):
-        ex = self.ex
-        slot = op.args[0]
-        value = self.operand(slot)
-        if grads[slot] is None:
-            grads[slot] = self.xp.zeros(value.shape, value.dtype)
-        if op.kind == "row":
-            part = ex.row_reduce(self.edges(g), "sum")
-            grads[slot][(slice(None), *idx)] += part
-        elif op.kind == "col":
-            part = ex.col_reduce(self.edges(g), "sum")
-            grads[slot][(slice(None), *idx)] += part
-        elif op.kind == "eattr":
-            grads[slot][(slice(None), *idx)] += g
-        else:
-            total = ex.vertex_sum(ex.row_reduce(self.edges(g), "sum")[:, None])[0]
-            grads[slot][idx] += total
+    def _rule(self, i: int, idx: tuple, g, adj: dict, grads: list, t_for: dict):
+        op = self.ops[i]
+        primitive(op.kind).vjp(self, i, op, idx, g, adj, grads, t_for)
 
 
 # ---------------------------------------------------------------------- sinks

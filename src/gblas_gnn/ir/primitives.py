@@ -1,0 +1,431 @@
+r"""The operations of an edge program, each one registered object with every rule it has.
+
+An operation kind (:attr:`gblas_gnn.ir.program.Op.kind`) names a :class:`Primitive` in
+:data:`PRIMITIVES`. The primitive carries, once:
+
+* its **shape rule** (:meth:`Primitive.trail`: the trailing shape of its value at an edge);
+* its **reference evaluation** on arrays of one value per edge (:meth:`Primitive.evaluate`,
+  read by :mod:`gblas_gnn.ir.reference` on every executor);
+* its **VJP** on those arrays (:meth:`Primitive.vjp`);
+* its **scalar code** at one edge (:meth:`Primitive.emit`) and its **scalar VJP**
+  (:meth:`Primitive.emit_vjp`), read by both kernel generators through
+  :class:`gblas_gnn.codegen.scalar.EdgeCode`;
+* the run-time **extent** of its axes in a kernel (:meth:`Primitive.extent`: kernels read
+  their sizes from their arrays).
+
+The reference evaluator ``ev`` and the code emitter ``c`` hand a primitive their public
+helpers (``ev.value``, ``ev.input``, ``ev.push``; ``c.value``, ``c.input``, ``c.push``, …); a
+primitive imports neither. Elementwise functions are rows of :mod:`.functions` (one
+:class:`~.functions.Unary` or :class:`~.functions.Binary` object each), read by ``map`` and
+``zip``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from . import functions as F
+
+__all__ = ["Primitive", "PRIMITIVES", "primitive", "register_primitive"]
+
+
+class Primitive:
+    """One operation kind (see the module docstring). A subclass sets :attr:`name` and
+    overrides the rules it has; the defaults are those of a constant (no cotangent)."""
+
+    #: the kind in :attr:`gblas_gnn.ir.program.Op.kind`
+    name: ClassVar[str] = ""
+    #: the operand role a leaf reads by its slot ``args[0]`` (``row``, ``col``, ``param``,
+    #: ``eattr``, ``edges``, ``key``), None for the rest
+    role: ClassVar[str | None] = None
+    #: whether its value is a contraction over a channel axis (a loop in code)
+    contracts: ClassVar[bool] = False
+    #: whether it ends a stage: its values are kept per edge (a softmax's buffer)
+    stage: ClassVar[bool] = False
+
+    # ------------------------------------------------------------------ shape
+    def trail(self, args: tuple, inputs: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+        """The trailing shape of the value from its inputs' (a leaf's is the node's own)."""
+        return inputs[0] if inputs else ()
+
+    # ------------------------------------------------------------------ reference
+    def evaluate(self, ev, i: int, op, idx: tuple) -> Any:
+        """The value at every edge, for trailing index ``idx``."""
+        raise ValueError(f"unknown operation {op.kind!r}")
+
+    def vjp(self, ev, i: int, op, idx: tuple, g, adj: dict, grads: list, t_for: dict) -> None:
+        """Pass the edge cotangent ``g`` of ``(i, idx)`` on: to the inputs' entries of
+        ``adj`` (``ev.push``) or, for a leaf, into its operand's cotangent ``grads``."""
+
+    # ------------------------------------------------------------------ scalar code
+    def emit(self, c, block, scope, i: int, op, idx: tuple) -> str:
+        """An expression for the value at one edge (lines it needs go to ``block``)."""
+        raise ValueError(f"unknown operation {op.kind!r}")
+
+    def emit_vjp(self, c, block, scope, i: int, op, idx: tuple, g: str, pending: dict) -> None:
+        """Emit the passing on of the cotangent ``g`` (an expression) at one edge."""
+
+    def extent(self, c, i: int, op, axis: int) -> str:
+        """An expression for the extent of trailing axis ``axis`` in a kernel."""
+        raise ValueError(f"no array gives the extent of axis {axis} of operation {i}")
+
+
+#: every operation kind, by name
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def register_primitive(p: Primitive) -> Primitive:
+    """Add ``p`` under its :attr:`~Primitive.name` (``ValueError`` when the name is taken)."""
+    if not p.name or p.name in PRIMITIVES:
+        raise ValueError(f"an operation needs a new name, got {p.name!r}")
+    PRIMITIVES[p.name] = p
+    return p
+
+
+def primitive(kind: str) -> Primitive:
+    """The primitive of operation kind ``kind`` (``ValueError`` for an unknown one)."""
+    found = PRIMITIVES.get(kind)
+    if found is None:
+        raise ValueError(f"unknown operation {kind!r}")
+    return found
+
+
+# ---------------------------------------------------------------------- leaves
+class _Gathered(Primitive):
+    """A vertex-indexed operand read at the edge: ``X[i, …]`` (``row``: by target),
+    ``X[j, …]`` (``col``: by source) or an edge's features ``E[p, …]`` (``eattr``). Its
+    cotangent is a row or column reduction, or the edge's own."""
+
+    def emit(self, c, block, scope, i, op, idx):
+        viewed = c.through_view(scope, c.leaves.view, self.name, op.args[0], idx)
+        if viewed is not None:
+            return viewed
+        return getattr(c.leaves, self.name)(op.args[0], idx)
+
+    def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
+        viewed = c.through_view(scope, c.leaves.grad_view, self.name, op.args[0], idx)
+        if viewed is not None:
+            block.emit(f"{viewed} += {g}")
+        else:
+            getattr(c.leaves, f"grad_{self.name}")(block, op.args[0], idx, g)
+
+    def extent(self, c, i, op, axis):
+        return c.leaves.size(self.name, op.args[0], axis)
+
+
+class Row(_Gathered):
+    name = role = "row"
+
+    def evaluate(self, ev, i, op, idx):
+        vec = ev.operand(op.args[0])[(slice(None), *idx)]
+        return ev.ex.gather_rows(ev.A, ev.xp.ascontiguousarray(vec))
+
+    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        ev.grad_of(op.args[0], grads)[(slice(None), *idx)] += \
+            ev.ex.row_reduce(ev.edges(ev.full(g)), "sum")
+
+
+class Col(_Gathered):
+    name = role = "col"
+
+    def evaluate(self, ev, i, op, idx):
+        vec = ev.column_copy(op.args[0])[(slice(None), *idx)]
+        return ev.ex.gather_columns(ev.A, ev.xp.ascontiguousarray(vec))
+
+    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        ev.grad_of(op.args[0], grads)[(slice(None), *idx)] += \
+            ev.ex.col_reduce(ev.edges(ev.full(g)), "sum")
+
+
+class EdgeAttr(_Gathered):
+    name = role = "eattr"
+
+    def evaluate(self, ev, i, op, idx):
+        return ev.xp.ascontiguousarray(ev.operand(op.args[0])[(slice(None), *idx)])
+
+    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        ev.grad_of(op.args[0], grads)[(slice(None), *idx)] += ev.full(g)
+
+
+class Param(Primitive):
+    """A parameter broadcast over every edge: ``a[…]``; its cotangent sums every edge."""
+
+    name = role = "param"
+
+    def evaluate(self, ev, i, op, idx):
+        return ev.operand(op.args[0])[idx]
+
+    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        ex = ev.ex
+        total = ex.vertex_sum(ex.row_reduce(ev.edges(ev.full(g)), "sum")[:, None])[0]
+        ev.grad_of(op.args[0], grads)[idx] += total
+
+    def emit(self, c, block, scope, i, op, idx):
+        return c.leaves.param(op.args[0], idx)
+
+    def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
+        c.leaves.grad_param(block, op.args[0], idx, g)
+
+    def extent(self, c, i, op, axis):
+        return c.leaves.size(self.name, op.args[0], axis)
+
+
+class Const(Primitive):
+    """The number ``args[0]``."""
+
+    name = "const"
+
+    def evaluate(self, ev, i, op, idx):
+        return ev.dtype.type(op.args[0])
+
+    def emit(self, c, block, scope, i, op, idx):
+        return c.lit(op.args[0])
+
+
+class PatternValues(Primitive):
+    """The pattern's own values ``A[i, j]``."""
+
+    name = "avals"
+
+    def evaluate(self, ev, i, op, idx):
+        return ev.xp.asarray(ev.ex.edge_values(ev.A), dtype=ev.dtype)
+
+    def emit(self, c, block, scope, i, op, idx):
+        return c.leaves.avals()
+
+
+class EdgeValues(Primitive):
+    """The values of another edge tensor on the same pattern (operand ``args[0]``)."""
+
+    name = role = "edges"
+
+    def evaluate(self, ev, i, op, idx):
+        return ev.xp.asarray(ev.ex.edge_values(ev.operand(op.args[0])), dtype=ev.dtype)
+
+    def emit(self, c, block, scope, i, op, idx):
+        return c.leaves.edges(op.args[0])
+
+
+class DropoutScale(Primitive):
+    """Counter-based dropout scales (``args``: the key's slot, ``p``, heads): 0 or
+    ``1 / (1 - p)`` per edge and head, from the key alone (every executor draws the same)."""
+
+    name = "dropout"
+    role = "key"
+
+    def evaluate(self, ev, i, op, idx):
+        slot, p, heads = op.args
+        scales = ev.cached(("dropout", slot), lambda: ev.ex.dropout_edges(
+            ev.A, int(ev.operand(slot)), p, heads or 1, ev.dtype))
+        return scales[idx[0] if idx else 0]
+
+    def emit(self, c, block, scope, i, op, idx):
+        return c.leaves.dropout(i, idx)
+
+    def extent(self, c, i, op, axis):
+        return c.leaves.size(self.name, op.args[0], axis)
+
+
+# ---------------------------------------------------------------------- operations
+class Expand(Primitive):
+    """Its input with a unit axis appended (``S[..., None]``: the appended axis indexes
+    nothing)."""
+
+    name = "expand"
+
+    def trail(self, args, inputs):
+        return (*inputs[0], 1)
+
+    def evaluate(self, ev, i, op, idx):
+        return ev.value(op.inputs[0], idx[:-1])
+
+    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        ev.accumulate(adj, (op.inputs[0], idx[:-1]), g)
+
+    def emit(self, c, block, scope, i, op, idx):
+        return c.value(block, scope, op.inputs[0], idx[:-1])
+
+    def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
+        c.accumulate(block, pending, (op.inputs[0], idx[:-1]), g)
+
+    def extent(self, c, i, op, axis):
+        return c.size(op.inputs[0], axis)
+
+
+class Map(Primitive):
+    """Elementwise function ``args = (fn, alpha)`` of its input (a row of
+    :data:`gblas_gnn.ir.functions.UNARY`)."""
+
+    name = "map"
+
+    def evaluate(self, ev, i, op, idx):
+        fn, alpha = op.args
+        return F.unary(ev.xp, fn, ev.input(i, 0, idx), alpha)
+
+    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        fn, alpha = op.args
+        x, y = ev.input(i, 0, idx), ev.value(i, idx)
+        ev.push(adj, i, 0, idx, g * F.UNARY[fn].derivative(ev.xp, ev.full(x), ev.full(y), alpha))
+
+    def emit(self, c, block, scope, i, op, idx):
+        fn, alpha = op.args
+        return c.fmt(F.UNARY[fn].code, c.input(block, scope, i, 0, idx), alpha=alpha)
+
+    def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
+        fn, alpha = op.args
+        x = c.input(block, scope, i, 0, idx)
+        y = c.value(block, scope, i, idx)
+        d = c.fmt(F.UNARY[fn].code_derivative, x, y, alpha)
+        c.push(block, pending, i, 0, idx, f"{g} * {d}")
+
+    def extent(self, c, i, op, axis):
+        return c.size(op.inputs[0], axis)
+
+
+class Zip(Primitive):
+    """Binary function ``args = (op,)`` of its two inputs, broadcasting (a row of
+    :data:`gblas_gnn.ir.functions.BINARY`)."""
+
+    name = "zip"
+
+    def trail(self, args, inputs):
+        a, b = inputs
+        n = max(len(a), len(b))
+        a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+        return tuple(max(x, y) for x, y in zip(a, b, strict=True))
+
+    def evaluate(self, ev, i, op, idx):
+        return F.binary_forward(ev.xp, op.args[0], ev.input(i, 0, idx), ev.input(i, 1, idx))
+
+    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        u, v = ev.input(i, 0, idx), ev.input(i, 1, idx)
+        gu, gv = F.binary_vjp(ev.xp, op.args[0], u, v, ev.value(i, idx), g)
+        ev.push(adj, i, 0, idx, gu)
+        ev.push(adj, i, 1, idx, gv)
+
+    def emit(self, c, block, scope, i, op, idx):
+        a = c.input(block, scope, i, 0, idx)
+        b = c.input(block, scope, i, 1, idx)
+        return F.binary(op.args[0]).code.format(a=a, b=b)
+
+    def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
+        a = c.input(block, scope, i, 0, idx)
+        b = c.input(block, scope, i, 1, idx)
+        out = c.value(block, scope, i, idx)
+        ga, gb = (t.format(a=a, b=b, out=out, g=g, zero=c.zero)
+                  for t in F.binary(op.args[0]).code_vjp)
+        c.push(block, pending, i, 0, idx, ga)
+        c.push(block, pending, i, 1, idx, gb)
+
+    def extent(self, c, i, op, axis):
+        for k in op.inputs:                            # an input with this axis
+            tk = c.ops[k].trail
+            pos = axis - (len(op.trail) - len(tk))
+            if pos >= 0 and tk[pos] != 1:
+                return c.size(k, pos)
+        return super().extent(c, i, op, axis)
+
+
+class Sum(Primitive):
+    r""":math:`\sum_c` of its input's last trailing axis: a loop over the channels, one
+    channel's values at a time; its cotangent goes to every channel."""
+
+    name = "sum"
+    contracts = True
+
+    def trail(self, args, inputs):
+        return inputs[0][:-1]
+
+    def evaluate(self, ev, i, op, idx):
+        child = op.inputs[0]
+        total = None
+        for c in range(ev.ops[child].trail[-1]):
+            with ev.channel_frame():
+                v = ev.value(child, (*idx, c))
+            total = v if total is None else total + v
+        return total
+
+    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        child = op.inputs[0]
+        region = set(ev.region(i))
+        for c in range(ev.ops[child].trail[-1]):
+            inner = {(child, (*idx, c)): g}
+            with ev.channel_frame():
+                ev.reverse([], inner, grads, t_for, region)
+            for key, val in inner.items():         # cotangents of shallower operations
+                ev.accumulate(adj, key, val)
+
+    def emit(self, c, block, scope, i, op, idx):
+        child = op.inputs[0]
+        acc = block.fresh("acc")
+        var = block.fresh("c")
+        block.emit(f"{acc} = {c.zero}")
+        channels, split = c.channels(var, child, len(op.trail))
+        body = block.deeper()
+        inner = scope.child(var)
+        with c.splitting(split):
+            v = c.value(body, inner, child, (*idx, var))
+            body.emit(f"{acc} += {v}")
+        c.loop(block, inner, var, channels, body)
+        if split:
+            block.emit(f"{acc} = {c.leaves.channel_total(acc)}")
+        return acc
+
+    def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
+        """A loop whose body is the reverse mode of one channel; what it gives to values
+        outside the loop is summed into accumulators declared before it."""
+        child = op.inputs[0]
+        var = block.fresh("c")
+        channels, split = c.channels(var, child, len(op.trail))
+        body = block.deeper()
+        outer: dict = {}
+        inner_pending: dict = {}
+        inner = scope.child(var)
+        with c.splitting(split):
+            c.accumulate(body, inner_pending, (child, (*idx, var)), g)
+            c.drain(body, inner, inner_pending, var, outer)
+        for name in outer.values():
+            block.emit(f"{name} = {c.zero}")
+        c.loop(block, inner, var, channels, body)
+        for key, name in outer.items():
+            if split:
+                block.emit(f"{name} = {c.leaves.channel_total(name)}")
+            c.accumulate(block, pending, key, name)
+
+    def extent(self, c, i, op, axis):
+        return c.size(op.inputs[0], axis)
+
+
+class Softmax(Primitive):
+    r"""The stable row softmax of its input, per head:
+    :math:`\bar E = \Psi \odot (\bar\Psi - \mathrm{rep}(t))`,
+    :math:`t = \mathrm{sum}(\Psi \odot \bar\Psi)` (``t_for`` gives ``t`` when the sink
+    supplies it as a dense row product). In code a softmax is read from its buffer."""
+
+    name = "softmax"
+    stage = True
+
+    def evaluate(self, ev, i, op, idx):
+        E = ev.edges(ev.input(i, 0, idx))
+        return ev.xp.asarray(ev.ex.edge_values(ev.ex.softmax(E)), dtype=ev.dtype)
+
+    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        psi = ev.value(i, idx)
+        t = t_for.get((i, idx))
+        if t is None:
+            t = ev.ex.row_reduce(ev.edges(psi * g), "sum")
+        ev.push(adj, i, 0, idx, psi * (g - ev.ex.gather_rows(ev.A, t)))
+
+    def emit(self, c, block, scope, i, op, idx):
+        raise ValueError("a softmax is read from its buffer only")
+
+    def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
+        raise ValueError(f"no reverse rule for {op.kind!r}")
+
+    def extent(self, c, i, op, axis):
+        return c.leaves.size("softmax", i, axis)
+
+
+for _p in (Row(), Col(), EdgeAttr(), Param(), Const(), PatternValues(), EdgeValues(),
+           DropoutScale(), Expand(), Map(), Zip(), Sum(), Softmax()):
+    register_primitive(_p)
