@@ -51,6 +51,7 @@ from ..executors.edges import StructuralMask, edge_dtype, is_edge_tensor
 from ..executors.patterns import AdjacencyPattern
 from ..graph import Graph
 from ..ir import functions as F
+from ..ir.primitives import primitive
 from .lower import patterns_match
 from .sinks import materialize
 from .tape import current, in_scope
@@ -241,9 +242,14 @@ def _dtype(*nodes) -> np.dtype | None:
     return types.pop() if types else None
 
 
+def _trail(kind: str, args: tuple, *inputs: Expr) -> tuple[int, ...]:
+    """The trailing shape of operation ``kind`` of ``inputs`` (its primitive's shape rule)."""
+    return primitive(kind).trail(args, tuple(x.trail for x in inputs))
+
+
 def _broadcast(op: str, a: Expr, b: Expr) -> tuple[int, ...]:
     try:
-        return tuple(np.broadcast_shapes(a.trail, b.trail))
+        return _trail("zip", (op,), a, b)
     except ValueError:
         raise ValueError(f"{op}: shapes {a.shape} and {b.shape} do not broadcast") from None
 
@@ -409,7 +415,7 @@ class Map(Expr):
 
     def __init__(self, fn: str, x: Expr, alpha=None):
         self.fn, self.x, self.alpha = fn, x, F.check_unary(fn, alpha)
-        self._init(x.trail, x.dtype, x.pattern, x.vshape)
+        self._init(_trail("map", (fn, alpha), x), x.dtype, x.pattern, x.vshape)
 
     @property
     def children(self):
@@ -464,7 +470,7 @@ class Sum(Expr):
 
     def __init__(self, x: Expr):
         self.x = x
-        self._init(x.trail[:-1], x.dtype, x.pattern, x.vshape)
+        self._init(_trail("sum", (), x), x.dtype, x.pattern, x.vshape)
 
     @property
     def children(self):
@@ -488,7 +494,7 @@ class Expand(Expr):
 
     def __init__(self, x: Expr):
         self.x = x
-        self._init((*x.trail, 1), x.dtype, x.pattern, x.vshape)
+        self._init(_trail("expand", (), x), x.dtype, x.pattern, x.vshape)
 
     @property
     def children(self):
@@ -538,7 +544,7 @@ class Softmax(Expr):
             raise ValueError(f"softmax of an expression of shape {x.shape}: contract the "
                              "channels first (an edge tensor holds one value per head)")
         self.x = x
-        self._init(x.trail, x.dtype, x.pattern)
+        self._init(_trail("softmax", (), x), x.dtype, x.pattern)
 
     @property
     def children(self):

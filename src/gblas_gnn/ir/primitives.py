@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
+
 from . import functions as F
 
 __all__ = ["Primitive", "PRIMITIVES", "primitive", "register_primitive"]
@@ -289,10 +291,7 @@ class Zip(Primitive):
     name = "zip"
 
     def trail(self, args, inputs):
-        a, b = inputs
-        n = max(len(a), len(b))
-        a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
-        return tuple(max(x, y) for x, y in zip(a, b, strict=True))
+        return tuple(np.broadcast_shapes(*inputs))      # ValueError unless they broadcast
 
     def evaluate(self, ev, i, op, idx):
         return F.binary_forward(ev.xp, op.args[0], ev.input(i, 0, idx), ev.input(i, 1, idx))
