@@ -26,9 +26,9 @@ def _name(kernel) -> str:
     as the kernel catalogue names it, since they share one generated function's name."""
     from gblas_gnn.gpu._semiring_kernels import SHIPPED
 
-    for semiring, (shipped, _) in SHIPPED.items():
+    for algebra, (shipped, _) in SHIPPED.items():
         if kernel is shipped:
-            return f"spmm_{semiring}"
+            return f"spmm_{algebra.label}"
     fn = getattr(kernel, "py_func", None) or kernel
     return getattr(fn, "__name__", str(kernel))
 

@@ -68,7 +68,7 @@ class ProgramSource(ABC):
         self.zero = literal(0.0, self.dtype)
         self.one = literal(1.0, self.dtype)
         self.H = "H"                 # the root's heads, read from an array in each kernel
-        self.sink, self.aggr = p.sink, p.aggr
+        self.sink, self.aggr, self.algebra = p.sink, p.aggr, p.algebra
 
     # ------------------------------------------------------------------ the module
     def write(self, out: SourceBlock) -> None:

@@ -54,9 +54,8 @@ from .grid import Grid, rebuild_error
 
 __all__ = ["DistExecutor"]
 
-#: the MPI reduction of each shipped semiring's ⊕
-_MPI_OP = {"plus_times": "sum", "min_plus": "min", "max_plus": "max", "max_times": "max",
-           "min_times": "min"}
+#: the MPI reduction of a ⊕ MPI knows (any other: a reduction with the semiring's own ⊕)
+_MPI_OP = {"plus": "sum", "min": "min", "max": "max"}
 
 
 def _local(S):
@@ -307,7 +306,7 @@ class DistExecutor(Executor):
         which = "col" if transpose else "row"
         label = f"spmm{'_t' if transpose else ''}.{sr.name}"
         product = self.local.spmm_t if transpose else self.local.spmm
-        if sr.name == "avg":
+        if sr.algebra.weighted_mean:
             # (S H) / (S 1): numerator and weights summed over the blocks, then divided
             plus = semirings.get("plus_times")
             num = self.grid.allreduce(product(M, H, plus), "sum", which, label)
@@ -323,8 +322,8 @@ class DistExecutor(Executor):
             pattern.row_counts
         if sr.add_identity != 0:               # an empty block row must be ⊕'s identity
             Z[local_counts == 0] = sr.add_identity
-        if sr.name in _MPI_OP:
-            Z = self.grid.allreduce(Z, _MPI_OP[sr.name], which, label)
+        if sr.algebra.add in _MPI_OP:
+            Z = self.grid.allreduce(Z, _MPI_OP[sr.algebra.add], which, label)
         else:
             Z = self.grid.allreduce_custom(Z, sr.add, which, label)
         if sr.add_identity != 0:

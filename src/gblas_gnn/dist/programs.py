@@ -31,7 +31,7 @@ import numpy as np
 
 from ..executors.alignment import aligned_empty
 from ..executors.cpu import programs as cpu
-from ..ir.plan import EXTREME, Plan, fusable, plan
+from ..ir.plan import Plan, fusable, plan
 
 __all__ = ["runs", "forward", "backward"]
 
@@ -104,12 +104,11 @@ def _phases(grid, p: Plan, fwd, args: list, outs: dict) -> None:
     elif kind == "messages":
         _extreme(grid, p.sink[1] == "max", args, outs["OUT"], outs["ARG"])
     elif kind == "aggregate":
-        if p.aggr in EXTREME:
-            _extreme(grid, p.aggr in ("max", "max_times", "max_plus"), args, outs["Z"],
-                     outs["ARG"])
+        if p.extreme:
+            _extreme(grid, p.algebra.maximises, args, outs["Z"], outs["ARG"])
         else:
             grid.allreduce(outs["Z"], "sum", "row", "program.aggregate")
-            if p.aggr == "avg":
+            if p.weighted_mean:
                 grid.allreduce(outs["DEN"], "sum", "row", "program.weights")
                 # a negative weight anywhere stops every rank (not only its grid row)
                 grid.allreduce(outs["NEG"], "max", "world", "program.weights")

@@ -69,6 +69,7 @@ from numpy.typing import ArrayLike, DTypeLike
 from .. import semirings
 from ..ir import functions
 from ..semirings.aggregations import AGGREGATIONS, check_aggregation, is_named
+from ..semirings.algebra import Algebra
 from . import _random
 from .contexts import AggregateContext, MeanContext
 
@@ -452,24 +453,29 @@ class Executor(ABC):
         return Z
 
     # ------------------------------------------------------------------ semirings
-    #: hand-written lowerings by semiring name, per executor class (``lowers`` fills it)
+    #: hand-written lowerings by what ⊕ and ⊗ are, per executor class (``lowers`` fills it)
     _LOWERINGS: dict = {}
 
     @classmethod
-    def lowers(cls, *names: str) -> Callable[[LoweringBuilder], LoweringBuilder]:
+    def lowers(cls, *algebras: Algebra) -> Callable[[LoweringBuilder], LoweringBuilder]:
         """Decorator registering ``fn(executor, semiring) -> (spmm, spmm_t)`` as how this
-        executor class runs the semirings ``names``."""
+        executor class runs every semiring whose ⊕ and ⊗ are one of ``algebras``
+        (:class:`~gblas_gnn.semirings.algebra.Algebra`), whatever its name."""
         def register(fn):
             table = dict(cls.__dict__.get("_LOWERINGS", {}))
-            for name in names:
-                table[name] = fn
+            for algebra in algebras:
+                if not isinstance(algebra, Algebra) or algebra.add is None \
+                        or algebra.mul is None:
+                    raise TypeError(f"a lowering is registered for a known algebra, got "
+                                    f"{algebra!r}")
+                table[algebra] = fn
             cls._LOWERINGS = table
             return fn
         return register
 
     def semiring_lowering(self, semiring: str | Semiring) -> Lowering:
         """How this executor runs ``semiring`` (a name or a
-        :class:`~gblas_gnn.semirings.Semiring`): a registered lowering for its name, else
+        :class:`~gblas_gnn.semirings.Semiring`): a registered lowering for its algebra, else
         :meth:`generic_lowering`; built once per executor and semiring."""
         sr = semirings.get(semiring)
         cache = self.__dict__.setdefault("_lowering_cache", {})
@@ -477,7 +483,7 @@ class Executor(ABC):
         if hit is None or hit[0] is not sr:
             build = None
             for klass in type(self).__mro__:
-                build = klass.__dict__.get("_LOWERINGS", {}).get(sr.name)
+                build = klass.__dict__.get("_LOWERINGS", {}).get(sr.algebra)
                 if build is not None:
                     break
             pair = build(self, sr) if build is not None else self.generic_lowering(sr)

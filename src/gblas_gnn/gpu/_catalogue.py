@@ -61,8 +61,8 @@ def _specs() -> list[KernelSpec]:
                    lambda F, I: (p64, f1(F), f1(F))),
         KernelSpec("softmax_backward_rows", sparse.softmax_backward_rows, "group",
                    lambda F, I: (p64, f1(F), f1(F), f1(F))),
-        *(KernelSpec(f"spmm_{name}", kernel, "group", _spmm_args)
-          for name, (kernel, _) in srk.SHIPPED.items()),
+        *(KernelSpec(f"spmm_{algebra.label}", kernel, "group", _spmm_args)
+          for algebra, (kernel, _) in srk.SHIPPED.items()),
         KernelSpec("spmm_avg", sparse.spmm_avg, "group",
                    lambda F, I: _spmm_args(F, I)[:6] + (f2(F),)),
         KernelSpec("argext_forward", sparse.argext_forward, "group",

@@ -24,7 +24,6 @@ from ..semirings import negative_weight_error
 from . import _sparse_kernels as sparse
 from ._device import group_grid
 from ._program_kernels import kernels
-from ._program_source import EXTREME
 
 __all__ = ["forward", "backward", "ProgramContext"]
 
@@ -123,9 +122,9 @@ def _sink_outputs(ex, p: Plan, b: _Buffers) -> dict:
     root = p.structure.ops[p.structure.root]
     out = {"Z": xp.empty((n, H, X.shape[2]), dt),
            "W": xp.empty((1, 1), dt) if root.kind == "softmax" else xp.empty((H, nnz), dt)}
-    if p.aggr in EXTREME:
+    if p.extreme:
         out["ARG"] = xp.empty((n, H, X.shape[2]), np.int64)
-    if p.aggr == "avg":
+    if p.weighted_mean:
         out["DEN"] = xp.empty((n, H), dt)
         out["NEG"] = xp.zeros(1, np.int64)
     return out
@@ -162,12 +161,12 @@ def _finish_forward(ex, p: Plan, b: _Buffers, outs: dict, A, keep: bool):
                  for h, W in enumerate(outs["W"])]
         return (parts[0] if heads is None else xp.stack(parts, axis=1)), ctx
     Z = outs["Z"]
-    if p.aggr == "avg":
+    if p.weighted_mean:
         if ex._get(outs["NEG"], "avg weights")[0]:
-            raise negative_weight_error("avg")
+            raise negative_weight_error(p.aggr)
         den = outs["DEN"][:, :, None]
         Z = xp.where(den > 0, Z / xp.where(den > 0, den, 1), 0).astype(Z.dtype)
-    counts = ex.row_counts(A, Z.dtype)[:, None, None] if p.aggr == "mean" else None
+    counts = ex.row_counts(A, Z.dtype)[:, None, None] if p.counted_mean else None
     return aggregate_output(ctx, Z, heads, counts)
 
 
@@ -233,7 +232,7 @@ def _row(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
     kind = p.structure.sink[0]
     stage = [xp.empty((p.heads_of(k), nnz), dt) for k in p.softmaxes for _ in (0, 1)]
     extra = list(ctx.extra.values())[1:] if kind in ("aggregate", "messages") else []
-    Z = ctx.Z if p.aggr == "avg" else xp.empty((1, 1, 1), dt)
+    Z = ctx.Z if p.weighted_mean else xp.empty((1, 1, 1), dt)
     spmm_t = kind == "spmm_t"
     dXr = xp.zeros(b.operands[_x_slot(p)].shape, dt) if spmm_t else xp.empty((1, 1, 1), dt)
     T = [xp.empty((p.heads_of(k), n), dt) for k in p.softmaxes]

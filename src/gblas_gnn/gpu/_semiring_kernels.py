@@ -24,6 +24,7 @@ import operator
 
 from numba import cuda
 
+from ..semirings.algebra import MAX_PLUS, MAX_TIMES, MIN_PLUS, MIN_TIMES, PLUS_TIMES
 from ._device import inline_device
 from ._lanes import add, maximum, minimum, mul
 from ._sparse_kernels import make_spmm
@@ -41,13 +42,14 @@ def _div(a, b):
     return a / b
 
 
-#: the semirings the library ships: name → (SpMM kernel, ⊕ identity)
+#: the kernels of the shipped semirings' algebras: what ⊕ and ⊗ are → (SpMM kernel, ⊕
+#: identity); any semiring with one of these algebras runs on it
 SHIPPED = {
-    "plus_times": (make_spmm(add, mul), 0.0),
-    "min_plus": (make_spmm(minimum, add), math.inf),
-    "max_plus": (make_spmm(maximum, add), -math.inf),
-    "max_times": (make_spmm(maximum, mul), -math.inf),
-    "min_times": (make_spmm(minimum, mul), math.inf),
+    PLUS_TIMES: (make_spmm(add, mul), 0.0),
+    MIN_PLUS: (make_spmm(minimum, add), math.inf),
+    MAX_PLUS: (make_spmm(maximum, add), -math.inf),
+    MAX_TIMES: (make_spmm(maximum, mul), -math.inf),
+    MIN_TIMES: (make_spmm(minimum, mul), math.inf),
 }
 
 # Python's built-in operators are not numba functions: their device forms

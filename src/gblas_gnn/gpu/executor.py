@@ -43,6 +43,7 @@ import numpy as np
 from ..executors.base import Executor
 from ..executors.patterns import AdjacencyPattern, MatrixCache, csr_arrays, csr_of, graphblas_of
 from ..ir.plan import fusable
+from ..semirings.algebra import WEIGHTED_MEAN
 from . import _edge_kernels as edge
 from . import _programs
 from . import _semiring_kernels as srk
@@ -448,7 +449,8 @@ class CUDAExecutor(Executor):
         return EdgeTensor(p, out)
 
 
-for _name, (_kernel, _identity) in srk.SHIPPED.items():
-    CUDAExecutor.lowers(_name)(lambda ex, sr, k=_kernel, e=_identity: ex._kernel_lowering(k, e))
-CUDAExecutor.lowers("avg")(lambda ex, sr: ex._kernel_lowering(sparse.spmm_avg, None))
-del _name, _kernel, _identity
+for _algebra, (_kernel, _identity) in srk.SHIPPED.items():
+    CUDAExecutor.lowers(_algebra)(lambda ex, sr, k=_kernel, e=_identity:
+                                  ex._kernel_lowering(k, e))
+CUDAExecutor.lowers(WEIGHTED_MEAN)(lambda ex, sr: ex._kernel_lowering(sparse.spmm_avg, None))
+del _algebra, _kernel, _identity

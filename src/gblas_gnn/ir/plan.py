@@ -30,17 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..semirings.aggregations import algebra_of
+from ..semirings.algebra import Algebra
 from .program import Structure
 
-__all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "FUSED_AGGREGATIONS",
-           "EXTREME", "BY_ROW"]
-
-#: aggregations the generated kernels run (any other: the reference lowering)
-FUSED_AGGREGATIONS = ("sum", "mean", "max", "min", "plus_times", "max_times", "min_times",
-                      "max_plus", "min_plus", "avg")
-#: the max/min ones: each (row, head, feature) has one winning edge, which their backward
-#: routes the cotangent to
-EXTREME = ("max", "min", "max_times", "min_times", "max_plus", "min_plus")
+__all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "BY_ROW"]
 #: the cotangents a pass over rows accumulates: what is read by target (a row's own), the
 #: parameters (a partial per row) and the edges' features (each edge's own)
 BY_ROW = frozenset({"row", "param", "eattr"})
@@ -78,6 +72,29 @@ class Plan:
     def aggr(self) -> str | None:
         return self.sink[1] if self.sink[0] in ("aggregate", "spmm_t") else None
 
+    @property
+    def algebra(self) -> Algebra | None:
+        """What the aggregation's ⊕ and ⊗ are (None: the sink aggregates nothing); the
+        generators choose their code by it (:class:`gblas_gnn.semirings.algebra.Algebra`)."""
+        return None if self.aggr is None else algebra_of(self.aggr)
+
+    @property
+    def counted_mean(self) -> bool:
+        """An aggregation whose readout divides by the row's count (``mean``)."""
+        return self.sink[0] == "aggregate" and algebra_of(self.aggr).divide == "count"
+
+    @property
+    def weighted_mean(self) -> bool:
+        """An aggregation whose readout divides by the sum of the weights (``avg``): the
+        kernels keep each row's weight sum (``DEN``) and flag a negative weight (``NEG``)."""
+        return self.sink[0] == "aggregate" and algebra_of(self.aggr).weighted_mean
+
+    @property
+    def extreme(self) -> bool:
+        """An aggregation whose ⊕ is max or min: each (row, head, feature) has one winning
+        edge, which its backward routes the cotangent to."""
+        return self.sink[0] == "aggregate" and algebra_of(self.aggr).extreme
+
     def heads_of(self, op: int) -> int:
         trail = self.structure.ops[op].trail
         return trail[0] if trail else 1
@@ -100,9 +117,10 @@ def fusable(structure: Structure) -> bool:
     """Whether the generated kernels run this structure (else the reference lowering)."""
     sink = structure.sink
     if sink[0] == "aggregate":
-        return sink[1] in FUSED_AGGREGATIONS
+        return algebra_of(sink[1]).fused
     if sink[0] == "spmm_t":
-        return sink[1] == "plus_times"
+        algebra = algebra_of(sink[1])
+        return algebra.linear and algebra.divide is None
     return sink[0] in ("rows", "values", "cols", "messages") and \
         (sink[0] != "cols" or sink[1] == "sum")
 
@@ -118,8 +136,7 @@ def plan(structure: Structure) -> Plan:
                   eattrs=tuple(k for k in slots["eattr"] if k not in structure.constants),
                   features=slots["eattr"])
     sink = structure.sink
-    if sink[0] == "aggregate" and sink[1] in ("sum", "mean", "plus_times") \
-            and len(softmaxes) == 1:
+    if sink[0] == "aggregate" and algebra_of(sink[1]).linear and len(softmaxes) == 1:
         found = _linear_softmax(structure, softmaxes[0])
         if found is not None:
             factor, factor_op = found

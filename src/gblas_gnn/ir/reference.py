@@ -37,14 +37,13 @@ from typing import Any
 
 import numpy as np
 
+from ..semirings.aggregations import algebra_of
 from .primitives import primitive
 from .program import Program
 from .semiring_grad import semiring_backward, semiring_forward, winners
 
 __all__ = ["forward", "backward", "Context"]
 
-#: aggregations whose output is homogeneous of degree one in the edge weights
-HOMOGENEOUS = ("sum", "mean", "max", "min", "plus_times", "max_times", "min_times")
 
 
 def _child_index(idx: tuple, parent: tuple, child: tuple) -> tuple:
@@ -309,7 +308,7 @@ def backward(ex, ctx: Context, dout) -> list:
             seeds[(r, idx)] = _reduction_cotangent(ev, kind, sink[1], idx, d)
     elif kind in ("aggregate", "spmm_t"):
         sm = _softmax_feeding_root(ev) if kind == "aggregate" else None
-        homogeneous = isinstance(sink[1], str) and sink[1] in HOMOGENEOUS
+        homogeneous = algebra_of(sink[1]).homogeneous
         douts = _heads_of(dout, heads)
         outs = _heads_of(ctx.out, heads)
         parts = []

@@ -50,24 +50,21 @@ class _NoBackward:
 
 
 def _named(aggr) -> str | None:
-    """The named aggregation ``aggr`` stands for, if any."""
+    """The named aggregation ``aggr`` stands for, if any: itself, or ``sum`` for a semiring
+    whose ⊕ is + and ⊗ is × (``plus_times``)."""
     if is_named(aggr):
         return aggr
-    name = aggr if isinstance(aggr, str) else getattr(aggr, "name", None)
-    return "sum" if name == "plus_times" else None
-
-
-def _add_name(sr) -> str | None:
-    name = getattr(sr.add_op, "name", None)
-    return name if name in ("plus", "max", "min") else None
+    algebra = semirings.get(aggr).algebra
+    return "sum" if algebra.linear and algebra.divide is None else None
 
 
 def differentiable(aggr) -> bool:
-    """Whether aggregating over ``aggr`` has a backward."""
+    """Whether aggregating over ``aggr`` has a backward: a named aggregation, the weighted
+    mean, or a ⊕ of plus, max or min with a ⊗ that gives its partial derivatives."""
     if _named(aggr) is not None:
         return True
     sr = semirings.get(aggr)
-    return sr.name == "avg" or (_add_name(sr) is not None and sr.mul_grad is not None)
+    return sr.algebra.weighted_mean or (sr.algebra.add is not None and sr.mul_grad is not None)
 
 
 def semiring_forward(ex, kind: str, aggr, S, X, keep: bool):
@@ -75,9 +72,9 @@ def semiring_forward(ex, kind: str, aggr, S, X, keep: bool):
     (``"spmm_t"``); ``ctx`` is None unless ``keep``."""
     named = _named(aggr)
     if kind == "spmm_t":
-        sr = semirings.get("plus_times" if named == "sum" else aggr)
-        Z = ex.spmm_t(S, X, sr.name if sr.name == "plus_times" else sr)
-        ok = sr.name == "plus_times"
+        sr = semirings.plus_times if named == "sum" else semirings.get(aggr)
+        ok = sr.algebra.linear and sr.algebra.divide is None
+        Z = ex.spmm_t(S, X, sr)
         return Z, (_SemiringContext(sr, S, X) if ok else _NoBackward(sr.name)) if keep else None
     if named is not None:
         if not keep:
@@ -103,7 +100,7 @@ def semiring_backward(ex, kind: str, aggr, ctx, dZ):
         return _spmm_t_backward(ex, ctx, dZ)
     if not isinstance(ctx, _SemiringContext):
         return ex.aggregate_backward(ctx, dZ)
-    if ctx.sr.name == "avg":
+    if ctx.sr.algebra.weighted_mean:
         return _avg_backward(ex, ctx, dZ)
     return _generic_backward(ex, ctx, dZ)
 
@@ -129,7 +126,7 @@ def _generic_backward(ex, ctx: _SemiringContext, dZ):
     xp = ex.xp
     sr, S = ctx.sr, ctx.S
     d_s, d_x = sr.mul_grad
-    add = _add_name(sr)
+    add = sr.algebra.add
     s = xp.asarray(ex.edge_values(S), dtype=dZ.dtype)
     Xc = ex.columns(S, ctx.X)
     dS = xp.zeros_like(s)

@@ -13,6 +13,7 @@ from .._validate import check_bools, finite_real, positive_ints
 from ..compose.traced import Traced
 from ..executors._random import draw_key
 from ..ops import leaky_relu, rep
+from ..semirings.aggregations import algebra_of
 from ._attention import (
     AGGREGATIONS,  # noqa: F401  (re-exported: gat.AGGREGATIONS)
     check_aggr,
@@ -27,7 +28,6 @@ from .module import Module
 
 __all__ = ["GATConv"]
 
-_LINEAR = ("sum", "mean")
 
 
 class GATConv(PyGInterop, Module):
@@ -133,7 +133,7 @@ class GATConv(PyGInterop, Module):
 
     def _aggregate_first(self) -> bool:
         """Whether to compute ``(Ψ H) W`` instead of ``Ψ (H W)`` (rule 1, Φ∘⊕ order)."""
-        linear_one_head = self._named and self.aggr in _LINEAR and self.heads == 1
+        linear_one_head = self._named and algebra_of(self.aggr).linear and self.heads == 1
         check_order(self._order)
         if self._order == "aggregate_first":
             if not linear_one_head:

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from .algebra import Algebra
 from .registry import get, names
 
-__all__ = ["AGGREGATIONS", "is_named", "check_aggregation"]
+__all__ = ["AGGREGATIONS", "is_named", "check_aggregation", "algebra_of"]
 
 #: the aggregations with a backward; any other ``aggr`` is a semiring (forward only)
 AGGREGATIONS = ("sum", "max", "min", "mean")
+
+#: what each named aggregation of ``S ⊙ X`` is: ``Σ_j S_ij X_j``, its row mean, or the
+#: max / min of the products
+_NAMED = {"sum": Algebra("plus", "times"), "mean": Algebra("plus", "times", "count"),
+          "max": Algebra("max", "times"), "min": Algebra("min", "times")}
 
 
 def is_named(aggr: Any) -> bool:
@@ -33,3 +39,11 @@ def check_aggregation(aggr: Any) -> Any:
         raise ValueError(f"unknown aggregation {aggr!r}: use one of {AGGREGATIONS} or a "
                          f"semiring from gblas_gnn.semirings {names()}") from exc
     return aggr
+
+
+def algebra_of(aggr: Any) -> Algebra:
+    """The :class:`~.algebra.Algebra` of a named aggregation or a semiring (name or
+    object)."""
+    if is_named(aggr):
+        return _NAMED[aggr]
+    return get(aggr).algebra

@@ -101,6 +101,7 @@ def make_avg() -> Semiring:
         formula="Z[i,c] = sum_j S[i,j] H[j,c] / sum_j S[i,j]  (weights >= 0)",
         readout=readout,
         nonnegative_weights=True,
+        divides_by_weights=True,
     )
 
 

@@ -30,6 +30,8 @@ import numpy as np
 from graphblas import Matrix
 from graphblas.core.matrix import TransposedMatrix
 
+from .algebra import Algebra
+
 __all__ = ["Semiring", "check_operands", "negative_weight_error", "install_executor_resolver",
            "resolve_executor"]
 
@@ -178,6 +180,8 @@ class Semiring:
         semirings over pairs).
     nonnegative_weights : bool
         The semiring is only one for nonnegative edge weights; SpMM refuses negative ones.
+    divides_by_weights : bool
+        The readout is the weighted mean ``Σ S H / Σ S`` (the averaging semiring).
     mul_grad : (callable, callable) or None
         The partial derivatives ``(d_s, d_h)`` of ``s ⊗ h`` with respect to the edge weight
         and the message, as functions of two arrays (of any array module: use arithmetic,
@@ -207,6 +211,17 @@ class Semiring:
     nonnegative_weights: bool = False
     mul_grad: tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]] | None = field(
         default=None, repr=False)
+    #: the readout divides the ⊕-sum of the products by the sum of the weights (a weighted
+    #: mean over pairs: ``avg``)
+    divides_by_weights: bool = False
+
+    @property
+    def algebra(self) -> Algebra:
+        """What ⊕ and ⊗ are (:class:`~gblas_gnn.semirings.algebra.Algebra`): the facts
+        executors choose kernels and gradients by."""
+        if self.divides_by_weights:
+            return Algebra("plus", "times", "weights")
+        return Algebra.of(getattr(self.add_op, "name", None), getattr(self.mul_op, "name", None))
 
     # -- products on an executor (the cpu one unless told otherwise) ----------------
     def spmm(self, S: Matrix, H: np.ndarray, executor=None) -> np.ndarray:

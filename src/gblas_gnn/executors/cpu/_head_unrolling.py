@@ -61,8 +61,6 @@ __all__ = ["UNROLLED_HEADS", "head_counts", "lane_width", "HeadUnrolling"]
 
 #: the most heads a forward writes out (more: the loop over heads of the skeleton)
 UNROLLED_HEADS = 8
-#: the aggregations whose sink is written out per head (a sum of weighted messages)
-_LINEAR = ("sum", "mean", "plus_times")
 
 
 def _unrolled(heads: int) -> int:
@@ -83,7 +81,7 @@ def _lanes(p: Plan) -> int:
     gathered row's ``heads · f`` lanes (heads written out, a sum of weighted messages), else
     0."""
     n = _unrolled(p.heads)
-    return n if n and p.sink[0] == "aggregate" and p.aggr in _LINEAR else 0
+    return n if n and p.sink[0] == "aggregate" and p.algebra.linear else 0
 
 
 def lane_width(p: Plan) -> int:

@@ -42,7 +42,7 @@ from ...codegen.kernel_cache import load_module, locked_kernel
 from ...codegen.kernel_cache import signature_key as _signature_key
 from ...codegen.kernel_source import ProgramSource, column_edge
 from ...codegen.scalar import SourceBlock, ValueScope
-from ...ir.plan import BY_ROW, EXTREME, Plan
+from ...ir.plan import BY_ROW, Plan
 from ...ir.plan import head_index as _head_index
 from ...ir.plan import leaf_kinds as _leaf_kinds
 from ._head_unrolling import HeadUnrolling, head_counts, lane_width
@@ -391,15 +391,15 @@ class _Generator(HeadUnrolling, ProgramSource):
         self._aggregate(head)
 
     def _aggregate(self, head: SourceBlock) -> None:
-        aggr = self.aggr
+        algebra = self.algebra
         head.emit("zi = Z[i, hh]")
         head.emit("for c in range(zi.shape[0]):")
         head.nested().emit(f"zi[c] = {self.zero}")
-        if aggr in ("sum", "mean", "plus_times"):
+        if algebra.linear:
             e = self._edges(head)
             e.emit(f"_axpy(zi, {self._root(e)}, X[j, hh])")
             return
-        if aggr == "avg":             # Z is the numerator; the caller divides by DEN
+        if algebra.weighted_mean:     # Z is the numerator; the caller divides by DEN
             head.emit(f"den = {self.zero}")
             e = self._edges(head)
             w = self._root(e)
@@ -414,8 +414,8 @@ class _Generator(HeadUnrolling, ProgramSource):
         # source id; a NaN is kept only when it comes first), as selects: the feature loop
         # vectorises. The winners are recorded only when ARG is an array: numba compiles
         # the kernel without them for ARG = None (a forward no backward follows).
-        better = ">" if aggr in ("max", "max_times", "max_plus") else "<"
-        plus = aggr in ("max_plus", "min_plus")
+        better = ">" if algebra.maximises else "<"
+        plus = algebra.tropical
         head.emit("if ARG is not None:")
         a = head.nested()
         a.emit("ai = ARG[i, hh]")
@@ -475,8 +475,8 @@ class _Generator(HeadUnrolling, ProgramSource):
             return ("OUT",)
         if kind in ("cols", "spmm_t"):
             return ("W",)
-        extra = {"avg": ("DEN", "NEG")}.get(self.aggr, ())
-        if self.aggr in EXTREME:
+        extra = ("DEN", "NEG") if self.p.weighted_mean else ()
+        if self.p.extreme:
             extra = ("ARG",)
         return ("Z", *extra)
 
@@ -491,7 +491,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         :func:`gblas_gnn.executors.cpu._minmax_kernels.winner_features` from the winners
         (n·heads·f updates, :func:`gblas_gnn.executors.cpu.programs.row_backward_columns`),
         where ``row_columns`` would compare every edge's row of winners (nnz·heads·f)."""
-        return self.sink[0] == "aggregate" and self.aggr in EXTREME
+        return self.p.extreme
 
     def _cols(self, body: SourceBlock) -> SourceBlock:
         body.emit("for j in range(r0, r1):")
@@ -652,19 +652,19 @@ class _Generator(HeadUnrolling, ProgramSource):
             e = self._edges(head)
             e.emit("GB[p, hh] = _dot(X[i, hh], dZ[j, hh])")
             return
-        aggr = self.aggr
-        if aggr in ("sum", "mean", "plus_times"):
+        algebra = self.algebra
+        if algebra.linear:
             e = self._edges(head)
             e.emit("GB[p, hh] = _dot(dZ[i, hh], X[j, hh])")
             return
-        if aggr == "avg":
+        if algebra.weighted_mean:
             head.emit("den = DEN[i, hh]")
             head.emit(f"tz = _dot(dZ[i, hh], Z[i, hh]) if den > {z} else {z}")
             e = self._edges(head)
             e.emit(f"GB[p, hh] = (_dot(dZ[i, hh], X[j, hh]) - tz) / den if den > {z} "
                    f"else {z}")
             return
-        plus = aggr in ("max_plus", "min_plus")
+        plus = algebra.tropical
         head.emit("for p in range(lo, hi):")
         head.nested().emit(f"GB[p, hh] = {z}")
         head.emit("ai = ARG[i, hh]")
@@ -676,9 +676,8 @@ class _Generator(HeadUnrolling, ProgramSource):
                         "GB[q, hh] += dZ[i, hh, c] * X[indices[q], hh, c]")
 
     def _message_gradient(self, h: SourceBlock) -> None:
-        aggr = self.aggr
         w = self._root(h)
-        if aggr in ("sum", "mean", "plus_times"):
+        if self.algebra.linear:
             h.emit(f"_axpy(dX[j, hh], {w}, dZ[i, hh])")
             return
         # avg (max / min scatter it from their winners instead: _scatter_messages)

@@ -316,16 +316,6 @@ class CPUExecutor(Executor):
             return _spmm.product_t(self._csc.get(S), H, self_weight, bias)
         return _spmm.product(S, self._patterns.get(S), H, self_weight, bias)
 
-    def spmm(self, S, H, semiring="plus_times"):
-        if isinstance(semiring, str) and semiring == "plus_times":
-            return self.spmm_affine(S, H)
-        return super().spmm(S, H, semiring)
-
-    def spmm_t(self, S, H, semiring="plus_times"):
-        if isinstance(semiring, str) and semiring == "plus_times":
-            return self.spmm_affine(S, H, transpose=True)
-        return super().spmm_t(S, H, semiring)
-
     def generic_lowering(self, sr):
         return _lowering.inplace_lowering(self, sr)
 

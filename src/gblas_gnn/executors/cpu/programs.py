@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.plan import BY_ROW, EXTREME, Plan, fusable, leaf_kinds, plan
+from ...ir.plan import BY_ROW, Plan, fusable, leaf_kinds, plan
 from ...semirings import negative_weight_error
 from ..alignment import aligned_empty
 from ..patterns import CSRPattern, index_dtype, unsigned_view
@@ -169,9 +169,9 @@ def sink_outputs(p: Plan, b: Buffers, winners: bool = True) -> dict:
         return out
     f = b.operands[_x_slot(p)].shape[2]
     out = {"Z": aligned_empty((n, H, f), dt)}
-    if p.aggr in EXTREME:
+    if p.extreme:
         out["ARG"] = np.empty((n, H, f), index_dtype(nnz)) if winners else None
-    if p.aggr == "avg":
+    if p.weighted_mean:
         out["DEN"] = np.empty((n, H), dt)
         out["NEG"] = np.zeros(1, np.int64)
     return out
@@ -227,14 +227,14 @@ def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool, counts=No
         out = parts[0] if heads is None else np.stack(parts, axis=1)
         return out, ctx
     Z = outs["Z"]
-    if p.aggr == "avg":
+    if p.weighted_mean:
         if outs["NEG"][0]:
-            raise negative_weight_error("avg")
+            raise negative_weight_error(p.aggr)
         den = outs["DEN"]
         pos = den > 0
         np.divide(Z, np.where(pos, den, 1)[:, :, None], out=Z)
         Z[~pos] = 0
-    if p.aggr != "mean":
+    if not p.counted_mean:
         return aggregate_output(ctx, Z, heads)
     if counts is None:
         counts = b.pattern.row_counts
@@ -394,7 +394,7 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
     # differentiable (a constant edge tensor)
     GB = np.empty((nnz, H) if leaf_kinds(p, p.structure.root) and kind != "messages"
                   else (1, 1), dt)
-    Z = ctx.Z if p.aggr == "avg" else np.empty((1, 1, 1), dt)
+    Z = ctx.Z if p.weighted_mean else np.empty((1, 1, 1), dt)
     spmm_t = kind == "spmm_t"
     if spmm_t:
         dZ = _heads_view(dZ, H)
@@ -434,7 +434,7 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward) -> dict:
 def _scatters_messages(p: Plan) -> bool:
     """Whether the messages' gradient is :func:`_winners_gradient` after the row strategy's
     passes (max / min aggregations; the generator's ``_scatter_messages``)."""
-    return p.sink[0] == "aggregate" and p.aggr in EXTREME
+    return p.extreme
 
 
 def _winners_gradient(p: Plan, b: Buffers, dZ, extra: list, dX) -> None:
@@ -447,6 +447,6 @@ def _winners_gradient(p: Plan, b: Buffers, dZ, extra: list, dX) -> None:
     (the column pass wrote them)."""
     ARG, WP = extra
     n, H, f = ARG.shape
-    weights = None if p.aggr in ("max_plus", "min_plus") else WP
+    weights = None if p.algebra.tropical else WP
     winner_features(unsigned_view(b.pattern.indices), weights, max(f, 1), ARG.reshape(n, H * f),
                     dZ.reshape(n, H * f), dX.reshape(dX.shape[0], H * f))

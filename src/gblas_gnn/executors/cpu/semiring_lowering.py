@@ -44,6 +44,14 @@ import numpy as np
 from numba import types as nt
 
 from ...semirings import check_operands
+from ...semirings.algebra import (
+    MAX_PLUS,
+    MAX_TIMES,
+    MIN_PLUS,
+    MIN_TIMES,
+    PLUS_TIMES,
+    WEIGHTED_MEAN,
+)
 from . import _gbio
 from ._minmax_kernels import run_spmm_minmax
 from ._spmm import check_features
@@ -66,7 +74,7 @@ def gb_semiring(sr):
     """
     form = _GB_FORMS.get(sr)
     if form is None:
-        if sr.name == "avg":
+        if sr.algebra.weighted_mean:
             form = _build_avg()
         else:   # a built-in pair is python-graphblas's own object (factory kernels)
             form = getattr(gb.semiring, f"{sr.add_op.name}_{sr.mul_op.name}", None)
@@ -90,7 +98,7 @@ def spmm_general(sr, S, H: np.ndarray, *, transpose: bool = False) -> np.ndarray
     if S.nvals == 0 or m == 0 or H.shape[1] == 0:
         return np.zeros((m, H.shape[1]), dtype=H.dtype)
     T = _gbio.gb_dtype(H.dtype)
-    if sr.name == "avg":
+    if sr.algebra.weighted_mean:
         if S.dtype != T:
             S = S.dup(dtype=T)
         Z = _gbio.general_mxm(S, H, gb_semiring(sr)[T], transpose=transpose)
@@ -111,7 +119,7 @@ def _plus_times(ex, sr):
 def _minmax(ex, sr):
     """``(min|max, +|×)`` through the numba CSR row kernel over the executor's cached int32
     pattern of ``S`` (or of the cached ``Sᵀ``), its values read in place."""
-    is_max, is_times = sr.name.startswith("max"), sr.name.endswith("times")
+    is_max, is_times = sr.algebra.maximises, not sr.algebra.tropical
 
     def run(S, H):
         pattern = ex.csr_pattern(S)
@@ -149,8 +157,9 @@ def inplace_lowering(ex, sr):
     return run, lambda S, H: run(ex.transposed(S), H)
 
 
-LOWERINGS = {"plus_times": _plus_times, "min_plus": _minmax, "max_plus": _minmax,
-             "max_times": _minmax, "min_times": _minmax, "avg": _avg}
+#: the hand-written lowerings by what ⊕ and ⊗ are (any semiring with them, whatever its name)
+LOWERINGS = {PLUS_TIMES: _plus_times, MIN_PLUS: _minmax, MAX_PLUS: _minmax,
+             MAX_TIMES: _minmax, MIN_TIMES: _minmax, WEIGHTED_MEAN: _avg}
 
 
 # ---------------------------------------------------------------------- avg: pair UDT
