@@ -407,3 +407,54 @@ def test_semiring_repr_and_metadata():
         assert s.name == name and name in repr(s)
         assert s.formula
         assert cpu_sr.gb_semiring(s) is cpu_sr.gb_semiring(s)  # built once
+
+
+# -- the algebra: what ⊕ and ⊗ are decides the kernels, never the name -----------------------
+def test_each_shipped_semiring_has_the_algebra_of_its_operators():
+    from gblas_gnn.semirings import algebra as al
+
+    assert {name: sr.get(name).algebra for name in SHIPPED} == {
+        "plus_times": al.PLUS_TIMES, "min_plus": al.MIN_PLUS, "max_plus": al.MAX_PLUS,
+        "max_times": al.MAX_TIMES, "min_times": al.MIN_TIMES, "avg": al.WEIGHTED_MEAN}
+
+
+def test_a_user_semiring_runs_on_the_kernels_of_its_algebra(user_names):
+    """A renamed ``max_times`` takes the shipped kernels (the cpu executor's hand-written
+    lowering, the generated attention kernels) and gives the same numbers; a ⊗ the kernels do
+    not know takes the generic path."""
+    from gblas_gnn.executors import get_executor
+    from gblas_gnn.executors.cpu.semiring_lowering import LOWERINGS
+    from gblas_gnn.ir.plan import fusable
+    from gblas_gnn.ir.program import Op, Structure
+
+    user_names += ["test_renamed_max_times", "test_max_halfplus_algebra"]
+    renamed = sr.register("test_renamed_max_times", "max", "times")
+    odd = sr.register("test_max_halfplus_algebra", lambda x, y: max(x, y),
+                      lambda x, y: x + 0.5 * y, add_identity=-np.inf)
+    assert renamed.algebra == sr.max_times.algebra and renamed.algebra.fused
+    assert odd.algebra.mul is None and not odd.algebra.fused
+    cpu = get_executor("cpu")
+    assert cpu.semiring_lowering(renamed).spmm.__qualname__ == \
+        cpu.semiring_lowering(sr.max_times).spmm.__qualname__
+    assert odd.algebra not in LOWERINGS
+    S = make_graph(8, 30, 30, dtype=np.float64)
+    H = features(8, 30, 3, np.float64)
+    np.testing.assert_array_equal(renamed.spmm(S, H), sr.max_times.spmm(S, H))
+    structure = Structure((Op("avals", (), (), ()),), 0, ("aggregate", renamed.name),
+                          (("x", (3,)),), "float64")
+    assert fusable(structure)
+    assert not fusable(Structure(structure.ops, 0, ("aggregate", odd.name), structure.roles,
+                                 "float64"))
+
+
+def test_a_lowering_is_registered_against_a_known_algebra_only():
+    from gblas_gnn.executors.cpu import CPUExecutor
+    from gblas_gnn.semirings.algebra import Algebra
+
+    class Mine(CPUExecutor):
+        pass
+
+    with pytest.raises(TypeError, match="known algebra"):
+        Mine.lowers("plus_times")
+    with pytest.raises(TypeError, match="known algebra"):
+        Mine.lowers(Algebra(None, "times"))

@@ -461,13 +461,14 @@ class Executor(ABC):
         """Decorator registering ``fn(executor, semiring) -> (spmm, spmm_t)`` as how this
         executor class runs every semiring whose ⊕ and ⊗ are one of ``algebras``
         (:class:`~gblas_gnn.semirings.algebra.Algebra`), whatever its name."""
+        for algebra in algebras:
+            if not isinstance(algebra, Algebra) or algebra.add is None or algebra.mul is None:
+                raise TypeError(f"a lowering is registered for a known algebra, got "
+                                f"{algebra!r}")
+
         def register(fn):
             table = dict(cls.__dict__.get("_LOWERINGS", {}))
             for algebra in algebras:
-                if not isinstance(algebra, Algebra) or algebra.add is None \
-                        or algebra.mul is None:
-                    raise TypeError(f"a lowering is registered for a known algebra, got "
-                                    f"{algebra!r}")
                 table[algebra] = fn
             cls._LOWERINGS = table
             return fn
