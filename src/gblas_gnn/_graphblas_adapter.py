@@ -17,11 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from graphblas.core.operator import BinaryOp
+from graphblas.core.matrix import TransposedMatrix
+from graphblas.core.operator import BinaryOp, Monoid
+from graphblas.core.operator.base import TypedOpBase
 from graphblas.core.operator.binary import TypedUserBinaryOp
 from graphblas.exceptions import check_status_carg
 
-__all__ = ["BinaryOp", "add_compiled_binary_op", "new_binary_op"]
+__all__ = ["BinaryOp", "Monoid", "add_compiled_binary_op", "is_binary_op", "is_monoid",
+           "is_transposed_matrix", "is_user_defined_type", "new_binary_op", "untyped_op"]
 
 
 # ---------------------------------------------------------------------- user binary ops
@@ -103,3 +106,61 @@ def add_compiled_binary_op(parent: BinaryOp, cfunc: Any, out_type: Any,
                     is_jit=True)
     else:
         parent._add(TypedUserBinaryOp(parent, parent.name, t1, out_type, handle[0]))
+
+
+# ---------------------------------------------------------------------- operator classes
+# ``BinaryOp`` and ``Monoid`` are re-exported for annotations; python-graphblas names its
+# operator classes only under ``graphblas.core.operator``.
+
+def is_binary_op(obj: Any) -> bool:
+    """Whether ``obj`` is an untyped python-graphblas binary operator (``gb.binary.plus``,
+    a registered or anonymous UDF).
+
+    Why not public: the class ``BinaryOp`` is named only in ``graphblas.core.operator``;
+    the public namespaces hold instances of it, not the class.
+    """
+    return isinstance(obj, BinaryOp)
+
+
+def is_monoid(obj: Any) -> bool:
+    """Whether ``obj`` is an untyped python-graphblas monoid (``gb.monoid.plus``, one from
+    ``gb.monoid.register_anonymous``).
+
+    Why not public: as for :func:`is_binary_op`, the class ``Monoid`` is named only in
+    ``graphblas.core.operator``.
+    """
+    return isinstance(obj, Monoid)
+
+
+def untyped_op(obj: Any) -> Any:
+    """The operator a typed operator belongs to (``gb.binary.plus["FP32"]`` →
+    ``gb.binary.plus``); anything else unchanged.
+
+    Why not public: a typed operator is recognised by its base class ``TypedOpBase``
+    (``graphblas.core.operator.base``); its ``parent`` attribute is public, but other
+    python-graphblas objects (masks) have a ``parent`` too, so the attribute alone does not
+    tell a typed operator.
+    """
+    return obj.parent if isinstance(obj, TypedOpBase) else obj
+
+
+# ---------------------------------------------------------------------- types and views
+def is_user_defined_type(dtype: Any) -> bool:
+    """Whether the python-graphblas ``DataType`` ``dtype`` is a user-defined type (UDT).
+
+    Why not public: python-graphblas has no public predicate (``DataType._is_udt``), and
+    ``dtype.np_type.kind`` does not tell: a UDT may wrap a plain numeric numpy type that
+    GraphBLAS has no built-in for (``gb.dtypes.register_anonymous(numpy.float16)`` is a UDT
+    of kind ``"f"``).
+    """
+    return bool(dtype._is_udt)
+
+
+def is_transposed_matrix(obj: Any) -> bool:
+    """Whether ``obj`` is the lazy transpose ``A.T`` of a ``graphblas.Matrix`` (a
+    ``TransposedMatrix``: not a ``Matrix``; ``obj.new()`` materialises it).
+
+    Why not public: ``A.T`` is public but its class is named only in
+    ``graphblas.core.matrix``.
+    """
+    return isinstance(obj, TransposedMatrix)
