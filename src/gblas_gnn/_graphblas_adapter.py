@@ -14,17 +14,21 @@ python-graphblas, numpy and the standard library only, never another gblas_gnn m
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from graphblas.core.matrix import TransposedMatrix
+import graphblas as gb
+from graphblas.core.infix import MatrixEwiseAddExpr, MatrixEwiseMultExpr
+from graphblas.core.matrix import MatrixExpression, TransposedMatrix
 from graphblas.core.operator import BinaryOp, Monoid
 from graphblas.core.operator.base import TypedOpBase
 from graphblas.core.operator.binary import TypedUserBinaryOp
 from graphblas.exceptions import check_status_carg
 
-__all__ = ["BinaryOp", "Monoid", "add_compiled_binary_op", "is_binary_op", "is_monoid",
-           "is_transposed_matrix", "is_user_defined_type", "new_binary_op", "untyped_op"]
+__all__ = ["BinaryOp", "Monoid", "add_compiled_binary_op", "is_binary_op",
+           "is_matrix_expression", "is_monoid", "is_structural_mask", "is_transposed_matrix",
+           "is_user_defined_type", "new_binary_op", "structural_mask_type", "untyped_op"]
 
 
 # ---------------------------------------------------------------------- user binary ops
@@ -164,3 +168,43 @@ def is_transposed_matrix(obj: Any) -> bool:
     ``graphblas.core.matrix``.
     """
     return isinstance(obj, TransposedMatrix)
+
+
+#: the lazy matrix expressions :func:`is_matrix_expression` accepts (exactly these classes)
+_MATRIX_EXPRESSIONS = (MatrixExpression, TransposedMatrix, MatrixEwiseMultExpr,
+                       MatrixEwiseAddExpr)
+
+
+def is_matrix_expression(obj: Any) -> bool:
+    """Whether ``obj`` is an unevaluated python-graphblas matrix expression that ``obj.new()``
+    turns into a ``graphblas.Matrix``: a method call such as ``A.apply(op)``,
+    ``A.ewise_mult(B)`` or ``A * 2.0`` (``MatrixExpression``), ``A.T``
+    (``TransposedMatrix``), or the infix ``A & B`` / ``A | B`` (``MatrixEwiseMultExpr`` /
+    ``MatrixEwiseAddExpr``).  The classes must match exactly; ``A @ B`` is not accepted.
+
+    Why not public: python-graphblas names these classes only in ``graphblas.core.matrix``
+    and ``graphblas.core.infix``, and ``hasattr(obj, "new")`` would also accept a vector
+    expression, a mask (``A.S``) or ``A @ B``.
+    """
+    return type(obj) in _MATRIX_EXPRESSIONS and hasattr(obj, "new")
+
+
+@functools.cache
+def structural_mask_type() -> type:
+    """The class of ``A.S`` (the structural mask of a ``graphblas.Matrix`` or ``Vector``;
+    its public ``parent`` is ``A``).
+
+    :mod:`gblas_gnn.virtual` patches this class's ``__mul__`` so that ``A.S * expr`` means
+    the structural mask of ``expr``.
+
+    Why not public: ``A.S`` is public but its class (``StructuralMask``) is named only in
+    ``graphblas.core.mask``; it is found here from a one-entry matrix, so that the class
+    patched is the one ``A.S`` returns.
+    """
+    return type(gb.Matrix(float, 1, 1).S)
+
+
+def is_structural_mask(obj: Any) -> bool:
+    """Whether ``obj`` is a graphblas structural mask ``A.S`` (see
+    :func:`structural_mask_type`)."""
+    return isinstance(obj, structural_mask_type())
