@@ -103,7 +103,7 @@ def test_no_code_reads_a_private_member_of_the_local_executor():
 #: one above (docs/design.md, "Layout"). A module belongs to the layer of its longest prefix.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("meanings", ("gblas_gnn._validate", "gblas_gnn._io", "gblas_gnn._progress",
-                  "gblas_gnn.semirings")),
+                  "gblas_gnn._graphblas_adapter", "gblas_gnn.semirings")),
     ("ir", ("gblas_gnn.ir",)),
     ("codegen", ("gblas_gnn.codegen",)),
     ("executors", ("gblas_gnn.executors", "gblas_gnn.gpu")),

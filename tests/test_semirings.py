@@ -15,6 +15,7 @@ import pytest
 import scipy.sparse as sp
 
 import gblas_gnn.semirings as sr
+from gblas_gnn._graphblas_adapter import is_user_defined_type
 from gblas_gnn.executors.cpu import _gbio
 from gblas_gnn.executors.cpu import semiring_lowering as cpu_sr
 from gblas_gnn.semirings import registry
@@ -232,7 +233,7 @@ def test_avg_hand_example_and_zero_weight_rows():
 def test_avg_general_form_is_a_graphblas_udt_semiring():
     typed = cpu_sr.gb_semiring(sr.avg)[gb.dtypes.FP32]
     pair = typed.return_type
-    assert pair._is_udt
+    assert is_user_defined_type(pair)
     assert pair.np_type.names == ("v", "w")
     assert pair.np_type["v"] == np.float32
     assert cpu_sr.gb_semiring(sr.avg)[gb.dtypes.FP64].return_type.np_type["w"] == np.float64

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import graphblas as gb
 
+from ._graphblas_adapter import structural_mask_type
 from .compose.expr import MATERIALIZE_LIMIT, Expr, expr_binary, factor, masked, rep
 
 __all__ = ["MATERIALIZE_LIMIT", "Virtual", "rep", "factor", "masked"]
@@ -48,7 +49,7 @@ def _install_matrix_mul() -> None:
                            ("__truediv__", "div", False), ("__rtruediv__", "div", True)):
         defer(name, lambda self, other, op=op, swap=swap:
               expr_binary(op, other, self) if swap else expr_binary(op, self, other))
-    mask_type = type(gb.Matrix(float, 1, 1).S)
+    mask_type = structural_mask_type()
     mask_mul = getattr(mask_type, "__mul__", None)
 
     def structural_mul(self, other):

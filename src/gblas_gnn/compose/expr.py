@@ -44,6 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import edge_attr as _edge_attr
+from .._graphblas_adapter import is_matrix_expression, is_structural_mask
 from .._validate import FLOAT_DTYPES, array_module_of, dense_matrix, dense_vector
 from ..edge_attr import EdgeFeatures
 from ..executors import get_executor, to_numpy
@@ -75,7 +76,7 @@ def edge_shape(E) -> tuple[int, int]:
 def _structure_of(x):
     """The edge tensor whose pattern ``x`` is (a :class:`StructuralMask`, or graphblas's
     ``A.S``), else None."""
-    if isinstance(x, StructuralMask) or type(x).__name__ == "StructuralMask":
+    if isinstance(x, StructuralMask) or is_structural_mask(x):
         return x.parent
     return None
 
@@ -755,8 +756,7 @@ def as_sparse(S, name: str = "S"):
         if S.dtype not in FLOAT_DTYPES:
             raise TypeError(f"{name} must hold float32 or float64 values, got {S.dtype}")
         S = gb.io.from_scipy_sparse(S.tocsr())
-    if type(S).__name__ in ("MatrixExpression", "TransposedMatrix", "MatrixEwiseMultExpr",
-                            "MatrixEwiseAddExpr") and hasattr(S, "new"):
+    if is_matrix_expression(S):
         S = S.new()                       # a graphblas expression such as ``A * 2.0``
     if not is_edge_tensor(S):
         raise TypeError(f"{name} must be a graphblas.Matrix or scipy.sparse matrix (or an "

@@ -259,7 +259,9 @@ class Grid:
         out = np.empty((sum(counts), *array.shape[1:]), array.dtype)
         sizes = [c * width for c in counts]
         displs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
-        kind = MPI._typedict[array.dtype.char]
+        # the predefined MPI datatype itself (``mpi4py.util.dtlib.from_numpy_dtype`` would
+        # return a duplicate that must be freed)
+        kind = MPI.Datatype.fromcode(array.dtype.char)
         with self._timed(label, array.nbytes, out.nbytes - array.nbytes, 1):
             self.col.Allgatherv(array, [out, sizes, displs, kind])
         return out
@@ -275,7 +277,7 @@ class Grid:
         incoming = np.empty(self.size, np.int64)
         self.comm.Alltoall(counts, incoming)
         out = np.empty(int(incoming.sum()), array.dtype)
-        kind = MPI._typedict[array.dtype.char]
+        kind = MPI.Datatype.fromcode(array.dtype.char)
 
         def displs(c):
             return np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64)

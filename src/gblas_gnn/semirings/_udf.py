@@ -6,7 +6,9 @@
 complex numbers.  Semirings here only ever need FP32 and FP64, so we compile just
 those two, with a numba ``cfunc`` wrapper that stores the result in the input type
 (``x + 0.5 * y`` on float32 stays float32), and hand them to a python-graphblas
-``BinaryOp`` -- from there ``graphblas.monoid.register_anonymous`` and
+``BinaryOp`` (:func:`gblas_gnn._graphblas_adapter.new_binary_op` and
+:func:`~gblas_gnn._graphblas_adapter.add_compiled_binary_op`, where the python-graphblas
+internals this needs are kept) -- from there ``graphblas.monoid.register_anonymous`` and
 ``graphblas.semiring.register_anonymous`` build the monoid and the semiring as
 for any UDF.
 """
@@ -19,10 +21,9 @@ import graphblas as gb
 import numba
 from numba import types as nt
 
+from .._graphblas_adapter import BinaryOp, add_compiled_binary_op, new_binary_op
+
 __all__ = ["compile_binary"]
-
-_KEEPALIVE: list = []  # compiled cfuncs must outlive the GraphBLAS operators using them
-
 
 def _make_wrapper(jf):
     def wrapper(z, x, y):  # pragma: no cover (numba)
@@ -31,7 +32,7 @@ def _make_wrapper(jf):
     return wrapper
 
 
-def compile_binary(func: Callable[[float, float], float], name: str):
+def compile_binary(func: Callable[[float, float], float], name: str) -> BinaryOp:
     """A python-graphblas ``BinaryOp`` computing ``func`` for FP32 and FP64 operands.
 
     Raises
@@ -39,12 +40,8 @@ def compile_binary(func: Callable[[float, float], float], name: str):
     TypeError
         if numba cannot compile ``func`` for float arguments.
     """
-    from graphblas.core import ffi, lib
-    from graphblas.core.operator.binary import BinaryOp, TypedUserBinaryOp
-    from graphblas.exceptions import check_status_carg
-
     jf = numba.njit(func)
-    parent = BinaryOp(name, func, anonymous=True, is_udt=False, numba_func=jf)
+    parent = new_binary_op(name, func, jf)
     for T in (gb.dtypes.FP32, gb.dtypes.FP64):
         ptr = nt.CPointer(T.numba_type)
         try:
@@ -53,12 +50,5 @@ def compile_binary(func: Callable[[float, float], float], name: str):
             raise TypeError(
                 f"cannot compile {func!r} to a GraphBLAS UDF for {T.name} with numba: {exc}"
             ) from exc
-        _KEEPALIVE.append(cf)
-        handle = ffi.new("GrB_BinaryOp*")
-        check_status_carg(
-            lib.GrB_BinaryOp_new(handle, cf.cffi, T._carg, T._carg, T._carg),
-            "BinaryOp",
-            handle[0],
-        )
-        parent._add(TypedUserBinaryOp(parent, name, T, T, handle[0]))
+        add_compiled_binary_op(parent, cf, T, (T, T))
     return parent

@@ -28,7 +28,8 @@ from typing import Any
 import graphblas as gb
 import numpy as np
 from graphblas import Matrix
-from graphblas.core.matrix import TransposedMatrix
+
+from .._graphblas_adapter import is_transposed_matrix, is_user_defined_type
 
 from .algebra import Algebra
 
@@ -59,7 +60,7 @@ _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 def _as_matrix(S: Any) -> Matrix:
     if isinstance(S, Matrix):
         return S
-    if isinstance(S, TransposedMatrix):  # ``A.T``: materialise the transpose
+    if is_transposed_matrix(S):  # ``A.T``: materialise the transpose
         return S.new()
     import scipy.sparse as sp
 
@@ -119,7 +120,7 @@ def check_operands(
         raise TypeError(f"H must be float32 or float64, not {H.dtype} (nothing is coerced)")
     S = _as_matrix(S)
     sd = S.dtype
-    if sd._is_udt or sd.name.startswith("FC"):
+    if is_user_defined_type(sd) or sd.name.startswith("FC"):
         raise TypeError(f"S must hold real numbers (bool, int or float), not {sd.name}")
     inner = S.nrows if transpose else S.ncols
     if inner != H.shape[0]:

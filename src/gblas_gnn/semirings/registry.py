@@ -20,9 +20,8 @@ from typing import Any
 
 import graphblas as gb
 import numpy as np
-from graphblas.core.operator import BinaryOp, Monoid
-from graphblas.core.operator.base import TypedOpBase
 
+from .._graphblas_adapter import BinaryOp, Monoid, is_binary_op, is_monoid, untyped_op
 from ._udf import compile_binary
 from .averaging import AVG
 from .builtin import BUILTIN
@@ -102,28 +101,24 @@ def _vectorise(func: Callable) -> Callable:
     return op
 
 
-def _untyped(op: Any) -> Any:
-    return op.parent if isinstance(op, TypedOpBase) else op
-
-
 def _resolve_monoid(name: str, add_monoid: Any, add_identity: Any
                     ) -> tuple[Monoid, Callable, Any, Callable | None]:
     """(gb Monoid, numpy add, identity, Python add) from a monoid, binary op, name or
     function."""
-    op = _untyped(add_monoid)
+    op = untyped_op(add_monoid)
     if isinstance(op, str):
         found = getattr(gb.monoid, op, None)
         if found is None:
             raise ValueError(f"add_monoid {op!r} is not a graphblas monoid name")
         op = found
-    if isinstance(op, BinaryOp):
+    if is_binary_op(op):
         if op.monoid is not None and add_identity is None:
             op = op.monoid
         else:
             if add_identity is None:
                 raise ValueError(f"add_identity is required to build a monoid from {op!r}")
             op = gb.monoid.register_anonymous(op, add_identity, f"{name}_add")
-    elif isinstance(op, Monoid):
+    elif is_monoid(op):
         own = op["FP64"].identity
         if add_identity is not None and not _same_value(add_identity, own):
             raise ValueError(
@@ -152,15 +147,15 @@ def _same_value(a: Any, b: Any) -> bool:
 
 def _resolve_binary(name: str, mul_op: Any) -> tuple[BinaryOp, Callable, Callable | None]:
     """(gb BinaryOp, numpy mul, Python mul) from a binary op, monoid, name or function."""
-    op = _untyped(mul_op)
+    op = untyped_op(mul_op)
     if isinstance(op, str):
         found = getattr(gb.binary, op, None)
         if found is None:
             raise ValueError(f"mul_op {op!r} is not a graphblas binary op name")
         op = found
-    if isinstance(op, Monoid):
+    if is_monoid(op):
         op = op.binaryop
-    if isinstance(op, BinaryOp):
+    if is_binary_op(op):
         return op, _numpy_of(op), _python_of(op)
     if callable(op):
         return compile_binary(op, f"{name}_mul"), _vectorise(op), op

@@ -29,8 +29,9 @@ compiles UDFs with numba and stores their *return value*; a numba function canno
 freshly built record safely (records are returned as pointers, cf. python-graphblas issue
 #564), so the two operators are numba ``cfunc``\\s that write the output record's fields
 through GraphBLAS's ``z`` pointer; they are created with ``GrB_BinaryOp_new`` and attached
-to python-graphblas ``BinaryOp`` objects (``BinaryOp._add(..., is_jit=True)``, the hook
-python-graphblas uses for externally compiled operators).  The fast lowering is
+to python-graphblas ``BinaryOp`` objects by
+:func:`gblas_gnn._graphblas_adapter.add_compiled_binary_op` (which says which
+python-graphblas internals that takes).  The fast lowering is
 ``(S @ H) / (S @ 1)``: the ``plus_times`` kernel and a row sum (a factory kernel).
 """
 
@@ -43,6 +44,7 @@ import numba
 import numpy as np
 from numba import types as nt
 
+from ..._graphblas_adapter import add_compiled_binary_op
 from ...semirings import check_operands
 from ...semirings.algebra import (
     MAX_PLUS,
@@ -201,17 +203,10 @@ def _no_udf(x, y):  # pragma: no cover (only reached for unsupported operand typ
     raise TypeError("avg operators exist only for (FP32, FP32) and (FP64, FP64) operands")
 
 
-_KEEPALIVE: list = []  # the compiled cfuncs must outlive the GraphBLAS operators using them
-
-
 def _build_avg():
     """Register the pair UDTs and the cfunc operators; return the GraphBLAS semiring."""
-    from graphblas.core import ffi, lib
-    from graphblas.core.operator.binary import BinaryOp, TypedUserBinaryOp
-    from graphblas.exceptions import check_status_carg
-
-    add_op = BinaryOp.register_anonymous(_no_udf, "avg_merge", is_udt=True)
-    mul_op = BinaryOp.register_anonymous(_no_udf, "avg_lift", is_udt=True)
+    add_op = gb.binary.register_anonymous(_no_udf, "avg_merge", is_udt=True)
+    mul_op = gb.binary.register_anonymous(_no_udf, "avg_lift", is_udt=True)
     for pair_np, name in ((PAIR32, "avg_pair32"), (PAIR64, "avg_pair64")):
         P = gb.dtypes.register_anonymous(pair_np, name)
         T = gb.dtypes.lookup_dtype(pair_np["v"])
@@ -220,15 +215,7 @@ def _build_avg():
         ptr_t = nt.CPointer(numba.from_dtype(pair_np["v"]))
         add_c = numba.cfunc(nt.void(ptr_p, ptr_p, ptr_p), cache=True)(_add_body)
         mul_c = numba.cfunc(nt.void(ptr_p, ptr_t, ptr_t), cache=True)(_mul_body)
-        for parent, cf, (t1, t2) in ((add_op, add_c, (P, P)), (mul_op, mul_c, (T, T))):
-            handle = ffi.new("GrB_BinaryOp*")
-            check_status_carg(
-                lib.GrB_BinaryOp_new(handle, cf.cffi, P._carg, t1._carg, t2._carg),
-                "BinaryOp",
-                handle[0],
-            )
-            typed = TypedUserBinaryOp(parent, parent.name, t1, P, handle[0], dtype2=t2)
-            _KEEPALIVE.append(cf)
-            parent._add(typed, is_jit=True)
+        for parent, cf, in_types in ((add_op, add_c, (P, P)), (mul_op, mul_c, (T, T))):
+            add_compiled_binary_op(parent, cf, P, in_types, udt=True)
     monoid = gb.monoid.register_anonymous(add_op, (0.0, 0.0), "avg_merge")
     return gb.semiring.register_anonymous(monoid, mul_op, "avg")
