@@ -275,14 +275,19 @@ def test_the_cpu_forward_writes_out_up_to_eight_heads():
 def test_the_cpu_column_pass_prefetches_every_row_operand_it_gathers():
     """The column pass asks ahead for the row side's numbers of the edge it will reach, even
     one number a row (GAT's ``d_i``, one more random line beside ``dZ_i`` and ``Ψ``); the
-    row pass leaves a source operand of one number to the hardware."""
-    text = source(_gat_structure(1, 8))
-    forward = text[text.index("def forward("):text.index("def column_pass(")]
-    column = text[text.index("def column_pass("):text.index("def column_rows(")]
-    rows = sorted({w.split("[")[0] for w in column.split() if w.startswith("R")
-                   and "[i," in w})
-    assert rows and all(f"prefetch_row({r}[nxt])" in column for r in rows)
-    assert "prefetch_row(C" not in forward
+    row pass leaves a source operand of one number to the hardware (checked on the syntax
+    tree, :mod:`kernel_ast`)."""
+    p = _gat_structure(1, 8)
+    m = _module(p)
+    column = m["column_pass"]
+    rows = _operands(p, "row")
+    assert rows and all(column.reads(r) for r in rows)
+    # the row of an edge PREFETCH_AHEAD positions on (by the CSC's rows), not of this edge
+    ahead = {s.value.id for s in column.prefetched() if column.ahead(s.slice, "crow")}
+    assert set(rows) <= ahead, (rows, ahead)
+    narrow = _operands(p, "col", narrow=True)
+    assert narrow and all(m["forward"].reads(c) for c in narrow)
+    assert not {s.value.id for s in m["forward"].prefetched()} & set(narrow)
 
 
 @pytest.mark.cpu_only
@@ -350,10 +355,14 @@ def test_edge_features_read_as_data_are_prefetched_and_get_no_cotangent(monkeypa
         p = plans[-1]
         assert p.features and p.eattrs == (p.features if wanted else ())
         assert p.structure.constants == (() if wanted else p.features)
-        text = source(p)
-        column = text[text.index("def column_pass("):text.index("def column_rows(")]
-        assert f"prefetch_row(EA{p.features[0]}[perm[min(q + " in column
-        assert ("dEA" in text) == wanted
+        m = _module(p)
+        (features,) = _operands(p, "eattr")
+        column = m["column_pass"]
+        # the features at the CSR position (perm) of the edge ahead
+        assert any(s.value.id == features and column.ahead(s.slice, "perm")
+                   for s in column.prefetched())
+        # a cotangent array of the features (dEA<slot>) is an argument of a kernel or none
+        assert (f"d{features}" in m.arguments()) == wanted
 
 
 def test_the_cpu_light_row_pass_sums_the_edges_shares_when_a_row_gets_one_number():
@@ -362,18 +371,22 @@ def test_the_cpu_light_row_pass_sums_the_edges_shares_when_a_row_gets_one_number
     light row pass sums a row's edges, gathering no column operand. A row operand read over
     channels (GATv2's ``X_i`` under a nonlinearity) keeps the replay from ``eb``."""
     for heads in (1, 4, 9):
-        text = source(_gat_structure(heads, 8))
-        column = text[text.index("def column_pass("):text.index("def column_rows(")]
-        rows = text[text.index("def column_rows("):]
-        assert "] = eb\n" not in column and "EB[p, " in column
-        assert "acc += EB[p, hh]" in rows and "C1[" not in rows and "indices[" not in rows
+        p = _gat_structure(heads, 8)
+        m = _module(p)
+        column, rows = m["column_pass"], m["column_rows"]
+        assert column.writes("EB") and rows.accumulated_from("EB")
+        # no column operand read, nothing gathered by source
+        assert not any(rows.reads(c) for c in _operands(p, "col"))
+        assert not rows.reads("indices")
     g = gg.Graph.from_edges([0, 1, 2], [1, 2, 0], 3)
     X = np.ones((3, 4), np.float32)
     a = np.ones(4, np.float32)
     scores = (ops.leaky_relu(rep(X) + rep(X).T, 0.2) * a).sum(-1)
-    text = source(_structure(g.A, scores, ("aggregate", "sum"), X))
-    rows = text[text.index("def column_rows("):]
-    assert "acc += EB" not in rows and "dR0[i" in rows and "C1[j" in rows
+    p = _structure(g.A, scores, ("aggregate", "sum"), X)
+    rows = _module(p)["column_rows"]
+    (row,) = _operands(p, "row")
+    assert not rows.accumulated_from("EB") and rows.reads(f"d{row}")
+    assert all(rows.reads(c) for c in _operands(p, "col")) and rows.reads("indices")
 
 
 def _structure(A, e, sink, X=None):
