@@ -14,6 +14,7 @@ the cuda generators.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 import numba
@@ -21,9 +22,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_ast import Module
 
 import gblas_gnn as gg
 from gblas_gnn import compose, ops
+from gblas_gnn.codegen.kernel_args import Layout
 from gblas_gnn.compose.expr import Masked, Softmax
 from gblas_gnn.compose.lower import build
 from gblas_gnn.executors import CPUExecutor, PrimitivesExecutor, to_numpy
@@ -184,58 +187,107 @@ def _gat_structure(heads: int, width: int):
     return _structure(g.A, ops.leaky_relu(rep(u) + rep(v).T, 0.2), ("aggregate", "sum"), X)
 
 
+def _module(p) -> Module:
+    """The cpu generator's module for plan ``p``, parsed (:mod:`kernel_ast`)."""
+    return Module(source(p))
+
+
+def _operands(p, role: str, narrow: bool | None = None) -> list[str]:
+    """The kernels' argument names of the operands of ``role`` (``"row"``, ``"col"``, …);
+    ``narrow``: only those of one number a row (True) or of more (False)."""
+    return [name for name, (r, trail) in zip(Layout.of(p).operands, p.structure.roles,
+                                              strict=True)
+            if r == role and (narrow is None or narrow == all(d == 1 for d in trail))]
+
+
+def _constant_args(call: ast.Call) -> tuple:
+    """The literal arguments of ``call`` (its offset and width for ``_dot_at``)."""
+    return tuple(a.value for a in call.args if isinstance(a, ast.Constant))
+
+
+def _is_call(node, name: str, first: str | None = None) -> bool:
+    """Whether ``node`` is ``name(...)`` (with ``first``: ``name(first, ...)``)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == name and (first is None or bool(node.args) and
+                                          isinstance(node.args[0], ast.Name)
+                                          and node.args[0].id == first))
+
+
 def test_the_cpu_forward_writes_out_up_to_eight_heads():
     """The cpu module's key holds the head counts its forward writes out: 2 and 4 heads get
-    modules of their own; the forward of 4 heads walks each
-    row once per phase (no loop over heads) and its sink and column pass run over the lanes
-    of all heads at once (each lane's head by selects on the lane, the width a literal:
-    part of the key; a head's dot over its own lanes); its softmax walks the
-    row's entries flat (4 is a power of two; 3 heads walk the edges); those of 9 heads keep
-    the loop over heads."""
-    from gblas_gnn.executors.cpu._head_unrolling import UNROLLED_HEADS
+    modules of their own. From 2 to 8 heads the forward walks each row once per phase and the
+    column pass visits an edge's heads without a loop over them; 9 and 10 heads keep the loop
+    over heads (and share a module). With the heads written out, the sink and the column pass
+    run over the lanes of all heads at once, each lane's head picked by selects against the
+    bounds ``h · f`` written in as literals (the width is part of the key), the loops' trip
+    count ``heads · f`` a literal from four heads on; a head's dot in the column pass runs
+    over its own lanes (offset and width literals). The softmax walks the row's entries flat
+    where the head count is a power of two (4), the edges otherwise (3). Each row maximum is
+    a select (``max``), not a branch around an update.
 
-    assert UNROLLED_HEADS == 8
+    Checked on the generated modules' syntax trees (:mod:`kernel_ast`), not their text."""
     assert signature_key(_gat_structure(2, 8)) != signature_key(_gat_structure(4, 8))
     # the lanes' width is written in where the heads are (4), not where they loop (9)
     assert signature_key(_gat_structure(4, 8)) != signature_key(_gat_structure(4, 16))
     assert signature_key(_gat_structure(9, 8)) == signature_key(_gat_structure(9, 16))
     assert signature_key(_gat_structure(1, 8)) == signature_key(_gat_structure(1, 16))
-
-    def kernel(p, name, end):
-        text = source(p)
-        return text[text.index(f"def {name}("):text.index(f"def {end}(")]
-
-    three, four, nine = (kernel(_gat_structure(h, 8), "forward", "column_pass")
-                         for h in (3, 4, 9))
-    assert "hb2 = 16" in three and "for c in range(zi.shape[0]):" in three
-    assert "for hk in range" not in four and "[p, 3] = " in four
-    assert "hh = e & np.uint64(3)" in four and "f[e] = v" in four and "f[e] *= (inv0" in four
-    assert "for p in range(lo, hi):" in three and "f[e]" not in three
-    assert "zi = Zf[i]" in four and "if c < hb3 else" in four and "_axpy" not in four
-    assert "hb3 = 24" in four and four.count("for c in range(32):") == 2
-    assert "for hk in range" in nine and "for hh in range(H)" in nine and "hb1" not in nine
-    # each row maximum is a select, not a branch around an update
-    assert "m3 = max(m3, v" in four and "m = max(m, v" in nine and "> m" not in four + nine
-    four, nine = (kernel(_gat_structure(h, 8), "column_pass", "column_rows")
-                  for h in (4, 9))
-    assert "g3 = _dot_at(dzi, xj, 24, 8)" in four and "_dot(" not in four
-    assert "_axpy(" not in four and "for c in range(32):" in four
-    assert "EB[p, 3] = g" in four and "dxj = dXf[j]" in four
-    assert "g = _dot(dzi, X[j, hh])" in nine and "hb1" not in nine
     assert signature_key(_gat_structure(9, 8)) == signature_key(_gat_structure(10, 8))
+
+    modules = {h: _module(_gat_structure(h, 8)) for h in (2, 3, 4, 8, 9, 10)}
+    for h, m in modules.items():
+        for kernel in ("forward", "column_pass"):
+            loops = m[kernel].head_loops
+            assert (not loops) == (h <= 8), \
+                f"{h} heads, {kernel}: loops over heads {[ast.unparse(x.iter) for x in loops]}"
+            assert m[kernel].edge_loops
+
+    three, four, nine = modules[3], modules[4], modules[9]
+    for kernel in ("forward", "column_pass"):
+        # the lanes of every head in one loop, each lane's head by selects on h·f literals
+        assert three[kernel].lane_bounds() == {8, 16}
+        assert four[kernel].lane_bounds() == {8, 16, 24}
+        assert not nine[kernel].lane_loops
+        # the trip count: the row's length below four heads, heads·f written in from four
+        assert three[kernel].lane_trip_counts() and \
+            set(three[kernel].lane_trip_counts()) == {None}
+        assert four[kernel].lane_trip_counts() and \
+            set(four[kernel].lane_trip_counts()) == {32}
+    # no per-head walk over a head's features: its dot over its own lanes, no per-head axpy
+    assert sorted(_constant_args(c) for c in four["column_pass"].calls("_dot_at")) == \
+        [(0, 8), (8, 8), (16, 8), (24, 8)]
+    for kernel in ("forward", "column_pass"):
+        assert not four[kernel].calls("_dot") and not four[kernel].calls("_axpy")
+    assert nine["column_pass"].calls("_dot") and nine["forward"].calls("_axpy")
+    # the exponentials and the normalisation over the row's flat entries (a power of two)
+    assert len(four["forward"].flat_entry_loops()) == 2
+    assert not three["forward"].flat_entry_loops() and not nine["forward"].flat_entry_loops()
+    # each row maximum is a select, not a branch around an update
+    for m, heads in ((four, 4), (nine, 1)):
+        maxima = m["forward"].running_maxima()
+        assert len(maxima) == heads and all(maxima.values())
+        for name, updates in maxima.items():
+            for u in updates:
+                assert _is_call(u.value, "max", first=name), ast.unparse(u)
+                assert not m["forward"].under_branch(u), ast.unparse(u)
+
 
 
 def test_the_cpu_column_pass_prefetches_every_row_operand_it_gathers():
     """The column pass asks ahead for the row side's numbers of the edge it will reach, even
     one number a row (GAT's ``d_i``, one more random line beside ``dZ_i`` and ``Ψ``); the
-    row pass leaves a source operand of one number to the hardware."""
-    text = source(_gat_structure(1, 8))
-    forward = text[text.index("def forward("):text.index("def column_pass(")]
-    column = text[text.index("def column_pass("):text.index("def column_rows(")]
-    rows = sorted({w.split("[")[0] for w in column.split() if w.startswith("R")
-                   and "[i," in w})
-    assert rows and all(f"prefetch_row({r}[nxt])" in column for r in rows)
-    assert "prefetch_row(C" not in forward
+    row pass leaves a source operand of one number to the hardware (checked on the syntax
+    tree, :mod:`kernel_ast`)."""
+    p = _gat_structure(1, 8)
+    m = _module(p)
+    column = m["column_pass"]
+    rows = _operands(p, "row")
+    assert rows and all(column.reads(r) for r in rows)
+    # the row of an edge PREFETCH_AHEAD positions on (by the CSC's rows), not of this edge
+    ahead = {s.value.id for s in column.prefetched() if column.ahead(s.slice, "crow")}
+    assert set(rows) <= ahead, (rows, ahead)
+    narrow = _operands(p, "col", narrow=True)
+    assert narrow and all(m["forward"].reads(c) for c in narrow)
+    assert not {s.value.id for s in m["forward"].prefetched()} & set(narrow)
 
 
 @pytest.mark.cpu_only
@@ -303,10 +355,14 @@ def test_edge_features_read_as_data_are_prefetched_and_get_no_cotangent(monkeypa
         p = plans[-1]
         assert p.features and p.eattrs == (p.features if wanted else ())
         assert p.structure.constants == (() if wanted else p.features)
-        text = source(p)
-        column = text[text.index("def column_pass("):text.index("def column_rows(")]
-        assert f"prefetch_row(EA{p.features[0]}[perm[min(q + " in column
-        assert ("dEA" in text) == wanted
+        m = _module(p)
+        (features,) = _operands(p, "eattr")
+        column = m["column_pass"]
+        # the features at the CSR position (perm) of the edge ahead
+        assert any(s.value.id == features and column.ahead(s.slice, "perm")
+                   for s in column.prefetched())
+        # a cotangent array of the features (dEA<slot>) is an argument of a kernel or none
+        assert (f"d{features}" in m.arguments()) == wanted
 
 
 def test_the_cpu_light_row_pass_sums_the_edges_shares_when_a_row_gets_one_number():
@@ -315,18 +371,22 @@ def test_the_cpu_light_row_pass_sums_the_edges_shares_when_a_row_gets_one_number
     light row pass sums a row's edges, gathering no column operand. A row operand read over
     channels (GATv2's ``X_i`` under a nonlinearity) keeps the replay from ``eb``."""
     for heads in (1, 4, 9):
-        text = source(_gat_structure(heads, 8))
-        column = text[text.index("def column_pass("):text.index("def column_rows(")]
-        rows = text[text.index("def column_rows("):]
-        assert "] = eb\n" not in column and "EB[p, " in column
-        assert "acc += EB[p, hh]" in rows and "C1[" not in rows and "indices[" not in rows
+        p = _gat_structure(heads, 8)
+        m = _module(p)
+        column, rows = m["column_pass"], m["column_rows"]
+        assert column.writes("EB") and rows.accumulated_from("EB")
+        # no column operand read, nothing gathered by source
+        assert not any(rows.reads(c) for c in _operands(p, "col"))
+        assert not rows.reads("indices")
     g = gg.Graph.from_edges([0, 1, 2], [1, 2, 0], 3)
     X = np.ones((3, 4), np.float32)
     a = np.ones(4, np.float32)
     scores = (ops.leaky_relu(rep(X) + rep(X).T, 0.2) * a).sum(-1)
-    text = source(_structure(g.A, scores, ("aggregate", "sum"), X))
-    rows = text[text.index("def column_rows("):]
-    assert "acc += EB" not in rows and "dR0[i" in rows and "C1[j" in rows
+    p = _structure(g.A, scores, ("aggregate", "sum"), X)
+    rows = _module(p)["column_rows"]
+    (row,) = _operands(p, "row")
+    assert not rows.accumulated_from("EB") and rows.reads(f"d{row}")
+    assert all(rows.reads(c) for c in _operands(p, "col")) and rows.reads("indices")
 
 
 def _structure(A, e, sink, X=None):

@@ -186,10 +186,8 @@ def kronecker_edges(
     canonical ``max * n + min``) to one preallocated array, which is then sorted in
     place and compacted.  Peak memory is about :math:`8m` bytes for the raw keys
     plus :math:`\approx 24\,\mathrm{nnz}` for the compacted keys and the two index
-    arrays.  Measured here (2 cores, numpy 2.4, ``edge_factor=16``, peak RSS of the
-    whole process, 0.12 GB of it the interpreter and imports): scale 20 — 4.8 s,
-    0.57 GB (symmetric 8.3 s, 0.94 GB); scale 22 (67 M raw edges) — 22 s, 1.84 GB
-    (symmetric 3.3 GB).
+    arrays; ``symmetric`` holds both directions of every pair, so it needs more of
+    both time and memory.
 
     The Graph500 rng call order is: ``permutation(n)`` first, then the blocks in
     order, then the empty-row draws.

@@ -4,8 +4,8 @@ The simulator runs the threads of a block as Python threads and its block manage
 them in a polling loop: it releases a ``syncthreads`` barrier once every live thread waits at
 it, and re-raises the first exception of a thread after aborting the others. That loop never
 gives up the GIL between its passes, so for each of the interpreter's switch intervals the
-simulated threads stand still while it spins: half of the CPU time of a simulated training
-step on a 2-core box (a GAT's three epochs: 30.5 → 15.9 s of user time).
+simulated threads stand still while it spins: about half of the CPU time of a simulated
+training step on a 2-core box.
 
 :func:`run_block` is the same schedule with ``time.sleep(0)`` after every pass that finds
 threads still running (it hands the GIL to them at once). :func:`install` puts it in place

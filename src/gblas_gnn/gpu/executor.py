@@ -149,7 +149,8 @@ class CUDAExecutor(Executor):
         device arrays are told apart from host ones, so it refuses them too). In the
         simulator, which runs every CUDA thread as a Python thread meeting the others at each
         barrier, the interpreter hands the GIL over every 50 µs during the launch instead of
-        every 5 ms: launches run 5–10× faster."""
+        every 5 ms (its default), so the threads meet at the barriers sooner and launches run
+        several times faster."""
         for a in args:
             if self._is_host(a):
                 raise TypeError(f"{getattr(kernel, '__name__', kernel)}: a host array was "

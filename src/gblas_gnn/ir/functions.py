@@ -60,9 +60,9 @@ class Unary:
 
     A piecewise function whose pieces are cheap is written with ``max`` / ``min``, not as a
     conditional expression: LLVM compiles ``x if x > 0 else a * x`` to a branch on the sign
-    of ``x``, which a random sign mispredicts half the time. GATv2's light row pass with
-    edge features at n = 10⁵, 1.7 M edges, 4 heads × 8 (AMD EPYC, 2 threads) took 577 ms
-    with the branch and 309 ms with ``max(x, a * x)``; the values are the same numbers."""
+    of ``x``, which a random sign mispredicts half the time; ``max(x, a * x)`` compiles to
+    a select and gives the same numbers. GATv2's row pass with edge features ran much faster
+    that way (``docs/performance.md`` records the measurement)."""
 
     forward: Callable
     derivative: Callable

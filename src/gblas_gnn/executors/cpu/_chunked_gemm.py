@@ -10,10 +10,9 @@ blocks ``[⌊tB/T⌋, ⌊(t+1)B/T⌋)`` of the ``B`` blocks.
 
 Why: the executor's products run one OpenBLAS thread, because a second one spin-waits against
 the GraphBLAS and numba OpenMP threads of the sparse steps (``CPUExecutor.gemm``). Two
-Python threads that each call BLAS on their own rows use both cores without that spin:
-measured on this 2-core AMD EPYC box, float32, n = 10⁵, one call against two threads of row
-halves: k = 32 → 32 5.1–6.6 → 4.2 ms, 64 → 64 18.3–20.0 → 11.8–12.8 ms, 128 → 128
-56.8–58.2 → 32.4–33.8 ms.
+Python threads that each call BLAS on their own rows use both cores without that spin, and
+the gain grows with the width (``docs/performance.md``, tall products on both cores, has the
+measured record).
 """
 
 from __future__ import annotations

@@ -5,10 +5,9 @@ vertices, per-row dot products and per-row linear combinations.
 \mathbf{1}` of every layer) as one pass over the rows, a partial sum per fixed chunk of rows
 added into a float64 total (more accurate than one running float32 sum, and independent of
 any thread count). It runs on one thread: the pass is bound by memory, and a parallel region
-costs more than it saves when another job holds a core. Measured at n = 10⁵, k = 32
-(float32, ``OMP_WAIT_POLICY=passive``, another job on the second core): numpy's
-``X.sum(axis=0)`` 2.1 ms, this kernel 0.47 ms, a parallel version 0.53 ms (8 ms with the
-default spinning wait policy).
+costs more than it saves when another job holds a core (and far more under the default
+spinning OpenMP wait policy). It is also faster than numpy's ``X.sum(axis=0)``
+(``docs/performance.md`` has the measurement).
 
 :func:`row_dots` (:math:`r_i = \langle X_i, Y_i \rangle`) and :func:`combine_rows`
 (:math:`O_i = a_i X_i + b_i Y_i`) are one pass each, on one thread for the same reason, where

@@ -4,7 +4,7 @@
   the caller's buffer);
 * dense ``Z`` out: ``Matrix.ss.unpack("fullr")`` of a matrix we created (zero-copy);
 * CSR buffers of ``S`` for the numba kernels: ``S.ss.unpack("csr")`` and a
-  ``pack_csr(..., take_ownership=True)`` back in a ``finally`` (both ~0 ms, no copy)
+  ``pack_csr(..., take_ownership=True)`` back in a ``finally`` (both hand over pointers, no copy)
   when ``S`` is stored as CSR, else an exported copy (:func:`csr_view`).
 """
 

@@ -15,12 +15,11 @@ sum and reciprocal in a scalar of its own:
     \psi_{p,h} = e^{s_{p,h} - m_h} / \Sigma_h,\qquad
     Z_{i,h} = \sum_p w_{p,h} X_{j,h}.
 
-Measured at case M (GAT 4 heads × 8, two threads, the row pass alone): the generated
-kernel 66–69 → 56–59 ms; a hand-written trial of the scheme 54 → 43 ms (the scores phase
-29 → 16 ms, exponentials and normalisation 16 → 10 ms, the aggregation 25 → 17 ms).
-The phases stay apart (a grid completes a row between them). A head's maximum and scores
-are those of the loop form bit for bit; its sums may be associated differently where a loop
-vectorises (results agree to rounding).
+Every phase gains: the scores, the exponentials and normalisation, and the aggregation each
+read a row's lines once instead of once per head (``docs/performance.md`` has the measured
+row pass of GAT 4 × 8). The phases stay apart (a grid completes a row between them). A
+head's maximum and scores are those of the loop form bit for bit; its sums may be associated
+differently where a loop vectorises (results agree to rounding).
 
 **Lanes.** A head's ``f`` features are fewer than LLVM's vector loop takes (8 float32 wide,
 interleaved 4 times), so a loop over one head's features of a width known only at run time
@@ -40,10 +39,10 @@ module's key), and into the loops' trip count from four heads on (:meth:`_lane_c
 head's dot in the column pass runs over its own ``f`` lanes, a constant count, which LLVM
 makes one vector product and a sum. A head's dot may then be associated differently from
 the loop form's (results agree to rounding).
-Measured at M on GAT 4 × 8 with the prefetch of the whole row
-(:func:`~gblas_gnn.executors.cpu._kernel_primitives.prefetch_heads`), three interleaved runs
-against the loop form: row pass 44 → 32 ms, column pass 57 → 47.5 ms; with the width
-written in, row pass 31.6 → 28.4 ms and column pass 47.8 → 38.4 ms (in the layer).
+Together with the prefetch of the whole row
+(:func:`~gblas_gnn.executors.cpu._kernel_primitives.prefetch_heads`) the lanes make both the
+row pass and the column pass of GAT 4 × 8 faster than the loop form, and the width written
+in makes them faster again (``docs/performance.md`` records the measurements).
 
 **Softmax entries.** With a power-of-two number of heads the exponentials and the
 normalisation walk the row's ``heads · (hi − lo)`` entries of ``S`` flat, by an unsigned
@@ -183,8 +182,8 @@ class HeadUnrolling:
 
         An edge's ``H`` entries are side by side, so one vector holds ``8 / H`` edges'
         heads, each lane's value chosen by selects on ``hh``; the loop over edges with the
-        heads written out in its body did not vectorise (GAT 4 × 8 at M, the exponentials
-        alone: 10.4 → 5.0 ms)."""
+        heads written out in its body did not vectorise, so the flat walk is the faster one
+        (``docs/performance.md``)."""
         if k not in self._flat_stages():
             return None
         n = self._stage_heads(k)
@@ -202,10 +201,10 @@ class HeadUnrolling:
     # ------------------------------------------------------------------ lanes
     def _lane_count(self, row: str) -> str:
         """The trip count of a loop over the lanes of ``row``: ``heads · f`` written in from
-        four heads on, the row's length below. Measured at M (GATConv, the generated row
-        pass, the count written in against the row's length): 4 × 8 26 against 31 ms,
-        8 × 8 58 against 77 ms, 4 × 16 31 against 41 ms; but 2 × 16 32 against 19 ms and
-        3 × 8 35 against 27 ms (LLVM unrolls those loops whole and leaves them scalar)."""
+        four heads on, the row's length below. From four heads on the constant count lets
+        LLVM vectorise the loop and the pass gets faster; with fewer heads (2 × 16, 3 × 8)
+        LLVM unrolls the loop whole and leaves it scalar, which is slower than a count read
+        at run time (``docs/performance.md`` records the measurements)."""
         n = _lanes(self.p)
         return str(n * lane_width(self.p)) if n >= 4 else f"{row}.shape[0]"
 

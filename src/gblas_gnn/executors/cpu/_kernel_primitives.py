@@ -63,8 +63,8 @@ def _line_step(array):
 @overload(_line_step, inline="always")
 def _line_step_overload(array):
     # folded at typing time: ``array.itemsize`` inside a kernel is a field of the array
-    # struct, read at run time, and a division by it in every prefetch cost the plain
-    # aggregation at M (one thread) 15.1 against 11.3 ms
+    # struct, read at run time, and a division by it in every prefetch slowed the plain
+    # aggregation markedly (docs/performance.md, the aggregation path)
     step = max(1, ALIGNMENT // (array.dtype.bitwidth // 8))
     return lambda array: step
 
@@ -86,7 +86,8 @@ def prefetch_heads(block):
     """Prefetch every cache line of the C-contiguous 2-D view ``block`` (e.g. ``X[j]``: a
     row's heads, side by side), one prefetch per line. A loop of :func:`prefetch_row` over
     the heads asks for a line once per head on it (four prefetches for the two lines of a
-    4 × 8 float32 row), and cost GAT 4 × 8's row pass at M 44 against 32 ms."""
+    4 × 8 float32 row), and made GAT 4 × 8's row pass markedly slower
+    (``docs/performance.md``)."""
     first = block[0]
     size = block.shape[0] * block.shape[1]
     step = _line_step(first)

@@ -2,8 +2,8 @@ r"""Numba kernels over CSR buffers for max/min: the tropical semirings' products
 max/min aggregation of weighted messages with its backward.
 
 SuiteSparse from PyPI has its JIT off; ``max_plus``, ``max_times`` and ``min_times`` run
-"generic" kernels, and ``min_plus`` runs a factory ``saxpy5`` kernel that is still 6–10×
-slower than the ``plus_times`` one into a dense result (see
+"generic" kernels, and ``min_plus`` runs a factory ``saxpy5`` kernel that is still several
+times slower than the ``plus_times`` one into a dense result (see
 :mod:`gblas_gnn.executors.cpu.semiring_lowering`). :func:`extreme_rows` computes the same
 thing over the very same buffers in one pass over the rows,
 
@@ -66,11 +66,11 @@ def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead,
     is_times : bool
         ``⊗ = ×`` if true, else ``⊗ = +``.
     ahead : int
-        Entries ahead whose row of ``X`` is prefetched (0: none). Measured at n = 10⁵,
-        1.7 M entries, k = 32 float32 (a 12.8 MB ``X``: past L2, in L3), two threads, the
-        max without winners: 8.2–8.6 ms with 32 entries ahead against 17–22 without (it
-        was slower with prefetching while each prefetch divided by the item size:
-        :func:`._kernel_primitives.prefetch_row`).
+        Entries ahead whose row of ``X`` is prefetched (0: none). Once ``X`` is past L2 the
+        gathered rows miss the cache, and 32 entries ahead roughly halves the time of the
+        max without winners (it was slower with prefetching while each prefetch divided by
+        the item size: :func:`._kernel_primitives.prefetch_row`; ``docs/performance.md``,
+        the aggregation path, has the measurement).
     out : (nrows, k) float array, written completely.
     arg : (nrows, k) int array, or None (then no winner is recorded: numba compiles the
         kernel without it).
@@ -183,11 +183,10 @@ def winner_features(indices, weights, width, arg, G, out):  # pragma: no cover (
     out : (ncols, heads · width) array.
 
     Serial, in row order: a scatter of n·heads·width updates. Split by feature columns
-    across threads (no two threads writing one element) it measured slower at M with one
-    and with two threads (n = 10⁵, k = 32: 25–28 against 15–17 ms, minima of busy runs).
-    Every index unsigned (rows, heads, features and the winners once known not to be −1):
-    numba then tests none for wrap-around; at M, one head of 32, 21 alternations in one
-    process: 30.1 → 18.0 ms (median ratio 0.59).
+    across threads (no two threads writing one element) it measured slower, with one and
+    with two threads. Every index unsigned (rows, heads, features and the winners once known
+    not to be −1): numba then tests none for wrap-around, which made the scatter markedly
+    faster (``docs/performance.md``, the aggregation path, has the measurements).
     """
     one = np.uint64(1)
     w = np.uint64(width)

@@ -102,7 +102,7 @@ def _keep(key, h, gi, gj, p):
 
 #: a kernel: serial, over a range of its items (:mod:`._shares`); without reference counts
 #: (``_nrt=False``: it allocates nothing), whose atomic updates of every row view made a GAT
-#: forward 1.5–2× slower than the same loop lowered by ``prange``
+#: forward markedly slower than the same loop lowered by ``prange``
 _DECORATOR = "@nb.njit(cache=True, fastmath=_FAST, _nrt=False)"
 #: its driver: one share of the items per thread (:mod:`._shares`)
 _DRIVER = "@nb.njit(parallel=True, cache=True)"
@@ -208,8 +208,8 @@ class _Generator(HeadUnrolling, ProgramSource):
     #: every index is unsigned (the index buffers come as unsigned views,
     #: :meth:`.programs.Buffers.args`), so a row's own edges ``range(lo, hi)`` are too: numba
     #: checks a signed index for wrap-around (``S[-1]``), and that branch kept LLVM from
-    #: vectorising the loop (the exponentials of a row ran scalar: GAT 4 × 8's at M
-    #: 12.7 ms, 5.6–7.3 ms unsigned, the heads flat)
+    #: vectorising the loop (the exponentials of a row ran scalar; unsigned, with the heads
+    #: flat, they vectorise: docs/performance.md has the measurement)
     index_one = "np.uint64(1)"
 
     def __init__(self, p: Plan):
@@ -262,10 +262,10 @@ class _Generator(HeadUnrolling, ProgramSource):
     def _edges(self, row: SourceBlock, lanes: bool = False) -> SourceBlock:
         """The loop over the edges of row ``i``; it asks ahead for their source rows where no
         softmax stage of the forward does (:meth:`_prefetch`): without a softmax, and in the
-        row strategy's row pass. GINE's messages ``ReLU(x_j + W e_ji)`` at M (AMD EPYC)
-        waited on ``x_j`` for 42 % of their row pass, TransformerConv's with edge features
-        on ``k_j``, ``v_j`` for 21 % (900 -> 690 ms); in the forward's stages a second
-        prefetch cost more than it saved (TransformerConv 310 -> 390 ms)."""
+        row strategy's row pass. Without it GINE's messages ``ReLU(x_j + W e_ji)`` spent a
+        large part of their row pass waiting on ``x_j``, and TransformerConv's with edge
+        features on ``k_j``, ``v_j``; in the forward's stages a second prefetch cost more
+        than it saved (``docs/performance.md`` records the measurements)."""
         row.emit("for p in range(lo, hi):")
         e = row.nested()
         e.emit("j = indices[p]")
@@ -283,7 +283,7 @@ class _Generator(HeadUnrolling, ProgramSource):
     # ------------------------------------------------------------------ forward pieces
     def _running_max(self, e: SourceBlock, m: str, v: str) -> None:
         # numba's max(m, v) keeps m for a NaN v, as the guarded update does, and is a
-        # select, not a branch: GAT 4 x 8's forward at M 27.3 -> 26.0 ms on captured inputs
+        # select, not a branch, which made GAT 4 x 8's forward a little faster
         e.emit(f"{m} = max({m}, {v})")
 
     def _prefetch_rows(self, e: SourceBlock, kind: str, at: str, messages: bool = True,
@@ -292,8 +292,8 @@ class _Generator(HeadUnrolling, ProgramSource):
         operands of ``kind`` ("col" by ``indices``, "row" by ``crow``) the program reads
         (with ``narrow``, those of one number a row too), and the messages (by source) or
         the cotangent ``dZ`` (by target). A gathered row is a random read from an array
-        larger than L2; asked for early it arrives in time (measured on the hand-written
-        kernels at M: AGNN's column pass 91 → 61 ms)."""
+        larger than L2; asked for early it arrives in time (on the hand-written kernels this
+        made AGNN's column pass much faster: ``docs/performance.md``)."""
         index = "indices" if kind == "col" else "crow"
         e.emit(f"nxt = {index}[{_ahead(at, index)}]")
         for name, ndim in self._row_operands(kind, narrow):
@@ -310,8 +310,8 @@ class _Generator(HeadUnrolling, ProgramSource):
     def _col_edges(self, col: SourceBlock) -> SourceBlock:
         """The loop over the edges of column ``j``, prefetching the features of the edge
         :data:`PREFETCH_AHEAD` slots on: its CSR position is a random line of the features
-        (GATv2 4 × 8 with 8 features an edge at M, AMD EPYC: the column pass spent a third
-        of its time waiting on that line)."""
+        (without the prefetch GATv2's column pass with edge features spent a large part of
+        its time waiting on that line)."""
         e = super()._col_edges(col)
         if self.p.strategy == "row":      # (the column strategy's pass asks for them itself)
             # dZ has rows of (heads, f) for these sinks, one number a head for the others
@@ -334,9 +334,9 @@ class _Generator(HeadUnrolling, ProgramSource):
     def _row_operands(self, kind: str, narrow: bool = False) -> list[tuple[str, int]]:
         """``(name, trailing dimensions)`` of the operands of ``kind`` the program reads whose
         rows hold more than one number, or (``narrow``) all of them. In the row pass a row
-        of one number costs what its prefetch saves (GAT's ``s_j``: 17.4 against 17.7 ms
-        at M); in the column pass, where it is one more random line an edge beside ``dZ_i``
-        and ``Ψ``, it does not (GAT 1 × 32's ``d_i``: 33.9 → 31.3 ms)."""
+        of one number costs what its prefetch saves (GAT's ``s_j``); in the column pass,
+        where it is one more random line an edge beside ``dZ_i`` and ``Ψ``, the prefetch
+        pays (GAT 1 × 32's ``d_i``; ``docs/performance.md`` has both measurements)."""
         prefix = "C" if kind == "col" else "R"
         out = []
         for slot in sorted(_leaf_slots(self.p, self.s.root, kind)):
@@ -513,12 +513,12 @@ class _Generator(HeadUnrolling, ProgramSource):
         self._prefetch_rows(e, "row", "q", narrow=True)
         if p.heads > 1:
             # the softmax term t_i of the edge ahead: a row of T holds a number per head,
-            # (n, heads) outgrows L2 (GAT 4 x 8 at M, one column pass on a shared box:
-            # 72 -> 67 ms; with one head it cost what it saved)
+            # (n, heads) outgrows L2, so several heads gain from it; with one head it cost
+            # what it saved
             e.emit("prefetch_row(T[nxt])")
         # Ψ of the edge ahead, read and written at its CSR slot (a random line), with one
-        # head too: the GAT and AGNN column passes at M took 70 → 58 and 105 → 84 ms on one
-        # thread with it (the line is a miss either way; the prefetch overlaps it)
+        # head too: it made the GAT and AGNN column passes markedly faster (the line is a
+        # miss either way; the prefetch overlaps it)
         e.emit(f"prefetch_row(S{p.softmax}[perm[{_ahead('q', 'perm')}]])")
         if not self._column_lanes(e, x, kinds):
             e.emit(f"for hh in range({self.H}):")

@@ -18,12 +18,12 @@ thread with most of the edges, as an equal split of the rows would.
 
 Why a driver around a serial kernel rather than a ``prange`` kernel and a serial copy of it:
 numba lowers a ``prange`` loop's body into a parallel function, which compiled a GAT forward
-in 7.8 s against 2.7 s for the serial copy, and a program that ran on small and large
-graphs compiled both. Now the kernel compiles once (2.9 s) for every size, and the driver
-(2.6 s) only where a graph is large enough for threads: a test's small graphs never
-compile it. The driver runs on numba's own threads (OpenMP here), which answer in
-microseconds; Python threads took 60–300 µs a call, too slow for a Cora-sized graph's
-millisecond kernels.
+far more slowly than the serial copy, and a program that ran on small and large graphs
+compiled both. Now the kernel compiles once for every size, and the driver only where a
+graph is large enough for threads: a test's small graphs never compile it
+(``docs/performance.md`` has the compile times). The driver runs on numba's own threads
+(OpenMP here), which answer far sooner than Python threads: a Python thread's call took
+too long for a Cora-sized graph's short kernels.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ r"""The ``plus_times`` products of the ``cpu`` executor, with the terms the laye
 one pass of :func:`._spmm_kernels.spmm_rows` over the buffers cached per matrix
 (:mod:`gblas_gnn.executors.patterns`): the CSR index arrays of ``S`` with its values read
 zero-copy at each call, or the CSC buffers of ``Sᵀ`` built once (:class:`CSCOperand`, a
-counting sort: 20 ms at n = 10⁵, 1.7 M edges, against 30 ms for SuiteSparse's transpose and
-176 ms for an argsort). No copy of ``X`` goes into GraphBLAS and no full matrix comes out of
-it. GCN's bias and GIN's :math:`(1 + \varepsilon) H` are the start
+counting sort: faster than SuiteSparse's transpose and far faster than an argsort, with int32
+rows instead of int64; ``docs/performance.md``). No copy of ``X`` goes into GraphBLAS and no
+full matrix comes out of it. GCN's bias and GIN's :math:`(1 + \varepsilon) H` are the start
 value of each output row, so the layers need no further pass over ``Z``.
 """
 
@@ -73,9 +73,9 @@ ALIGN_COPY_BYTES = 4 << 20
 def _aligned_rows(X: np.ndarray) -> np.ndarray:
     """``X`` itself, or a 64-byte aligned copy when ``X`` is at least
     :data:`ALIGN_COPY_BYTES`, its rows a whole number of cache lines and its start not on
-    one: every gathered row then reads 2 lines instead of 3 (k = 32 float32). Measured with
-    one thread, rows of 128 bytes 16 bytes off a line: n = 10⁵ 21 → 18 ms per product (the
-    copy ~2 ms), n = 2²⁰ 323 → 244 ms (the copy ~25 ms)."""
+    one: every gathered row then reads 2 lines instead of 3 (k = 32 float32). Measured with one
+    thread, the aligned rows save more than the copy costs, the more so when ``X`` misses
+    the caches (``docs/performance.md`` has the measurement)."""
     row_bytes = X.shape[1] * X.itemsize
     if (X.nbytes < ALIGN_COPY_BYTES or row_bytes % ALIGNMENT
             or X.ctypes.data % ALIGNMENT == 0):

@@ -15,21 +15,18 @@ stored entries (:func:`..patterns.balanced_bounds`), scheduled dynamically: on a
 a static split by rows leaves one thread with the hubs, and on a shared machine a thread
 that loses its core no longer holds the other one back.
 
-Measured at n = 10⁵, 1.7 M edges, k = 32, float32, 2 threads, idle machine (interleaved
-medians): GraphBLAS's in-place ``saxpy5`` with the copy of ``X`` in and the fill of ``Z``
-16.8 ms; this kernel with int64 indices 14.8 ms, with int32 indices 6.8–8.5 ms (a quarter
-less index traffic and a k-loop LLVM vectorises without widening), with a per-edge column
-scale instead of stored values 8.6 ms (no gain: the normalised values stay); dynamic chunks
-7.1 ms against 7.0 static. Prefetching the row gathered 32 entries later (one thread,
-another job on the second core): 17.1 → 15.8 ms there (8 entries ahead: no gain), and at
-n = 2²⁰ (Kronecker, 17.6 M edges, a 128 MiB feature matrix that misses the caches)
-348 → 198 ms; 64 entries ahead 192 ms, 128 entries 206 ms. The prefetch's step of one cache
+Why it is built so (``docs/performance.md`` records each measurement): it is faster than
+GraphBLAS's in-place ``saxpy5``, which needs a copy of ``X`` in and a fill of ``Z``. The
+indices are int32: less index traffic, and a k-loop LLVM vectorises without widening (with
+int64 indices the kernel gained little over ``saxpy5``). A per-edge column scale instead of
+stored values gained nothing (the normalised values stay), and dynamic chunks cost about
+what a static split does. The kernel prefetches the row it will gather 32 entries later: a small
+gain while ``X`` stays in L3, a large one when the feature matrix misses the caches (8
+entries ahead gained nothing, 64 or 128 no more than 32). The prefetch's step of one cache
 line is a constant of the compiled kernel (:func:`._kernel_primitives.prefetch_row`): read
-from the array at run time it cost a division per gathered row, and the unweighted product
-at n = 10⁵ on an AMD EPYC took 15.1 ms on one thread against 11.3 ms (two threads: minima
-11–12 against 7.5–8 ms). Unsigned pointers and indices (no wraparound test of a negative
-index on every access) took it a fifth lower again, in one process, alternating kernels
-31 times: one thread 12.2 → 9.6 ms, two threads 7.7 → 7.2 ms (median ratio 0.79 for both).
+from the array at run time it cost a division per gathered row, which slowed the
+unweighted product markedly. Unsigned pointers and indices (no wraparound test of a
+negative index on every access) made it faster again, on one thread and on two.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def _dense_to_gb(X: np.ndarray) -> gb.Matrix:
 
 
 #: below this much work (rows × the two products' widths) a vjp's two products run one after
-#: the other: a thread's start and join (~0.1 ms) would cost what the overlap saves
+#: the other: a thread's start and join would cost what the overlap saves
 _PAIR_WORK = 1 << 18
 
 
@@ -65,7 +65,7 @@ def _blas_controller():
 def _gemm_into(into: np.ndarray, G: np.ndarray, W: np.ndarray) -> np.ndarray:
     r"""``into += G Wᵀ`` by the GEMM itself (:math:`C \leftarrow G W^\top + 1 \cdot C`):
     the product is summed as it is formed, with no array of its own and no second pass
-    (n = 10⁵, G (n, 2), W (32, 2): 0.56 ms against 2.5 for ``np.matmul`` and the sum). The
+    (several times faster than ``np.matmul`` and the sum: ``docs/performance.md``). The
     row-major ``into`` is the column-major ``intoᵀ = W Gᵀ``, which BLAS overwrites in place.
     Returns ``into``."""
     if into.dtype in (np.float32, np.float64) and into.flags.c_contiguous:
@@ -126,11 +126,10 @@ class CPUExecutor(Executor):
 
     # ------------------------------------------------------------------ dense
     def gemm(self, X, W):
-        # One OpenBLAS thread by default: the products here are tall-skinny (n×k by k×k', 2–6
-        # ms on one core), and a second OpenBLAS thread spin-waits against the GraphBLAS and
-        # numba OpenMP threads of the sparse steps; measured on M (docs/performance.md):
-        # GAT forward+backward 404–429 ms with one BLAS thread, 1027–2120 ms with two (with
-        # today's fused kernels: 117 against 157–183 ms).
+        # One OpenBLAS thread by default: the products here are tall-skinny (n×k by k×k', a
+        # few milliseconds on one core), and a second OpenBLAS thread spin-waits against the
+        # GraphBLAS and numba OpenMP threads of the sparse steps, which made a GAT step
+        # much slower, not faster (docs/performance.md has the measurement).
         # The result is 64-byte aligned: it is usually the X whose rows the attention kernels
         # gather (a 128-byte row then spans two cache lines, not three).
         # A tall product on one BLAS thread runs as blocks of rows shared among the numba
@@ -160,8 +159,8 @@ class CPUExecutor(Executor):
 
     def all_finite(self, *arrays):
         # the sum first: finite only if every term is (a NaN stays NaN, an infinity stays
-        # one or meets its opposite in a NaN), one read and no (n, k) mask (GAT's input at M:
-        # 1.0 against 1.7 ms); a sum that is not finite (an overflow of finite values too)
+        # one or meets its opposite in a NaN), one read and no (n, k) mask, so faster than
+        # np.isfinite(a).all(); a sum that is not finite (an overflow of finite values too)
         # gets the exact test
         for a in arrays:
             a = np.asarray(a)
@@ -284,8 +283,8 @@ class CPUExecutor(Executor):
     def transposed(self, S: gb.Matrix) -> gb.Matrix:
         """``Sᵀ`` stored as a matrix of its own, built once per matrix (products with a
         transpose are several times faster with ``Sᵀ`` stored than with SuiteSparse
-        transposing inside every product: n = 10⁵, 1.7 M edges, k = 32, 20 against 77 ms), for
-        the semirings that run in GraphBLAS (``plus_times`` uses the CSC buffers instead)."""
+        transposing inside every product), for the semirings that run in GraphBLAS
+        (``plus_times`` uses the CSC buffers instead)."""
         return self._transposes.get(S)
 
     # ------------------------------------------------------------------ reductions
@@ -306,7 +305,7 @@ class CPUExecutor(Executor):
     def spmm_plus_times(self, S, H):
         """``S H`` over ``plus_times``: the numba kernel of :mod:`._spmm` over the cached
         int32 CSR indices of ``S`` and its values in place (GraphBLAS's in-place ``saxpy5``
-        with the copy of ``H`` in measured 2.3× slower at n = 10⁵, k = 32)."""
+        with the copy of ``H`` in measured markedly slower: ``docs/performance.md``)."""
         return self.spmm_affine(S, H)
 
     def spmm_affine(self, S, H, self_weight=None, bias=None, transpose=False):
@@ -454,7 +453,7 @@ class CPUExecutor(Executor):
 
     def outer_add(self, A, u, v):
         # masked dot3 with n×1 factors over factory min_plus: min over one term = u[i] + v[j];
-        # `u.outer(v)` would not push the mask (docs/performance.md: 26 s at n=1e5).
+        # `u.outer(v)` would not push the mask: it forms all n² sums (docs/performance.md).
         t = _tname(u.dtype)
         return _dense_to_gb(u).mxm(_dense_to_gb(v).T, semiring.min_plus[t]).new(mask=A.S)
 

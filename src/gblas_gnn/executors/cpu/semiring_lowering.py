@@ -14,8 +14,8 @@ user        in place ``Z(accum=⊕) << S ⊕.⊗ H`` (saxpy5 for a factory pair,
 
 (Kernels as reported by ``graphblas.ss.burble``.)  Why numba for ``min_plus`` although
 SuiteSparse has a factory kernel for it: into a dense result the factory ``min_plus`` saxpy5
-measured 6–10× slower than the ``plus_times`` one (n = 100k, 1.6M edges, k = 32, 2 threads:
-~300 ms vs ~30–50 ms); the numba kernel is within ~1.3× of ``plus_times``.
+measured several times slower than the ``plus_times`` one, while the numba kernel runs close
+to ``plus_times``.
 ``max_plus = −min_plus(−S, −H)`` would only move ``max_plus`` onto that same slow factory
 kernel, so every min/max semiring uses the one kernel of :mod:`._minmax_kernels`.
 

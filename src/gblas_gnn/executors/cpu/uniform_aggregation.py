@@ -14,8 +14,8 @@ a pattern-only product and its transpose: no weight is read per edge. Both run o
 pattern's CSR buffers and the CSC view it keeps (:meth:`~..patterns.CSRPattern.csc`), with the
 row chunks of equal stored entries and the prefetch of the kernel. The generated edge kernels
 would add into the output row in memory edge by edge and gather the backward's rows without
-a prefetch: at n = 10⁵, 1.6 M edges, k = 32 (AMD EPYC, 2 threads) a mean aggregation took
-31 ms forward and 53 ms backward there.
+a prefetch, and were markedly slower for a mean aggregation, forward and backward
+(``docs/performance.md`` has the measurement).
 """
 
 from __future__ import annotations
