@@ -16,7 +16,7 @@ layers against PyG's), :mod:`bench.peers` (PyG's and DGL's weight maps, DGL in a
 and worker process of its own), :mod:`bench.distributed` (``dist``, ``comm``, ``scale``: MPI jobs),
 :mod:`bench.kernels` (``kernels``, ``cuda-kernels``), :mod:`bench.revisions` (``revisions``)
 and :mod:`bench.accuracy` (Planetoid accuracy through the command). Results are written to
-``bench/results/``.
+``bench/results/current/`` (``bench/results/README.md`` lists them).
 """
 
 from __future__ import annotations

@@ -2,25 +2,25 @@
 
     python -m bench run --case M|L|ER1M|XL|tiny|tinyXL [--k K] [--layers gat,agnn,gcn|all]
                         [--peers dgl] [--reps 5] [--warmup 1] [--threads 2] [--blas-threads N]
-                        [--out bench/results] [--tol 1e-4] [--executor cpu]
+                        [--out bench/results/current] [--tol 1e-4] [--executor cpu]
                         [--mem-limit-gib 20] [--self-limit-gib G] [--no-memory]
                         [--keep-data] [--timeout S] [--omp-wait-policy passive]
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
-                            [--executor cpu] [--out bench/results]
+                            [--executor cpu] [--out bench/results/current]
     python -m bench aggregation [--cases M,KM,ER1M,L] [--reps 9] [--threads 2] [--no-peers]
-                                [--name aggregation] [--out bench/results]
-    python -m bench cuda-kernels [--cases M,L] [--out bench/results]
+                                [--name aggregation] [--out bench/results/current]
+    python -m bench cuda-kernels [--cases M,L] [--out bench/results/current]
     python -m bench gpu [--cases M,L] [--layers gat,...] [--reps 5] [--budget 470]
                         [--workers 8] [--dry-run] [--out bench/results/current]
     python -m bench peers [--setup [--dry-run]]
     python -m bench hgt [--n 100000] [--degree 16] [--k 32] [--heads 2] [--reps 5]
-                        [--threads 2] [--no-memory] [--name M-hetero] [--out bench/results]
+                        [--threads 2] [--no-memory] [--name M-hetero] [--out bench/results/current]
                         [--omp-wait-policy passive]
     python -m bench revisions --before REV [--after REV] --case M [--layers gat,agnn]
-                              [--reps 5] [--threads 2] [--name NAME] [--out bench/results]
+                              [--reps 5] [--threads 2] [--name NAME] [--out bench/results/current]
     python -m bench memory [--scales 18,20] [--k 16] [--layers 3] [--procs 1,4]
                            [--no-breakdown] [--mem-limit-gib 6] [--name memory]
-                           [--out bench/results]
+                           [--out bench/results/current]
 
 ``--layers`` takes rows of :data:`bench.layers.rows.ROWS` (gat, gat-h4, agnn, gcn, sgc, gin,
 gatv2, gatv2-h4, transformer, transformer-h4) or ``all``; ``--peers dgl`` times DGL's layers
@@ -67,7 +67,7 @@ from .peers.env import PEERS
 
 __all__ = ["main", "build_parser"]
 
-DEFAULT_OUT = Path("bench/results")
+DEFAULT_OUT = Path("bench/results/current")
 POLICIES = ("passive", "active", "default")
 #: executors this command refuses, and why
 REFUSED_EXECUTORS = {"dist": "the distributed study is a separate command (an MPI job); "
@@ -222,7 +222,7 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     gp.add_argument("--workers", type=int, default=8, help="xdist workers of the suites")
     gp.add_argument("--dry-run", action="store_true",
                     help="in Numba's CUDA simulator, on a 48-vertex graph: the plumbing only")
-    gp.add_argument("--out", type=Path, default=Path("bench/results/current"))
+    gp.add_argument("--out", type=Path, default=DEFAULT_OUT)
     d = sub.add_parser("dist", help="the dist executor on 1..P processes against one process "
                                     "(MPI jobs)")
     d.add_argument("--case", required=True, choices=list(CASES))

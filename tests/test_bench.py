@@ -122,6 +122,41 @@ def test_dist_executor_is_refused(tmp_path, capsys, command):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("argv", [
+    ["run", "--case", "M"], ["kernels"], ["aggregation"], ["cuda-kernels"], ["gpu"],
+    ["dist", "--case", "M"], ["scale", "--scale", "20"], ["memory"], ["comm"],
+    ["revisions", "--before", "HEAD", "--case", "M"], ["hgt"]])
+def test_every_study_writes_to_the_current_results_by_default(argv):
+    """A study run without ``--out`` writes beside the files the README and the docs link
+    (``bench/results/current/``), never into the folder above them."""
+    from pathlib import Path
+
+    from bench.command import build_parser
+
+    assert build_parser().parse_args(argv).out == Path("bench/results/current")
+
+
+def test_the_r_gcn_step_writes_to_the_current_results_by_default(monkeypatch):
+    """``python -m bench.layers.mag_step`` without ``--out`` writes to ``bench/results/current``
+    (the step itself is not run: the folder it would create is caught)."""
+    from pathlib import Path
+
+    from bench.layers import mag_step
+
+    seen = []
+
+    def caught(self, **kwargs):
+        seen.append(self)
+        raise SystemExit
+
+    monkeypatch.setattr(sys, "argv", ["mag_step"])
+    monkeypatch.setattr(mag_step, "run", lambda threads: {})
+    monkeypatch.setattr(Path, "mkdir", caught)
+    with pytest.raises(SystemExit):
+        mag_step.main()
+    assert seen == [Path("bench/results/current")]
+
+
 def test_recorded_results_regenerate_byte_for_byte():
     """The markdown of every recorded result comes back unchanged from its JSON (results
     recorded before ``--executor`` existed lack the field and ran on cpu)."""
@@ -130,8 +165,9 @@ def test_recorded_results_regenerate_byte_for_byte():
     from bench.kernels.micro import kernels_table
     from bench.layers.report import markdown
 
-    results = Path(__file__).resolve().parents[1] / "bench" / "results"
-    for name in ("M", "L", "XL", "L-gcn"):
+    results = Path(__file__).resolve().parents[1] / "bench" / "results" / "current"
+    for name in ("XL", "M-conv-attention", "M-attention", "L-attention", "L-attention-pyg",
+                 "L-conv", "L-conv-gin", "M-edges", "M-relations"):
         r = json.loads((results / f"{name}.json").read_text())
         assert markdown(r) == (results / f"{name}.md").read_text(), name
     r = json.loads((results / "kernels.json").read_text())
@@ -270,7 +306,7 @@ def test_recorded_cuda_kernel_table_regenerates_byte_for_byte():
 
     from bench.kernels.cuda import cuda_kernels_markdown
 
-    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    results = Path(__file__).resolve().parents[1] / "bench" / "results" / "current"
     r = json.loads((results / "cuda-kernels.json").read_text())
     assert cuda_kernels_markdown(r) == (results / "cuda-kernels.md").read_text()
     assert all(row["resources"][cc]["spill_stores"] == 0 for row in r["kernels"]
@@ -319,7 +355,7 @@ def test_memory_subcommand_measures_and_attributes_one_step(tmp_path, capsys):
     assert traced["graphblas"]["A_self_loops"] is None
     assert (tmp_path / "memory.md").read_text() == memory_markdown(r)
     assert "| 12 |" in capsys.readouterr().out
-    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    results = Path(__file__).resolve().parents[1] / "bench" / "results" / "current"
     for name in ("memory", "memory-baseline", "memory-grid", "memory-k24", "memory-k23-grid",
                  "memory-gatv2", "memory-gatv2-e"):
         recorded = json.loads((results / f"{name}.json").read_text())

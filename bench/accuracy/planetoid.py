@@ -8,7 +8,7 @@ Runs ``gblas-gnn train --model M --dataset planetoid:ROOT/D --seed S --threads T
 case, one after the other, with the command's per-model defaults
 (``gblas_gnn.cli.command.DEFAULTS``: the published setups, row-normalised features, model
 selection on the validation set only),
-updates ``bench/results/accuracy_<dataset>.json`` after every model and prints a markdown
+updates ``bench/results/current/accuracy_<dataset>.json`` after every model and prints a markdown
 table. With ``--aggr`` each model that takes one (the attention models, sage) runs with each
 aggregation, recorded under ``<model>-<aggr>`` (the converged comparison of
 ``notebooks/02_aggregations.ipynb``). The standard deviation is the population one
@@ -31,7 +31,7 @@ from pathlib import Path
 from gblas_gnn.cli import main as cli
 from gblas_gnn.cli.command import DEFAULTS
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "current"
 PUBLISHED = {("gcn", "cora"): "81.5", ("gcn", "citeseer"): "70.3",
              ("gat", "cora"): "83.0 ± 0.7", ("gat", "citeseer"): "72.5 ± 0.7",
              ("agnn", "cora"): "83.1 ± 0.1", ("agnn", "citeseer"): "71.7 ± 0.1",

@@ -1,7 +1,7 @@
 r"""The communication study: ``python -m bench comm``.
 
     python -m bench comm [--procs 1,4,9,16] [--graphs er:n=20000,density=0.0001,...]
-                         [--models gat,agnn,gcn] [--ks 16,128] [--out bench/results]
+                         [--models gat,agnn,gcn] [--ks 16,128] [--out bench/results/current]
 
 For every graph (generated in place on each grid) and process count P, one MPI job
 (:mod:`bench.distributed.comm_worker`) runs one layer of every model forward and backward and

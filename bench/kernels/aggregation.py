@@ -1,7 +1,7 @@
 r"""The plain aggregation against DGL's: ours and ``update_all(copy_u, ⊕)``, interleaved.
 
     python -m bench aggregation [--cases M,KM,ER1M,L] [--reps 9] [--threads 2]
-                                [--no-peers] [--name aggregation] [--out bench/results]
+                                [--no-peers] [--name aggregation] [--out bench/results/current]
 
 On each case's self-looped 0/1 pattern ``A`` (row = target) and its features ``X`` (n, k)
 float32, four products:

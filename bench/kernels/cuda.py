@@ -1,7 +1,7 @@
 """The cuda executor's kernels as a GPU would run them, measured without a GPU:
 ``python -m bench cuda-kernels``.
 
-    python -m bench cuda-kernels [--cases M,L] [--out bench/results]
+    python -m bench cuda-kernels [--cases M,L] [--out bench/results/current]
 
 For every kernel (:mod:`gblas_gnn.gpu.compile`), the hand-written ones and those generated
 from the edge programs of the built-in attention layers

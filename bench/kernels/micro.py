@@ -1,7 +1,7 @@
 """Kernel micro-benchmarks: the building blocks next to scipy's and torch's SpMM.
 
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
-                            [--executor cpu] [--out bench/results]
+                            [--executor cpu] [--out bench/results/current]
 
 On an Erdős–Rényi graph (seed 0, float32): SDDMM ``A ⊙ (H Hᵀ)``, the masked outer sum of
 GAT, the row softmax, SpMM over every registered semiring (weights = the softmax of the

@@ -1,5 +1,5 @@
 """One full-batch R-GCN training step at ogbn-mag's size, in one process:
-``python -m bench.layers.mag_step [--out bench/results]``.
+``python -m bench.layers.mag_step [--out bench/results/current]``.
 
 A synthetic graph of ogbn-mag's shape (:func:`gblas_gnn.data.typed_random`): its four vertex
 types at their real counts (papers 736 389, authors 1 134 649, institutions 8 740, fields of
@@ -78,7 +78,7 @@ def markdown(r: dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.layers.mag_step")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", type=Path, default=Path("bench/results"))
+    p.add_argument("--out", type=Path, default=Path("bench/results/current"))
     a = p.parse_args()
     r = run(a.threads)
     a.out.mkdir(parents=True, exist_ok=True)

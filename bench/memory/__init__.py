@@ -3,5 +3,5 @@ step of the 3-layer GAT (the XL recipe) holds in one process, and which arrays t
 
 :mod:`.step` (the fresh-process worker: the headline peak RSS, or with ``--breakdown`` the
 traced allocations by component), :mod:`.study` (the command: one worker per scale and mode,
-JSON and markdown in ``bench/results/``).
+JSON and markdown in ``bench/results/current/``).
 """

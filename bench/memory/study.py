@@ -2,7 +2,7 @@
 
     python -m bench memory [--scales 18,20] [--k 16] [--layers 3] [--threads 2]
                            [--model gat] [--procs 1] [--no-breakdown] [--mem-limit-gib 6]
-                           [--name memory] [--out bench/results]
+                           [--name memory] [--out bench/results/current]
 
 ``--model`` (one process only): ``gat``, ``gatv2`` or ``gatv2-e`` (:data:`.step.MODELS`).
 
