@@ -30,7 +30,6 @@ import numpy as np
 from graphblas import Matrix
 
 from .._graphblas_adapter import is_transposed_matrix, is_user_defined_type
-
 from .algebra import Algebra
 
 __all__ = ["Semiring", "check_operands", "negative_weight_error", "install_executor_resolver",
