@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gblas_gnn.compose import kernel_cache
+from gblas_gnn.codegen import kernel_cache
 from gblas_gnn.executors import patterns
 from gblas_gnn.executors.alignment import ALIGNMENT
 from gblas_gnn.executors.cpu import (
