@@ -200,11 +200,11 @@ def test_a_host_array_never_reaches_a_kernel(cuda):
     H = np.ones((4, 2), np.float32)
     out = cuda.xp.empty((1, 4), np.float32)
     with pytest.raises(TypeError, match="host array"):
-        cuda._launch(_sparse_kernels.head_dots, group_grid(4), H, H, 1, out)
+        cuda.launch(_sparse_kernels.head_dots, group_grid(4), H, H, 1, out)
     D = cuda.asarray(H)
     with pytest.raises(TypeError, match="host array"):
-        cuda._launch(_sparse_kernels.head_dots, group_grid(4), D, D, 1, np.empty((1, 4)))
-    cuda._launch(_sparse_kernels.head_dots, group_grid(4), D, D, 1, out)
+        cuda.launch(_sparse_kernels.head_dots, group_grid(4), D, D, 1, np.empty((1, 4)))
+    cuda.launch(_sparse_kernels.head_dots, group_grid(4), D, D, 1, out)
     np.testing.assert_array_equal(to_numpy(out), [[2, 2, 2, 2]])
     with pytest.raises(TypeError):
         D + H                                   # as CuPy refuses it

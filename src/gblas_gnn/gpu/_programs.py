@@ -49,7 +49,7 @@ class _Buffers:
 def _launch(ex, kernel, items: int, *args) -> None:
     """``kernel`` with a lane group per item (nothing to do without items)."""
     if items:
-        ex._launch(kernel, group_grid(items), *args)
+        ex.launch(kernel, group_grid(items), *args)
 
 
 def _heads_view(xp, X, dtype):
@@ -71,27 +71,27 @@ def _key(ex, s, slot: int, key):
 def _prepare(ex, prog, p: Plan) -> _Buffers:
     s, xp = p.structure, ex.xp
     dt = np.dtype(s.dtype)
-    pattern = ex._pattern(prog.pattern)
+    pattern = ex.device_pattern(prog.pattern)
     operands, x_shape = [], None
     for slot, op in enumerate(prog.operands):
         if op.role in ("row", "col", "param"):
-            v = ex._device(op.value, dt)
+            v = ex.device_array(op.value, dt)
             operands.append(v.reshape(1) if v.ndim == 0 else v)
         elif op.role == "edges":
-            operands.append(xp.ascontiguousarray(ex._values(op.value, dt)))
+            operands.append(xp.ascontiguousarray(ex.device_values(op.value, dt)))
         elif op.role == "eattr":                        # (nnz, f), CSR order
-            operands.append(xp.ascontiguousarray(ex._device(op.value, dt)))
+            operands.append(xp.ascontiguousarray(ex.device_array(op.value, dt)))
         elif op.role == "key":
             operands.append(_key(ex, s, slot, op.value))
         else:                                           # the messages
             x_shape = tuple(op.value.shape)
-            operands.append(_heads_view(xp, ex._on_device(op.value), dt))
+            operands.append(_heads_view(xp, ex.on_device(op.value), dt))
     # unread slots hold arrays of the types the kernels are compiled for: the CSR index
     # arrays stand for the CSC view until a backward needs it, and for the global ids
     # until a dropout does
     ids = (xp.arange(pattern.nrows, dtype=np.int64), xp.arange(pattern.ncols, dtype=np.int64)) \
         if any(o.kind == "dropout" for o in s.ops) else (pattern.indptr,) * 2
-    avals = ex._values(prog.pattern, dt) if any(o.kind == "avals" for o in s.ops) else \
+    avals = ex.device_values(prog.pattern, dt) if any(o.kind == "avals" for o in s.ops) else \
         xp.zeros(1, dt)
     head = [pattern.indptr, pattern.indices, pattern.indptr, pattern.indices,
             pattern.indices, *ids, xp.ascontiguousarray(avals)]
@@ -162,7 +162,7 @@ def _finish_forward(ex, p: Plan, b: _Buffers, outs: dict, A, keep: bool):
         return (parts[0] if heads is None else xp.stack(parts, axis=1)), ctx
     Z = outs["Z"]
     if p.weighted_mean:
-        if ex._get(outs["NEG"], "avg weights")[0]:
+        if ex.to_numpy(outs["NEG"], "avg weights")[0]:
             raise negative_weight_error(p.aggr)
         den = outs["DEN"][:, :, None]
         Z = xp.where(den > 0, Z / xp.where(den > 0, den, 1), 0).astype(Z.dtype)
@@ -176,7 +176,7 @@ def backward(ex, ctx: ProgramContext, dout) -> list:
     b.with_csc()
     dt = np.dtype(p.structure.dtype)
     kind = p.structure.sink[0]
-    dZ = ex._device(dout, dt)
+    dZ = ex.device_array(dout, dt)
     if kind in ("rows", "cols"):
         dZ = dZ.reshape(dZ.shape[0], -1)
     elif kind == "messages":

@@ -133,17 +133,17 @@ class CUDAExecutor(Executor):
             return out
         return x
 
-    def _on_device(self, x):
+    def on_device(self, x):
         """``x`` itself if it is a device array, else its device copy (counted): never an
         implicit copy."""
         return self._put(x, "operand") if self._is_host(x) else x
 
-    def _device(self, x, dtype=None):
+    def device_array(self, x, dtype=None):
         """``x`` on the device as a C-contiguous array of ``dtype`` (default: its own)."""
-        x = self.xp.ascontiguousarray(self._on_device(x))
+        x = self.xp.ascontiguousarray(self.on_device(x))
         return x if dtype is None or x.dtype == dtype else x.astype(dtype)
 
-    def _launch(self, kernel, grid: tuple[int, int], *args, shared: int = 0) -> None:
+    def launch(self, kernel, grid: tuple[int, int], *args, shared: int = 0) -> None:
         """Run ``kernel[grid](*args)``. An array argument must already be a device array: a
         host array would be copied implicitly, which the executor never does (the simulator's
         device arrays are told apart from host ones, so it refuses them too). In the
@@ -186,7 +186,8 @@ class CUDAExecutor(Executor):
         raise TypeError(f"an edge tensor of the cuda executor or a graphblas.Matrix is "
                         f"needed, got {type(S).__name__}")
 
-    def _pattern(self, A) -> DevicePattern:
+    def device_pattern(self, A) -> DevicePattern:
+        """A's pattern on the device: an edge tensor's own, or a matrix's (uploaded once)."""
         if isinstance(A, EdgeTensor):
             return A.pattern
         if isinstance(A, (gb.Matrix, AdjacencyPattern)):
@@ -194,18 +195,19 @@ class CUDAExecutor(Executor):
         raise TypeError(f"a pattern (graphblas.Matrix or edge tensor) is needed, got "
                         f"{type(A).__name__}")
 
-    def _values(self, S, dtype):
+    def device_values(self, S, dtype):
+        """S's values on the device in ``dtype`` (a matrix is uploaded once)."""
         values = self._edges(S).values
         return values if values.dtype == dtype else values.astype(dtype)
 
     def _nrows(self, S) -> int:
-        return self._pattern(S).nrows
+        return self.device_pattern(S).nrows
 
     def _ncols(self, S) -> int:
-        return self._pattern(S).ncols
+        return self.device_pattern(S).ncols
 
     def _local_coords(self, S):
-        p = self._pattern(S)
+        p = self.device_pattern(S)
         return p.rows, p.indices
 
     # ================================================================== edge programs
@@ -222,14 +224,14 @@ class CUDAExecutor(Executor):
 
     # ================================================================== (b) process tier: dense
     def gemm(self, X, W):
-        return self._on_device(X) @ self._on_device(W)
+        return self.on_device(X) @ self.on_device(W)
 
     def row_dot(self, X, Y):
-        X = self._device(X)
+        X = self.device_array(X)
         out = self.xp.empty((1, X.shape[0]), X.dtype)
         if X.shape[0]:
-            self._launch(sparse.head_dots, group_grid(X.shape[0]), X,
-                         self._device(Y, X.dtype), 1, out)
+            self.launch(sparse.head_dots, group_grid(X.shape[0]), X,
+                         self.device_array(Y, X.dtype), 1, out)
         return out[0]
 
     # ================================================================== (a) core: edges
@@ -237,16 +239,16 @@ class CUDAExecutor(Executor):
         return self._edges(E).values
 
     def edge_from_values(self, A, values):
-        return EdgeTensor(self._pattern(A), self._device(values))
+        return EdgeTensor(self.device_pattern(A), self.device_array(values))
 
     def gather_rows(self, E, u):
-        return self._device(u)[self._pattern(E).rows]
+        return self.device_array(u)[self.device_pattern(E).rows]
 
     def gather_cols(self, E, v):
-        return self._device(v)[self._pattern(E).indices]
+        return self.device_array(v)[self.device_pattern(E).indices]
 
     def edge_ids(self, A):
-        p = self._pattern(A)
+        p = self.device_pattern(A)
         return p.rows, p.indices
 
     def _reduce(self, E, op: str, transpose: bool):
@@ -261,7 +263,7 @@ class CUDAExecutor(Executor):
             ptr, perm, m = p.indptr, p.indices, p.nrows       # perm unread
         out = self.xp.empty((1, m), E.values.dtype)
         if m:
-            self._launch(sparse.segment_reduce, group_grid(m), ptr, perm, transpose,
+            self.launch(sparse.segment_reduce, group_grid(m), ptr, perm, transpose,
                          E.values.reshape(1, -1), _REDUCE[op], out)
         return out[0]
 
@@ -272,15 +274,15 @@ class CUDAExecutor(Executor):
         return self._reduce(E, op, True)
 
     def sddmm(self, A, X, Y):
-        p = self._pattern(A)
-        X = self._device(X)
-        Y = self._device(Y, X.dtype)
+        p = self.device_pattern(A)
+        X = self.device_array(X)
+        Y = self.device_array(Y, X.dtype)
         if X.shape[0] != p.nrows or Y.shape[0] != p.ncols or X.shape[1] != Y.shape[1]:
             raise ValueError(f"sddmm of a {p.nrows}×{p.ncols} pattern needs X ({p.nrows}, k) "
                              f"and Y ({p.ncols}, k), got {X.shape} and {Y.shape}")
         out = self.xp.empty(p.nnz, X.dtype)
         if p.nrows:
-            self._launch(sparse.edge_dots, group_grid(p.nrows), p.indptr, p.indices, X, Y,
+            self.launch(sparse.edge_dots, group_grid(p.nrows), p.indptr, p.indices, X, Y,
                          self._no_arg, False, out)
         return EdgeTensor(p, out)
 
@@ -289,7 +291,7 @@ class CUDAExecutor(Executor):
         """``S ⊕ H`` (``Sᵀ ⊕ H``) with a semiring SpMM kernel over the CSR (CSC) view."""
         E = self._edges(S)
         p = E.pattern
-        H = self._device(H)
+        H = self.device_array(H)
         inner, m = (p.nrows, p.ncols) if transpose else (p.ncols, p.nrows)
         if H.ndim != 2 or H.shape[0] != inner:
             raise ValueError(f"H must have {inner} rows, got shape {tuple(H.shape)}")
@@ -299,13 +301,15 @@ class CUDAExecutor(Executor):
             ptr, perm, idx = p.indptr, p.indices, p.indices   # perm unread
         Z = self.xp.empty((m, H.shape[1]), H.dtype)
         if Z.size:
-            args = (ptr, idx, perm, transpose, self._values(E, H.dtype), H)
+            args = (ptr, idx, perm, transpose, self.device_values(E, H.dtype), H)
             if identity is not None:
                 args += (H.dtype.type(identity),)
-            self._launch(kernel, group_grid(m * _tiles(H.shape[1])), *args, Z)
+            self.launch(kernel, group_grid(m * _tiles(H.shape[1])), *args, Z)
         return Z
 
-    def _kernel_lowering(self, kernel, identity):
+    def kernel_lowering(self, kernel, identity):
+        """``(spmm, spmm_t)`` of a semiring through the SpMM ``kernel`` (``identity``: its
+        ⊕'s, for rows without an entry; None: the averaging kernel's own)."""
         return (lambda S, H: self._product(kernel, S, H, False, identity),
                 lambda S, H: self._product(kernel, S, H, True, identity))
 
@@ -313,22 +317,22 @@ class CUDAExecutor(Executor):
         found = srk.user_spmm(sr)
         if found is None:                    # no scalar operators: the host reference
             return super().generic_lowering(sr)
-        return self._kernel_lowering(*found)
+        return self.kernel_lowering(*found)
 
     # ------------------------------------------------------------------ aggregation
     def row_counts(self, S, dtype):
-        return self.xp.maximum(self._pattern(S).row_counts, 1).astype(dtype)
+        return self.xp.maximum(self.device_pattern(S).row_counts, 1).astype(dtype)
 
     def extreme_aggregate(self, S, H, is_max, keep_context):
         E = self._edges(S)
         p = E.pattern
-        H = self._device(H)
+        H = self.device_array(H)
         self._check_sources(E, H)
-        values = self._values(E, H.dtype)
+        values = self.device_values(E, H.dtype)
         Z = self.xp.empty((p.nrows, H.shape[1]), H.dtype)
         arg = self.xp.empty((p.nrows, H.shape[1]), np.int64)
         if Z.size:
-            self._launch(sparse.argext_forward, group_grid(p.nrows * _tiles(H.shape[1])),
+            self.launch(sparse.argext_forward, group_grid(p.nrows * _tiles(H.shape[1])),
                          p.indptr, p.indices, values, H, bool(is_max), Z, arg)
         if not keep_context:
             return Z
@@ -336,18 +340,18 @@ class CUDAExecutor(Executor):
 
     def extreme_aggregate_backward(self, ctx: ArgExtremeContext, dZ, need_dS=True):
         p = ctx.S.pattern
-        dZ = self._device(dZ, ctx.H.dtype)
+        dZ = self.device_array(dZ, ctx.H.dtype)
         dS = None
         if need_dS:
             out = self.xp.empty(p.nnz, ctx.H.dtype)
             if p.nrows:
-                self._launch(sparse.edge_dots, group_grid(p.nrows), p.indptr, p.indices, dZ,
+                self.launch(sparse.edge_dots, group_grid(p.nrows), p.indptr, p.indices, dZ,
                              ctx.H, ctx.arg, True, out)
             dS = EdgeTensor(p, out)
         colptr, perm, crow = p.csc()
         dH = self.xp.empty((p.ncols, ctx.H.shape[1]), ctx.H.dtype)
         if dH.size:
-            self._launch(sparse.argext_features, group_grid(p.ncols * _tiles(dH.shape[1])),
+            self.launch(sparse.argext_features, group_grid(p.ncols * _tiles(dH.shape[1])),
                          colptr, perm, crow, ctx.values, ctx.arg, dZ, dH)
         return dS, dH
 
@@ -357,7 +361,7 @@ class CUDAExecutor(Executor):
         p = E.pattern
         out = self.xp.empty_like(E.values)
         if p.nrows:
-            self._launch(sparse.softmax_rows, group_grid(p.nrows), p.indptr, E.values, out)
+            self.launch(sparse.softmax_rows, group_grid(p.nrows), p.indptr, E.values, out)
         return EdgeTensor(p, out)
 
     def softmax_backward(self, Psi, dPsi):
@@ -365,27 +369,27 @@ class CUDAExecutor(Executor):
         p = Psi.pattern
         out = self.xp.empty_like(Psi.values)
         if p.nrows:
-            self._launch(sparse.softmax_backward_rows, group_grid(p.nrows), p.indptr,
-                         Psi.values, self._values(dPsi, Psi.values.dtype), out)
+            self.launch(sparse.softmax_backward_rows, group_grid(p.nrows), p.indptr,
+                         Psi.values, self.device_values(dPsi, Psi.values.dtype), out)
         return EdgeTensor(p, out)
 
     # ------------------------------------------------------------------ random masks
     def dropout_edges(self, A, key, p, heads, dtype):
-        pattern = self._pattern(A)
+        pattern = self.device_pattern(A)
         dtype = np.dtype(dtype)
         out = self.xp.empty((heads, pattern.nnz), dtype)
         if out.size:
-            self._launch(edge.dropout_edges, element_grid(out.size), pattern.rows,
+            self.launch(edge.dropout_edges, element_grid(out.size), pattern.rows,
                          pattern.indices, np.uint64(key), float(p),
                          dtype.type(1.0 / (1.0 - p)), out)
         return out
 
     def keep_mask(self, key, p, shape, row_ids=None):
         rows = self.xp.arange(shape[0], dtype=np.int64) if row_ids is None else \
-            self._device(row_ids, np.int64)
+            self.device_array(row_ids, np.int64)
         out = self.xp.empty(shape, np.bool_)
         if out.size:
-            self._launch(edge.keep_mask, element_grid(out.size), rows, np.uint64(key),
+            self.launch(edge.keep_mask, element_grid(out.size), rows, np.uint64(key),
                          float(p), out)
         return out
 
@@ -395,13 +399,13 @@ class CUDAExecutor(Executor):
         E = self._edges(E)
         out = self.xp.empty_like(E.values)
         if out.size:
-            self._launch(kernel, element_grid(out.size), *args, out)
+            self.launch(kernel, element_grid(out.size), *args, out)
         return EdgeTensor(E.pattern, out)
 
     def pattern(self, A, value, dtype):
         dtype = np.dtype(dtype)
-        return EdgeTensor(self._pattern(A),
-                          self.xp.full(self._pattern(A).nnz, dtype.type(value), dtype))
+        return EdgeTensor(self.device_pattern(A),
+                          self.xp.full(self.device_pattern(A).nnz, dtype.type(value), dtype))
 
     def apply(self, E, fn, alpha=None):
         if fn not in edge.UNARY:
@@ -412,46 +416,46 @@ class CUDAExecutor(Executor):
 
     def leaky_relu_backward(self, C, dE, alpha):
         c = self._edges(C).values
-        return self._map(C, edge.leaky_relu_backward, c, self._values(dE, c.dtype),
+        return self._map(C, edge.leaky_relu_backward, c, self.device_values(dE, c.dtype),
                          c.dtype.type(alpha))
 
     def ewise(self, E, F, op):
         if op not in edge.BINARY:
             raise ValueError(f"op must be one of {sorted(edge.BINARY)}, got {op!r}")
         x = self._edges(E).values
-        return self._map(E, edge.edge_binary, x, self._values(F, x.dtype), edge.BINARY[op])
+        return self._map(E, edge.edge_binary, x, self.device_values(F, x.dtype), edge.BINARY[op])
 
     def _scaled(self, E, v, op, index):
         if op not in ("times", "div", "plus", "minus"):
             raise ValueError(f"op must be 'times', 'div', 'plus' or 'minus', got {op!r}")
         x = self._edges(E).values
-        return self._map(E, edge.edge_gathered, x, self._device(v, x.dtype), index,
+        return self._map(E, edge.edge_gathered, x, self.device_array(v, x.dtype), index,
                          edge.BINARY[op])
 
     def row_scale(self, E, v, op="times"):
-        return self._scaled(E, v, op, self._pattern(E).rows)
+        return self._scaled(E, v, op, self.device_pattern(E).rows)
 
     def col_scale(self, E, v, op="times"):
-        return self._scaled(E, v, op, self._pattern(E).indices)
+        return self._scaled(E, v, op, self.device_pattern(E).indices)
 
     def scale_edges(self, E, u, v):
         x = self._edges(E).values
-        p = self._pattern(E)
-        return self._map(E, edge.edge_outer, x, True, self._device(u, x.dtype),
-                         self._device(v, x.dtype), p.rows, p.indices)
+        p = self.device_pattern(E)
+        return self._map(E, edge.edge_outer, x, True, self.device_array(u, x.dtype),
+                         self.device_array(v, x.dtype), p.rows, p.indices)
 
     def outer_add(self, A, u, v):
-        u = self._device(u)
-        p = self._pattern(A)
+        u = self.device_array(u)
+        p = self.device_pattern(A)
         out = self.xp.empty(p.nnz, u.dtype)
         if p.nnz:
-            self._launch(edge.edge_outer, element_grid(p.nnz), out, False, u,
-                         self._device(v, u.dtype), p.rows, p.indices, out)
+            self.launch(edge.edge_outer, element_grid(p.nnz), out, False, u,
+                         self.device_array(v, u.dtype), p.rows, p.indices, out)
         return EdgeTensor(p, out)
 
 
 for _algebra, (_kernel, _identity) in srk.SHIPPED.items():
     CUDAExecutor.lowers(_algebra)(lambda ex, sr, k=_kernel, e=_identity:
-                                  ex._kernel_lowering(k, e))
-CUDAExecutor.lowers(WEIGHTED_MEAN)(lambda ex, sr: ex._kernel_lowering(sparse.spmm_avg, None))
+                                  ex.kernel_lowering(k, e))
+CUDAExecutor.lowers(WEIGHTED_MEAN)(lambda ex, sr: ex.kernel_lowering(sparse.spmm_avg, None))
 del _algebra, _kernel, _identity
