@@ -38,7 +38,7 @@ def softsign():
               elements=st.floats(-80, 80, width=32)))
 def test_softplus_equals_log1p_exp_without_overflow(x):
     with np.errstate(over="raise", invalid="raise"):
-        got = to_numpy(ops.unary("softplus", x))
+        got = to_numpy(ops.unary("softplus", x, executor="cpu"))
     want = np.logaddexp(0.0, x.astype(np.float64))
     assert got.dtype == x.dtype
     tol = 1e-6 if x.dtype == np.float32 else 1e-13

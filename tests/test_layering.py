@@ -2,7 +2,7 @@
 
 The executors ``cpu`` (``gblas_gnn.executors.cpu``), ``cuda`` (``gblas_gnn.gpu``) and ``dist``
 (``gblas_gnn.dist``) share what they share through public modules
-(``gblas_gnn.executors.patterns``, ``.alignment``, ``.contexts``, ``.program_context``,
+(``gblas_gnn.executors.patterns``, ``.alignment``, ``.contexts``, ``.program_runtime``,
 ``gblas_gnn.codegen.kernel_cache``) and through each other's public API (the ``dist``
 executor runs the cpu executor's fused programs through ``gblas_gnn.executors.cpu.programs``
 and ``CPUExecutor.csr_pattern``). This file reads the source: a module outside one of those

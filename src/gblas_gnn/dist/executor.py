@@ -47,7 +47,7 @@ from ..executors import get_executor
 from ..executors.base import Executor
 from ..executors.contexts import AggregateContext, ArgExtremeContext
 from ..executors.patterns import MatrixCache
-from ..executors.program_context import ProgramContext
+from ..executors.program_runtime import ProgramContext
 from . import programs as _programs
 from .graph import Block
 from .grid import Grid, rebuild_error

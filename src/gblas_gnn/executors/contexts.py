@@ -7,7 +7,7 @@
 and the ``dist`` executor restricts to the winners its rank owns. The ``cuda`` executor keeps
 its own, on the device (:class:`gblas_gnn.gpu.executor.ArgExtremeContext`).
 The fused edge programs' context is
-:class:`~gblas_gnn.executors.program_context.ProgramContext`.
+:class:`~gblas_gnn.executors.program_runtime.ProgramContext`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ collectives in between:
   maxima and sums, :func:`kernels` / :func:`kernel` give the generated kernel to run (on
   one thread, or its driver on shares of its rows on several, by the work:
   :data:`SERIAL_WORK_BELOW`), and :func:`finish_forward` makes the output and the
-  :class:`~gblas_gnn.executors.program_context.ProgramContext`;
+  :class:`~gblas_gnn.executors.program_runtime.ProgramContext`;
 * backward: :func:`root_cotangent_inputs`, then strategy ``"column"``
   (:func:`column_gradients`) or ``"row"`` (:func:`row_backward_buffers`, the row pass, then
   :func:`row_backward_columns`), and :func:`finish_grads`.
@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from ...ir.plan import BY_ROW, Plan, fusable, leaf_kinds, plan
-from ...semirings import negative_weight_error
+from .. import program_runtime as runtime
 from ..alignment import aligned_empty
 from ..patterns import CSRPattern, index_dtype, unsigned_view
-from ..program_context import ProgramContext, aggregate_output, finish_grads
+from ..program_runtime import ProgramContext, finish_grads, heads_view, x_slot
 from ._kernel_primitives import head_row_dots
 from ._minmax_kernels import winner_features
 from ._program_kernels import (
@@ -94,10 +94,40 @@ class Buffers:
                 *self.softmax]
 
 
-def _heads_view(X, heads: int):
-    """``(n, f)`` or ``(n, heads, f)`` as the kernels' ``(n, heads, f)``."""
-    X = np.ascontiguousarray(X)
-    return X.reshape(X.shape[0], 1, X.shape[1]) if X.ndim == 2 else X
+#: how the cpu runtime allocates and reads its (host) arrays
+HOST = runtime.Platform(np, np.empty, aligned_empty, index_dtype, lambda a, reason: a,
+                        lambda a: a.copy())
+
+
+class _HostOperands:
+    """The operands as the cpu kernels read them: C-contiguous host arrays of the program's
+    dtype, a source-side one through ``columns`` (a grid's rows of its block's columns)."""
+
+    def __init__(self, ex, p: Plan, columns):
+        self.ex, self.p, self.columns = ex, p, columns
+        self.dt = np.dtype(p.structure.dtype)
+
+    def row(self, slot, v):
+        return np.ascontiguousarray(v, dtype=self.dt)
+
+    def col(self, slot, v):
+        return np.ascontiguousarray(self.columns(slot, v), dtype=self.dt)
+
+    def param(self, slot, v):
+        return np.ascontiguousarray(v, dtype=self.dt)
+
+    def edges(self, slot, v):
+        return np.ascontiguousarray(self.ex.edge_values(v), dtype=self.dt)
+
+    def eattr(self, slot, v):                   # (nnz, f) in the pattern's CSR order
+        return np.ascontiguousarray(v, dtype=self.dt)
+
+    def key(self, slot, v):                     # the key and the dropout's heads
+        return np.array([v, runtime.dropout_heads(self.p, slot)], np.uint64)
+
+    def x(self, slot, v):                       # the messages, by source for an aggregate
+        side = self.columns(slot, v) if self.p.sink[0] == "aggregate" else v
+        return heads_view(np, np.asarray(side, dtype=self.dt))
 
 
 def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
@@ -106,29 +136,7 @@ def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
     s = p.structure
     dt = np.dtype(s.dtype)
     pattern = ex.csr_pattern(A)
-    operands = []
-    x_shape = None
-    for slot, op in enumerate(prog.operands):
-        v = op.value
-        if op.role == "row":
-            operands.append(np.ascontiguousarray(v, dtype=dt))
-        elif op.role == "col":
-            operands.append(np.ascontiguousarray(columns(slot, v), dtype=dt))
-        elif op.role == "param":
-            v = np.ascontiguousarray(v, dtype=dt)
-            operands.append(v.reshape(1) if v.ndim == 0 else v)
-        elif op.role == "edges":
-            operands.append(np.ascontiguousarray(ex.edge_values(v), dtype=dt))
-        elif op.role == "eattr":                 # (nnz, f) in the pattern's CSR order
-            operands.append(np.ascontiguousarray(v, dtype=dt))
-        elif op.role == "key":                   # the key and the dropout's heads
-            heads = next(o.args[2] for o in s.ops if o.kind == "dropout" and
-                         o.args[0] == slot) or 1
-            operands.append(np.array([v, heads], np.uint64))
-        else:                                       # the messages
-            x_shape = tuple(v.shape)
-            side = columns(slot, v) if s.sink[0] == "aggregate" else v
-            operands.append(_heads_view(np.asarray(side, dtype=dt), p.heads))
+    operands, x_shape = runtime.operand_arrays(prog, _HostOperands(ex, p, columns))
     if ids is None:                 # global ids (a grid passes its block's), for dropout
         ids = (np.arange(pattern.nrows, dtype=np.int64),
                np.arange(pattern.ncols, dtype=np.int64)) \
@@ -154,31 +162,8 @@ def sink_outputs(p: Plan, b: Buffers, winners: bool = True) -> dict:
         int32 CSR positions when they fit, which a backward or a grid's completion of the
         rows needs; ``ARG`` is None otherwise (numba compiles the kernel without it).
     """
-    s, dt = p.structure, np.dtype(p.structure.dtype)
-    n, nnz, H = b.pattern.nrows, b.pattern.nnz, p.heads
-    kind = s.sink[0]
-    if kind in ("values", "cols", "spmm_t"):
-        return {"W": np.empty((H, nnz), dt)}
-    if kind == "rows":
-        return {"OUT": np.empty((n, H), dt)}
-    if kind == "messages":
-        shape = (n, *s.ops[s.root].trail)
-        out = {"OUT": aligned_empty(shape, dt)}
-        if s.sink[1] != "sum":
-            out["ARG"] = np.empty(shape, index_dtype(nnz))
-        return out
-    f = b.operands[_x_slot(p)].shape[2]
-    out = {"Z": aligned_empty((n, H, f), dt)}
-    if p.extreme:
-        out["ARG"] = np.empty((n, H, f), index_dtype(nnz)) if winners else None
-    if p.weighted_mean:
-        out["DEN"] = np.empty((n, H), dt)
-        out["NEG"] = np.zeros(1, np.int64)
-    return out
-
-
-def _x_slot(p: Plan) -> int:
-    return next(k for k, (role, _) in enumerate(p.structure.roles) if role == "x")
+    f = b.operands[x_slot(p)].shape[2] if p.sink[0] == "aggregate" else None
+    return runtime.sink_outputs(HOST, p, b.pattern.nrows, b.pattern.nnz, f, winners)
 
 
 def stats(p: Plan, b: Buffers) -> list:
@@ -200,61 +185,12 @@ def forward(ex, prog, keep: bool):
 def finish_forward(ex, p: Plan, b: Buffers, outs: dict, A, keep: bool, counts=None):
     """The program's output from the row pass's arrays (and its context with ``keep``);
     ``counts``: the rows' entries for ``mean`` (a grid's are over the whole row)."""
-    s = p.structure
-    kind = s.sink[0]
-    heads = s.heads
-    ctx = ProgramContext(p, b, extra=outs) if keep else None
-    if kind == "values":
-        return [ex.edge_from_values(A, outs["W"][h].copy()) for h in range(p.heads)], None
-    if kind == "rows":
-        out = outs["OUT"]
-        result = out[:, 0].copy() if heads is None else out
-        if ctx is not None:
-            ctx.Z = out
-        return result, ctx
-    if kind == "messages":
-        return outs["OUT"], ctx
-    if kind in ("cols", "spmm_t"):
-        W = outs["W"]
-        parts = []
-        for h in range(p.heads):
-            E = ex.edge_from_values(A, W[h].copy())
-            if kind == "cols":
-                parts.append(ex.col_reduce(E, "sum"))
-            else:
-                X = b.operands[_x_slot(p)]
-                parts.append(ex.spmm_t(E, np.ascontiguousarray(X[:, h])))
-        out = parts[0] if heads is None else np.stack(parts, axis=1)
-        return out, ctx
-    Z = outs["Z"]
-    if p.weighted_mean:
-        if outs["NEG"][0]:
-            raise negative_weight_error(p.aggr)
-        den = outs["DEN"]
-        pos = den > 0
-        np.divide(Z, np.where(pos, den, 1)[:, :, None], out=Z)
-        Z[~pos] = 0
-    if not p.counted_mean:
-        return aggregate_output(ctx, Z, heads)
-    if counts is None:
-        counts = b.pattern.row_counts
-    return aggregate_output(ctx, Z, heads, np.maximum(counts, 1).astype(Z.dtype)[:, None, None])
+    return runtime.finish_forward(ex, HOST, p, b, outs, A, keep, counts)
 
 
 def root_cotangent_inputs(p: Plan, ctx: ProgramContext, dout):
     """``dZ`` in the kernels' layout for the backward (``mean`` divided by the counts)."""
-    dt = np.dtype(p.structure.dtype)
-    dout = np.asarray(dout, dtype=dt)
-    kind = p.structure.sink[0]
-    if kind in ("rows", "cols"):
-        d = dout.reshape(dout.shape[0], -1)
-        return np.ascontiguousarray(d)
-    if kind == "messages":
-        return np.ascontiguousarray(dout)
-    dZ = _heads_view(dout, p.heads)
-    if ctx.counts is not None:
-        dZ = dZ / ctx.counts
-    return np.ascontiguousarray(dZ)
+    return runtime.cotangent_layout(np, p, ctx, np.asarray(dout, dtype=p.structure.dtype))
 
 
 def backward(ex, ctx: ProgramContext, dout) -> list:
@@ -276,7 +212,7 @@ def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str], dX=None) -> dict:
     cotangent ``dX``, an operand that is the messages' own array gets a view of ``dX``
     instead (:func:`_same_rows`)."""
     out = {}
-    X = b.operands[_x_slot(p)] if dX is not None else None
+    X = b.operands[x_slot(p)] if dX is not None else None
     block = partial_rows(p)
     for role, slots in (("row", p.rows), ("col", p.cols), ("param", p.params),
                         ("eattr", p.eattrs)):
@@ -329,7 +265,7 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
     # Z was kept for t alone: the context lets it go before the passes allocate (the
     # layer's backward runs on, holding the context, until its last product; issue 21)
     ctx.Z, ctx.extra = None, {}
-    X = b.operands[_x_slot(p)]
+    X = b.operands[x_slot(p)]
     dX = aligned_empty(X.shape, dt)
     S = b.softmax[p.softmaxes.index(p.softmax)]
     # The column pass reads Ψ at each edge's CSR slot p and writes the edge's cotangent
@@ -349,7 +285,7 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
     grads = {**col, **row}
     if share:
         grads = {slot: None if _same_rows(g, dX) else g for slot, g in grads.items()}
-    return {**grads, _x_slot(p): dX}
+    return {**grads, x_slot(p): dX}
 
 
 def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
@@ -397,8 +333,8 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
     Z = ctx.Z if p.weighted_mean else np.empty((1, 1, 1), dt)
     spmm_t = kind == "spmm_t"
     if spmm_t:
-        dZ = _heads_view(dZ, H)
-    dXr = np.zeros(b.operands[_x_slot(p)].shape, dt) if spmm_t else np.empty((1, 1, 1), dt)
+        dZ = heads_view(np, dZ)
+    dXr = np.zeros(b.operands[x_slot(p)].shape, dt) if spmm_t else np.empty((1, 1, 1), dt)
     T = [np.empty((p.heads_of(k), n), dt) for k in p.softmaxes]
     return RowBackward(dZ, GB, Z, stage, extra, T, dXr,
                        _zeros_like_operands(p, b, BY_ROW))
@@ -415,7 +351,7 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward) -> dict:
     col = _zeros_like_operands(p, b, {"col"})
     grads = {**row}
     if kind == "aggregate":
-        X = b.operands[_x_slot(p)]
+        X = b.operands[x_slot(p)]
         dX = aligned_empty(X.shape, dt)
     else:
         dX = np.empty((1, 1, 1), dt)
@@ -425,9 +361,9 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward) -> dict:
         _winners_gradient(p, b, dZ, extra, dX)
     grads.update(col)
     if kind == "aggregate":
-        grads[_x_slot(p)] = dX
+        grads[x_slot(p)] = dX
     elif spmm_t:
-        grads[_x_slot(p)] = dXr
+        grads[x_slot(p)] = dXr
     return grads
 
 
