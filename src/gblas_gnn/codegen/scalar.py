@@ -23,20 +23,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir.primitives import primitive
-from ..ir.program import Structure
+from ..ir.program import Structure, child_index
 
-__all__ = ["SourceBlock", "ValueScope", "Leaves", "EdgeCode", "child_index", "literal"]
+__all__ = ["SourceBlock", "ValueScope", "Leaves", "EdgeCode", "literal"]
 
 def literal(value: float, dtype: np.dtype) -> str:
     """A float constant in the program's dtype (float32 work must stay float32)."""
     name = "np.float32" if np.dtype(dtype) == np.float32 else "np.float64"
     return f"{name}({float(value)!r})"
-
-
-def child_index(idx: tuple, parent: tuple, child: tuple) -> tuple:
-    """The index (expressions) of a broadcast operand of trailing shape ``child``."""
-    off = len(parent) - len(child)
-    return tuple("0" if child[k] == 1 else idx[off + k] for k in range(len(child)))
 
 
 class SourceBlock:
@@ -247,7 +241,7 @@ class EdgeCode:
         """The value of input ``k`` of operation ``i`` at the (broadcast) index ``idx``."""
         op = self.ops[i]
         c = op.inputs[k]
-        return self.value(block, scope, c, child_index(idx, op.trail, self.ops[c].trail))
+        return self.value(block, scope, c, child_index(idx, op.trail, self.ops[c].trail, "0"))
 
     def fmt(self, template: str, x: str, y: str | None = None, alpha=None) -> str:
         """A function's code template (:class:`gblas_gnn.ir.functions.Unary`) at ``x``
@@ -343,7 +337,7 @@ class EdgeCode:
         op = self.ops[i]
         c = op.inputs[k]
         self.accumulate(block, pending,
-                         (c, child_index(idx, op.trail, self.ops[c].trail)), expr)
+                         (c, child_index(idx, op.trail, self.ops[c].trail, "0")), expr)
 
     def _rule(self, block, scope, i, idx, g, pending):
         if i in self.cut:

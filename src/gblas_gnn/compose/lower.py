@@ -15,6 +15,7 @@ import numpy as np
 from ..executors import get_executor
 from ..executors.edges import same_pattern
 from ..ir.program import Op, Operand, Program, Structure
+from ..ir.sinks import sink_rule
 from .traced import Traced, value_of
 
 __all__ = ["Builder", "build", "patterns_match"]
@@ -108,12 +109,7 @@ def build(root, sink: tuple, x=None) -> Program:
     if not root.is_sparse:
         raise TypeError("this operation needs a sparse operand: mask the virtual tensor "
                         "first (A * expr)")
-    if sink[0] == "messages" and len(root.trail) != 2:
-        raise ValueError(f"the messages of a row reduction have shape (rows, cols, heads, "
-                         f"channels), got {root.shape}")
-    if len(root.trail) > (2 if sink[0] == "messages" else 1):
-        raise ValueError(f"an expression of shape {root.shape} has a channel axis: contract "
-                         "it first (E @ a or E.sum(-1))")
+    sink_rule(sink).check_root(root)
     b = Builder(root.pattern)
     r = b.visit(root)
     if x is not None:

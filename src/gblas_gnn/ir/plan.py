@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from ..semirings.aggregations import algebra_of
 from ..semirings.algebra import Algebra
 from .program import Structure
+from .sinks import sink_rule
 
 __all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "BY_ROW"]
 #: the cotangents a pass over rows accumulates: what is read by target (a row's own), the
@@ -114,15 +115,9 @@ def _depends_on(ops, i: int, target: int) -> bool:
 
 
 def fusable(structure: Structure) -> bool:
-    """Whether the generated kernels run this structure (else the reference lowering)."""
-    sink = structure.sink
-    if sink[0] == "aggregate":
-        return algebra_of(sink[1]).fused
-    if sink[0] == "spmm_t":
-        algebra = algebra_of(sink[1])
-        return algebra.linear and algebra.divide is None
-    return sink[0] in ("rows", "values", "cols", "messages") and \
-        (sink[0] != "cols" or sink[1] == "sum")
+    """Whether the generated kernels run this structure (else the reference lowering): its
+    sink's rule says (:meth:`gblas_gnn.ir.sinks.SinkRule.fusable`)."""
+    return sink_rule(structure.sink).fusable(structure.sink)
 
 
 def plan(structure: Structure) -> Plan:

@@ -115,7 +115,7 @@ class _Gathered(Primitive):
         return c.leaves.size(self.name, op.args[0], axis)
 
 
-class Row(_Gathered):
+class GatherByTarget(_Gathered):
     name = role = "row"
 
     def evaluate(self, ev, i, op, idx):
@@ -127,7 +127,7 @@ class Row(_Gathered):
             ev.ex.row_reduce(ev.edges(ev.full(g)), "sum")
 
 
-class Col(_Gathered):
+class GatherBySource(_Gathered):
     name = role = "col"
 
     def evaluate(self, ev, i, op, idx):
@@ -139,7 +139,7 @@ class Col(_Gathered):
             ev.ex.col_reduce(ev.edges(ev.full(g)), "sum")
 
 
-class EdgeAttr(_Gathered):
+class EdgeFeatureRead(_Gathered):
     name = role = "eattr"
 
     def evaluate(self, ev, i, op, idx):
@@ -149,7 +149,7 @@ class EdgeAttr(_Gathered):
         ev.grad_of(op.args[0], grads)[(slice(None), *idx)] += ev.full(g)
 
 
-class Param(Primitive):
+class Parameter(Primitive):
     """A parameter broadcast over every edge: ``a[…]``; its cotangent sums every edge."""
 
     name = role = "param"
@@ -172,7 +172,7 @@ class Param(Primitive):
         return c.leaves.size(self.name, op.args[0], axis)
 
 
-class Const(Primitive):
+class Constant(Primitive):
     """The number ``args[0]``."""
 
     name = "const"
@@ -229,7 +229,7 @@ class DropoutScale(Primitive):
 
 
 # ---------------------------------------------------------------------- operations
-class Expand(Primitive):
+class AppendAxis(Primitive):
     """Its input with a unit axis appended (``S[..., None]``: the appended axis indexes
     nothing)."""
 
@@ -254,7 +254,7 @@ class Expand(Primitive):
         return c.size(op.inputs[0], axis)
 
 
-class Map(Primitive):
+class UnaryMap(Primitive):
     """Elementwise function ``args = (fn, alpha)`` of its input (a row of
     :data:`gblas_gnn.ir.functions.UNARY`)."""
 
@@ -284,7 +284,7 @@ class Map(Primitive):
         return c.size(op.inputs[0], axis)
 
 
-class Zip(Primitive):
+class BinaryZip(Primitive):
     """Binary function ``args = (op,)`` of its two inputs, broadcasting (a row of
     :data:`gblas_gnn.ir.functions.BINARY`)."""
 
@@ -325,7 +325,7 @@ class Zip(Primitive):
         return super().extent(c, i, op, axis)
 
 
-class Sum(Primitive):
+class ChannelSum(Primitive):
     r""":math:`\sum_c` of its input's last trailing axis: a loop over the channels, one
     channel's values at a time; its cotangent goes to every channel."""
 
@@ -395,7 +395,7 @@ class Sum(Primitive):
         return c.size(op.inputs[0], axis)
 
 
-class Softmax(Primitive):
+class RowSoftmax(Primitive):
     r"""The stable row softmax of its input, per head:
     :math:`\bar E = \Psi \odot (\bar\Psi - \mathrm{rep}(t))`,
     :math:`t = \mathrm{sum}(\Psi \odot \bar\Psi)` (``t_for`` gives ``t`` when the sink
@@ -425,6 +425,7 @@ class Softmax(Primitive):
         return c.leaves.size("softmax", i, axis)
 
 
-for _p in (Row(), Col(), EdgeAttr(), Param(), Const(), PatternValues(), EdgeValues(),
-           DropoutScale(), Expand(), Map(), Zip(), Sum(), Softmax()):
+for _p in (GatherByTarget(), GatherBySource(), EdgeFeatureRead(), Parameter(), Constant(),
+           PatternValues(), EdgeValues(), DropoutScale(), AppendAxis(), UnaryMap(), BinaryZip(),
+           ChannelSum(), RowSoftmax()):
     register_primitive(_p)

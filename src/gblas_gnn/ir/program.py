@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Op", "Operand", "Structure", "Program"]
+__all__ = ["Op", "Operand", "Structure", "Program", "child_index"]
 
 
 @dataclass(frozen=True)
@@ -122,3 +122,11 @@ def _erase_args(op: Op) -> tuple:
         slot, p, heads = op.args
         return (slot, p, None if heads is None or heads == 1 else -1)
     return op.args
+
+
+def child_index(idx: tuple, parent: tuple, child: tuple, zero: Any = 0) -> tuple:
+    """The index into a broadcast input of trailing shape ``child`` from the index ``idx``
+    of its operation (trailing shape ``parent``): an axis of extent one reads ``zero`` (the
+    number 0; the code generators pass ``"0"``)."""
+    off = len(parent) - len(child)
+    return tuple(zero if child[k] == 1 else idx[off + k] for k in range(len(child)))

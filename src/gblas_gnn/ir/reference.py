@@ -37,19 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from ..semirings.aggregations import algebra_of
 from .primitives import primitive
-from .program import Program
-from .semiring_grad import semiring_backward, semiring_forward, winners
+from .program import Program, child_index
+from .sinks import sink_rule
 
 __all__ = ["forward", "backward", "Context"]
 
-
-
-def _child_index(idx: tuple, parent: tuple, child: tuple) -> tuple:
-    """The index into a broadcast operand of trailing shape ``child``."""
-    off = len(parent) - len(child)
-    return tuple(0 if child[k] == 1 else idx[off + k] for k in range(len(child)))
 
 
 @dataclass
@@ -118,7 +111,7 @@ class _Evaluator:
         """The value of input ``k`` of operation ``i`` at the (broadcast) index ``idx``."""
         op = self.ops[i]
         c = op.inputs[k]
-        return self.value(c, _child_index(idx, op.trail, self.ops[c].trail))
+        return self.value(c, child_index(idx, op.trail, self.ops[c].trail))
 
     def _compute(self, i: int, idx: tuple):
         op = self.ops[i]
@@ -204,181 +197,23 @@ class _Evaluator:
         """Add ``g`` to the cotangent of input ``k`` of operation ``i`` (un-broadcast index)."""
         op = self.ops[i]
         c = op.inputs[k]
-        self.accumulate(adj, (c, _child_index(idx, op.trail, self.ops[c].trail)), g)
+        self.accumulate(adj, (c, child_index(idx, op.trail, self.ops[c].trail)), g)
 
     def _rule(self, i: int, idx: tuple, g, adj: dict, grads: list, t_for: dict):
         op = self.ops[i]
         primitive(op.kind).vjp(self, i, op, idx, g, adj, grads, t_for)
 
 
-# ---------------------------------------------------------------------- sinks
-def _softmax_feeding_root(ev: _Evaluator) -> int | None:
-    """The softmax op whose output reaches the root only through factors independent of it
-    (the root itself, or ``softmax ⊙ m`` / ``softmax ⊘ m``), else None."""
-    ops, r = ev.ops, ev.s.root
-    op = ops[r]
-    if op.kind == "softmax":
-        return r
-    if op.kind == "zip" and op.args[0] in ("mul", "div"):
-        a, b = op.inputs
-        if ops[a].kind == "softmax" and not _depends_on(ops, b, a):
-            return a
-        if op.args[0] == "mul" and ops[b].kind == "softmax" and not _depends_on(ops, a, b):
-            return b
-    return None
-
-
-def _depends_on(ops, i: int, target: int) -> bool:
-    stack, seen = [i], set()
-    while stack:
-        j = stack.pop()
-        if j == target:
-            return True
-        if j in seen:
-            continue
-        seen.add(j)
-        stack.extend(ops[j].inputs)
-    return False
-
-
-def _heads_of(X, heads):
-    """The per-head slices of a dense ``(n, heads, f)`` array (``(n, f)`` without heads)."""
-    if heads is None:
-        return [X]
-    return [X[:, h] for h in range(heads)]
-
-
+# ---------------------------------------------------------------------- programs
 def forward(ex, prog: Program, keep: bool):
     """Run ``prog`` on ``ex``: the sink's output and, with ``keep``, its context."""
     ev = _Evaluator(ex, prog)
-    sink = prog.structure.sink
-    xp = ex.xp
     ctx = Context(ev)
-    kind = sink[0]
-    if kind == "messages":
-        ctx.out = _messages_forward(ev, sink[1])
-        return ctx.out, (ctx if keep else None)
-    values = ev.root_values()
-    if kind == "values":
-        out = [ev.edges(v) for v in values]
-    elif kind in ("rows", "cols"):
-        reduce = ex.row_reduce if kind == "rows" else ex.col_reduce
-        parts = [reduce(ev.edges(v), sink[1]) for v in values]
-        out = parts[0] if prog.heads is None else xp.stack(parts, axis=1)
-    elif kind in ("aggregate", "spmm_t"):
-        X = _x_operand(prog)
-        parts = []
-        for S_vals, Xh in zip(values, _heads_of(X, prog.heads), strict=True):
-            Z, c = semiring_forward(ex, kind, sink[1], ev.edges(S_vals),
-                                    xp.ascontiguousarray(Xh), keep)
-            parts.append(Z)
-            ctx.sink_ctx.append(c)
-        out = parts[0] if prog.heads is None else xp.stack(parts, axis=1)
-    else:
-        raise ValueError(f"unknown sink {sink!r}")
-    ctx.out = out
-    return out, (ctx if keep else None)
-
-
-def _x_operand(prog: Program):
-    for o in prog.operands:
-        if o.role == "x":
-            return o.value
-    raise ValueError("an aggregation program needs its messages")
+    ctx.out = sink_rule(prog.structure.sink).forward(ev, ctx, keep)
+    return ctx.out, (ctx if keep else None)
 
 
 def backward(ex, ctx: Context, dout) -> list:
     """Cotangents of every operand of the program (None where there is none) for the
     cotangent ``dout`` of its output."""
-    ev = ctx.ev
-    prog = ev.prog
-    sink = prog.structure.sink
-    heads = prog.heads
-    r = prog.structure.root
-    xp = ex.xp
-    idxs = [()] if heads is None else [(h,) for h in range(heads)]
-    seeds, t_for = {}, {}
-    x_grad = None
-    kind = sink[0]
-    if kind == "messages":
-        return _messages_backward(ev, sink[1], ctx.out, dout)
-    if kind in ("rows", "cols"):
-        douts = [dout] if heads is None else [dout[:, h] for h in range(heads)]
-        for idx, d in zip(idxs, douts, strict=True):
-            seeds[(r, idx)] = _reduction_cotangent(ev, kind, sink[1], idx, d)
-    elif kind in ("aggregate", "spmm_t"):
-        sm = _softmax_feeding_root(ev) if kind == "aggregate" else None
-        homogeneous = algebra_of(sink[1]).homogeneous
-        douts = _heads_of(dout, heads)
-        outs = _heads_of(ctx.out, heads)
-        parts = []
-        for idx, d, Z, c in zip(idxs, douts, outs, ctx.sink_ctx, strict=True):
-            d = xp.ascontiguousarray(d)
-            dS, dX = semiring_backward(ex, kind, sink[1], c, d)
-            seeds[(r, idx)] = ev.xp.asarray(ex.edge_values(dS), dtype=ev.dtype)
-            parts.append(dX)
-            if sm is not None and homogeneous:
-                t_for[(sm, _child_index(idx, ev.ops[r].trail, ev.ops[sm].trail))] = \
-                    ex.row_dot(d, xp.ascontiguousarray(Z))
-        x_grad = parts[0] if heads is None else xp.stack(parts, axis=1)
-    else:
-        raise ValueError(f"the sink {sink!r} has no backward")
-    grads = ev.backward(seeds, t_for)
-    if x_grad is not None:
-        slot = next(k for k, o in enumerate(prog.operands) if o.role == "x")
-        grads[slot] = x_grad if grads[slot] is None else grads[slot] + x_grad
-    return grads
-
-
-def _channels(ev: _Evaluator):
-    """The (head, channel) indices of a messages root, each evaluated in a frame of its own
-    (its per-channel values dropped after it: one array of a value per edge at a time)."""
-    H, K = ev.ops[ev.s.root].trail
-    ev.base = 1
-    for h in range(H):
-        for c in range(K):
-            ev.frames.append([])
-            try:
-                yield h, c
-            finally:
-                for key in ev.frames.pop():
-                    ev.memo.pop(key, None)
-
-
-def _messages_forward(ev: _Evaluator, op: str):
-    """``OUT[i, h, c] = ⊕_j M_ij[h, c]`` over the stored entries of each row (empty → 0)."""
-    ex, xp = ev.ex, ev.xp
-    H, K = ev.ops[ev.s.root].trail
-    out = xp.zeros((ex.target_rows(ev.A), H, K), dtype=ev.dtype)
-    for h, c in _channels(ev):
-        out[:, h, c] = ex.row_reduce(ev.edges(ev.full(ev.value(ev.s.root, (h, c)))), op)
-    return out
-
-
-def _messages_backward(ev: _Evaluator, op: str, out, dout) -> list:
-    """The operands' cotangents of a messages reduction: channel by channel, the cotangent
-    ``dOUT[i, h, c]`` at every edge of row ``i`` (sum) or at its winner (max/min), taken back
-    through the expression."""
-    grads: list = [None] * len(ev.prog.operands)
-    r = ev.s.root
-    for h, c in _channels(ev):
-        seed = _reduction_cotangent(ev, "rows", op, (h, c), ev.xp.ascontiguousarray(
-            dout[:, h, c]))
-        for k, g in enumerate(ev.backward({(r, (h, c)): seed}, {})):
-            if g is not None:
-                grads[k] = g if grads[k] is None else grads[k] + g
-    return grads
-
-
-def _reduction_cotangent(ev: _Evaluator, kind: str, op: str, idx: tuple, d):
-    """Edge cotangent of a row or column reduction of the root: the reduction's cotangent
-    gathered to every edge (sum), or to the winning edge (max/min; ties to the first stored
-    entry, the lowest source id, as every aggregation)."""
-    ex = ev.ex
-    gather = ex.gather_rows if kind == "rows" else ex.gather_cols
-    g = gather(ev.A, ev.xp.ascontiguousarray(d))
-    if op == "sum":
-        return g
-    values = ev.full(ev.value(ev.s.root, idx))
-    win = winners(ex, ev.A, values, op == "max", rows=(kind == "rows"))
-    return ev.xp.where(win, g, ev.dtype.type(0))
+    return sink_rule(ctx.ev.prog.structure.sink).backward(ctx.ev, ctx, dout)

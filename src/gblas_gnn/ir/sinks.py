@@ -1,0 +1,280 @@
+r"""What consumes an edge program's root, each kind one registered object with its rules.
+
+A program's sink (:attr:`gblas_gnn.ir.program.Structure.sink`, ``(kind, argument)``) names a
+:class:`SinkRule` in :data:`SINKS`. The rule carries, once:
+
+* its **shape rule** (:meth:`SinkRule.check_root`: the trailing shape of a root it takes);
+* whether the **generated kernels** run it (:meth:`SinkRule.fusable`; the plan reads it);
+* its **reference evaluation** on the root's edge arrays (:meth:`SinkRule.forward`) and its
+  **VJP** (:meth:`SinkRule.backward`: the root's edge cotangents handed to the operations'
+  VJPs, :mod:`.primitives`), read by :mod:`.reference` on every executor.
+
+=============  ================================================  ==============================
+kind           output                                            backward
+=============  ================================================  ==============================
+``values``     the root's values, an edge tensor per head         none (a materialised value)
+``rows``       :math:`\oplus_j E_{ij}` per row (sum, max, min)    gathered by row (max/min: to
+                                                                 the winning edge)
+``cols``       :math:`\oplus_i E_{ij}` per column                 gathered by column
+``aggregate``  :math:`Z = S \oplus X` (a named aggregation or a   :mod:`.semiring_grad`; the
+               semiring)                                         softmax term as a row product
+                                                                 when homogeneous
+``spmm_t``     :math:`Z = S^T \oplus X`                           the same, transposed
+``messages``   :math:`\oplus_j M_{ij}[h, c]` of messages made     channel by channel, as rows
+               at the edge (``(heads, channels)`` per edge)
+=============  ================================================  ==============================
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from ..semirings.aggregations import algebra_of
+from .program import child_index
+from .semiring_grad import semiring_backward, semiring_forward, winners
+
+__all__ = ["SinkRule", "SINKS", "sink_rule", "register_sink"]
+
+
+class SinkRule(ABC):
+    """One sink kind (see the module docstring); ``sink`` arguments are the whole
+    ``(kind, argument)`` tuple."""
+
+    name: ClassVar[str] = ""
+    #: trailing axes of the root it takes: at most one (a head axis) unless it makes messages
+    root_axes: ClassVar[tuple[int, ...]] = (0, 1)
+
+    def check_root(self, root) -> None:
+        """``ValueError`` for a root of a shape this sink cannot take."""
+        if len(root.trail) not in self.root_axes:
+            raise ValueError(f"an expression of shape {root.shape} has a channel axis: "
+                             "contract it first (E @ a or E.sum(-1))")
+
+    def fusable(self, sink: tuple) -> bool:
+        """Whether the generated kernels run this sink (else the reference lowering)."""
+        return True
+
+    @abstractmethod
+    def forward(self, ev, ctx, keep: bool) -> Any:
+        """The output from the evaluator ``ev``'s root values (``ctx``: the reference
+        context, which keeps what :meth:`backward` needs)."""
+
+    def backward(self, ev, ctx, dout) -> list:
+        """The operands' cotangents for the output's cotangent ``dout``."""
+        raise ValueError(f"the sink {ev.prog.structure.sink!r} has no backward")
+
+
+#: every sink kind, by name
+SINKS: dict[str, SinkRule] = {}
+
+
+def register_sink(rule: SinkRule) -> SinkRule:
+    """Add ``rule`` under its name (``ValueError`` when the name is taken)."""
+    if not rule.name or rule.name in SINKS:
+        raise ValueError(f"a sink needs a new name, got {rule.name!r}")
+    SINKS[rule.name] = rule
+    return rule
+
+
+def sink_rule(sink: tuple) -> SinkRule:
+    """The rule of ``sink`` (``ValueError`` for an unknown kind)."""
+    found = SINKS.get(sink[0])
+    if found is None:
+        raise ValueError(f"unknown sink {sink!r}")
+    return found
+
+
+def _stacked(xp, parts: list, heads: int | None):
+    return parts[0] if heads is None else xp.stack(parts, axis=1)
+
+
+def _heads_of(X, heads):
+    """The per-head slices of a dense ``(n, heads, f)`` array (``(n, f)`` without heads)."""
+    if heads is None:
+        return [X]
+    return [X[:, h] for h in range(heads)]
+
+
+def _head_indices(heads) -> list[tuple]:
+    return [()] if heads is None else [(h,) for h in range(heads)]
+
+
+def _x_operand(prog):
+    for o in prog.operands:
+        if o.role == "x":
+            return o.value
+    raise ValueError("an aggregation program needs its messages")
+
+
+def _reduction_cotangent(ev, kind: str, op: str, idx: tuple, d):
+    """Edge cotangent of a row or column reduction of the root: the reduction's cotangent
+    gathered to every edge (sum), or to the winning edge (max/min; ties to the first stored
+    entry, the lowest source id, as every aggregation)."""
+    ex = ev.ex
+    gather = ex.gather_rows if kind == "rows" else ex.gather_cols
+    g = gather(ev.A, ev.xp.ascontiguousarray(d))
+    if op == "sum":
+        return g
+    values = ev.full(ev.value(ev.s.root, idx))
+    win = winners(ex, ev.A, values, op == "max", rows=(kind == "rows"))
+    return ev.xp.where(win, g, ev.dtype.type(0))
+
+
+class Values(SinkRule):
+    """The root's values as edge tensors, one per head (a materialised expression)."""
+
+    name = "values"
+
+    def forward(self, ev, ctx, keep):
+        return [ev.edges(v) for v in ev.root_values()]
+
+
+class Reduction(SinkRule):
+    """``⊕`` of the root over each row's (``rows``) or column's (``cols``) stored entries;
+    the kernels run every row reduction and the column sum."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def fusable(self, sink):
+        return self.name == "rows" or sink[1] == "sum"
+
+    def forward(self, ev, ctx, keep):
+        ex, heads = ev.ex, ev.prog.heads
+        reduce = ex.row_reduce if self.name == "rows" else ex.col_reduce
+        parts = [reduce(ev.edges(v), ev.prog.structure.sink[1]) for v in ev.root_values()]
+        return _stacked(ev.xp, parts, heads)
+
+    def backward(self, ev, ctx, dout):
+        heads, r, op = ev.prog.heads, ev.s.root, ev.prog.structure.sink[1]
+        douts = [dout] if heads is None else [dout[:, h] for h in range(heads)]
+        seeds = {(r, idx): _reduction_cotangent(ev, self.name, op, idx, d)
+                 for idx, d in zip(_head_indices(heads), douts, strict=True)}
+        return ev.backward(seeds, {})
+
+
+class Aggregation(SinkRule):
+    """``Z = S ⊕ X`` (``aggregate``) or ``Z = Sᵀ ⊕ X`` (``spmm_t``) of the root's values as
+    ``S`` and the messages ``X``, per head. The kernels run what the aggregation's algebra
+    says they can (:class:`gblas_gnn.semirings.algebra.Algebra`)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def fusable(self, sink):
+        algebra = algebra_of(sink[1])
+        if self.name == "aggregate":
+            return algebra.fused
+        return algebra.linear and algebra.divide is None
+
+    def forward(self, ev, ctx, keep):
+        ex, xp, prog = ev.ex, ev.xp, ev.prog
+        parts = []
+        for S_vals, Xh in zip(ev.root_values(), _heads_of(_x_operand(prog), prog.heads),
+                              strict=True):
+            Z, c = semiring_forward(ex, self.name, prog.structure.sink[1], ev.edges(S_vals),
+                                    xp.ascontiguousarray(Xh), keep)
+            parts.append(Z)
+            ctx.sink_ctx.append(c)
+        return _stacked(xp, parts, prog.heads)
+
+    def backward(self, ev, ctx, dout):
+        ex, xp, prog = ev.ex, ev.xp, ev.prog
+        heads, r, aggr = prog.heads, ev.s.root, prog.structure.sink[1]
+        sm = _softmax_feeding_root(ev) if self.name == "aggregate" else None
+        homogeneous = algebra_of(aggr).homogeneous
+        seeds, t_for, parts = {}, {}, []
+        for idx, d, Z, c in zip(_head_indices(heads), _heads_of(dout, heads),
+                                _heads_of(ctx.out, heads), ctx.sink_ctx, strict=True):
+            d = xp.ascontiguousarray(d)
+            dS, dX = semiring_backward(ex, self.name, aggr, c, d)
+            seeds[(r, idx)] = xp.asarray(ex.edge_values(dS), dtype=ev.dtype)
+            parts.append(dX)
+            if sm is not None and homogeneous:
+                t_for[(sm, child_index(idx, ev.ops[r].trail, ev.ops[sm].trail))] = \
+                    ex.row_dot(d, xp.ascontiguousarray(Z))
+        x_grad = _stacked(xp, parts, heads)
+        grads = ev.backward(seeds, t_for)
+        slot = next(k for k, o in enumerate(prog.operands) if o.role == "x")
+        grads[slot] = x_grad if grads[slot] is None else grads[slot] + x_grad
+        return grads
+
+
+def _softmax_feeding_root(ev) -> int | None:
+    """The softmax op whose output reaches the root only through factors independent of it
+    (the root itself, or ``softmax ⊙ m`` / ``softmax ⊘ m``), else None."""
+    ops, r = ev.ops, ev.s.root
+    op = ops[r]
+    if op.kind == "softmax":
+        return r
+    if op.kind == "zip" and op.args[0] in ("mul", "div"):
+        a, b = op.inputs
+        if ops[a].kind == "softmax" and not _depends_on(ops, b, a):
+            return a
+        if op.args[0] == "mul" and ops[b].kind == "softmax" and not _depends_on(ops, a, b):
+            return b
+    return None
+
+
+def _depends_on(ops, i: int, target: int) -> bool:
+    stack, seen = [i], set()
+    while stack:
+        j = stack.pop()
+        if j == target:
+            return True
+        if j in seen:
+            continue
+        seen.add(j)
+        stack.extend(ops[j].inputs)
+    return False
+
+
+class Messages(SinkRule):
+    """``OUT[i, h, c] = ⊕_j M_ij[h, c]`` of messages computed at the edge (``sum``, ``max``,
+    ``min``), one channel at a time: no array of more than one value per edge and head."""
+
+    name = "messages"
+    root_axes = (2,)
+
+    def check_root(self, root) -> None:
+        if len(root.trail) != 2:
+            raise ValueError(f"the messages of a row reduction have shape (rows, cols, "
+                             f"heads, channels), got {root.shape}")
+
+    def forward(self, ev, ctx, keep):
+        ex, xp, op = ev.ex, ev.xp, ev.prog.structure.sink[1]
+        H, K = ev.ops[ev.s.root].trail
+        out = xp.zeros((ex.target_rows(ev.A), H, K), dtype=ev.dtype)
+        for h, c in _channels(ev):
+            out[:, h, c] = ex.row_reduce(ev.edges(ev.full(ev.value(ev.s.root, (h, c)))), op)
+        return out
+
+    def backward(self, ev, ctx, dout):
+        """Channel by channel, the cotangent ``dOUT[i, h, c]`` at every edge of row ``i``
+        (sum) or at its winner (max/min), taken back through the expression."""
+        grads: list = [None] * len(ev.prog.operands)
+        r, op = ev.s.root, ev.prog.structure.sink[1]
+        for h, c in _channels(ev):
+            seed = _reduction_cotangent(ev, "rows", op, (h, c), ev.xp.ascontiguousarray(
+                dout[:, h, c]))
+            for k, g in enumerate(ev.backward({(r, (h, c)): seed}, {})):
+                if g is not None:
+                    grads[k] = g if grads[k] is None else grads[k] + g
+        return grads
+
+
+def _channels(ev):
+    """The (head, channel) indices of a messages root, each evaluated in a frame of its own
+    (its per-channel values dropped after it: one array of a value per edge at a time)."""
+    H, K = ev.ops[ev.s.root].trail
+    ev.base = 1
+    for h in range(H):
+        for c in range(K):
+            with ev.channel_frame():
+                yield h, c
+
+
+for _rule in (Values(), Reduction("rows"), Reduction("cols"), Aggregation("aggregate"),
+              Aggregation("spmm_t"), Messages()):
+    register_sink(_rule)
