@@ -146,6 +146,11 @@ class Module(ABC):
 
     # ------------------------------------------------------------------ calling
     def __call__(self, g, H: np.ndarray) -> np.ndarray:
+        """The output for graph ``g`` and features ``H``. A composed module validates its
+        input and parameters, then traces its forward (:func:`gblas_gnn.nn.composed.trace`):
+        afterwards ``graph_widths`` lists the widths of what it aggregated over the graph (the
+        grid's cost model reads them) and, in training mode, the module keeps the recording
+        :meth:`backward` replays."""
         if not self.composed:
             if isinstance(H, Traced):
                 return composed.call_opaque(self, g, H)
