@@ -98,6 +98,35 @@ def test_no_code_reads_a_private_member_of_the_local_executor():
     assert not found, "private members of another executor read:\n" + "\n".join(found)
 
 
+#: modules that use only the public members of the objects they are given (issue 34:
+#: composed modules' machinery works through ``nn.Module``'s public surface)
+PUBLIC_ONLY = ("nn/composed.py",)
+
+
+def _private_reads(tree: ast.AST) -> list[str]:
+    """``line: expr._x`` for every ``_``-prefixed (not dunder) attribute read or written on an
+    object other than ``self`` or ``cls``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__") \
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_composed_modules_machinery_reads_no_private_member():
+    found = [f"{path}:{hit}" for path in PUBLIC_ONLY
+             for hit in _private_reads(ast.parse((SRC / path).read_text(), path))]
+    assert not found, "private members of another object read:\n" + "\n".join(found)
+
+
+def test_the_scan_sees_a_private_member_read():
+    tree = ast.parse("def f(module, m):\n    x = module._cache\n    m._grad = 1\n"
+                     "    module.params = self._y\n    return m.__dict__\n")
+    assert _private_reads(tree) == ["2: module._cache", "3: m._grad"]
+
+
 # ---------------------------------------------------------------------- the package order
 #: the layers, bottom to top: a module may import its own layer and the layers below it, never
 #: one above (docs/design.md, "Layout"). A module belongs to the layer of its longest prefix.

@@ -5,10 +5,10 @@ what its training-mode forward recorded, on every executor; :func:`vjp` and
 :func:`value_and_grad` do the same for a plain function. See ``docs/composition.md``.
 
 Modules: :mod:`.tape` (the tape and the scope of a forward), :mod:`.traced` (traced dense
-arrays and their rules), :mod:`.expr` (lazy virtual and sparse tensors), :mod:`.program`
-(an expression and its sink in canonical form), :mod:`.reference` (the edge rules written
-once against the executor interface), :mod:`.semiring_grad` (aggregations and their
-gradients), :mod:`.sinks`, :mod:`.modules` and :mod:`.functional`.
+arrays and their rules), :mod:`.rows` (row norms), :mod:`.expr` (lazy virtual and sparse
+tensors), :mod:`.lower` (an expression and its sink to an edge program of
+:mod:`gblas_gnn.ir`), :mod:`.sinks` and :mod:`.functional`. Calling a module inside and
+outside a composition is the layers' part: :mod:`gblas_gnn.nn.composed`.
 """
 
 from .functional import evaluate, value_and_grad, vjp

@@ -153,8 +153,6 @@ class HGTConv(PyGInterop, Module):
         ``(n_t, out_dim)`` arrays over the output's types; a type left out counts 0). On a
         grid, this rank's rows of every type and source block
         (:meth:`~gblas_gnn.dist.DistHeteroGraph.gather` sums them)."""
-        from ..compose.modules import derived_backward
-
         hg = self._graph
         if hg is None or self._cache is None:
             raise RuntimeError("backward needs a forward in training mode first "
@@ -171,7 +169,7 @@ class HGTConv(PyGInterop, Module):
         with self.executor.validation():
             dZ = hg.stack(dout, widths, self.dtype, self.xp, name="dout", types=list(dout),
                           copies=False)
-        return hg.input_gradient(derived_backward(self, dZ), self.in_channels)
+        return hg.input_gradient(super().backward(dZ), self.in_channels)
 
     # ------------------------------------------------------------------ forward
     def _relation_map(self, W, b, rel, r: int, scale=None):

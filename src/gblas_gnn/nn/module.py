@@ -12,7 +12,7 @@ unchanged on any executor.
 
 A module that defines only ``forward`` is *composed*: declare its parameters with
 :meth:`Module.add_param`, write the forward with ``gg.ops``, and its ``backward`` is derived
-from what the training-mode forward recorded (:mod:`gblas_gnn.compose`). Inside such a
+from what the training-mode forward recorded (:mod:`gblas_gnn.nn.composed`). Inside such a
 forward, ``H`` and ``self.params[name]`` are traced arrays.
 """
 
@@ -24,10 +24,11 @@ from collections.abc import Iterator
 import numpy as np
 
 from .._validate import dense_matrix, float_dtype
-from ..compose.modules import NOT_REQUESTED
+from ..compose.traced import Traced
 from ..executors import Executor, get_executor
 from ..graph import Graph, as_graph
 from ..hetero import TypedVertexSet
+from . import composed
 
 
 class Module(ABC):
@@ -56,7 +57,7 @@ class Module(ABC):
             When the forward read edge features none of which required their gradient
             (it was not derived: the backward skips that work, as torch does).
         """
-        if self._edge_attr_grad is NOT_REQUESTED:
+        if self._edge_attr_grad is composed.NOT_REQUESTED:
             raise RuntimeError("the edge features' gradient was not derived: the features did "
                                "not require it; call g.edge_attr.requires_grad_() before the "
                                "forward")
@@ -145,14 +146,45 @@ class Module(ABC):
 
     # ------------------------------------------------------------------ calling
     def __call__(self, g, H: np.ndarray) -> np.ndarray:
-        from ..compose import modules
-        from ..compose.traced import Traced
-
-        if self.composed:
-            return modules.call_composed(self, g, H)
+        """The output for graph ``g`` and features ``H``. A composed module validates its
+        input and parameters, then traces its forward (:func:`gblas_gnn.nn.composed.trace`):
+        afterwards ``graph_widths`` lists the widths of what it aggregated over the graph (the
+        grid's cost model reads them) and, in training mode, the module keeps the recording
+        :meth:`backward` replays."""
+        if not self.composed:
+            if isinstance(H, Traced):
+                return composed.call_opaque(self, g, H)
+            return composed.run_forward(self, g, H)
         if isinstance(H, Traced):
-            return modules.call_opaque(self, g, H)
-        return modules.run_forward(self, g, H)
+            return composed.call_inline(self, g, H)
+        if H is None and self.featureless:
+            g = self._prepare_graph(g)
+        else:
+            g, H = self._prepare(g, H, getattr(self, "in_dim", None))
+        self._check_params()
+        out, self.graph_widths, self._cache = composed.trace(self, g, H)
+        return out
+
+    def _check_params(self) -> None:
+        """A parameter keeps the shape and dtype it was declared with and stays finite
+        (optimisers and users write in place): a clear error before the forward, not a wrong
+        gradient after it."""
+        ex = self.executor
+        xp = ex.xp
+        with ex.validation():
+            for name, value in self.params.items():
+                shape = self._declared.get(name)
+                if not isinstance(value, xp.ndarray) or (shape is not None and
+                                                         tuple(value.shape) != shape) \
+                        or value.dtype != self.dtype:
+                    got = (tuple(value.shape), value.dtype) if isinstance(value, xp.ndarray) \
+                        else type(value).__name__
+                    raise ValueError(f"parameter {name!r} must be an array of shape {shape} "
+                                     f"and dtype {self.dtype}, got {got}")
+            # one reduction and one counted read (a device sync on a GPU)
+            if not ex.all_finite(*self.params.values()):
+                bad = [n for n, v in self.params.items() if not ex.all_finite(v)]
+                raise ValueError(f"parameter {bad[0]!r} contains NaN or Inf")
 
     #: whether :meth:`forward` only passes values between its children (``Sequential``):
     #: what they keep for their backward is then handed on to this module's caller
@@ -171,10 +203,16 @@ class Module(ABC):
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         """Gradient w.r.t. the input features; fills ``self.grads``. A composed module's is
-        derived from its recorded forward (:mod:`gblas_gnn.compose`)."""
-        from ..compose.modules import derived_backward
-
-        return derived_backward(self, dout)
+        derived from its recorded forward (:func:`gblas_gnn.nn.composed.derive`): it fills
+        the ``grads`` of every composed module traced inside that forward too."""
+        rec = self._cache
+        if not isinstance(rec, composed.Recording):
+            raise RuntimeError("backward needs a forward in training mode first (module.train() "
+                               "and call it on the input); each forward allows one backward")
+        dout = self._check_dout(dout, rec.out_shape)
+        self._cache = None
+        dH, self._edge_attr_grad = composed.derive(rec, dout, self.executor, self.dtype)
+        return dH
 
     # ------------------------------------------------------------------ helpers for layers
     def _dense(self, x, name: str, **checks):
@@ -217,4 +255,17 @@ class Module(ABC):
         return self._cache
 
     def _check_dout(self, dout: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        return self._dense(dout, "dout", rows=shape[0], cols=shape[1], dtype=self.dtype)
+        """``dout`` as an array of the executor with the output's ``shape`` and the module's
+        dtype, finite."""
+        if len(shape) == 2:
+            return self._dense(dout, "dout", rows=shape[0], cols=shape[1], dtype=self.dtype)
+        ex = self.executor
+        with ex.validation():
+            dout = ex.asarray(dout)
+            if tuple(dout.shape) != tuple(shape):
+                raise ValueError(f"dout must have shape {tuple(shape)}, got {tuple(dout.shape)}")
+            if dout.dtype != self.dtype:
+                raise TypeError(f"dout has dtype {dout.dtype} but {self.dtype} is required")
+            if not ex.all_finite(dout):
+                raise ValueError("dout contains NaN or Inf")
+        return dout
