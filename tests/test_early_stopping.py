@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from training_cases import gat_paper_rule
 
 from gblas_gnn.train.early_stopping import MONITORS, EarlyStopping
 
@@ -19,22 +20,6 @@ def feed(es, val_loss, val_acc=None):
         best = es.update(epoch, {"val_loss": loss, "val_acc": acc})
         out.append((best, es.bad_epochs, es.should_stop))
     return out
-
-
-def gat_paper_rule(val_acc, val_loss, patience):
-    """The early-stopping loop of the GAT paper's reference code, transcribed: (epoch whose
-    weights are kept, last epoch run), 1-based."""
-    acc_max, loss_min, saved, bad = -np.inf, np.inf, None, 0
-    for i, (acc, loss) in enumerate(zip(val_acc, val_loss, strict=True)):
-        if acc >= acc_max or loss <= loss_min:
-            if acc >= acc_max and loss <= loss_min:
-                saved = i + 1
-            acc_max, loss_min, bad = max(acc, acc_max), min(loss, loss_min), 0
-        else:
-            bad += 1
-            if bad == patience:
-                return saved, i + 1
-    return saved, len(val_acc)
 
 
 # ---------------------------------------------------------------------------- patience

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from training_cases import gat_paper_rule
 
 import gblas_gnn as gg
 from gblas_gnn.nn.activation import ReLU
@@ -131,22 +132,6 @@ def test_monitor_val_acc_and_no_restore_without_patience(data):
     assert hist.best_value == max(hist.val_acc)
     assert hist.best_epoch == int(np.argmax(hist.val_acc)) + 1   # first maximum
     assert not hist.restored_best and not hist.stopped_early and len(hist) == 15
-
-
-def gat_paper_rule(val_acc, val_loss, patience):
-    """The early-stopping loop of the GAT paper's reference code, transcribed: returns
-    (epoch whose weights are kept, last epoch run), 1-based."""
-    acc_max, loss_min, saved, bad = 0.0, np.inf, None, 0
-    for i, (acc, loss) in enumerate(zip(val_acc, val_loss, strict=True)):
-        if acc >= acc_max or loss <= loss_min:
-            if acc >= acc_max and loss <= loss_min:
-                saved = i + 1
-            acc_max, loss_min, bad = max(acc, acc_max), min(loss, loss_min), 0
-        else:
-            bad += 1
-            if bad == patience:
-                return saved, i + 1
-    return saved, len(val_acc)
 
 
 def test_monitor_val_loss_acc_is_the_gat_papers_rule(data):

@@ -33,3 +33,19 @@ def assert_same_weights(got, want, rtol=1e-6, atol=1e-9) -> None:
         for k in a:
             np.testing.assert_allclose(b[k], a[k], rtol=rtol, atol=atol,
                                        err_msg=f"{k} after step {step + 1}")
+
+
+def gat_paper_rule(val_acc, val_loss, patience):
+    """The early-stopping loop of the GAT paper's reference code, transcribed: returns
+    (epoch whose weights are kept, last epoch run), 1-based."""
+    acc_max, loss_min, saved, bad = 0.0, np.inf, None, 0
+    for i, (acc, loss) in enumerate(zip(val_acc, val_loss, strict=True)):
+        if acc >= acc_max or loss <= loss_min:
+            if acc >= acc_max and loss <= loss_min:
+                saved = i + 1
+            acc_max, loss_min, bad = max(acc, acc_max), min(loss, loss_min), 0
+        else:
+            bad += 1
+            if bad == patience:
+                return saved, i + 1
+    return saved, len(val_acc)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..semirings.aggregations import algebra_of
 from ..semirings.algebra import Algebra
-from .program import Structure
+from .program import Structure, depends_on
 from .sinks import sink_rule
 
 __all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "BY_ROW"]
@@ -101,19 +101,6 @@ class Plan:
         return trail[0] if trail else 1
 
 
-def _depends_on(ops, i: int, target: int) -> bool:
-    stack, seen = [i], set()
-    while stack:
-        k = stack.pop()
-        if k == target:
-            return True
-        if k in seen:
-            continue
-        seen.add(k)
-        stack.extend(ops[k].inputs)
-    return False
-
-
 def fusable(structure: Structure) -> bool:
     """Whether the generated kernels run this structure (else the reference lowering): its
     sink's rule says (:meth:`gblas_gnn.ir.sinks.SinkRule.fusable`)."""
@@ -150,9 +137,9 @@ def _linear_softmax(structure: Structure, sm: int):
     if op.kind != "zip" or op.args[0] not in ("mul", "div"):
         return None
     a, b = op.inputs
-    if a == sm and not _depends_on(ops, b, sm) and ops[a].trail == op.trail:
+    if a == sm and not depends_on(ops, b, sm) and ops[a].trail == op.trail:
         return b, op.args[0]
-    if op.args[0] == "mul" and b == sm and not _depends_on(ops, a, sm) \
+    if op.args[0] == "mul" and b == sm and not depends_on(ops, a, sm) \
             and ops[b].trail == op.trail:
         return a, "mul"
     return None

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import functions as F
+from .registry import Registry
 
 __all__ = ["Primitive", "PRIMITIVES", "primitive", "register_primitive"]
 
@@ -73,23 +74,17 @@ class Primitive:
 
 
 #: every operation kind, by name
-PRIMITIVES: dict[str, Primitive] = {}
+PRIMITIVES: Registry[Primitive] = Registry("operation")
 
 
 def register_primitive(p: Primitive) -> Primitive:
     """Add ``p`` under its :attr:`~Primitive.name` (``ValueError`` when the name is taken)."""
-    if not p.name or p.name in PRIMITIVES:
-        raise ValueError(f"an operation needs a new name, got {p.name!r}")
-    PRIMITIVES[p.name] = p
-    return p
+    return PRIMITIVES.add(p)
 
 
 def primitive(kind: str) -> Primitive:
     """The primitive of operation kind ``kind`` (``ValueError`` for an unknown one)."""
-    found = PRIMITIVES.get(kind)
-    if found is None:
-        raise ValueError(f"unknown operation {kind!r}")
-    return found
+    return PRIMITIVES.find(kind)
 
 
 # ---------------------------------------------------------------------- leaves

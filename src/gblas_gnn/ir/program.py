@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Op", "Operand", "Structure", "Program", "child_index"]
+__all__ = ["Op", "Operand", "Structure", "Program", "child_index", "depends_on"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +130,17 @@ def child_index(idx: tuple, parent: tuple, child: tuple, zero: Any = 0) -> tuple
     number 0; the code generators pass ``"0"``)."""
     off = len(parent) - len(child)
     return tuple(zero if child[k] == 1 else idx[off + k] for k in range(len(child)))
+
+
+def depends_on(ops, i: int, target: int) -> bool:
+    """Whether operation ``i`` reads operation ``target`` (directly or through its inputs)."""
+    stack, seen = [i], set()
+    while stack:
+        j = stack.pop()
+        if j == target:
+            return True
+        if j in seen:
+            continue
+        seen.add(j)
+        stack.extend(ops[j].inputs)
+    return False

@@ -31,7 +31,8 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from ..semirings.aggregations import algebra_of
-from .program import child_index
+from .program import child_index, depends_on
+from .registry import Registry
 from .semiring_grad import semiring_backward, semiring_forward, winners
 
 __all__ = ["SinkRule", "SINKS", "sink_rule", "register_sink"]
@@ -66,23 +67,17 @@ class SinkRule(ABC):
 
 
 #: every sink kind, by name
-SINKS: dict[str, SinkRule] = {}
+SINKS: Registry[SinkRule] = Registry("sink")
 
 
 def register_sink(rule: SinkRule) -> SinkRule:
     """Add ``rule`` under its name (``ValueError`` when the name is taken)."""
-    if not rule.name or rule.name in SINKS:
-        raise ValueError(f"a sink needs a new name, got {rule.name!r}")
-    SINKS[rule.name] = rule
-    return rule
+    return SINKS.add(rule)
 
 
 def sink_rule(sink: tuple) -> SinkRule:
     """The rule of ``sink`` (``ValueError`` for an unknown kind)."""
-    found = SINKS.get(sink[0])
-    if found is None:
-        raise ValueError(f"unknown sink {sink!r}")
-    return found
+    return SINKS.find(sink[0], sink)
 
 
 def _stacked(xp, parts: list, heads: int | None):
@@ -210,24 +205,11 @@ def _softmax_feeding_root(ev) -> int | None:
         return r
     if op.kind == "zip" and op.args[0] in ("mul", "div"):
         a, b = op.inputs
-        if ops[a].kind == "softmax" and not _depends_on(ops, b, a):
+        if ops[a].kind == "softmax" and not depends_on(ops, b, a):
             return a
-        if op.args[0] == "mul" and ops[b].kind == "softmax" and not _depends_on(ops, a, b):
+        if op.args[0] == "mul" and ops[b].kind == "softmax" and not depends_on(ops, a, b):
             return b
     return None
-
-
-def _depends_on(ops, i: int, target: int) -> bool:
-    stack, seen = [i], set()
-    while stack:
-        j = stack.pop()
-        if j == target:
-            return True
-        if j in seen:
-            continue
-        seen.add(j)
-        stack.extend(ops[j].inputs)
-    return False
 
 
 class Messages(SinkRule):
