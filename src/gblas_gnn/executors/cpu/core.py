@@ -6,8 +6,12 @@ It writes the core (the edge primitives, the reductions of edge tensors, the sam
 max/min aggregation) and the process tier's products (``gemm``, ``inner``, ``vertex_sum``,
 ``row_dot``, and ``spmm`` / ``spmm_t`` through the semiring lowerings of
 :mod:`.semiring_lowering`), and no operation of the default tier (c): those are the base
-class's, written with the primitives. :class:`~gblas_gnn.executors.cpu.CPUExecutor` (``cpu``)
-derives from it and adds fused and fast kernels for the default tier.
+class's, written with the primitives. Two executors derive from it:
+
+* :class:`~gblas_gnn.executors.cpu.CPUExecutor` (``cpu``) adds fused and fast kernels for the
+  default tier;
+* :class:`~gblas_gnn.executors.primitives.PrimitivesExecutor` (``primitives``) adds nothing
+  but its name: the reference the fast kernels are held to.
 
 Every hot step runs a SuiteSparse *factory* kernel or a numba kernel over the same CSR
 buffers (rule 2 of ``docs/design.md``); the kernel each method runs, as read from

@@ -6,9 +6,10 @@ operations of the default tier (c) that the base class runs as several passes or
 the generated kernels of edge programs (:mod:`.programs`, :mod:`.uniform_aggregation`), the
 fused ``plus_times`` products and dense products, one-pass dense row operations, the random
 masks in numba, and the edge algebra as GraphBLAS factory kernels. Each gives the default's
-result (``tests/test_executor_conformance.py`` holds it to the ``primitives`` executor). The
-kernel each method runs, as read from ``gb.ss.burble``, is named in its comment. The
-package's other modules are listed in :mod:`gblas_gnn.executors.cpu`.
+result (``tests/test_executor_conformance.py`` holds it to the ``primitives`` executor, which
+runs the defaults over the same tiers (a) and (b)). The kernel each method runs, as read from
+``gb.ss.burble``, is named in its comment. The package's other modules are listed in
+:mod:`gblas_gnn.executors.cpu`.
 """
 
 from __future__ import annotations
