@@ -5,9 +5,9 @@ The default run (``python -m pytest``) runs the *executor-neutral* suites
 which take the executor under test as the default and hold it to the cpu executor or to a
 reference) once on each executor of ``--executors`` (default ``cpu,primitives``), in this one
 session: their test ids end in ``[cpu]`` and ``[primitives]``. Every other test runs once, on
-the first executor of the list. ``primitives`` is the cpu executor without any fused kernel, so
-its run proves that an executor implementing only the core (and the one-process tier) runs every
-layer and trains.
+the first executor of the list. ``primitives`` is the cpu executor's core and process tier with
+every other operation the interface's default, so its run proves that an executor implementing
+only the core (and the one-process tier) runs every layer and trains.
 
 ``python -m pytest --executor NAME`` runs the whole session on ``NAME`` alone (as the default
 executor, ``gblas_gnn.executors.default``): how the suite runs on a real GPU (``cuda``), in

@@ -98,8 +98,9 @@ def test_sage_the_edge_feature_and_relation_rows_agree_with_pyg(tmp_path):
 
 
 def test_tiny_case_on_the_primitives_executor(tmp_path):
-    """``--executor primitives`` (the cpu executor without fused kernels) reaches our layers
-    here and in the memory workers, and is recorded in the JSON and the markdown header."""
+    """``--executor primitives`` (the cpu executor's core, the interface's defaults) reaches our
+    layers here and in the memory workers, and is recorded in the JSON and the markdown
+    header."""
     code, r = _run(tmp_path, "--case", "tiny", "--layers", "gat", "--reps", "2",
                    "--executor", "primitives", "--no-plot")
     assert code == 0 and r["status"] == "ok" and r["executor"] == "primitives"

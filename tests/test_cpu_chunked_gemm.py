@@ -39,11 +39,11 @@ def test_an_error_in_a_helpers_rows_is_raised_in_the_caller():
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba runs one thread here")
 def test_the_executors_tall_products_are_the_same_on_one_thread_and_two(monkeypatch):
-    from gblas_gnn.executors.cpu import executor as cpu_executor
+    from gblas_gnn.executors.cpu import _chunked_gemm
 
     calls = []
-    real = cpu_executor.chunked_matmul
-    monkeypatch.setattr(cpu_executor, "chunked_matmul",
+    real = _chunked_gemm.chunked_matmul
+    monkeypatch.setattr(_chunked_gemm, "chunked_matmul",
                         lambda *a: calls.append(a[3]) or real(*a))
     rng = np.random.default_rng(3)
     X = rng.standard_normal((2 * ROWS + 5, 32)).astype(np.float32)

@@ -30,7 +30,6 @@ from gblas_gnn.executors.cpu import (
     _spmm,
     _spmm_kernels,
 )
-from gblas_gnn.executors.cpu import executor as cpu_executor
 from gblas_gnn.gpu import _device
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -79,7 +78,7 @@ def statements(page: str, pattern: str) -> list[int]:
 SERIAL = _program_kernels.SERIAL_WORK_BELOW
 AHEAD = _program_kernels.PREFETCH_AHEAD
 BLOCK = _program_kernels.ROW_BLOCK
-PAIR = cpu_executor._PAIR_WORK
+PAIR = _chunked_gemm.PAIR_WORK
 NUMBER = r"(2[⁰¹²³⁴⁵⁶⁷⁸⁹]+|\d{1,3}(?: \d{3})+|\d+(?: [KMG]iB)?|[a-z]+(?:-[a-z]+)?)"
 
 #: (page, pattern with one group around the stated value, the code's value, what it is)
@@ -116,10 +115,10 @@ CASES = [
     ("performance.md", rf"entries \({NUMBER} for rows of 32 float32\)",
      _spmm_kernels.prefetch_distance(32 * 4), "prefetch_distance for rows of 32 float32"),
     ("performance.md", rf"from {NUMBER} rows × widths of work on",
-     PAIR, "_PAIR_WORK: the work from which a matmul's backward pair runs at once"),
+     PAIR, "PAIR_WORK: the work from which a matmul's backward pair runs at once"),
     ("performance.md", rf"A product of at least {NUMBER} numbers \(rows × \(inputs \+ "
                        r"outputs\)\)",
-     PAIR, "_PAIR_WORK: the work from which a product runs as blocks of rows"),
+     PAIR, "PAIR_WORK: the work from which a product runs as blocks of rows"),
     ("performance.md", rf"per fixed block of {NUMBER} rows", _chunked_gemm.ROWS,
      "ROWS: the rows of one BLAS call of the chunked product"),
 ]

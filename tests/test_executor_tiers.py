@@ -9,6 +9,11 @@
 * (c) the rest are defaults; the three tiers cover every public method, and the table in
   ``docs/design.md`` lists each method with its tier.
 
+The single-process executors are a class hierarchy by tier (issue 34): ``GraphBLASExecutor``
+writes tiers (a) and (b) and no default, ``CPUExecutor`` adds default-tier kernels only, and
+``PrimitivesExecutor`` adds its name only, so every default it runs is the base class's by
+plain inheritance; no method is patched into any of them.
+
 The fakes here implement the core with numpy over a CSR pattern of their own: no MPI needed.
 """
 
@@ -22,6 +27,7 @@ import pytest
 
 from gblas_gnn.executors import CPUExecutor, PrimitivesExecutor
 from gblas_gnn.executors.base import CORE_TIER, DEFAULT_TIER, PROCESS_TIER, Executor
+from gblas_gnn.executors.cpu import GraphBLASExecutor
 
 DESIGN = Path(__file__).resolve().parents[1] / "docs" / "design.md"
 
@@ -177,6 +183,53 @@ def test_the_dist_executor_overrides_the_whole_process_tier():
 @pytest.mark.parametrize("cls", [CPUExecutor, PrimitivesExecutor])
 def test_the_single_process_executors_have_one_process(cls):
     assert cls.processes == 1
+
+
+def _owner(cls: type, name: str) -> type:
+    """The class of ``cls``'s method resolution order that defines ``name``."""
+    return next(klass for klass in cls.__mro__ if name in vars(klass))
+
+
+def _own_members(cls: type) -> set[str]:
+    """What the body of ``cls`` defines itself, dunder names and ``abc``'s own
+    ``_abc_impl`` aside."""
+    return {n for n in vars(cls) if not (n.startswith("__") and n.endswith("__"))} \
+        - {"_abc_impl"}
+
+
+def test_the_primitives_executor_adds_its_name_to_the_cpu_tiers_only():
+    assert PrimitivesExecutor.__bases__ == (GraphBLASExecutor,)
+    assert _own_members(PrimitivesExecutor) == {"name"}
+    assert PrimitivesExecutor.name == "primitives"
+
+
+def test_the_primitives_executor_runs_every_default_of_the_base_class():
+    kept = [n for n in DEFAULT_TIER if _owner(PrimitivesExecutor, n) is not Executor]
+    assert not kept, f"PrimitivesExecutor does not run Executor's default of {kept}"
+    assert not _own_members(GraphBLASExecutor) & set(DEFAULT_TIER)
+
+
+def test_the_cpu_executor_adds_default_tier_kernels_only():
+    public = {n for n in _own_members(CPUExecutor) if not n.startswith("_")}
+    assert public - {"name"} <= set(DEFAULT_TIER)
+    assert CPUExecutor.__bases__ == (GraphBLASExecutor,)
+    # so cpu and primitives run the same core and process tier (``inner`` included): a
+    # difference between them is a difference of the default tier
+    for name in (*CORE_TIER, *PROCESS_TIER):
+        assert _owner(CPUExecutor, name) is _owner(PrimitivesExecutor, name), name
+    assert _owner(PrimitivesExecutor, "inner") is GraphBLASExecutor
+    assert not GraphBLASExecutor.__abstractmethods__
+
+
+@pytest.mark.parametrize("cls", [GraphBLASExecutor, CPUExecutor, PrimitivesExecutor])
+def test_no_method_is_patched_into_the_cpu_classes(cls):
+    # a function assigned onto the class after its body (setattr) keeps the qualified
+    # name of where it was written, e.g. ``Executor.softmax``
+    for name, member in vars(cls).items():
+        fn = member.fget if isinstance(member, property) else \
+            getattr(member, "__func__", member)
+        if callable(fn) and hasattr(fn, "__qualname__") and not isinstance(fn, type):
+            assert fn.__qualname__.startswith(f"{cls.__name__}."), (name, fn.__qualname__)
 
 
 def _design_table() -> dict[str, str]:

@@ -196,7 +196,7 @@ def _executor_flags(parser) -> None:
     parser.add_argument("--executor", default="cpu", choices=names(),
                         help="where to compute: cpu (default), cuda (one GPU), dist (an MPI "
                              "grid: run under mpiexec with a square number of processes), "
-                             "primitives (cpu without fused kernels, a reference)")
+                             "primitives (cpu's core, the interface's defaults: a reference)")
     parser.add_argument("--relabel", action="store_true",
                         help="with --executor dist: spread the vertices over the grid's "
                              "blocks by a seeded random permutation (load balance)")

@@ -5,7 +5,7 @@ name in a registry.
 name              what                                                   where
 ================  =====================================================  ==================
 ``cpu``           python-graphblas + numba on one process (the default)  ``.cpu``
-``primitives``    the cpu executor without fused kernels (a reference)   ``.primitives``
+``primitives``    cpu tiers (a), (b) and the base defaults (reference)   ``.primitives``
 ``cuda``          Numba CUDA kernels on one GPU                           ``gblas_gnn.gpu``
 ``dist``          a √p×√p MPI grid over ``COMM_WORLD``                    ``gblas_gnn.dist``
 ================  =====================================================  ==================

@@ -1,35 +1,27 @@
-"""The ``primitives`` executor: the cpu executor's layer contract and nothing fused.
+"""The ``primitives`` executor: the cpu executor's tiers (a) and (b) and nothing fused.
 
-It keeps the ``cpu`` executor's core and process-tier operations (GraphBLAS products,
-reductions, the edge primitives and the max/min kernels: tiers (a) and (b) of
-:mod:`gblas_gnn.executors.base`) and takes everything else from the base class: softmax,
-the random masks, the whole edge algebra and the edge programs of compositions (the
-reference lowering: every attention layer) are the defaults written with the primitives.
-Running the layer and training tests on it (``python -m pytest --executor primitives``)
-proves that an executor implementing only those runs every layer, and it is the reference
-the generated kernels are held to.
+:class:`PrimitivesExecutor` is :class:`~gblas_gnn.executors.cpu.GraphBLASExecutor` (the
+GraphBLAS and numba edge primitives, reductions, sampled product and max/min kernels, and the
+process tier: the products ``gemm``, ``inner``, ``spmm``, ``spmm_t`` and the reductions over
+vertices, all as the ``cpu`` executor runs them) under its own name. Every operation of the
+default tier (c) of :mod:`gblas_gnn.executors.base` is therefore the base class's, written
+with the primitives: softmax, the random masks, ``linear``, ``matmul_vjp``, ``spmm_affine``,
+aggregation, the whole edge algebra and the edge programs of compositions (the reference
+lowering: every attention layer). Running the layer and training tests on it (``python -m
+pytest --executor primitives``) proves that an executor implementing only tiers (a) and (b)
+runs every layer, and it is the reference the ``cpu`` executor's kernels (the generated ones
+included) are held to.
 """
 
 from __future__ import annotations
 
-from .base import Executor
-from .cpu import CPUExecutor
+from .cpu import GraphBLASExecutor
 
 __all__ = ["PrimitivesExecutor"]
 
-#: what the base class defines with the primitives (the cpu executor overrides these)
-DEFAULTED = ("softmax", "softmax_backward", "dropout_edges", "keep_mask", "pattern", "apply",
-             "leaky_relu_backward", "ewise", "row_scale", "col_scale", "scale_edges", "outer_add",
-             "row_counts", "inner", "generic_lowering", "program_forward", "program_backward")
 
-
-class PrimitivesExecutor(CPUExecutor):
-    """The ``cpu`` executor with every operation of :data:`DEFAULTED` taken from the base
-    class (see the module docstring)."""
+class PrimitivesExecutor(GraphBLASExecutor):
+    """:class:`~gblas_gnn.executors.cpu.GraphBLASExecutor` registered as ``primitives`` (see
+    the module docstring)."""
 
     name = "primitives"
-
-
-for _name in DEFAULTED:
-    setattr(PrimitivesExecutor, _name, getattr(Executor, _name))
-del _name

@@ -9,22 +9,44 @@ call's row count, so splitting the rows by thread would not be). Thread ``t`` of
 blocks ``[⌊tB/T⌋, ⌊(t+1)B/T⌋)`` of the ``B`` blocks.
 
 Why: the executor's products run one OpenBLAS thread, because a second one spin-waits against
-the GraphBLAS and numba OpenMP threads of the sparse steps (``CPUExecutor.gemm``). Two
+the GraphBLAS and numba OpenMP threads of the sparse steps (``GraphBLASExecutor.gemm``). Two
 Python threads that each call BLAS on their own rows use both cores without that spin, and
 the gain grows with the width (``docs/performance.md``, tall products on both cores, has the
 measured record).
+
+:func:`matmul` is the cpu executors' dense product: OpenBLAS held at the executor's thread
+count, and the blocks of rows from :data:`PAIR_WORK` of work on.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
+from typing import Any
 
 import numpy as np
 
-__all__ = ["ROWS", "chunked_matmul", "epilogue"]
+from ..alignment import aligned_empty
+
+__all__ = ["PAIR_WORK", "ROWS", "blas_limit", "chunked_matmul", "epilogue", "matmul"]
 
 #: rows of one BLAS call (a block of 8 192 rows × 32 float32 is 1 MiB of ``X``)
 ROWS = 8192
+#: the work (rows × the two widths) from which a product runs as blocks of rows and a
+#: matmul's backward runs its two products at once: below it a thread's start and join would
+#: cost what the split saves
+PAIR_WORK = 1 << 18
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+    return ThreadpoolController()
+
+
+def blas_limit(threads: int) -> Any:
+    """A context manager in which OpenBLAS runs ``threads`` threads (``threadpoolctl``)."""
+    return _blas_controller().limit(limits=threads, user_api="blas")
 
 
 def epilogue(Z: np.ndarray, bias: np.ndarray | None, relu: bool) -> None:
@@ -67,3 +89,23 @@ def chunked_matmul(X: np.ndarray, W: np.ndarray, out: np.ndarray, threads: int,
     if failed:
         raise failed[0]
     return out
+
+
+def matmul(X: np.ndarray, W: np.ndarray, blas_threads: int, bias: np.ndarray | None = None,
+           relu: bool = False) -> np.ndarray:
+    """``X @ W`` (``+ b``, then ``max(·, 0)`` with ``relu``: :func:`epilogue`) into a fresh
+    64-byte aligned array, OpenBLAS held at ``blas_threads``. On one BLAS thread a 2-D product
+    of at least :data:`PAIR_WORK` runs as blocks of rows on numba's thread count
+    (:func:`chunked_matmul`); any other is one BLAS call."""
+    out = aligned_empty((X.shape[0], W.shape[1]), np.result_type(X, W))
+    if bias is not None:
+        bias = np.asarray(bias)
+    with blas_limit(blas_threads):
+        if (blas_threads == 1 and X.ndim == 2 and W.ndim == 2
+                and X.shape[0] * (X.shape[1] + W.shape[1]) >= PAIR_WORK):
+            import numba
+
+            return chunked_matmul(X, W, out, numba.get_num_threads(), bias, relu)
+        np.matmul(X, W, out=out)
+        epilogue(out, bias, relu)
+        return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-__all__ = ["ROWS_PER_CHUNK", "column_sums", "row_dots", "combine_rows"]
+__all__ = ["ROWS_PER_CHUNK", "column_sums", "row_dots", "combine_rows", "dense_rows"]
 
 _FAST = {"reassoc", "contract"}
 #: rows per chunk of a reduction over vertices (fixed: it decides the summation order)
@@ -99,3 +99,12 @@ def combine_rows(a: np.ndarray, X: np.ndarray, b: np.ndarray | None = None,
     _combine_rows(a, X, b if two else a, Y if two else X, two, out)
     return out
 
+
+
+def dense_rows(*arrays) -> bool:
+    """Whether ``arrays`` are C-contiguous 2-D float arrays of one shape and dtype (what
+    :func:`row_dots` and :func:`combine_rows` take)."""
+    first = arrays[0]
+    return all(isinstance(x, np.ndarray) and x.ndim == 2 and x.flags.c_contiguous
+               and x.dtype in (np.float32, np.float64) and x.shape == first.shape
+               and x.dtype == first.dtype for x in arrays)

@@ -20,6 +20,7 @@ __all__ = [
     "csr_arrays",
     "csr_view",
     "dense_in",
+    "float_type",
     "full_out",
     "general_mxm",
     "gb_dtype",
@@ -34,6 +35,12 @@ def gb_dtype(np_dtype: np.dtype) -> gb.dtypes.DataType:
     return gb.dtypes.lookup_dtype(np.dtype(np_dtype))
 
 
+def float_type(np_dtype) -> str:
+    """The name of the GraphBLAS float type an operation over ``np_dtype`` runs in: ``FP64``
+    for float64, ``FP32`` for any other."""
+    return "FP64" if np.dtype(np_dtype) == np.float64 else "FP32"
+
+
 def vector_to_dense(v: gb.Vector, dtype) -> np.ndarray:
     """A ``graphblas.Vector`` as a dense ndarray, missing entries 0."""
     out = np.zeros(v.size, dtype=dtype)
@@ -43,8 +50,10 @@ def vector_to_dense(v: gb.Vector, dtype) -> np.ndarray:
 
 
 def dense_in(H: np.ndarray) -> Matrix:
-    """``H`` as a full row-major GraphBLAS matrix (a copy; ``H`` stays the caller's)."""
-    return Matrix.ss.import_fullr(H, take_ownership=False)
+    """``H`` (n, k), or (n,) as one column, as a full row-major GraphBLAS matrix (a copy;
+    ``H`` stays the caller's)."""
+    H = np.ascontiguousarray(H)
+    return Matrix.ss.import_fullr(H.reshape(-1, 1) if H.ndim == 1 else H, take_ownership=False)
 
 
 def full_out(Z: Matrix, dtype: np.dtype) -> np.ndarray:

@@ -125,8 +125,9 @@ def product(S, pattern: CSRPattern, X, self_weight=None, bias=None,
                         pattern.nrows, self_weight, bias, divisors)
 
 
-def product_t(csc: CSCOperand, X, self_weight=None, bias=None) -> np.ndarray:
-    """``Sᵀ X + w X + 1 bᵀ`` over the cached CSC buffers of ``S``."""
+def product_t(csc: CSCOperand, X, self_weight=None, bias=None, divisors=None) -> np.ndarray:
+    """``D⁻¹ (Sᵀ X + w X + 1 bᵀ)`` over the cached CSC buffers of ``S`` (``D = I`` when
+    ``divisors`` is None)."""
     X = check_features(X, csc.ncols, "Sᵀ @ X")
     return spmm_run(csc.colptr, csc.rows, csc.chunks, csc.values(X.dtype), csc.iso, X,
-                csc.nrows, self_weight, bias)
+                    csc.nrows, self_weight, bias, divisors)

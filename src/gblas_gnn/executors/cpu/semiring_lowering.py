@@ -115,7 +115,7 @@ def spmm_general(sr, S, H: np.ndarray, *, transpose: bool = False) -> np.ndarray
 # ---------------------------------------------------------------------- fast lowerings
 def _plus_times(ex, sr):
     # the numba kernel of ._spmm over S's cached CSR indices, or the CSC buffers of Sᵀ
-    return ex.spmm_plus_times, lambda S, H: ex.spmm_affine(S, H, transpose=True)
+    return ex.spmm_plus_times, lambda S, H: ex.spmm_plus_times(S, H, transpose=True)
 
 
 def _minmax(ex, sr):
