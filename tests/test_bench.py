@@ -57,6 +57,9 @@ def test_tiny_case_end_to_end(tmp_path, capsys):
         assert m["status"] == "ok", m
         assert m["peak_rss_bytes"] >= m["setup_rss_bytes"] >= m["baseline_rss_bytes"] > 10 * MIB
         assert m["observed_peak_bytes"] > 0
+        # the passes' own peak: positive, and at most 2 000 bytes an entry of A + I (ours
+        # holds about 45, PyG's about 400 on this graph)
+        assert 0 < m["run_increment_bytes"] <= 2000 * r["graph"]["nnz_with_self_loops"], m
     # a fresh process: our worker never imports torch, so it is far below PyG's
     assert e["memory"]["ours"]["peak_rss_bytes"] < e["memory"]["pyg"]["peak_rss_bytes"]
     assert set(r["spmm"]) == {"scipy csr @ H", "torch.sparse.mm (CSR)", "GraphBLAS plus_times",
@@ -194,6 +197,9 @@ def test_epoch_case_records_pyg_out_of_memory(tmp_path):
     ours, pyg = r["epochs"]["ours"], r["epochs"]["pyg"]
     assert ours["status"] == "ok" and ours["epoch"]["runs"] == 2
     assert len(ours["losses"]) == 3                                   # warm-up + 2
+    assert ours["peak_rss_bytes"] >= ours["setup_rss_bytes"] >= ours["baseline_rss_bytes"] \
+        > 10 * MIB                                          # a fresh process's own peak
+    assert ours["peak_rss_bytes"] < 1 << 30, ours                # not its parent's (pytest's)
     assert pyg["status"] == "out_of_memory" and "out of memory" in pyg["message"]
     assert r["speedup"]["epoch"] is None
     assert "out of memory" in (tmp_path / "tinyXL.md").read_text()
@@ -376,6 +382,30 @@ def test_reset_hwm_counts_a_step_that_reuses_freed_memory():
     got = json.loads(done.stdout.splitlines()[-1])
     assert got["reset_only"] < 4 * MIB, got                             # the trap is set
     assert 30 * MIB <= got["growth"] <= 40 * MIB, got
+
+
+def test_hgt_memory_figures_are_plausible(tmp_path):
+    """``bench hgt`` on 2 000 vertices (about 32 000 edges): each side's peak growth over a
+    forward + backward, in a fresh process, is plausible per edge (ours about 420 bytes,
+    PyG's about 1 200)."""
+    assert main(["hgt", "--n", "2000", "--degree", "16", "--reps", "1", "--threads", "1",
+                 "--name", "tiny-hetero", "--out", str(tmp_path)]) == 0
+    r = json.loads((tmp_path / "tiny-hetero.json").read_text())
+    per_edge = {side: m["peak_growth_mib"] * MIB / r["edges"] for side, m in r["memory"].items()}
+    assert 8 <= per_edge["ours"] <= 2000 and 100 <= per_edge["pyg"] <= 20000, per_edge
+    assert per_edge["ours"] < per_edge["pyg"], per_edge
+
+
+def test_mag_step_memory_is_plausible_at_a_thousandth():
+    """``bench.layers.mag_step`` at a thousandth of ogbn-mag (about 2 000 vertices and
+    20 000 entries): the step's peak growth holds at least its output and the input's
+    gradient (n × (k_in + k_out) float32), and at most 4 000 bytes an entry."""
+    from bench.layers.mag_step import markdown, run
+
+    r = run(threads=1, fraction=1e-3)
+    growth = r["peak_growth_mib"] * MIB
+    assert r["n"] * (r["k_in"] + r["k_out"]) * 4 <= growth <= 4000 * r["entries"], r
+    assert f"| {r['peak_growth_mib']:.0f} |" in markdown(r)
 
 
 def test_memory_models_with_edge_features_run_in_one_process(tmp_path):
