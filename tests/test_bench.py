@@ -460,3 +460,27 @@ def test_comm_with_one_process_writes_its_tables_and_says_why_there_is_no_plot(t
     assert r["rows"][0]["fwd"] == r["rows"][0]["bwd"] == 0
     assert "| gcn | 4 | 1 |" in (tmp_path / "comm.md").read_text()
     assert not (tmp_path / "comm.png").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_dist_and_scale_report_plausible_peaks_per_rank(tmp_path):
+    """``bench dist`` (the tiny case) and ``bench scale`` (Kronecker scale 10) on one MPI
+    process: each rank's peak RSS, the figure their tables show, is its own process's
+    (``VmHWM``: an interpreter with numba, GraphBLAS and MPI, a few hundred MiB), and the
+    mark after the graph's generation is at most the run's."""
+    from mpi_helpers import mpiexec
+
+    mpiexec()                                         # skips where there is no MPI
+    assert main(["dist", "--case", "tiny", "--procs", "1", "--layers", "gat", "--reps", "1",
+                 "--out", str(tmp_path)]) == 0
+    d = json.loads((tmp_path / "dist-tiny.json").read_text())
+    assert main(["scale", "--scale", "10", "--procs", "1", "--epochs", "1",
+                 "--out", str(tmp_path)]) == 0
+    s = json.loads((tmp_path / "scale-10-p1.json").read_text())
+    (gat,) = d["layers"]
+    peaks = [rank["peak_rss"] for run in (gat["cpu"], *gat["dist"].values())
+             for rank in run["ranks"]]
+    assert len(peaks) == 2 and all(32 * MIB < p < 1 << 30 for p in peaks), peaks
+    for rank in s["ranks"]:
+        assert 32 * MIB < rank["generation_rss"] <= rank["peak_rss"] < 1 << 30, rank
