@@ -116,3 +116,19 @@ def test_an_executor_that_cannot_run_here_is_a_usage_error(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--executor cuda: no CUDA GPU" in done.stderr
     assert "NUMBA_ENABLE_CUDASIM=1" in done.stderr
+
+
+def test_the_peak_memory_train_reports_is_its_own_not_its_parents(tmp_path):
+    """``train`` started by a process holding 1 GiB: the summary's peak memory is the run's
+    (a few hundred MiB: the imports, the graph, the model), not the parent's high-water mark
+    that ``getrusage().ru_maxrss`` carries across ``fork`` and ``exec``."""
+    import numpy as np
+
+    ballast = np.ones(1 << 27)                           # 1 GiB, touched, held by the parent
+    done = run_cli("train", "--model", "gcn", "--dataset", SMALL, "--epochs", "3",
+                   "--no-progress", "--metrics-json", "m.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    peak = json.loads((tmp_path / "m.json").read_text())["run"]["peak_rss_bytes"]
+    assert 32 << 20 < peak < 768 << 20, peak
+    assert re.search(rf"peak memory {peak / 2**20:.1f} MiB", done.stdout), done.stdout
+    assert ballast[-1] == 1

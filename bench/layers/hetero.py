@@ -98,11 +98,8 @@ def _memory_worker(side: str, n: int, degree: int, k: int, heads: int, threads: 
             conv.zero_grad(set_to_none=True)
             _torch_side(conv, x, eit, dout, True)
     step()
-    import gc
-
-    gc.collect()
+    reset_hwm()                 # the warm-up's freed memory handed back first
     before = rss_bytes()
-    reset_hwm()
     step()
     return {"peak_growth_mib": (hwm_bytes() - before) / MIB, "rss_mib": hwm_bytes() / MIB}
 

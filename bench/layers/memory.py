@@ -7,12 +7,15 @@
 Order of work: imports and thread settings, a warm-up of the layer on a 64-vertex graph (JIT
 compilation and lazy initialisation land in the baseline, not in the layer's increment),
 then the case's arrays are read and the layer built (*setup*), the kernel's high-water mark
-is reset, and ``--iters`` forward+backward passes run back to back (no ``gc.collect()``
-between them, as in a training loop). Prints ``BENCH_RESULT {json}`` with
+is reset (the allocator's free memory handed back first, as before the baseline: else the
+passes reuse what the loader freed, unseen), and ``--iters`` forward+backward passes run
+back to back (no ``gc.collect()`` between them, as in a training loop). Prints
+``BENCH_RESULT {json}`` with
 
 * ``peak_rss_bytes`` — the process's peak RSS over its whole life (``VmHWM`` before the
   reset, and after the passes: the larger; the number compared between implementations);
-* ``baseline_rss_bytes``, ``setup_rss_bytes`` — RSS after warm-up and after setup;
+* ``baseline_rss_bytes``, ``setup_rss_bytes`` — RSS after warm-up and after setup (each
+  with the free memory handed back);
 * ``run_peak_bytes`` — ``VmHWM`` since the reset (the peak of the passes alone), and
   ``run_increment_bytes`` = ``run_peak_bytes − setup_rss_bytes``;
 * ``iter_seconds`` — wall time of each pass (not a benchmark: nothing else is interleaved);
@@ -29,7 +32,7 @@ import numpy as np
 
 from ..core.cases import CaseData, graph_from_csr, load_case_data
 from ..core.device import BenchDevice, device_for
-from ..core.rss import peak_rss_bytes, reset_hwm, rss_bytes
+from ..core.rss import peak_rss_bytes, release_free_memory, reset_hwm, rss_bytes
 from ..core.threads import set_threads
 from ..core.worker import worker_main
 from .rows import LAYERS, get_row, make_ours, make_pyg, ours_graph, pyg_inputs, shared_params
@@ -94,6 +97,7 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
     set_threads(threads, torch=impl == "pyg", blas=blas_threads, executor=executor)
     tracker = device.peak_tracker(impl)
     _runner(impl, layer, tiny_data(k_in, k_out), k_out, executor, device)()      # warm-up
+    release_free_memory()
     baseline = rss_bytes()
     parts = ("edge_index", "H", "dZ")
     if impl == "ours":      # (the edge list only for a row with edge features or relations)
@@ -103,9 +107,9 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
     data = load_case_data(data_path, parts)
     step = _runner(impl, layer, data, k_out, executor, device)
     del data
-    setup = rss_bytes()
     before = peak_rss_bytes()
-    has_hwm = reset_hwm()
+    has_hwm = reset_hwm()           # the loader's freed memory handed back first
+    setup = rss_bytes()
     if tracker is not None:
         tracker.reset()
     times = []

@@ -11,16 +11,18 @@ them), so that the two GATv2 rows differ by the edge features alone.
 Order of work:
 
 1. imports, threads and one warm-up step on a scale-12 Kronecker graph (numba loads or
-   compiles its kernels: code and JIT state land in the baseline, not in the step), then
-   ``baseline_rss``;
+   compiles its kernels: code and JIT state land in the baseline, not in the step);
+   ``VmHWM`` reset (:func:`bench.core.rss.reset_hwm`, which first hands the allocator's
+   free memory back: else the graph and the step reuse what the warm-up freed, unseen, and
+   the mark holds the warm-up's peak), then ``baseline_rss``;
 2. the graph ``gblas_gnn.data.kronecker(scale, edge_factor, seed=0)`` and its features and
-   labels (``gblas_gnn.data.specs.synthetic_rows``: k columns, k classes), then
-   ``graph_rss``; the high-water mark so far is ``graph_hwm`` (the generator's peak);
-3. ``VmHWM`` reset; the model (:func:`bench.layers.epoch.ours_model`: ``GATConv(k, k)`` ×
-   ``layers`` with ELU between, one head, the layers add the self loops), Adam (lr 0.005) and
-   one step as :func:`gblas_gnn.train.fit` runs it: forward, cross-entropy over every vertex,
-   backward, Adam step, the logits and their gradient alive until the step ends; then
-   ``step_hwm``.
+   labels (``gblas_gnn.data.specs.synthetic_rows``: k columns, k classes); the high-water
+   mark since the reset is ``graph_hwm`` (the generator's peak);
+3. ``VmHWM`` reset again, then ``graph_rss``; the model
+   (:func:`bench.layers.epoch.ours_model`: ``GATConv(k, k)`` × ``layers`` with ELU between,
+   one head, the layers add the self loops), Adam (lr 0.005) and one step as
+   :func:`gblas_gnn.train.fit` runs it: forward, cross-entropy over every vertex, backward,
+   Adam step, the logits and their gradient alive until the step ends; then ``step_hwm``.
 
 Per stored entry of the pattern the layers run on (``A`` with its self loops, ``nnz``):
 
@@ -44,7 +46,6 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
-import gc
 import linecache
 import time
 import tracemalloc
@@ -152,19 +153,20 @@ def measure(load, train, scale: int, breakdown: bool) -> tuple[dict, object]:
     g0, x0, y0 = load(12)                   # the parallel kernels, as at scale
     train(g0, x0, y0, None)                 # kernels compiled or loaded
     del g0, x0, y0
-    gc.collect()
-    baseline = rss_bytes()
+    reset_hwm()                             # the warm-up's peak and freed memory are not
+    baseline = rss_bytes()                  # the graph's
     tracer = _Tracer() if breakdown else None
     if tracer is not None:
         tracer.start()
     t0 = time.perf_counter()
     g, x, y = load(scale)
     graph_seconds = time.perf_counter() - t0
-    graph_rss, graph_hwm = rss_bytes(), hwm_bytes()
+    graph_hwm = hwm_bytes()
     if tracer is not None:                  # this process's rows and entries
         tracer.sizes(g.n_local, local_entries(g))
         tracer.snap("after graph and features")
-    reset_ok = reset_hwm()
+    reset_ok = reset_hwm()                  # the generator's freed memory handed back first
+    graph_rss = rss_bytes()
     t0 = time.perf_counter()
     loss = train(g, x, y, tracer.snap if tracer else None)
     step_seconds = time.perf_counter() - t0

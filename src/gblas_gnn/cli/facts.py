@@ -17,8 +17,20 @@ __all__ = ["CommMeter", "run_facts", "peak_rss_bytes"]
 
 
 def peak_rss_bytes() -> int:
-    """This process's peak resident memory so far (``getrusage``: KiB on Linux, bytes on
-    macOS)."""
+    """This process's peak resident memory so far: ``VmHWM`` where ``/proc`` has it.
+
+    Not ``getrusage().ru_maxrss`` on Linux: the kernel carries the parent's high-water mark
+    across ``fork`` and ``exec``, so a run started by a large process (a notebook, a test
+    session) reported the parent's peak. ``ru_maxrss`` (KiB on Linux, bytes on macOS) is the
+    fallback elsewhere.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
