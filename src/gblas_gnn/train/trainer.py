@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -146,6 +147,16 @@ def _guarded(fn, *args):
         raise
 
 
+@contextmanager
+def _reported(diverged: Callable[[str], FloatingPointError], what: str) -> Iterator[None]:
+    """A FloatingPointError inside becomes ``diverged(f"{what} (…)")``: the run's own error,
+    naming the last good checkpoint."""
+    try:
+        yield
+    except FloatingPointError as exc:
+        raise diverged(f"{what} ({exc})") from exc
+
+
 # ---------------------------------------------------------------------------- inference
 def predict(model: Module, graph, x: np.ndarray) -> np.ndarray:
     """Logits of every vertex, computed in evaluation mode (no dropout, no caches kept).
@@ -273,28 +284,22 @@ def _epoch(model: Module, optimizer, g, x, y, masks: dict,
     ex = model.executor
     t0 = time.perf_counter()
     model.train()
-    try:
+    with _reported(diverged, "non-finite training loss"):
         logits = _guarded(model, g, x)
         loss, dlogits = cross_entropy(logits, y, masks["train_mask"], ex)
-    except FloatingPointError as exc:
-        raise diverged(f"non-finite training loss ({exc})") from exc
     if not math.isfinite(loss):
         raise diverged(f"non-finite training loss ({loss})")
-    try:
+    with _reported(diverged, "non-finite gradient"):
         _guarded(model.backward, dlogits)
-    except FloatingPointError as exc:
-        raise diverged(f"non-finite gradient ({exc})") from exc
     optimizer.step()
     bad = _params_finite(model)
     if bad is not None:
         raise diverged(f"parameter {bad!r} became NaN/Inf after the update")
 
     model.eval()
-    try:
+    with _reported(diverged, "non-finite validation logits"):
         out = _guarded(model, g, x)
         val_loss, _ = cross_entropy(out, y, masks["val_mask"], ex)
-    except FloatingPointError as exc:
-        raise diverged(f"non-finite validation logits ({exc})") from exc
     metrics = {
         "train_loss": loss,
         "train_acc": accuracy(out, y, masks["train_mask"], ex),
