@@ -292,13 +292,16 @@ def test_the_executor_registry_loads_no_executor():
 
 
 def test_no_code_reads_a_private_member_of_an_executor_it_is_handed():
-    """A runtime or lowering handed an executor (``ex``, ``executor``) uses its public
-    methods only (the gpu program runtime read six private ones)."""
+    """A runtime, lowering or benchmark handed an executor (``ex``, ``executor``) uses its
+    public methods only (the gpu program runtime read six private ones)."""
     found = []
-    for path, tree in _sources():
+    bench = SRC.parents[1] / "bench"
+    sources = [*_sources(), *((p, ast.parse(p.read_text(), str(p)))
+                              for p in sorted(bench.rglob("*.py")))]
+    for path, tree in sources:
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
                     and not node.attr.startswith("__") and isinstance(node.value, ast.Name) \
                     and node.value.id in ("ex", "executor"):
-                found.append(f"{path.relative_to(SRC)}:{node.lineno} {node.value.id}.{node.attr}")
+                found.append(f"{path}:{node.lineno} {node.value.id}.{node.attr}")
     assert not found, "private members of an executor read:\n" + "\n".join(found)

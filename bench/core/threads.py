@@ -47,10 +47,11 @@ def set_threads(n: int, torch: bool = True, blas: int | None = None,
         raise ValueError(f"blas threads must be a positive integer, got {blas!r}")
     from threadpoolctl import threadpool_limits
 
-    from gblas_gnn.executors import CPUExecutor, get_executor
+    from gblas_gnn.executors import get_executor
+    from gblas_gnn.executors.cpu.core import GraphBLASExecutor
 
     ex = get_executor(executor)
-    own = isinstance(ex, CPUExecutor)
+    own = isinstance(ex, GraphBLASExecutor)      # cpu and primitives
     reported = (ex if own else get_executor("cpu")).set_threads(n)     # checks n
     blas = n if blas is None else blas
     if reported["numba"] < n:

@@ -1,7 +1,7 @@
 """Each kernel's time and achieved bandwidth inside one of our layers' calls.
 
 :class:`KernelProfile` wraps the cuda executor's one launch point
-(:meth:`gblas_gnn.gpu.executor.CUDAExecutor._launch`) while it is active: every launch is
+(:meth:`gblas_gnn.gpu.executor.CUDAExecutor.launch`) while it is active: every launch is
 bracketed by two CUDA events and billed to the kernel's name with the bytes of its array
 arguments. The bytes are the kernel's *compulsory* traffic (each operand read or written
 once: a gathered feature row counted once however many edges gather it), so
@@ -63,9 +63,9 @@ class KernelProfile:
 
     def __enter__(self) -> KernelProfile:
         ex = self.executor
-        if "_launch" in vars(ex):
+        if "launch" in vars(ex):
             raise RuntimeError("this executor is already being profiled")
-        launch = ex._launch
+        launch = ex.launch
 
         def profiled(kernel, grid, *args, shared=0):
             start, end = self._event(), self._event()
@@ -74,11 +74,11 @@ class KernelProfile:
             end.record()
             self._records.append((_name(kernel), start, end, _array_bytes(args)))
 
-        ex._launch = profiled
+        ex.launch = profiled
         return self
 
     def __exit__(self, *exc) -> None:
-        del self.executor._launch
+        del self.executor.launch
 
     def _seconds(self, start, end) -> float:
         if self.simulated:
