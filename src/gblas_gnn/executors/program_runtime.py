@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from ..ir.plan import Plan
     from .base import DenseArray
 
-__all__ = ["Platform", "ProgramBuffers", "ProgramContext", "operand_arrays", "sink_outputs",
+__all__ = ["Platform", "ProgramBuffers", "ProgramContext", "SinkRuntime", "SINK_RUNTIMES",
+           "operand_arrays", "sink_outputs",
            "finish_forward", "cotangent_layout", "finish_grads", "aggregate_output",
            "x_slot", "heads_view", "dropout_heads"]
 
@@ -175,6 +176,131 @@ def operand_arrays(prog, arrays: OperandArrays) -> tuple[list, tuple | None]:
     return operands, x_shape
 
 
+class SinkRuntime:
+    """How a runtime handles one sink kind (:mod:`gblas_gnn.ir.sinks`): the row pass's output
+    arrays, the program's output from them, and the layout of the output's cotangent. One
+    object per sink kind in :data:`SINK_RUNTIMES`; the cpu, cuda and grid runtimes all use
+    them."""
+
+    def outputs(self, platform: Platform, p: Plan, n: int, nnz: int, features, winners: bool,
+                weights) -> dict:
+        """``W``: the root's values per head (the default: values, column sums, transposed
+        products are finished outside the kernels)."""
+        return {"W": platform.empty((p.heads, nnz), np.dtype(p.structure.dtype))}
+
+    def finish(self, ex, platform: Platform, p: Plan, b, outs: dict, A, ctx, counts):
+        """The program's output (``ctx``: its context, or None)."""
+        raise ValueError(f"the sink {p.sink!r} has no runtime")
+
+    def cotangent(self, xp, p: Plan, ctx: ProgramContext, dZ):
+        """The output's cotangent as the backward passes read it: ``(n, heads)``."""
+        return xp.ascontiguousarray(dZ.reshape(dZ.shape[0], -1))
+
+
+class _Values(SinkRuntime):
+    def finish(self, ex, platform, p, b, outs, A, ctx, counts):
+        return [ex.edge_from_values(A, platform.own(outs["W"][h])) for h in range(p.heads)], \
+            None
+
+
+class _Rows(SinkRuntime):
+    def outputs(self, platform, p, n, nnz, features, winners, weights):
+        return {"OUT": platform.empty((n, p.heads), np.dtype(p.structure.dtype))}
+
+    def finish(self, ex, platform, p, b, outs, A, ctx, counts):
+        out = outs["OUT"]
+        result = platform.own(out[:, 0]) if p.structure.heads is None else out
+        if ctx is not None:
+            ctx.Z = out
+        return result, ctx
+
+
+class _ColumnSide(SinkRuntime):
+    """``cols`` (a column sum) and ``spmm_t`` (``Sᵀ X``): the kernels write the root's values,
+    the executor's own column reduction or transposed product finishes."""
+
+    def __init__(self, transposed_product: bool):
+        self.transposed_product = transposed_product
+
+    def finish(self, ex, platform, p, b, outs, A, ctx, counts):
+        xp = platform.xp
+        X = b.operands[x_slot(p)] if self.transposed_product else None
+        parts = []
+        for h in range(p.heads):
+            E = ex.edge_from_values(A, platform.own(outs["W"][h]))
+            parts.append(ex.col_reduce(E, "sum") if X is None else
+                         ex.spmm_t(E, xp.ascontiguousarray(X[:, h])))
+        return (parts[0] if p.structure.heads is None else xp.stack(parts, axis=1)), ctx
+
+    def cotangent(self, xp, p, ctx, dZ):
+        if self.transposed_product:
+            return _by_heads(xp, ctx, dZ)
+        return super().cotangent(xp, p, ctx, dZ)
+
+
+class _Messages(SinkRuntime):
+    def outputs(self, platform, p, n, nnz, features, winners, weights):
+        s, dt = p.structure, np.dtype(p.structure.dtype)
+        shape = (n, *s.ops[s.root].trail)
+        out = {"OUT": platform.aligned(shape, dt)}
+        if s.sink[1] != "sum":
+            out["ARG"] = platform.empty(shape, platform.index_dtype(nnz))
+        return out
+
+    def finish(self, ex, platform, p, b, outs, A, ctx, counts):
+        return outs["OUT"], ctx
+
+    def cotangent(self, xp, p, ctx, dZ):
+        return xp.ascontiguousarray(dZ)
+
+
+class _Aggregate(SinkRuntime):
+    def outputs(self, platform, p, n, nnz, features, winners, weights):
+        dt, H = np.dtype(p.structure.dtype), p.heads
+        out = {"Z": platform.aligned((n, H, features), dt)}
+        if weights is not None:
+            out["W"] = weights
+        if p.extreme:
+            out["ARG"] = platform.empty((n, H, features), platform.index_dtype(nnz)) \
+                if winners else None
+        if p.weighted_mean:
+            out["DEN"] = platform.empty((n, H), dt)
+            out["NEG"] = platform.xp.zeros(1, np.int64)
+        return out
+
+    def finish(self, ex, platform, p, b, outs, A, ctx, counts):
+        xp, Z = platform.xp, outs["Z"]
+        if p.weighted_mean:
+            if platform.read(outs["NEG"], "avg weights")[0]:
+                raise negative_weight_error(p.aggr)
+            den = outs["DEN"]
+            pos = den > 0
+            xp.divide(Z, xp.where(pos, den, 1)[:, :, None], out=Z)
+            Z[~pos] = 0
+        if not p.counted_mean:
+            return aggregate_output(ctx, Z, p.structure.heads)
+        counts = ex.row_counts(A, Z.dtype) if counts is None else \
+            xp.maximum(counts, 1).astype(Z.dtype)
+        return aggregate_output(ctx, Z, p.structure.heads, counts[:, None, None])
+
+    def cotangent(self, xp, p, ctx, dZ):
+        return _by_heads(xp, ctx, dZ)
+
+
+def _by_heads(xp, ctx: ProgramContext, dZ):
+    """``dZ`` as ``(n, heads, f)``, ``mean``'s divided by the counts."""
+    dZ = heads_view(xp, dZ)
+    if ctx.counts is not None:
+        dZ = dZ / ctx.counts
+    return xp.ascontiguousarray(dZ)
+
+
+#: the runtime of each sink kind, by the sink's name (:data:`gblas_gnn.ir.sinks.SINKS`)
+SINK_RUNTIMES: dict[str, SinkRuntime] = {
+    "values": _Values(), "rows": _Rows(), "cols": _ColumnSide(False),
+    "spmm_t": _ColumnSide(True), "messages": _Messages(), "aggregate": _Aggregate()}
+
+
 def sink_outputs(platform: Platform, p: Plan, n: int, nnz: int, features: int | None,
                  winners: bool = True, weights=None) -> dict:
     """The row pass's output arrays by kernel argument name: ``W`` (the root's values per
@@ -183,29 +309,7 @@ def sink_outputs(platform: Platform, p: Plan, n: int, nnz: int, features: int | 
     kernels write one), ``ARG`` (max/min: the winner of every (row, head, feature), None
     unless ``winners``) and ``DEN`` / ``NEG`` (the weighted mean's weight sums and its
     negative-weight flag)."""
-    s, dt = p.structure, np.dtype(p.structure.dtype)
-    H = p.heads
-    kind = s.sink[0]
-    if kind in ("values", "cols", "spmm_t"):
-        return {"W": platform.empty((H, nnz), dt)}
-    if kind == "rows":
-        return {"OUT": platform.empty((n, H), dt)}
-    if kind == "messages":
-        shape = (n, *s.ops[s.root].trail)
-        out = {"OUT": platform.aligned(shape, dt)}
-        if s.sink[1] != "sum":
-            out["ARG"] = platform.empty(shape, platform.index_dtype(nnz))
-        return out
-    out = {"Z": platform.aligned((n, H, features), dt)}
-    if weights is not None:
-        out["W"] = weights
-    if p.extreme:
-        out["ARG"] = platform.empty((n, H, features), platform.index_dtype(nnz)) \
-            if winners else None
-    if p.weighted_mean:
-        out["DEN"] = platform.empty((n, H), dt)
-        out["NEG"] = platform.xp.zeros(1, np.int64)
-    return out
+    return SINK_RUNTIMES[p.sink[0]].outputs(platform, p, n, nnz, features, winners, weights)
 
 
 def finish_forward(ex, platform: Platform, p: Plan, b: ProgramBuffers, outs: dict, A,
@@ -216,53 +320,13 @@ def finish_forward(ex, platform: Platform, p: Plan, b: ProgramBuffers, outs: dic
     default ``ex.row_counts(A)``). Values become edge tensors, a reduction over the columns
     or a transposed product runs on the executor's own operations, the weighted mean divides
     by the weight sums (refusing a negative weight) and the mean by the counts."""
-    xp, s = platform.xp, p.structure
-    kind, heads = s.sink[0], s.heads
     ctx = ProgramContext(p, b, extra=outs) if keep else None
-    if kind == "values":
-        return [ex.edge_from_values(A, platform.own(outs["W"][h])) for h in range(p.heads)], \
-            None
-    if kind == "rows":
-        out = outs["OUT"]
-        result = platform.own(out[:, 0]) if heads is None else out
-        if ctx is not None:
-            ctx.Z = out
-        return result, ctx
-    if kind == "messages":
-        return outs["OUT"], ctx
-    if kind in ("cols", "spmm_t"):
-        X = b.operands[x_slot(p)] if kind == "spmm_t" else None
-        parts = []
-        for h in range(p.heads):
-            E = ex.edge_from_values(A, platform.own(outs["W"][h]))
-            parts.append(ex.col_reduce(E, "sum") if X is None else
-                         ex.spmm_t(E, xp.ascontiguousarray(X[:, h])))
-        return (parts[0] if heads is None else xp.stack(parts, axis=1)), ctx
-    Z = outs["Z"]
-    if p.weighted_mean:
-        if platform.read(outs["NEG"], "avg weights")[0]:
-            raise negative_weight_error(p.aggr)
-        den = outs["DEN"]
-        pos = den > 0
-        xp.divide(Z, xp.where(pos, den, 1)[:, :, None], out=Z)
-        Z[~pos] = 0
-    if not p.counted_mean:
-        return aggregate_output(ctx, Z, heads)
-    counts = ex.row_counts(A, Z.dtype) if counts is None else \
-        xp.maximum(counts, 1).astype(Z.dtype)
-    return aggregate_output(ctx, Z, heads, counts[:, None, None])
+    return SINK_RUNTIMES[p.sink[0]].finish(ex, platform, p, b, outs, A, ctx, counts)
 
 
 def cotangent_layout(xp, p: Plan, ctx: ProgramContext, dZ):
     """The output's cotangent ``dZ`` (in the program's dtype, where the kernels read) laid
     out for the backward passes: ``(n, heads)`` for a reduction, as it is for messages,
-    ``(n, heads, f)`` for an aggregation (``mean``'s divided by the counts)."""
-    kind = p.structure.sink[0]
-    if kind in ("rows", "cols"):
-        return xp.ascontiguousarray(dZ.reshape(dZ.shape[0], -1))
-    if kind == "messages":
-        return xp.ascontiguousarray(dZ)
-    dZ = heads_view(xp, dZ)
-    if ctx.counts is not None:
-        dZ = dZ / ctx.counts
-    return xp.ascontiguousarray(dZ)
+    ``(n, heads, f)`` for an aggregation or a transposed product (``mean``'s divided by the
+    counts)."""
+    return SINK_RUNTIMES[p.sink[0]].cotangent(xp, p, ctx, dZ)
