@@ -48,7 +48,7 @@ def runs(structure) -> bool:
 def _column_slots(p: Plan) -> list[int]:
     roles = p.structure.roles
     return [k for k, (role, _) in enumerate(roles)
-            if role == "col" or (role == "x" and p.sink[0] == "aggregate")]
+            if role == "col" or (role == "x" and p.sink_rule.gathers_messages)]
 
 
 def forward(dex, prog, keep: bool):

@@ -113,7 +113,7 @@ def _sink_outputs(ex, p: Plan, b: _Buffers) -> dict:
     the root's values per edge in ``W`` unless the root is a softmax (its own buffer)."""
     xp, dt = ex.xp, np.dtype(p.structure.dtype)
     weights, features = None, None
-    if p.sink[0] == "aggregate":
+    if p.sink_rule.gathers_messages:
         features = b.operands[x_slot(p)].shape[2]
         root = p.structure.ops[p.structure.root]
         weights = xp.empty((1, 1), dt) if root.kind == "softmax" else \
@@ -183,11 +183,11 @@ def _row(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
     b, mod, xp = ctx.buffers, kernels(p), ex.xp
     dt = np.dtype(p.structure.dtype)
     H, n, nnz = p.heads, b.pattern.nrows, b.pattern.nnz
-    kind = p.structure.sink[0]
+    rule = p.sink_rule
     stage = [xp.empty((p.heads_of(k), nnz), dt) for k in p.softmaxes for _ in (0, 1)]
-    extra = list(ctx.extra.values())[1:] if kind in ("aggregate", "messages") else []
+    extra = list(ctx.extra.values())[1:] if rule.keeps_outputs else []
     Z = ctx.Z if p.weighted_mean else xp.empty((1, 1, 1), dt)
-    spmm_t = kind == "spmm_t"
+    spmm_t = rule.transposed
     dXr = xp.zeros(b.operands[x_slot(p)].shape, dt) if spmm_t else xp.empty((1, 1, 1), dt)
     T = [xp.empty((p.heads_of(k), n), dt) for k in p.softmaxes]
     GB = xp.empty((H, nnz), dt)
@@ -195,12 +195,12 @@ def _row(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
     _launch(ex, mod.row_pass, n, *b.args(), dZ, GB, Z, *stage, *extra, *T, dXr,
             *row.values(), -1)
     col = _zeros(ex, p, b, {"col"})
-    dX = xp.empty(b.operands[x_slot(p)].shape, dt) if kind == "aggregate" else \
+    dX = xp.empty(b.operands[x_slot(p)].shape, dt) if rule.gathers_messages else \
         xp.empty((1, 1, 1), dt)
     _launch(ex, mod.row_columns, b.pattern.ncols, *b.args(), dZ, GB, Z, *stage, *extra, dX,
             *col.values())
     grads = {**row, **col}
-    if kind == "aggregate":
+    if rule.gathers_messages:
         grads[x_slot(p)] = dX
     elif spmm_t:
         grads[x_slot(p)] = dXr

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ..semirings.aggregations import algebra_of
 from ..semirings.algebra import Algebra
 from .program import Structure, depends_on
-from .sinks import sink_rule
+from .sinks import SinkRule, sink_rule
 
 __all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "BY_ROW"]
 #: the cotangents a pass over rows accumulates: what is read by target (a row's own), the
@@ -72,6 +72,11 @@ class Plan:
     @property
     def aggr(self) -> str | None:
         return self.sink[1] if self.sink[0] in ("aggregate", "spmm_t") else None
+
+    @property
+    def sink_rule(self) -> SinkRule:
+        """The rule of the program's sink (:mod:`gblas_gnn.ir.sinks`)."""
+        return sink_rule(self.sink)
 
     @property
     def algebra(self) -> Algebra | None:

@@ -45,6 +45,14 @@ class SinkRule(ABC):
     name: ClassVar[str] = ""
     #: trailing axes of the root it takes: at most one (a head axis) unless it makes messages
     root_axes: ClassVar[tuple[int, ...]] = (0, 1)
+    #: the messages ``X`` are gathered by source (``Z = S ⊕ X``): their rows come by column
+    gathers_messages: ClassVar[bool] = False
+    #: the messages ``X`` are scattered to sources (``Z = Sᵀ ⊕ X``): their cotangent is by row
+    transposed: ClassVar[bool] = False
+    #: its backward reads outputs of the row pass beyond the first (winners, weight sums)
+    keeps_outputs: ClassVar[bool] = False
+    #: the root's cotangent is one value per edge and head (not per channel: messages)
+    edge_cotangent: ClassVar[bool] = True
 
     def check_root(self, root) -> None:
         """``ValueError`` for a root of a shape this sink cannot take."""
@@ -102,17 +110,17 @@ def _x_operand(prog):
     raise ValueError("an aggregation program needs its messages")
 
 
-def _reduction_cotangent(ev, kind: str, op: str, idx: tuple, d):
+def _reduction_cotangent(ev, by_row: bool, op: str, idx: tuple, d):
     """Edge cotangent of a row or column reduction of the root: the reduction's cotangent
     gathered to every edge (sum), or to the winning edge (max/min; ties to the first stored
     entry, the lowest source id, as every aggregation)."""
     ex = ev.ex
-    gather = ex.gather_rows if kind == "rows" else ex.gather_cols
+    gather = ex.gather_rows if by_row else ex.gather_cols
     g = gather(ev.A, ev.xp.ascontiguousarray(d))
     if op == "sum":
         return g
     values = ev.full(ev.value(ev.s.root, idx))
-    win = winners(ex, ev.A, values, op == "max", rows=(kind == "rows"))
+    win = winners(ex, ev.A, values, op == "max", rows=by_row)
     return ev.xp.where(win, g, ev.dtype.type(0))
 
 
@@ -129,22 +137,22 @@ class Reduction(SinkRule):
     """``⊕`` of the root over each row's (``rows``) or column's (``cols``) stored entries;
     the kernels run every row reduction and the column sum."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, by_row: bool):
+        self.name, self.by_row = name, by_row
 
     def fusable(self, sink):
-        return self.name == "rows" or sink[1] == "sum"
+        return self.by_row or sink[1] == "sum"
 
     def forward(self, ev, ctx, keep):
         ex, heads = ev.ex, ev.prog.heads
-        reduce = ex.row_reduce if self.name == "rows" else ex.col_reduce
+        reduce = ex.row_reduce if self.by_row else ex.col_reduce
         parts = [reduce(ev.edges(v), ev.prog.structure.sink[1]) for v in ev.root_values()]
         return _stacked(ev.xp, parts, heads)
 
     def backward(self, ev, ctx, dout):
         heads, r, op = ev.prog.heads, ev.s.root, ev.prog.structure.sink[1]
         douts = [dout] if heads is None else [dout[:, h] for h in range(heads)]
-        seeds = {(r, idx): _reduction_cotangent(ev, self.name, op, idx, d)
+        seeds = {(r, idx): _reduction_cotangent(ev, self.by_row, op, idx, d)
                  for idx, d in zip(_head_indices(heads), douts, strict=True)}
         return ev.backward(seeds, {})
 
@@ -154,12 +162,13 @@ class Aggregation(SinkRule):
     ``S`` and the messages ``X``, per head. The kernels run what the aggregation's algebra
     says they can (:class:`gblas_gnn.semirings.algebra.Algebra`)."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, transposed: bool):
+        self.name, self.transposed = name, transposed
+        self.gathers_messages = self.keeps_outputs = not transposed
 
     def fusable(self, sink):
         algebra = algebra_of(sink[1])
-        if self.name == "aggregate":
+        if not self.transposed:
             return algebra.fused
         return algebra.linear and algebra.divide is None
 
@@ -177,7 +186,7 @@ class Aggregation(SinkRule):
     def backward(self, ev, ctx, dout):
         ex, xp, prog = ev.ex, ev.xp, ev.prog
         heads, r, aggr = prog.heads, ev.s.root, prog.structure.sink[1]
-        sm = _softmax_feeding_root(ev) if self.name == "aggregate" else None
+        sm = None if self.transposed else _softmax_feeding_root(ev)
         homogeneous = algebra_of(aggr).homogeneous
         seeds, t_for, parts = {}, {}, []
         for idx, d, Z, c in zip(_head_indices(heads), _heads_of(dout, heads),
@@ -218,6 +227,8 @@ class Messages(SinkRule):
 
     name = "messages"
     root_axes = (2,)
+    keeps_outputs = True
+    edge_cotangent = False
 
     def check_root(self, root) -> None:
         if len(root.trail) != 2:
@@ -238,7 +249,7 @@ class Messages(SinkRule):
         grads: list = [None] * len(ev.prog.operands)
         r, op = ev.s.root, ev.prog.structure.sink[1]
         for h, c in _channels(ev):
-            seed = _reduction_cotangent(ev, "rows", op, (h, c), ev.xp.ascontiguousarray(
+            seed = _reduction_cotangent(ev, True, op, (h, c), ev.xp.ascontiguousarray(
                 dout[:, h, c]))
             for k, g in enumerate(ev.backward({(r, (h, c)): seed}, {})):
                 if g is not None:
@@ -257,6 +268,7 @@ def _channels(ev):
                 yield h, c
 
 
-for _rule in (Values(), Reduction("rows"), Reduction("cols"), Aggregation("aggregate"),
-              Aggregation("spmm_t"), Messages()):
+for _rule in (Values(), Reduction("rows", by_row=True), Reduction("cols", by_row=False),
+              Aggregation("aggregate", transposed=False), Aggregation("spmm_t", transposed=True),
+              Messages()):
     register_sink(_rule)

@@ -126,7 +126,7 @@ class _HostOperands:
         return np.array([v, runtime.dropout_heads(self.p, slot)], np.uint64)
 
     def x(self, slot, v):                       # the messages, by source for an aggregate
-        side = self.columns(slot, v) if self.p.sink[0] == "aggregate" else v
+        side = self.columns(slot, v) if self.p.sink_rule.gathers_messages else v
         return heads_view(np, np.asarray(side, dtype=self.dt))
 
 
@@ -162,7 +162,7 @@ def sink_outputs(p: Plan, b: Buffers, winners: bool = True) -> dict:
         int32 CSR positions when they fit, which a backward or a grid's completion of the
         rows needs; ``ARG`` is None otherwise (numba compiles the kernel without it).
     """
-    f = b.operands[x_slot(p)].shape[2] if p.sink[0] == "aggregate" else None
+    f = b.operands[x_slot(p)].shape[2] if p.sink_rule.gathers_messages else None
     return runtime.sink_outputs(HOST, p, b.pattern.nrows, b.pattern.nnz, f, winners)
 
 
@@ -322,16 +322,16 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
     stage = []
     for k in p.softmaxes:
         stage += [np.empty((nnz, p.heads_of(k)), dt), np.empty((nnz, p.heads_of(k)), dt)]
-    kind = p.structure.sink[0]
-    extra = list(ctx.extra.values())[1:] if kind in ("aggregate", "messages") else []
+    rule = p.sink_rule
+    extra = list(ctx.extra.values())[1:] if rule.keeps_outputs else []
     if _scatters_messages(p):
         extra.append(np.empty((nnz, H), dt))        # WP: the root at every edge
     # the root's cotangent at every edge: not written when the root reads nothing
     # differentiable (a constant edge tensor)
-    GB = np.empty((nnz, H) if leaf_kinds(p, p.structure.root) and kind != "messages"
+    GB = np.empty((nnz, H) if leaf_kinds(p, p.structure.root) and rule.edge_cotangent
                   else (1, 1), dt)
     Z = ctx.Z if p.weighted_mean else np.empty((1, 1, 1), dt)
-    spmm_t = kind == "spmm_t"
+    spmm_t = rule.transposed
     if spmm_t:
         dZ = heads_view(np, dZ)
     dXr = np.zeros(b.operands[x_slot(p)].shape, dt) if spmm_t else np.empty((1, 1, 1), dt)
@@ -346,11 +346,11 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward) -> dict:
     dt = np.dtype(p.structure.dtype)
     dZ, GB, Z, stage, extra, dXr, row = rb.dZ, rb.GB, rb.Z, rb.stage, rb.extra, rb.dXr, \
         rb.grads
-    kind = p.structure.sink[0]
-    spmm_t = kind == "spmm_t"
+    rule = p.sink_rule
+    spmm_t = rule.transposed
     col = _zeros_like_operands(p, b, {"col"})
     grads = {**row}
-    if kind == "aggregate":
+    if rule.gathers_messages:
         X = b.operands[x_slot(p)]
         dX = aligned_empty(X.shape, dt)
     else:
@@ -360,7 +360,7 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward) -> dict:
     if _scatters_messages(p):
         _winners_gradient(p, b, dZ, extra, dX)
     grads.update(col)
-    if kind == "aggregate":
+    if rule.gathers_messages:
         grads[x_slot(p)] = dX
     elif spmm_t:
         grads[x_slot(p)] = dXr
