@@ -71,7 +71,7 @@ class Plan:
 
     @property
     def aggr(self) -> str | None:
-        return self.sink[1] if self.sink[0] in ("aggregate", "spmm_t") else None
+        return self.sink[1] if self.sink_rule.aggregates else None
 
     @property
     def sink_rule(self) -> SinkRule:
@@ -87,19 +87,19 @@ class Plan:
     @property
     def counted_mean(self) -> bool:
         """An aggregation whose readout divides by the row's count (``mean``)."""
-        return self.sink[0] == "aggregate" and algebra_of(self.aggr).divide == "count"
+        return self.sink_rule.gathers_messages and algebra_of(self.aggr).divide == "count"
 
     @property
     def weighted_mean(self) -> bool:
         """An aggregation whose readout divides by the sum of the weights (``avg``): the
         kernels keep each row's weight sum (``DEN``) and flag a negative weight (``NEG``)."""
-        return self.sink[0] == "aggregate" and algebra_of(self.aggr).weighted_mean
+        return self.sink_rule.gathers_messages and algebra_of(self.aggr).weighted_mean
 
     @property
     def extreme(self) -> bool:
         """An aggregation whose ⊕ is max or min: each (row, head, feature) has one winning
         edge, which its backward routes the cotangent to."""
-        return self.sink[0] == "aggregate" and algebra_of(self.aggr).extreme
+        return self.sink_rule.gathers_messages and algebra_of(self.aggr).extreme
 
     def heads_of(self, op: int) -> int:
         trail = self.structure.ops[op].trail
@@ -123,7 +123,7 @@ def plan(structure: Structure) -> Plan:
                   eattrs=tuple(k for k in slots["eattr"] if k not in structure.constants),
                   features=slots["eattr"])
     sink = structure.sink
-    if sink[0] == "aggregate" and algebra_of(sink[1]).linear and len(softmaxes) == 1:
+    if sink_rule(sink).gathers_messages and algebra_of(sink[1]).linear and len(softmaxes) == 1:
         found = _linear_softmax(structure, softmaxes[0])
         if found is not None:
             factor, factor_op = found

@@ -67,11 +67,11 @@ def differentiable(aggr) -> bool:
     return sr.algebra.weighted_mean or (sr.algebra.add is not None and sr.mul_grad is not None)
 
 
-def semiring_forward(ex, kind: str, aggr, S, X, keep: bool):
-    """``(Z, ctx)`` of ``Z = S ⊕ X`` (``kind="aggregate"``) or ``Z = Sᵀ ⊕ X``
-    (``"spmm_t"``); ``ctx`` is None unless ``keep``."""
+def semiring_forward(ex, transposed: bool, aggr, S, X, keep: bool):
+    """``(Z, ctx)`` of ``Z = S ⊕ X`` or, ``transposed``, ``Z = Sᵀ ⊕ X``; ``ctx`` is None
+    unless ``keep``."""
     named = _named(aggr)
-    if kind == "spmm_t":
+    if transposed:
         sr = semirings.plus_times if named == "sum" else semirings.get(aggr)
         ok = sr.algebra.linear and sr.algebra.divide is None
         Z = ex.spmm_t(S, X, sr)
@@ -89,14 +89,14 @@ def semiring_forward(ex, kind: str, aggr, S, X, keep: bool):
     return Z, _SemiringContext(sr, S, X, Z)
 
 
-def semiring_backward(ex, kind: str, aggr, ctx, dZ):
+def semiring_backward(ex, transposed: bool, aggr, ctx, dZ):
     """``(dS, dX)`` of :func:`semiring_forward` for the cotangent ``dZ``."""
     if isinstance(ctx, _NoBackward):
         raise ValueError(f"the semiring {ctx.name!r} has no backward: gradients flow through "
                          "the named aggregations ('sum', 'mean', 'max', 'min'), 'avg', and "
                          "semirings whose ⊕ is plus, max or min and whose ⊗ registers its "
                          "partial derivatives (semirings.register(..., mul_grad=...))")
-    if kind == "spmm_t":
+    if transposed:
         return _spmm_t_backward(ex, ctx, dZ)
     if not isinstance(ctx, _SemiringContext):
         return ex.aggregate_backward(ctx, dZ)

@@ -51,6 +51,8 @@ class SinkRule(ABC):
     transposed: ClassVar[bool] = False
     #: its backward reads outputs of the row pass beyond the first (winners, weight sums)
     keeps_outputs: ClassVar[bool] = False
+    #: its argument is an aggregation (a named one or a semiring) of the root and messages
+    aggregates: ClassVar[bool] = False
     #: the root's cotangent is one value per edge and head (not per channel: messages)
     edge_cotangent: ClassVar[bool] = True
 
@@ -162,6 +164,8 @@ class Aggregation(SinkRule):
     ``S`` and the messages ``X``, per head. The kernels run what the aggregation's algebra
     says they can (:class:`gblas_gnn.semirings.algebra.Algebra`)."""
 
+    aggregates = True
+
     def __init__(self, name: str, transposed: bool):
         self.name, self.transposed = name, transposed
         self.gathers_messages = self.keeps_outputs = not transposed
@@ -177,7 +181,7 @@ class Aggregation(SinkRule):
         parts = []
         for S_vals, Xh in zip(ev.root_values(), _heads_of(_x_operand(prog), prog.heads),
                               strict=True):
-            Z, c = semiring_forward(ex, self.name, prog.structure.sink[1], ev.edges(S_vals),
+            Z, c = semiring_forward(ex, self.transposed, prog.structure.sink[1], ev.edges(S_vals),
                                     xp.ascontiguousarray(Xh), keep)
             parts.append(Z)
             ctx.sink_ctx.append(c)
@@ -192,7 +196,7 @@ class Aggregation(SinkRule):
         for idx, d, Z, c in zip(_head_indices(heads), _heads_of(dout, heads),
                                 _heads_of(ctx.out, heads), ctx.sink_ctx, strict=True):
             d = xp.ascontiguousarray(d)
-            dS, dX = semiring_backward(ex, self.name, aggr, c, d)
+            dS, dX = semiring_backward(ex, self.transposed, aggr, c, d)
             seeds[(r, idx)] = xp.asarray(ex.edge_values(dS), dtype=ev.dtype)
             parts.append(dX)
             if sm is not None and homogeneous:

@@ -80,7 +80,7 @@ def _lanes(p: Plan) -> int:
     gathered row's ``heads · f`` lanes (heads written out, a sum of weighted messages), else
     0."""
     n = _unrolled(p.heads)
-    return n if n and p.sink[0] == "aggregate" and p.algebra.linear else 0
+    return n if n and p.sink_rule.gathers_messages and p.algebra.linear else 0
 
 
 def lane_width(p: Plan) -> int:
