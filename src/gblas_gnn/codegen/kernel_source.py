@@ -69,13 +69,14 @@ class ProgramSource(ABC):
         self.one = literal(1.0, self.dtype)
         self.H = "H"                 # the root's heads, read from an array in each kernel
         self.sink, self.aggr, self.algebra = p.sink, p.aggr, p.algebra
+        self.rule = p.sink_rule
 
     # ------------------------------------------------------------------ the module
     def write(self, out: SourceBlock) -> None:
         """The forward and, unless the sink keeps the root's values only, the backward of
         the plan's strategy."""
         self.forward(out)
-        if self.sink[0] != "values":
+        if self.rule.has_backward:
             (self.column_strategy if self.p.strategy == "column" else self.row_strategy)(out)
 
     # ------------------------------------------------------------------ layout
@@ -299,7 +300,7 @@ class ProgramSource(ABC):
         ``2 + 2r`` its backward — and the column pass."""
         p = self.p
         stage = tuple(f"{n}{k}" for k in p.softmaxes for n in ("GS", "EB"))
-        extra = self._sink_args()[1:] if self.sink[0] in ("aggregate", "messages") else ()
+        extra = self._sink_args()[1:] if self.rule.keeps_outputs else ()
         if self._scatter_messages():
             extra = (*extra, "WP")
         ts = tuple(f"T{k}" for k in p.softmaxes)
@@ -324,7 +325,7 @@ class ProgramSource(ABC):
             head = self._heads(row, f"GS{k}")
             head.emit(self.own_edges)
             head.nested().emit(f"{self.at(f'GS{k}', 'hk')} = {self.zero}")
-        if self.sink[0] == "messages":
+        if not self.rule.edge_cotangent:         # messages: seeds per channel
             self._sync(row)
             self._message_seeds(self._edges(row, lanes=False), BY_ROW | {"softmax"})
             return
@@ -333,7 +334,7 @@ class ProgramSource(ABC):
             row.emit(f"for hh in range({self.H}):")
             self._root_cotangent(row.nested())
         self._sync(row)
-        spmm_t, keep = self.sink[0] == "spmm_t", self._scatter_messages()
+        spmm_t, keep = self.rule.transposed, self._scatter_messages()
         if not (needed or spmm_t or keep):
             row.emit("pass")
             return
@@ -403,11 +404,11 @@ class ProgramSource(ABC):
         p, r = self.p, self.s.root
         col = self._cols(self._def(out, "row_columns", "dZ", "GB", "Z", *stage, *extra,
                                    "dX", *self._grads({"col"})))
-        messages = self.sink[0] == "aggregate"
+        messages = self.rule.gathers_messages
         if messages:
             self._zero_messages(col)
         e = self._col_edges(col)
-        if self.sink[0] == "messages":
+        if not self.rule.edge_cotangent:
             e.emit("pass")
             if "col" in leaf_kinds(p, r):
                 self._message_seeds(e, {"col"})

@@ -55,6 +55,11 @@ class SinkRule(ABC):
     aggregates: ClassVar[bool] = False
     #: the root's cotangent is one value per edge and head (not per channel: messages)
     edge_cotangent: ClassVar[bool] = True
+    #: it has a backward (a materialised value has none)
+    has_backward: ClassVar[bool] = True
+    #: the output's cotangent at a row is ``(heads, channels)``, read by target (an
+    #: aggregation's or the messages'), not one number a head
+    channel_cotangent_by_row: ClassVar[bool] = False
 
     def check_root(self, root) -> None:
         """``ValueError`` for a root of a shape this sink cannot take."""
@@ -130,6 +135,7 @@ class Values(SinkRule):
     """The root's values as edge tensors, one per head (a materialised expression)."""
 
     name = "values"
+    has_backward = False
 
     def forward(self, ev, ctx, keep):
         return [ev.edges(v) for v in ev.root_values()]
@@ -168,7 +174,8 @@ class Aggregation(SinkRule):
 
     def __init__(self, name: str, transposed: bool):
         self.name, self.transposed = name, transposed
-        self.gathers_messages = self.keeps_outputs = not transposed
+        self.gathers_messages = self.keeps_outputs = self.channel_cotangent_by_row = \
+            not transposed
 
     def fusable(self, sink):
         algebra = algebra_of(sink[1])
@@ -233,6 +240,7 @@ class Messages(SinkRule):
     root_axes = (2,)
     keeps_outputs = True
     edge_cotangent = False
+    channel_cotangent_by_row = True
 
     def check_root(self, root) -> None:
         if len(root.trail) != 2:

@@ -303,7 +303,7 @@ class _Generator(HeadUnrolling, ProgramSource):
                 self._prefetch_heads(e, name)
         if messages and kind == "row":
             self._prefetch_heads(e, "dZ")
-        elif messages and self.sink[0] == "aggregate":
+        elif messages and self.rule.gathers_messages:
             e.emit("if xsep:          # the messages are not one of the rows above")
             self._prefetch_heads(e.nested(), "X")
 
@@ -316,7 +316,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         if self.p.strategy == "row":      # (the column strategy's pass asks for them itself)
             # dZ has rows of (heads, f) for these sinks, one number a head for the others
             self._prefetch_rows(e, "row", "q", narrow=True,
-                                messages=self.sink[0] in ("aggregate", "messages"))
+                                messages=self.rule.channel_cotangent_by_row)
         for slot in self.p.features:
             e.emit(f"prefetch_row(EA{slot}[perm[{_ahead('q', 'perm')}]])")
         return e
@@ -481,7 +481,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         return ("Z", *extra)
 
     def _forward_setup(self, body: SourceBlock) -> None:
-        if self.sink[0] == "aggregate":
+        if self.rule.gathers_messages:
             self._messages_apart(body)
         super()._forward_setup(body)
 
