@@ -73,7 +73,12 @@ def test_checkpoints_resume_on_the_grid_and_across(dex, data, shared_tmp):
     # the grid: both end where an uninterrupted single-process run ends
     *_, single = run("gat", data, CPU, 5)
     run("gat", local, dex, 3, checkpoint=path)
-    *_, there = run("gat", data, CPU, 5, checkpoint=path, resume=True)
+    dex.grid.barrier()
+    # each rank resumes its own copy: single-process runs writing one file would race (a
+    # rank starting late read the epoch-5 checkpoint of a faster one and ran no epoch)
+    mine = shared_tmp / f"there-{dex.grid.rank}.npz"
+    mine.write_bytes(path.read_bytes())
+    *_, there = run("gat", data, CPU, 5, checkpoint=mine, resume=True)
     dex.grid.barrier()
     one_path = shared_tmp / f"one-{dex.grid.rank}.npz"
     run("gat", data, CPU, 3, checkpoint=one_path)
