@@ -25,27 +25,19 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import platform
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
 from gblas_gnn.cli import main as cli
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # the repository's bench
+from bench.core.environment import cpu_model  # noqa: E402
+
 OUT = Path(__file__).resolve().with_suffix(".json")
 MODELS = ("gat", "agnn")
 AGGREGATIONS = ("sum", "mean", "max", "min")
-
-
-def _cpu() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def command(model: str, aggr: str, root: str, seed: int, epochs: int, threads: int) -> list:
@@ -115,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "gblas-gnn " + " ".join(command("M", "A", "DIR", a.seed, a.epochs,
                                                    a.threads)),
         "epochs": a.epochs, "every": a.every, "seed": a.seed,
-        "date": datetime.date.today().isoformat(), "cpu": _cpu(),
+        "date": datetime.date.today().isoformat(), "cpu": cpu_model(),
         "runs": runs}, separators=(",", ":")) + "\n")
     print(f"wrote {OUT}")
     return 0

@@ -10,13 +10,14 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["environment", "load_average"]
+__all__ = ["cpu_model", "environment", "load_average"]
 
 _PACKAGES = ("gblas_gnn", "numpy", "scipy", "python-graphblas", "suitesparse-graphblas",
              "numba", "threadpoolctl", "torch", "torch_geometric", "psutil", "matplotlib")
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -67,7 +68,7 @@ def environment() -> dict:
     except ImportError:  # pragma: no cover
         mem = None
     return {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(),
-            "machine": platform.machine(), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+            "machine": platform.machine(), "cpu": cpu_model(), "cpu_count": os.cpu_count(),
             "memory_bytes": mem, "python": sys.version.split()[0],
             "platform": platform.platform(), "load_average_start": load_average(),
             "versions": versions, "git": _git()}
