@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import gblas_gnn
-from gblas_gnn.ir import primitives, sinks
+from gblas_gnn.ir import sinks
 from gblas_gnn.ir.primitives import PRIMITIVES, Primitive, primitive, register_primitive
 from gblas_gnn.ir.sinks import SINKS, sink_rule
 
@@ -65,4 +65,3 @@ def test_every_class_name_in_the_ir_and_codegen_is_unique():
                 if isinstance(node, ast.ClassDef):
                     names.setdefault(node.name, []).append(f"{package}/{path.name}")
     assert {n: where for n, where in names.items() if len(where) > 1} == {}
-    assert primitives.Primitive is not sinks.SinkRule

@@ -29,6 +29,7 @@ more than one value per edge and head exists.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..semirings.aggregations import algebra_of
 from ..semirings.algebra import Algebra
@@ -73,12 +74,12 @@ class Plan:
     def aggr(self) -> str | None:
         return self.sink[1] if self.sink_rule.aggregates else None
 
-    @property
+    @cached_property
     def sink_rule(self) -> SinkRule:
         """The rule of the program's sink (:mod:`gblas_gnn.ir.sinks`)."""
         return sink_rule(self.sink)
 
-    @property
+    @cached_property
     def algebra(self) -> Algebra | None:
         """What the aggregation's ⊕ and ⊗ are (None: the sink aggregates nothing); the
         generators choose their code by it (:class:`gblas_gnn.semirings.algebra.Algebra`)."""
@@ -87,19 +88,19 @@ class Plan:
     @property
     def counted_mean(self) -> bool:
         """An aggregation whose readout divides by the row's count (``mean``)."""
-        return self.sink_rule.gathers_messages and algebra_of(self.aggr).divide == "count"
+        return self.sink_rule.gathers_messages and self.algebra.divide == "count"
 
     @property
     def weighted_mean(self) -> bool:
         """An aggregation whose readout divides by the sum of the weights (``avg``): the
         kernels keep each row's weight sum (``DEN``) and flag a negative weight (``NEG``)."""
-        return self.sink_rule.gathers_messages and algebra_of(self.aggr).weighted_mean
+        return self.sink_rule.gathers_messages and self.algebra.weighted_mean
 
     @property
     def extreme(self) -> bool:
         """An aggregation whose ⊕ is max or min: each (row, head, feature) has one winning
         edge, which its backward routes the cotangent to."""
-        return self.sink_rule.gathers_messages and algebra_of(self.aggr).extreme
+        return self.sink_rule.gathers_messages and self.algebra.extreme
 
     def heads_of(self, op: int) -> int:
         trail = self.structure.ops[op].trail

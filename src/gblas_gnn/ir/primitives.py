@@ -110,28 +110,24 @@ class _Gathered(Primitive):
         return c.leaves.size(self.name, op.args[0], axis)
 
 
-class GatherByTarget(_Gathered):
-    name = role = "row"
+class VertexGather(_Gathered):
+    """A vertex-indexed operand gathered by target (``row``: ``X[i]``, cotangent a row sum)
+    or by source (``col``: ``X[j]`` from the source-side rows, cotangent a column sum)."""
+
+    def __init__(self, name: str, by_target: bool):
+        self.name = self.role = name
+        self.by_target = by_target
 
     def evaluate(self, ev, i, op, idx):
-        vec = ev.operand(op.args[0])[(slice(None), *idx)]
-        return ev.ex.gather_rows(ev.A, ev.xp.ascontiguousarray(vec))
+        ex, slot = ev.ex, op.args[0]
+        rows = ev.operand(slot) if self.by_target else ev.column_copy(slot)
+        gather = ex.gather_rows if self.by_target else ex.gather_columns
+        return gather(ev.A, ev.xp.ascontiguousarray(rows[(slice(None), *idx)]))
 
     def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
+        reduce = ev.ex.row_reduce if self.by_target else ev.ex.col_reduce
         ev.grad_of(op.args[0], grads)[(slice(None), *idx)] += \
-            ev.ex.row_reduce(ev.edges(ev.full(g)), "sum")
-
-
-class GatherBySource(_Gathered):
-    name = role = "col"
-
-    def evaluate(self, ev, i, op, idx):
-        vec = ev.column_copy(op.args[0])[(slice(None), *idx)]
-        return ev.ex.gather_columns(ev.A, ev.xp.ascontiguousarray(vec))
-
-    def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
-        ev.grad_of(op.args[0], grads)[(slice(None), *idx)] += \
-            ev.ex.col_reduce(ev.edges(ev.full(g)), "sum")
+            reduce(ev.edges(ev.full(g)), "sum")
 
 
 class EdgeFeatureRead(_Gathered):
@@ -420,7 +416,8 @@ class RowSoftmax(Primitive):
         return c.leaves.size("softmax", i, axis)
 
 
-for _p in (GatherByTarget(), GatherBySource(), EdgeFeatureRead(), Parameter(), Constant(),
+for _p in (VertexGather("row", by_target=True), VertexGather("col", by_target=False),
+           EdgeFeatureRead(), Parameter(), Constant(),
            PatternValues(), EdgeValues(), DropoutScale(), AppendAxis(), UnaryMap(), BinaryZip(),
            ChannelSum(), RowSoftmax()):
     register_primitive(_p)

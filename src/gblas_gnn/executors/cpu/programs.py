@@ -110,17 +110,13 @@ class _HostOperands:
     def row(self, slot, v):
         return np.ascontiguousarray(v, dtype=self.dt)
 
+    param = eattr = row                         # (eattr: (nnz, f) in the CSR order)
+
     def col(self, slot, v):
         return np.ascontiguousarray(self.columns(slot, v), dtype=self.dt)
 
-    def param(self, slot, v):
-        return np.ascontiguousarray(v, dtype=self.dt)
-
     def edges(self, slot, v):
         return np.ascontiguousarray(self.ex.edge_values(v), dtype=self.dt)
-
-    def eattr(self, slot, v):                   # (nnz, f) in the pattern's CSR order
-        return np.ascontiguousarray(v, dtype=self.dt)
 
     def key(self, slot, v):                     # the key and the dropout's heads
         return np.array([v, runtime.dropout_heads(self.p, slot)], np.uint64)
