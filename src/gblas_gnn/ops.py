@@ -79,7 +79,7 @@ def to_graphblas(E, executor=None) -> gb.Matrix:
     communication: the ranks' matrices add up to the whole)."""
     E = as_sparse(E, "E")
     if isinstance(E, Expr):
-        E = sinks.materialize(E)
+        E = sinks.materialize(E, executor)
     return get_executor(executor).to_graphblas(E)
 
 
@@ -247,14 +247,14 @@ def _aggregate_messages(S, M, aggr):
         raise ValueError(f"messages of shape {M.shape} for weights of {S.trail[0]} heads")
     weight = Expand(S) if S.trail else Expand(Expand(S))
     root = Zip("mul", weight, M)
-    n = root.shape[0]
     out = sinks.run(root, ("messages", "sum" if aggr == "mean" else aggr))
     if aggr == "mean":
         counts = sinks.run(Masked(S.pattern, Const(1.0), structural=True), ("rows", "sum"))
         counts = value_of(counts) if isinstance(counts, Traced) else counts
         out = out / get_executor(None).xp.maximum(counts, 1)[:, None, None]
     heads = bool(S.trail) or len(M.trail) == 2
-    return out if heads else out.reshape(n, M.trail[-1])
+    # (rows as the executor keeps them: on a sharded grid fewer than the pattern's)
+    return out if heads else out.reshape(out.shape[0], M.trail[-1])
 
 
 def spmm(S, H, semiring="plus_times", executor=None):

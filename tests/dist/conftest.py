@@ -15,15 +15,19 @@ pytest.importorskip("mpi4py")           # what the machine may lack (pip install
 from gblas_gnn import dist  # noqa: E402  (ours: an import error fails, never skips)
 
 
-@pytest.fixture
-def dex(executor):
-    """The distributed executor: the one under test, or a 1×1 grid over this process."""
-    if isinstance(executor, dist.DistExecutor):
-        return executor
-    return _single()
+@pytest.fixture(params=dist.DENSE_LAYOUTS)
+def dex(executor, request):
+    """The distributed executor, once per layout of dense tensors: the one under test, or a
+    1×1 grid over this process."""
+    base = executor if isinstance(executor, dist.DistExecutor) else _single()
+    key = (id(base), request.param)
+    if key not in _LAID_OUT:
+        _LAID_OUT[key] = dist.DistExecutor(base.grid, dense=request.param)
+    return _LAID_OUT[key]
 
 
-_SINGLE = []
+_SINGLE: list = []
+_LAID_OUT: dict = {}
 
 
 def _single():

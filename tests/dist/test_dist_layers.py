@@ -158,7 +158,7 @@ def test_to_graphblas_gives_the_blocks_entries_at_their_global_ids(dex, relabel)
     got = gg.ops.to_graphblas(E, executor=dex)
     assert dex.grid.comm_stats()["messages"] == 0
     rows, cols, values = whole.to_coo()                   # CSR order, as got's
-    mine = np.isin(rows, dg.vertex_ids) & np.isin(cols, dg.A.col_ids)
+    mine = np.isin(rows, dg.A.row_ids) & np.isin(cols, dg.A.col_ids)
     assert (got.nrows, got.ncols, got.nvals) == (g.n, g.n, dg.A.nvals) == (g.n, g.n, mine.sum())
     assert got.dtype == whole.dtype
     # entries compared as arrays: Matrix.isclose compiles a numba function per GraphBLAS

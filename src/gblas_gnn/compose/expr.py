@@ -616,12 +616,12 @@ def as_expr(x) -> Expr | Any:
     return NotImplemented
 
 
-def _finish(e: Expr):
-    """Outside a composed forward a sparse result of one value per edge is evaluated now
-    (an edge tensor); one with a heads axis stays lazy until an aggregation or reduction
-    consumes it (no edge tensor holds several values per edge)."""
+def _finish(e: Expr, executor=None):
+    """Outside a composed forward a sparse result of one value per edge is evaluated now on
+    ``executor`` (an edge tensor); one with a heads axis stays lazy until an aggregation or
+    reduction consumes it (no edge tensor holds several values per edge)."""
     if e.is_sparse and not e.trail and not in_scope():
-        return materialize(e)
+        return materialize(e, executor)
     return e
 
 
@@ -787,4 +787,4 @@ def masked(A, expr, executor=None, structural: bool = False):
                          "(expr @ a or expr.sum(-1)); an edge tensor holds one value per "
                          "edge per head")
     _check_gathers(A, expr, executor)
-    return _finish(Masked(A, expr, structural))
+    return _finish(Masked(A, expr, structural), executor)

@@ -64,11 +64,12 @@ def _own(grads: list, g, xp) -> list:
     return out
 
 
-def materialize(e: Expr):
-    """The values of a sparse expression as the executor's edge tensor (a tuple of them, one
-    per head, for an expression with a heads axis). Not differentiable."""
+def materialize(e: Expr, executor=None):
+    """The values of a sparse expression as the edge tensor of ``executor`` (the composed
+    forward's inside one; default: the default executor), a tuple of them, one per head, for
+    an expression with a heads axis. Not differentiable."""
     s = current()
-    ex = s.executor if s is not None else get_executor(None)
+    ex = s.executor if s is not None else get_executor(executor)
     prog = build(e, ("values",))
     out, _ = ex.program_forward(prog, False)
     return out[0] if prog.heads is None else tuple(out)

@@ -33,6 +33,7 @@ from .._io import map_npz
 from ..data.partition import partition
 from .graph import DistDataset, DistGraph
 from .grid import Grid
+from .layout import dense_layout
 
 __all__ = ["read_npz_block", "load_dataset", "CHUNK"]
 
@@ -281,7 +282,8 @@ def _ogb_dataset(path: Path, grid: Grid, relabel: bool, dtype, show: bool) -> Di
         for r, c, *e in folder.edges(show=show, features=with_feats):
             entries.add(r, c, e=e[0] if e else None)
         block, feats = entries.matrix(dtype, merge="pattern")
-        x, y, *masks = folder.node_data(parts[grid.x], dtype, show=show)
+        rows = parts[grid.x][dense_layout(grid).local_rows(parts[grid.x].size)]
+        x, y, *masks = folder.node_data(rows, dtype, show=show)
     dg = DistGraph.from_blocks(grid, folder.n, parts, block, dtype=dtype, edge_attr=feats)
     read = {"edge_bytes": entries.examined, "total_edge_bytes": entries.examined,
             "row_bytes": x.nbytes, "how": "every rank parses all of the OGB files and keeps "

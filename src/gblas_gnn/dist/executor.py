@@ -51,6 +51,7 @@ from ..executors.program_runtime import ProgramContext
 from . import programs as _programs
 from .graph import Block
 from .grid import Grid, rebuild_error
+from .layout import dense_layout
 
 __all__ = ["DistExecutor"]
 
@@ -71,10 +72,12 @@ def _like(S, M):
 
 @dataclass
 class _ColumnsContext(AggregateContext):
-    """sum/mean aggregation on a block: ``S``, the messages' column copy ``H[C_y]`` (the
-    backward's SDDMM reads it again without a second exchange) and the row counts of
-    ``mean`` (None for ``sum``)."""
+    """sum/mean aggregation on a block: ``S``, the messages ``H`` as this rank keeps them,
+    their column copy ``H[C_y]`` when the layout is replicated (the backward's SDDMM reads it
+    again without a second exchange; a sharded layout gathers it again instead of keeping
+    it) and this rank's row counts of ``mean`` (None for ``sum``)."""
 
+    H_cols: np.ndarray | None = None
     counts: np.ndarray | None = None
 
 
@@ -93,13 +96,19 @@ class DistExecutor(Executor):
 
     Args:
         grid: the process grid (default: ``Grid()`` over ``COMM_WORLD``).
+        dense: how dense vertex tensors lie on the grid, ``"replicated"`` or ``"sharded"``
+            (:mod:`gblas_gnn.dist.layout`; default: the grid's, replicated unless it was
+            made otherwise). Graphs and data sets built on :attr:`grid` are laid out the
+            same way.
     """
 
     name = "dist"
     xp = np
 
-    def __init__(self, grid: Grid | None = None):
-        self.grid = Grid() if grid is None else grid
+    def __init__(self, grid: Grid | None = None, dense: str | None = None):
+        grid = Grid() if grid is None else grid
+        self.grid = grid if dense is None else grid.laid_out(dense)
+        self.layout = dense_layout(self.grid)
         self.local = get_executor("cpu")
         self._counts = MatrixCache(self._global_row_counts)
         self._timers: dict[str, float] = defaultdict(float)
@@ -107,6 +116,11 @@ class DistExecutor(Executor):
 
     def __repr__(self) -> str:
         return f"DistExecutor({self.grid!r})"
+
+    @property
+    def dense(self) -> str:
+        """The layout of dense vertex tensors (``"replicated"`` or ``"sharded"``)."""
+        return self.grid.dense
 
     # ------------------------------------------------------------------ timers
     @contextmanager
@@ -167,13 +181,22 @@ class DistExecutor(Executor):
         return result
 
     # ------------------------------------------------------------------ layout helpers
+    def _rows(self, X, S, label: str):
+        """``X[R_x]`` (the block's rows) of a tensor as this rank keeps it."""
+        M = _local(S)
+        self.layout.check(X, M.nrows, "by target")
+        return self.layout.rows([X], M.nrows, f"{label}.rows")[0]
+
     def _columns(self, X, S, label: str):
-        """The column-side copy ``X[C_y]`` of a row-layout tensor (from the partner)."""
-        return self.grid.exchange(X, label, rows=_local(S).ncols)
+        """``X[C_y]`` (the block's columns) of a tensor as this rank keeps it."""
+        M = _local(S)
+        self.layout.check(X, M.nrows, "by source")
+        return self.layout.columns([X], M.nrows, M.ncols, label)[0]
 
     def _to_rows(self, X_cols, S, label: str):
-        """A column-indexed result (rows ``C_y``) back in the row layout (rows ``R_x``)."""
-        return self.grid.exchange(X_cols, label, rows=_local(S).nrows)
+        """A result by columns ``C_y`` (complete on the grid column) as this rank keeps its
+        rows."""
+        return self.layout.columns_to_rows(X_cols, _local(S).nrows, label)
 
     def _global_row_counts(self, S) -> np.ndarray:
         counts = self.local.csr_pattern(_local(S)).row_counts.astype(np.int64)
@@ -192,11 +215,11 @@ class DistExecutor(Executor):
         return self.local.combine_rows(a, X, b, Y, overwrite)
 
     def _share(self, rows: int) -> slice:
-        """This rank's share of its row block for a reduction over vertices: the q ranks of
-        a grid row hold the same rows ``R_x``, so rank (x, y) sums the y-th of q slices and
-        a world allreduce adds every vertex exactly once (no rank repeats another's sum)."""
-        q, y = self.grid.q, self.grid.y
-        return slice(rows * y // q, rows * (y + 1) // q)
+        """This rank's share of its rows for a reduction over vertices, so that a world
+        allreduce adds every vertex exactly once: replicated, the q ranks of a grid row hold
+        the same rows ``R_x`` and rank (x, y) sums the y-th of q slices; sharded, all of
+        its rows."""
+        return self.layout.share(rows)
 
     def inner(self, X, Y):
         with self._op("inner"):
@@ -227,7 +250,8 @@ class DistExecutor(Executor):
         return _like(A, self.local.edge_from_values(_local(A), values))
 
     def gather_rows(self, E, u):
-        return self.local.gather_rows(_local(E), u)
+        with self._op("gather_rows"):
+            return self.local.gather_rows(_local(E), self._rows(u, E, "gather_rows"))
 
     def gather_cols(self, E, v):
         with self._op("gather_cols"):
@@ -272,7 +296,7 @@ class DistExecutor(Executor):
 
     def row_reduce(self, E, op="sum"):
         with self._op("row_reduce"):
-            return self._reduce(E, op, "row", f"row_reduce.{op}")
+            return self.layout.own(self._reduce(E, op, "row", f"row_reduce.{op}"))
 
     def col_reduce(self, E, op="sum"):
         with self._op("col_reduce"):
@@ -282,7 +306,7 @@ class DistExecutor(Executor):
     # ------------------------------------------------------------------ products
     def sddmm(self, A, X, Y):
         with self._op("sddmm"):
-            return _like(A, self.local.sddmm(_local(A), X,
+            return _like(A, self.local.sddmm(_local(A), self._rows(X, A, "sddmm"),
                                              self._columns(Y, A, "sddmm.columns")))
 
     def spmm(self, S, H, semiring="plus_times"):
@@ -296,16 +320,28 @@ class DistExecutor(Executor):
         self._check_weights(S, semiring)
         with self._op("spmm_t"):
             M = _local(S)
-            partial = self._semiring_product(M, H, semiring, transpose=True)
-            return self._to_rows(partial, S, "spmm_t.to_rows")
+            return self._semiring_product(M, self._rows(H, S, "spmm_t"), semiring,
+                                          transpose=True)
 
     def _semiring_product(self, M, H, semiring, transpose: bool):
-        """``M ⊕ H`` (``Mᵀ ⊕ H``) on the block, completed over the row (column)
-        communicator with the semiring's ⊕; rows without an entry anywhere give 0."""
+        """``M ⊕ H`` (``Mᵀ ⊕ H``) on the block (``H`` by its columns, by its rows), completed
+        over the row (column) communicator with the semiring's ⊕, as this rank keeps the
+        result; rows without an entry anywhere give 0."""
         sr = semirings.get(semiring)
         which = "col" if transpose else "row"
         label = f"spmm{'_t' if transpose else ''}.{sr.name}"
         product = self.local.spmm_t if transpose else self.local.spmm
+        if sr.algebra.add == "plus" and not sr.algebra.weighted_mean:
+            Z = product(M, H, sr)
+            if transpose:
+                return self.layout.column_sum([Z], M.nrows, label, "spmm_t.to_rows")[0]
+            return self.layout.row_sum(Z, label)
+        Z = self._completed_product(M, H, sr, product, which, label, transpose)
+        return self.layout.columns_to_rows(Z, M.nrows, "spmm_t.to_rows") if transpose else \
+            self.layout.own(Z)
+
+    def _completed_product(self, M, H, sr, product, which: str, label: str, transpose: bool):
+        """The semiring product on the block, complete over the grid row (column)."""
         if sr.algebra.weighted_mean:
             # (S H) / (S 1): numerator and weights summed over the blocks, then divided
             plus = semirings.get("plus_times")
@@ -338,7 +374,7 @@ class DistExecutor(Executor):
         # grid row must miss together, and Blocks are made by all ranks at once, while a
         # local matrix may be shared by two graphs on some ranks and not on others (off the
         # diagonal a graph and its self-looped form have the same one)
-        return np.maximum(self._counts.get(S), 1).astype(dtype)
+        return self.layout.own(np.maximum(self._counts.get(S), 1).astype(dtype))
 
     def aggregate(self, S, H, aggr, keep_context=False):
         if not (keep_context and isinstance(aggr, str) and aggr in ("sum", "mean")):
@@ -350,15 +386,22 @@ class DistExecutor(Executor):
             if aggr == "mean":
                 counts = self.row_counts(S, H.dtype)
                 Z /= counts[:, None]
-            return Z, _ColumnsContext(S, H_cols, counts)
+            kept = H_cols if self.dense == "replicated" else None
+            return Z, _ColumnsContext(S, H, kept, counts)
 
     def aggregate_backward(self, ctx, dZ, need_dS=True):
         if not isinstance(ctx, _ColumnsContext):
             return super().aggregate_backward(ctx, dZ, need_dS)
         with self._op("aggregate_backward"):
-            G = dZ if ctx.counts is None else dZ / ctx.counts[:, None]
-            dS = _like(ctx.S, self.local.sddmm(_local(ctx.S), G, ctx.H)) if need_dS else None
-            return dS, self.spmm_t(ctx.S, G)
+            M = _local(ctx.S)
+            G = self._rows(dZ if ctx.counts is None else dZ / ctx.counts[:, None], ctx.S,
+                           "aggregate_backward")
+            dS = None
+            if need_dS:
+                H_cols = ctx.H_cols if ctx.H_cols is not None else \
+                    self._columns(ctx.H, ctx.S, "aggregate_backward.columns")
+                dS = _like(ctx.S, self.local.sddmm(M, G, H_cols))
+            return dS, self._semiring_product(M, G, "plus_times", transpose=True)
 
     def extreme_aggregate(self, S, H, is_max, keep_context):
         with self._op("extreme_aggregate"):
@@ -382,19 +425,19 @@ class DistExecutor(Executor):
                                 "extreme_aggregate.winners")
             Z = np.where(np.isinf(pairs["v"]), 0, pairs["v"]).astype(Z.dtype)
             if not keep_context:
-                return Z
+                return self.layout.own(Z)
             mine = owned & (winners == pairs["i"])
-            return Z, _ExtremeContext(replace(ctx, arg=np.where(mine, ctx.arg, -1)), M.nrows,
-                                      S)
+            return self.layout.own(Z), _ExtremeContext(
+                replace(ctx, arg=np.where(mine, ctx.arg, -1)), M.nrows, S)
 
     def extreme_aggregate_backward(self, ctx: _ExtremeContext, dZ, need_dS=True):
         with self._op("extreme_aggregate_backward"):
+            dZ = self._rows(dZ, ctx.block, "extreme_aggregate_backward")
             dS, dH_cols = self.local.extreme_aggregate_backward(ctx.local, dZ, need_dS)
             dS = None if dS is None else _like(ctx.block, dS)
-            dH_cols = self.grid.allreduce(dH_cols, "sum", "col",
-                                          "extreme_aggregate_backward.partials")
-            return dS, self.grid.exchange(dH_cols, "extreme_aggregate_backward.to_rows",
-                                          rows=ctx.rows)
+            return dS, self.layout.column_sum([dH_cols], ctx.rows,
+                                              "extreme_aggregate_backward.partials",
+                                              "extreme_aggregate_backward.to_rows")[0]
 
     # ------------------------------------------------------------------ random masks
     def dropout_edges(self, A, key, p, heads, dtype):
@@ -422,7 +465,8 @@ class DistExecutor(Executor):
         return _like(E, self.local.ewise(_local(E), _local(F), op))
 
     def row_scale(self, E, v, op="times"):
-        return _like(E, self.local.row_scale(_local(E), v, op))
+        with self._op("row_scale"):
+            return _like(E, self.local.row_scale(_local(E), self._rows(v, E, "row_scale"), op))
 
     def col_scale(self, E, v, op="times"):
         with self._op("col_scale"):
@@ -432,18 +476,18 @@ class DistExecutor(Executor):
     def scale_edges(self, E, u, v):
         with self._op("scale_edges"):
             return _like(E, self.local.scale_edges(
-                _local(E), u, self._columns(v, E, "scale_edges.columns")))
+                _local(E), self._rows(u, E, "scale_edges"),
+                self._columns(v, E, "scale_edges.columns")))
 
     def outer_add(self, A, u, v):
         with self._op("outer_add"):
             return _like(A, self.local.outer_add(
-                _local(A), u, self._columns(v, A, "outer_add.columns")))
+                _local(A), self._rows(u, A, "outer_add"),
+                self._columns(v, A, "outer_add.columns")))
 
     def _check_sources(self, A, X) -> None:
-        # dense tensors come in the row layout: the executor fetches the column side
-        if X.shape[0] != _local(A).nrows:
-            raise ValueError(f"X has {X.shape[0]} rows, this rank's row block "
-                             f"{_local(A).nrows}")
+        # dense tensors come as this rank keeps them: the executor fetches the column side
+        self.layout.check(X, _local(A).nrows, "by source")
 
     # ------------------------------------------------------------------ edge programs
     def program_forward(self, program, keep):
@@ -455,14 +499,18 @@ class DistExecutor(Executor):
             return _programs.forward(self, program, keep)
 
     def program_backward(self, ctx, dout):
-        if not isinstance(ctx, ProgramContext):
+        if not isinstance(ctx, (ProgramContext, _programs.ShardedContext)):
             return super().program_backward(ctx, dout)
         with self._op("program_backward"):
             return _programs.backward(self, ctx, dout)
 
     def source_rows(self, A) -> int:
-        # dense tensors are laid out by the rows R_x; the columns C_y come by exchange
-        return _local(A).nrows
+        # dense tensors are laid out by the rows R_x (or their shard); the columns C_y come
+        # by exchange
+        return self.layout.kept(_local(A).nrows)
+
+    def target_rows(self, A) -> int:
+        return self.layout.kept(_local(A).nrows)
 
     def columns(self, A, X):
         with self._op("columns"):

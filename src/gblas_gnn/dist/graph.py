@@ -2,10 +2,11 @@ r"""A graph distributed over a :class:`~gblas_gnn.dist.Grid`: each rank keeps on
 
 The vertices are split into q parts ``R_0 … R_{q-1}`` (the same split for rows and columns);
 rank (x, y) keeps the block ``A[R_x, C_y]`` with ``C_y = R_y`` and nothing else of the
-adjacency, which never moves. A dense tensor over the vertices is held by row block: rank
-(x, y) holds the rows ``R_x`` (replicated along the grid row) — :meth:`DistGraph.scatter`
-cuts them out of a global array, :meth:`DistGraph.gather` puts the global array back
-together on every rank.
+adjacency, which never moves. A dense tensor over the vertices is held as the grid's layout
+says (:mod:`gblas_gnn.dist.layout`): rank (x, y) holds the rows ``R_x`` (``replicated``
+along the grid row) or the y-th slice of them (``sharded``) — :attr:`DistGraph.vertex_ids`
+are their global ids, :meth:`DistGraph.scatter` cuts them out of a global array,
+:meth:`DistGraph.gather` puts the global array back together on every rank.
 
 Parts are contiguous ranges of vertex ids by default. With ``relabel=True`` a seeded random
 permutation decides which part a vertex goes to (a skewed Kronecker graph otherwise puts
@@ -32,6 +33,7 @@ from ..graph import as_graph, self_looped_matrix
 from ..relations import NO_RELATIONS, check_relation
 from . import generate
 from .grid import Grid
+from .layout import dense_layout, shard
 
 __all__ = ["Block", "DistDataset", "DistGraph", "partition", "relabel_order"]
 
@@ -79,15 +81,16 @@ class DistGraph:
         nnz: stored entries of the whole graph.
         A: this rank's :class:`Block` of the adjacency (for :meth:`with_self_loops`'s graph
             its matrix is built at the first access).
-        vertex_ids: the global ids of this rank's rows (``R_x``).
+        vertex_ids: the global ids of the rows of dense tensors this rank holds (``R_x``,
+            or its shard on a sharded grid), in increasing order.
     """
 
     def __init__(self, grid: Grid, n: int, parts: list[np.ndarray], block: Block,
                  nnz: int | None = None):
         self.grid, self.n, self.parts = grid, int(n), parts
         self._block = block
-        self.vertex_ids = block.row_ids
-        self.n_local = int(block.row_ids.shape[0])
+        self.vertex_ids = block.row_ids[dense_layout(grid).local_rows(block.row_ids.size)]
+        self.n_local = int(self.vertex_ids.shape[0])
         self.nnz = int(nnz) if nnz is not None else int(
             grid.allreduce(np.array([block.nvals], np.int64), "sum", "world", "graph.nnz")[0])
         self._cache: dict = {}
@@ -314,10 +317,16 @@ class DistGraph:
         if X_local.shape[:1] != (self.n_local,):
             raise ValueError(f"gather needs this rank's {self.n_local} rows, got shape "
                              f"{X_local.shape}")
-        counts = [int(p.size) for p in self.parts]
-        stacked = self.grid.allgather_rows(X_local, counts, "gather")
+        if self.grid.dense == "replicated":     # the grid column holds R_0 … R_{q-1}
+            pieces = list(self.parts)
+            which = "col"
+        else:                                   # every rank holds a slice: rank order
+            pieces = [part[shard(part.size, y, self.grid.q)]
+                      for part in self.parts for y in range(self.grid.q)]
+            which = "world"
+        stacked = self.grid.allgather_rows(X_local, [p.size for p in pieces], "gather", which)
         out = np.empty((self.n, *X_local.shape[1:]), X_local.dtype)
-        out[np.concatenate(self.parts)] = stacked
+        out[np.concatenate(pieces)] = stacked
         return out
 
     def scatter_dataset(self, dataset) -> DistDataset:

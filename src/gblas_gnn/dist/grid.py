@@ -17,11 +17,20 @@ for a given graph and grid:
   ``b`` bytes, one message (what MPI moves inside is its business);
 * an exchange with the partner sends and receives the two buffers, one message each way;
   the diagonal ranks (x = y) are their own partner and move nothing;
+* an allgather sends this rank's piece and receives the others' pieces;
+* a reduce-scatter sends the pieces meant for the others and receives its own piece from
+  each of the q − 1 others;
 * a collective on a communicator of one rank (q = 1) moves nothing and counts nothing.
+
+The grid also fixes how dense vertex tensors are laid out over it (``dense``):
+``"replicated"`` (rank (x, y) holds the rows ``R_x``, the same on its whole grid row) or
+``"sharded"`` (it holds the y-th of q slices of ``R_x``, about n/p rows):
+:mod:`gblas_gnn.dist.layout`.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import pickle
 import time
@@ -33,7 +42,17 @@ import numpy as np
 
 from ..executors.alignment import aligned_empty
 
-__all__ = ["Grid", "GridError", "rebuild_error"]
+__all__ = ["DENSE_LAYOUTS", "Grid", "GridError", "rebuild_error"]
+
+#: how dense vertex tensors may be laid out over the grid
+DENSE_LAYOUTS = ("replicated", "sharded")
+
+
+def check_dense(dense: str) -> str:
+    """``dense`` if it names a layout of :data:`DENSE_LAYOUTS`, else ``ValueError``."""
+    if dense not in DENSE_LAYOUTS:
+        raise ValueError(f"dense must be one of {list(DENSE_LAYOUTS)}, got {dense!r}")
+    return dense
 
 
 class GridError(ValueError):
@@ -63,6 +82,9 @@ class _Stats:
     """Per-label counters of this rank."""
 
     def __init__(self):
+        self.clear()
+
+    def clear(self) -> None:
         self.by_op: dict[str, dict[str, float]] = defaultdict(
             lambda: {"bytes_sent": 0, "bytes_received": 0, "messages": 0, "seconds": 0.0,
                      "cpu_seconds": 0.0})
@@ -95,13 +117,17 @@ class Grid:
         row, col: the row communicator (same x, ranked by y) and the column communicator
             (same y, ranked by x).
         partner: the rank (in ``comm``) at coordinates (y, x).
+        dense: the layout of dense vertex tensors, ``"replicated"`` (default) or
+            ``"sharded"`` (module docstring); :meth:`laid_out` gives the same grid with the
+            other one.
 
     Raises:
         GridError: on every rank, before any communication, when the number of processes is
             not a perfect square.
     """
 
-    def __init__(self, comm=None):
+    def __init__(self, comm=None, dense: str = "replicated"):
+        self.dense = check_dense(dense)
         MPI = _mpi()
         base = MPI.COMM_WORLD if comm is None else comm
         p = base.Get_size()
@@ -120,7 +146,17 @@ class Grid:
         self._stats = _Stats()
 
     def __repr__(self) -> str:
-        return f"Grid(q={self.q}, rank={self.rank}, coords=({self.x}, {self.y}))"
+        return (f"Grid(q={self.q}, rank={self.rank}, coords=({self.x}, {self.y}), "
+                f"dense={self.dense!r})")
+
+    def laid_out(self, dense: str) -> Grid:
+        """This grid (the same communicators and counters) with dense tensors laid out as
+        ``dense``; no communication."""
+        if check_dense(dense) == self.dense:
+            return self
+        twin = copy.copy(self)
+        twin.dense = dense
+        return twin
 
     @property
     def size(self) -> int:
@@ -139,8 +175,8 @@ class Grid:
         return self._stats.cpu_seconds
 
     def reset_comm_stats(self) -> None:
-        """Start counting afresh."""
-        self._stats = _Stats()
+        """Start counting afresh (on this grid and on its :meth:`laid_out` twins)."""
+        self._stats.clear()
 
     @contextmanager
     def _timed(self, label: str, sent: int, received: int, messages: int):
@@ -248,22 +284,44 @@ class Grid:
             start += size
         return views
 
-    def allgather_rows(self, array: np.ndarray, counts: list[int], label: str) -> np.ndarray:
-        """The row blocks of every rank of this column communicator (R_0, …, R_{q-1}),
-        concatenated: ``counts[x]`` rows from the rank at x."""
-        if self.q == 1:
+    def allgather_rows(self, array: np.ndarray, counts: list[int], label: str,
+                       which: str = "col") -> np.ndarray:
+        """The pieces of every member of the ``which`` communicator ("col": R_0, …,
+        R_{q-1} from the ranks at x = 0 … q-1; "row": by y; "world": in rank order),
+        concatenated along the rows: ``counts[i]`` rows from member ``i``."""
+        comm = self._comm(which)
+        if comm.Get_size() == 1:
             return array
         MPI = _mpi()
         array = np.ascontiguousarray(array)
         width = int(np.prod(array.shape[1:], dtype=np.int64))
-        out = np.empty((sum(counts), *array.shape[1:]), array.dtype)
+        out = aligned_empty((sum(counts), *array.shape[1:]), array.dtype)
         sizes = [c * width for c in counts]
         displs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
         # the predefined MPI datatype itself (``mpi4py.util.dtlib.from_numpy_dtype`` would
         # return a duplicate that must be freed)
         kind = MPI.Datatype.fromcode(array.dtype.char)
         with self._timed(label, array.nbytes, out.nbytes - array.nbytes, 1):
-            self.col.Allgatherv(array, [out, sizes, displs, kind])
+            comm.Allgatherv(array, [out, sizes, displs, kind])
+        return out
+
+    def reduce_scatter_rows(self, array: np.ndarray, counts: list[int], label: str,
+                            which: str = "row") -> np.ndarray:
+        """The sum over the ``which`` communicator of ``array`` (the same shape on every
+        member), of which member ``i`` keeps the ``counts[i]`` consecutive rows after those
+        of the members before it (a new array)."""
+        comm = self._comm(which)
+        if comm.Get_size() == 1:
+            return array
+        MPI = _mpi()
+        array = np.ascontiguousarray(array)
+        width = int(np.prod(array.shape[1:], dtype=np.int64))
+        me = comm.Get_rank()
+        out = aligned_empty((counts[me], *array.shape[1:]), array.dtype)
+        kind = MPI.Datatype.fromcode(array.dtype.char)
+        own = out.nbytes
+        with self._timed(label, array.nbytes - own, own * (comm.Get_size() - 1), 1):
+            comm.Reduce_scatter(array, [out, kind], [c * width for c in counts], op=MPI.SUM)
         return out
 
     def alltoallv(self, array: np.ndarray, counts: np.ndarray, label: str) -> np.ndarray:

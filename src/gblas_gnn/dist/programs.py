@@ -27,11 +27,15 @@ semiring) run the reference lowering.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
-from ..executors.alignment import aligned_empty
+from ..executors import program_runtime as runtime
 from ..executors.cpu import programs as cpu
+from ..executors.program_runtime import ProgramContext
 from ..ir.plan import Plan, fusable, plan
+from ..ir.program import Operand
 
 __all__ = ["runs", "forward", "backward"]
 
@@ -51,6 +55,39 @@ def _column_slots(p: Plan) -> list[int]:
             if role == "col" or (role == "x" and p.sink_rule.gathers_messages)]
 
 
+def _row_slots(p: Plan) -> list[int]:
+    """The vertex operands read by target (their rows ``R_x``)."""
+    roles = p.structure.roles
+    return [k for k, (role, _) in enumerate(roles)
+            if role == "row" or (role == "x" and not p.sink_rule.gathers_messages)]
+
+
+@dataclass
+class ShardedContext:
+    """A program's context on a sharded layout: the kernels' context with the gathered
+    operands dropped (``None`` in its buffers) and the operands as this rank keeps them,
+    gathered again by the backward. So a program keeps n·w/p words per operand between
+    its forward and its backward, not the n·w/q of the rows and columns it read."""
+
+    inner: ProgramContext
+    kept: dict                    # slot -> the operand as this rank keeps it
+
+
+def _gathered(layout, p: Plan, values: dict, r: int, c: int, label: str = "program") -> dict:
+    """The vertex operands ``values`` (slot -> this rank's rows) as the block reads them:
+    rows ``R_x`` by target, ``C_y`` by source, each side in one message."""
+    out = {}
+    for slots, read in ((_row_slots(p), lambda parts: layout.rows(parts, r, f"{label}.rows")),
+                        (_column_slots(p),
+                         lambda parts: layout.columns(parts, r, c, f"{label}.columns"))):
+        if slots:
+            parts = [np.ascontiguousarray(values[k]) for k in slots]
+            for part in parts:
+                layout.check(part, r, "by the program")
+            out.update(zip(slots, read(parts), strict=True))
+    return out
+
+
 def forward(dex, prog, keep: bool):
     """``(out, ctx)`` of a fused program on this rank's block."""
     from .graph import Block
@@ -59,15 +96,17 @@ def forward(dex, prog, keep: bool):
     p = plan(prog.structure)
     A = prog.pattern
     M = A.M if isinstance(A, Block) else A
-    slots = _column_slots(p)
-    ncols = M.ncols
-    parts = [np.ascontiguousarray(prog.operands[k].value) for k in slots]
-    copies = grid.exchange_parts(parts, [(ncols, *v.shape[1:]) for v in parts],
-                                 "program.columns") if slots else []
-    cols = dict(zip(slots, copies, strict=True))
+    vertex = _row_slots(p) + _column_slots(p)
+    gathered = _gathered(dex.layout, p, {k: prog.operands[k].value for k in vertex},
+                         M.nrows, M.ncols)
+    bound = replace(prog, operands=[
+        Operand(op.role, gathered.get(k, op.value), op.traced)
+        for k, op in enumerate(prog.operands)])
     ids = (A.row_ids.astype(np.int64), A.col_ids.astype(np.int64)) \
         if isinstance(A, Block) else None
-    b = cpu.prepare(local, prog, p, M, lambda slot, v: cols[slot], ids)
+    b = cpu.prepare(local, bound, p, M, lambda slot, v: v, ids)
+    if b.x_shape is not None:                 # the messages as this rank keeps them
+        b.x_shape = tuple(prog.operands[runtime.x_slot(p)].value.shape)
     mod = cpu.kernels(p)
     # max / min: the winners complete the rows over the grid row, backward or not
     outs = cpu.sink_outputs(p, b, winners=keep or grid.q > 1)
@@ -76,19 +115,38 @@ def forward(dex, prog, keep: bool):
     if grid.q == 1:
         fwd(*args, -1)
     else:
-        _phases(grid, p, fwd, args, outs)
+        _phases(dex, p, fwd, args, outs)
+    dtype = b.avals.dtype if b.avals.size else np.dtype(p.structure.dtype)
+    den = outs.pop("DEN_ROWS", None)
     out, ctx = cpu.finish_forward(local, p, b, outs, M, keep,
-                                  counts=dex.row_counts(A, b.avals.dtype
-                                                        if b.avals.size else
-                                                        np.dtype(p.structure.dtype)))
+                                  counts=dex.row_counts(A, dtype))
+    if den is not None:
+        outs["DEN"] = den
     if p.sink[0] == "values":
-        out = [A.with_matrix(E) if isinstance(A, Block) else E for E in out]
-    return out, ctx
+        return [A.with_matrix(E) if isinstance(A, Block) else E for E in out], ctx
+    if dex.dense == "replicated":
+        return out, ctx
+    if _completed_whole(p):                   # max / min: complete rows, keep ours
+        out = dex.layout.own(out)
+    if ctx is None:
+        return out, None
+    kept = {k: prog.operands[k].value for k in gathered}
+    for k in gathered:
+        b.operands[k] = None
+    return out, ShardedContext(ctx, kept)
 
 
-def _phases(grid, p: Plan, fwd, args: list, outs: dict) -> None:
+def _completed_whole(p: Plan) -> bool:
+    """Whether the grid completes the program's rows whole on every rank of a grid row (the
+    winners of max / min), not as this rank's share of a sum."""
+    return p.extreme or (p.sink[0] == "messages" and p.sink[1] != "sum")
+
+
+def _phases(dex, p: Plan, fwd, args: list, outs: dict) -> None:
     """The row pass one phase at a time, with the row communicator's collectives between
-    them (the stage maxima and sums are the kernel's ``RM<k>``, ``RS<k>`` arguments)."""
+    them (the stage maxima and sums are the kernel's ``RM<k>``, ``RS<k>`` arguments); the
+    sums of the rows as the layout keeps them (``outs`` updated)."""
+    grid, layout = dex.grid, dex.layout
     stats = args[len(args) - 2 * len(p.softmaxes):]
     for m in range(len(p.softmaxes)):
         RM, RS = stats[2 * m], stats[2 * m + 1]
@@ -100,16 +158,18 @@ def _phases(grid, p: Plan, fwd, args: list, outs: dict) -> None:
     fwd(*args, 3 * len(p.softmaxes))
     kind = p.sink[0]
     if kind == "rows" or (kind == "messages" and p.sink[1] == "sum"):
-        grid.allreduce(outs["OUT"], "sum", "row", "program.rows")
+        outs["OUT"] = layout.row_sum(outs["OUT"], "program.rows")
     elif kind == "messages":
         _extreme(grid, p.sink[1] == "max", args, outs["OUT"], outs["ARG"])
     elif kind == "aggregate":
         if p.extreme:
             _extreme(grid, p.algebra.maximises, args, outs["Z"], outs["ARG"])
         else:
-            grid.allreduce(outs["Z"], "sum", "row", "program.aggregate")
-            if p.weighted_mean:
-                grid.allreduce(outs["DEN"], "sum", "row", "program.weights")
+            outs["Z"] = layout.row_sum(outs["Z"], "program.aggregate")
+            if p.weighted_mean:           # (the backward reads the whole rows')
+                outs["DEN_ROWS"] = grid.allreduce(outs["DEN"], "sum", "row",
+                                                  "program.weights")
+                outs["DEN"] = layout.own(outs["DEN_ROWS"])
                 # a negative weight anywhere stops every rank (not only its grid row)
                 grid.allreduce(outs["NEG"], "max", "world", "program.weights")
 
@@ -130,16 +190,47 @@ def _extreme(grid, is_max: bool, args: list, Z, ARG) -> None:
 
 
 def backward(dex, ctx, dout) -> list:
-    """The operands' cotangents of a fused program on the grid (row layout)."""
-    grid = dex.grid
-    p, b = ctx.plan, ctx.buffers
+    """The operands' cotangents of a fused program on the grid, as this rank keeps its
+    rows."""
+    sharded = isinstance(ctx, ShardedContext)
+    inner = ctx.inner if sharded else ctx
+    p, b = inner.plan, inner.buffers
     b.csc = b.pattern.csc()
-    dZ = cpu.root_cotangent_inputs(p, ctx, dout)
-    if p.strategy == "column":
-        grads = cpu.column_gradients(p, ctx, dZ)
-    else:
-        grads = _row_gradients(grid, p, ctx, dZ)
-    return _complete(dex, p, b, grads)
+    dZ = cpu.root_cotangent_inputs(p, inner, dout)
+    if sharded:
+        dZ, saved_Z = _gather_again(dex, ctx, p, dZ)
+    try:
+        if p.strategy == "column":
+            grads = cpu.column_gradients(p, inner, dZ)
+        else:
+            grads = _row_gradients(dex.grid, p, inner, dZ)
+        return _complete(dex, p, b, grads)
+    finally:
+        if sharded:                        # the gathered rows are dropped again
+            for k in ctx.kept:
+                b.operands[k] = None
+            inner.Z = saved_Z
+
+
+def _gather_again(dex, ctx: ShardedContext, p: Plan, dZ):
+    """Gather again what the forward read (into the kernels' buffers), the kept output
+    ``Z`` and the cotangent ``dZ`` (this rank's rows, in the kernels' layout) by the rows
+    ``R_x``, in one message per side. Returns the gathered ``dZ`` and the kept ``Z``."""
+    inner = ctx.inner
+    b = inner.buffers
+    pattern = b.pattern
+    gathered = _gathered(dex.layout, p, ctx.kept, pattern.nrows, pattern.ncols,
+                         "program.backward")
+    host = cpu.HostOperands(dex.local, p, lambda slot, v: v)
+    for k, v in gathered.items():
+        b.operands[k] = getattr(host, p.structure.roles[k][0])(k, v)
+    saved_Z = inner.Z
+    extra = [dZ] + ([inner.Z] if inner.Z is not None and not _completed_whole(p) else [])
+    rows = dex.layout.rows([np.ascontiguousarray(a) for a in extra], pattern.nrows,
+                           "program.backward.cotangent")
+    if len(rows) > 1:
+        inner.Z = rows[1]
+    return rows[0], saved_Z
 
 
 def _row_gradients(grid, p: Plan, ctx, dZ) -> dict:
@@ -161,31 +252,17 @@ def _complete(dex, p: Plan, b, grads: dict) -> list:
     """Partials of this block into the operands' cotangents: what is read by source (and
     the messages) over the column communicator and back to the rows in one buffer, what
     is read by target over the row communicator, parameters over every rank."""
-    grid = dex.grid
-    roles = p.structure.roles
+    grid, layout = dex.grid, dex.layout
     by_column = [k for k in _column_slots(p) if k in grads]
     if by_column:
-        n_cols = b.pattern.ncols
-        n_rows = b.pattern.nrows
-        sizes = [int(np.prod(grads[k].shape[1:])) for k in by_column]
-        dt = np.dtype(p.structure.dtype)
-        buf = aligned_empty(n_cols * sum(sizes), dt)
-        start = 0
-        for k, w in zip(by_column, sizes, strict=True):
-            buf[start:start + n_cols * w] = grads[k].reshape(-1)
-            start += n_cols * w
-        grid.allreduce(buf, "sum", "col", "program.column_partials")
-        rows = grid.exchange(buf, "program.to_rows", rows=n_rows * sum(sizes))
-        start = 0
-        for k, w in zip(by_column, sizes, strict=True):
-            grads[k] = rows[start:start + n_rows * w].reshape(n_rows, *grads[k].shape[1:])
-            start += n_rows * w
-    for k, (role, _) in enumerate(roles):
-        if k not in grads:
-            continue
-        if role == "row":
-            grid.allreduce(grads[k], "sum", "row", "program.row_partials")
-        elif role == "param":
+        done = layout.column_sum([grads[k] for k in by_column], b.pattern.nrows,
+                                 "program.column_partials", "program.to_rows")
+        grads.update(zip(by_column, done, strict=True))
+    for k in _row_slots(p):
+        if k in grads:
+            grads[k] = layout.row_sum(grads[k], "program.row_partials")
+    for k, (role, _) in enumerate(p.structure.roles):
+        if k in grads and role == "param":
             total = np.ascontiguousarray(grads[k].sum(axis=0))
             grads[k] = grid.allreduce(total, "sum", "world", "program.parameters")[None]
     return cpu.finish_grads(p, b, grads)

@@ -99,7 +99,7 @@ HOST = runtime.Platform(np, np.empty, aligned_empty, index_dtype, lambda a, reas
                         lambda a: a.copy())
 
 
-class _HostOperands:
+class HostOperands:
     """The operands as the cpu kernels read them: C-contiguous host arrays of the program's
     dtype, a source-side one through ``columns`` (a grid's rows of its block's columns)."""
 
@@ -132,7 +132,7 @@ def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
     s = p.structure
     dt = np.dtype(s.dtype)
     pattern = ex.csr_pattern(A)
-    operands, x_shape = runtime.operand_arrays(prog, _HostOperands(ex, p, columns))
+    operands, x_shape = runtime.operand_arrays(prog, HostOperands(ex, p, columns))
     if ids is None:                 # global ids (a grid passes its block's), for dropout
         ids = (np.arange(pattern.nrows, dtype=np.int64),
                np.arange(pattern.ncols, dtype=np.int64)) \

@@ -1,0 +1,210 @@
+r"""How dense vertex tensors lie on the grid, and how an operation gets the rows it reads.
+
+Rank (x, y) holds the block ``A[R_x, C_y]`` (``C_y = R_y``). An operation on the block
+reads dense tensors by its rows ``R_x`` (targets) or by its columns ``C_y`` (sources) and
+completes row sums over the row communicator and column sums over the column
+communicator. The two layouts differ in what a rank keeps between operations:
+
+``replicated``
+    the rows ``R_x`` of every tensor (the same on the q ranks of a grid row): n·w/q words
+    per rank for a tensor of width w. Reading by target needs nothing; reading by source
+    is one partner exchange; a row sum is one allreduce.
+``sharded``
+    the y-th of q consecutive slices of ``R_x`` (its *shard*, about n/p rows): n·w/p
+    words per rank. Reading by target gathers the shards of ``R_x`` over the row
+    communicator; reading by source sends the shard to the partner (y, x), which then
+    holds the x-th shard of ``R_y``, and gathers those over the column communicator; a
+    row sum is a reduce-scatter over the row communicator, a column sum a reduce-scatter
+    over the column communicator followed by the partner exchange. The gathered rows live
+    for one operation; a backward gathers again what its forward read.
+
+Words per rank for a tensor of width w, with ``r = |R_x|``, ``c = |C_y|``, ``s`` the
+shard of ``R_x`` here and ``s'`` the x-th shard of ``R_y`` (the partner's):
+
+=====================  ======================  ============================================
+step                   replicated              sharded
+=====================  ======================  ============================================
+read by target         none                    allgather (row): sends w·s, gets w·(r − s)
+read by source         exchange: w·r / w·c     exchange w·s / w·s', allgather (col):
+                                               sends w·s', gets w·(c − s')
+row sum                allreduce (row): w·r    reduce-scatter (row): sends w·(r − s),
+                                               gets w·s·(q − 1)
+column sum to rows     allreduce (col): w·c,   reduce-scatter (col): sends w·(c − s'),
+                       exchange w·c / w·r      gets w·s'·(q − 1); exchange w·s' / w·s
+=====================  ======================  ============================================
+
+The diagonal ranks (x = y) are their own partner and exchange nothing; on a 1×1 grid the two
+layouts are the same and nothing moves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .grid import Grid
+
+__all__ = ["DenseLayout", "Replicated", "Sharded", "dense_layout", "shard"]
+
+
+def shard(rows: int, j: int, q: int) -> slice:
+    """The j-th of q consecutive slices of ``rows`` rows (sizes differ by at most one)."""
+    return slice(rows * j // q, rows * (j + 1) // q)
+
+
+def _sizes(rows: int, q: int) -> list[int]:
+    return [rows * (j + 1) // q - rows * j // q for j in range(q)]
+
+
+class DenseLayout:
+    """The layout of dense tensors on ``grid`` (see the module docstring). ``r`` is the
+    number of rows ``|R_x|`` of this rank's block, ``c`` its columns ``|C_y|``."""
+
+    name: str
+
+    def __init__(self, grid: Grid):
+        self.grid = grid
+
+    def local_rows(self, r: int) -> slice:
+        """The rows of ``R_x`` this rank keeps."""
+        raise NotImplementedError
+
+    def kept(self, r: int) -> int:
+        """How many rows of ``R_x`` (``r`` rows) this rank keeps."""
+        rows = self.local_rows(r)
+        return rows.stop - rows.start
+
+    def check(self, X, r: int, side: str) -> None:
+        """``ValueError`` unless ``X`` has the rows this rank keeps of ``R_x``."""
+        kept = self.kept(r)
+        if np.shape(X)[:1] != (kept,):
+            raise ValueError(f"a dense tensor read {side} has {np.shape(X)[0]} rows, and "
+                             f"this rank keeps {kept} ({self.name} layout of its {r} rows "
+                             "R_x): build the graph and its tensors on the executor's grid "
+                             "(DistGraph.from_graph(g, executor.grid), graph.scatter)")
+
+    def share(self, rows: int) -> slice:
+        """This rank's share of its ``rows`` local rows in a reduction over all vertices
+        (each vertex counted once over the grid)."""
+        raise NotImplementedError
+
+    def rows(self, parts: list[np.ndarray], r: int, label: str) -> list[np.ndarray]:
+        """``X[R_x]`` of each array of ``parts`` (this rank's rows), in one message."""
+        raise NotImplementedError
+
+    def columns(self, parts: list[np.ndarray], r: int, c: int, label: str) -> list[np.ndarray]:
+        """``X[C_y]`` of each array of ``parts`` (this rank's rows), in one exchange."""
+        raise NotImplementedError
+
+    def row_sum(self, Z: np.ndarray, label: str) -> np.ndarray:
+        """The sum over the grid row of the partial rows ``Z`` (``R_x``), as kept here."""
+        raise NotImplementedError
+
+    def own(self, Z: np.ndarray) -> np.ndarray:
+        """This rank's rows of ``Z`` (``R_x``, the same on the whole grid row)."""
+        raise NotImplementedError
+
+    def column_sum(self, parts: list[np.ndarray], r: int, partials: str, to_rows: str
+                   ) -> list[np.ndarray]:
+        """The sums over the grid column of the partial columns ``parts`` (each ``C_y``
+        rows), as this rank keeps them: one reduction (``partials``) and one exchange
+        (``to_rows``) for all of them."""
+        raise NotImplementedError
+
+    def columns_to_rows(self, Z: np.ndarray, r: int, label: str) -> np.ndarray:
+        """A result by columns ``C_y`` (the same on the whole grid column) as this rank
+        keeps its rows: from the partner (y, x), which holds it for ``R_x``."""
+        raise NotImplementedError
+
+
+class Replicated(DenseLayout):
+    name = "replicated"
+
+    def local_rows(self, r):
+        return slice(0, r)
+
+    def share(self, rows):
+        return shard(rows, self.grid.y, self.grid.q)
+
+    def rows(self, parts, r, label):
+        return list(parts)
+
+    def columns(self, parts, r, c, label):
+        parts = [np.ascontiguousarray(a) for a in parts]
+        return self.grid.exchange_parts(parts, [(c, *a.shape[1:]) for a in parts], label)
+
+    def row_sum(self, Z, label):
+        return self.grid.allreduce(Z, "sum", "row", label)
+
+    def own(self, Z):
+        return Z
+
+    def column_sum(self, parts, r, partials, to_rows):
+        flat = self.grid.allreduce(_concat(parts), "sum", "col", partials)
+        return _split(self.columns_to_rows(flat, r, to_rows), parts, r)
+
+    def columns_to_rows(self, Z, r, label):
+        return self.grid.exchange(Z, label, rows=r)
+
+
+class Sharded(DenseLayout):
+    name = "sharded"
+
+    def local_rows(self, r):
+        return shard(r, self.grid.y, self.grid.q)
+
+    def share(self, rows):
+        return slice(0, rows)
+
+    def rows(self, parts, r, label):
+        sizes = _sizes(r, self.grid.q)
+        flat = _concat(parts, sizes[self.grid.y])
+        return _split(self.grid.allgather_rows(flat, sizes, label, "row"), parts, r)
+
+    def columns(self, parts, r, c, label):
+        g = self.grid
+        parts = [np.ascontiguousarray(a) for a in parts]
+        theirs = _sizes(c, g.q)
+        mine = g.exchange_parts(parts, [(theirs[g.x], *a.shape[1:]) for a in parts], label)
+        return _split(g.allgather_rows(_concat(mine, theirs[g.x]), theirs, f"{label}.gather",
+                                       "col"), parts, c)
+
+    def row_sum(self, Z, label):
+        return self.grid.reduce_scatter_rows(Z, _sizes(Z.shape[0], self.grid.q), label, "row")
+
+    def own(self, Z):
+        return Z[self.local_rows(Z.shape[0])].copy()
+
+    def column_sum(self, parts, r, partials, to_rows):
+        g = self.grid
+        theirs = _sizes(parts[0].shape[0], g.q)
+        piece = g.reduce_scatter_rows(_concat(parts), theirs, partials, "col")
+        return _split(g.exchange(piece, to_rows, rows=_sizes(r, g.q)[g.y]), parts,
+                      _sizes(r, g.q)[g.y])
+
+    def columns_to_rows(self, Z, r, label):
+        g = self.grid
+        piece = np.ascontiguousarray(Z[shard(Z.shape[0], g.x, g.q)])
+        return g.exchange(piece, label, rows=_sizes(r, g.q)[g.y])
+
+
+def _concat(parts: list[np.ndarray], rows: int | None = None) -> np.ndarray:
+    """The arrays side by side as one (rows, Σ widths) array (one message, one reduction)."""
+    rows = parts[0].shape[0] if rows is None else rows
+    flat = [a.reshape(rows, int(np.prod(a.shape[1:], dtype=np.int64))) for a in parts]
+    return np.concatenate(flat, axis=1) if len(flat) > 1 else np.ascontiguousarray(flat[0])
+
+
+def _split(flat: np.ndarray, like: list[np.ndarray], rows: int) -> list[np.ndarray]:
+    """The inverse of :func:`_concat` for ``rows`` rows of arrays shaped like ``like``."""
+    out, start = [], 0
+    for a in like:
+        w = int(np.prod(a.shape[1:], dtype=np.int64))
+        piece = flat[:, start:start + w] if len(like) > 1 else flat
+        out.append(np.ascontiguousarray(piece).reshape(rows, *a.shape[1:]))
+        start += w
+    return out
+
+
+def dense_layout(grid: Grid) -> DenseLayout:
+    """The layout object of ``grid.dense``."""
+    return (Sharded if grid.dense == "sharded" else Replicated)(grid)
