@@ -25,8 +25,8 @@ from .graph import Block, DistDataset, DistGraph
 from .grid import DENSE_LAYOUTS, Grid, GridError
 from .hetero import DistHeteroGraph
 
-__all__ = ["DENSE_LAYOUTS", "Block", "DistDataset", "DistExecutor", "DistGraph", "DistHeteroGraph", "Grid",
-           "GridError", "default_executor", "partition"]
+__all__ = ["DENSE_LAYOUTS", "Block", "DistDataset", "DistExecutor", "DistGraph",
+           "DistHeteroGraph", "Grid", "GridError", "default_executor", "partition"]
 
 
 def default_executor() -> DistExecutor:
