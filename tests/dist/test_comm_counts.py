@@ -1,10 +1,12 @@
 """The communication of one GAT layer (training forward and backward) on a grid, counted by
-the grid's wrapper, equals the scheme's formula exactly, on every rank.
+the grid's wrapper, equals the scheme's formula exactly, on every rank and on both layouts
+of dense tensors.
 
 ``GATConv`` is a composition: its attention runs as one edge program
 (:mod:`gblas_gnn.dist.programs`), its projections as dense products. With ``r = |R_x|``
-(this rank's rows), ``c = |C_y|`` (its block's columns), ``k`` the output width
-(heads·width), ``h`` the heads, ``f`` the input width and 8-byte words (float64), per rank:
+(this rank's block rows), ``c = |C_y|`` (its block's columns), ``k`` the output width
+(heads·width), ``h`` the heads, ``f`` the input width and 8-byte words (float64), per rank,
+**replicated** (every rank keeps the rows ``R_x``):
 
 ========================================  ==================  =====================
 step                                      sent / received     messages
@@ -19,7 +21,29 @@ bias gradient                             k                   1
 ``dB = H'ᵀ [ds dd]`` and ``dW = Hᵀ dH'``  2hk + fk            2
 ========================================  ==================  =====================
 
-so a rank moves O(nk/q + k²) words per layer; on a 1×1 grid nothing moves.
+**sharded** (rank (x, y) keeps the y-th slice of ``R_x``, ``s`` rows; its partner (y, x)
+the x-th slice of ``R_y``, ``s'`` rows; :mod:`gblas_gnn.dist.layout`), with ``q`` the
+grid's side:
+
+==========================================  =====================  ========================
+step                                        sent / received        messages
+==========================================  =====================  ========================
+gather of ``d`` by the rows (forward and    hs / h(r − s)          1 each
+backward)
+``[s H']`` to the partner, then gathered    (h+k)s / (h+k)s',      2 (0 on the diagonal)
+over the column (forward and backward)      (h+k)s' / (h+k)(c−s')  + 1, each
+row max, row sum                            hr each                1 each
+aggregate (reduce-scatter)                  k(r − s) / ks(q − 1)   1
+gather of ``[dZ Z]`` by the rows            2ks / 2k(r − s)        1
+column partials (reduce-scatter)            (h+k)(c − s') /        1
+                                            (h+k)s'(q − 1)
+their exchange back to the kept rows        (h+k)s' / (h+k)s       2 (0 on the diagonal)
+row partials ``dd`` (reduce-scatter)        h(r − s) / hs(q − 1)   1
+bias and weight gradients                   as replicated          3
+==========================================  =====================  ========================
+
+so a rank moves O(nk/q + k²) words per layer either way (sharded: about 1.5× the
+replicated words, for 1/q of the dense memory); on a 1×1 grid nothing moves.
 """
 
 from __future__ import annotations
@@ -34,23 +58,64 @@ N, F, HEADS, WIDTH = 29, 6, 2, 3
 K = HEADS * WIDTH
 
 
+def _slices(rows: int, q: int) -> list[int]:
+    return [rows * (j + 1) // q - rows * j // q for j in range(q)]
+
+
+def program_table(grid, r: int, c: int, *, by_target: int, by_source: int, out: int,
+                  heads: int, row_grad: int) -> dict:
+    """(words sent, words received, messages) per label of one edge program's training
+    forward and backward on this rank: ``by_target``/``by_source`` the widths read by
+    target/source, ``out`` the aggregate's width (kept for the backward), ``row_grad`` the
+    width of the row partial gradients."""
+    q, off, rows = grid.q, grid.partner != grid.rank, grid.q > 1
+    table = {
+        "program.row_max": (heads * r, heads * r, 1) if rows else None,
+        "program.row_sum": (heads * r, heads * r, 1) if rows else None,
+    }
+    if grid.dense == "replicated":
+        table.update({
+            "program.columns": (by_source * r, by_source * c, 2) if off else None,
+            "program.aggregate": (out * r, out * r, 1) if rows else None,
+            "program.column_partials": (by_source * c, by_source * c, 1) if rows else None,
+            "program.to_rows": (by_source * c, by_source * r, 2) if off else None,
+            "program.row_partials": (row_grad * r, row_grad * r, 1) if rows else None,
+        })
+        return table
+    s, s2 = _slices(r, q)[grid.y], _slices(c, q)[grid.x]
+    for stage in ("program", "program.backward"):
+        table.update({
+            f"{stage}.rows": (by_target * s, by_target * (r - s), 1) if rows else None,
+            f"{stage}.columns": (by_source * s, by_source * s2, 2) if off else None,
+            f"{stage}.columns.gather": (by_source * s2, by_source * (c - s2), 1)
+            if rows else None,
+        })
+    table.update({
+        "program.aggregate": (out * (r - s), out * s * (q - 1), 1) if rows else None,
+        "program.backward.cotangent": (2 * out * s, 2 * out * (r - s), 1) if rows else None,
+        "program.column_partials": (by_source * (c - s2), by_source * s2 * (q - 1), 1)
+        if rows else None,
+        "program.to_rows": (by_source * s2, by_source * s, 2) if off else None,
+        "program.row_partials": (row_grad * (r - s), row_grad * s * (q - 1), 1)
+        if rows else None,
+    })
+    return table
+
+
+def in_bytes(table: dict, w: int = 8) -> dict:
+    return {k: (v[0] * w, v[1] * w, v[2]) for k, v in table.items() if v is not None}
+
+
 def expected(grid, r: int, c: int) -> dict[str, tuple[int, int, int]]:
     """(bytes sent, bytes received, messages) per label for this rank."""
-    w = 8
-    off = grid.partner != grid.rank
     rows = grid.q > 1
-    table = {
-        "program.columns": (r * (K + HEADS), c * (K + HEADS), 2) if off else None,
-        "program.row_max": (HEADS * r, HEADS * r, 1) if rows else None,
-        "program.row_sum": (HEADS * r, HEADS * r, 1) if rows else None,
-        "program.aggregate": (K * r, K * r, 1) if rows else None,
-        "program.column_partials": (c * (K + HEADS), c * (K + HEADS), 1) if rows else None,
-        "program.to_rows": (c * (K + HEADS), r * (K + HEADS), 2) if off else None,
-        "program.row_partials": (HEADS * r, HEADS * r, 1) if rows else None,
+    table = program_table(grid, r, c, by_target=HEADS, by_source=K + HEADS, out=K,
+                          heads=HEADS, row_grad=HEADS)
+    table.update({
         "vertex_sum": (K, K, 1) if rows else None,
         "inner": (2 * HEADS * K + F * K, 2 * HEADS * K + F * K, 2) if rows else None,
-    }
-    return {k: (v[0] * w, v[1] * w, v[2]) for k, v in table.items() if v is not None}
+    })
+    return in_bytes(table)
 
 
 def _graph(edge_dim: int = 0) -> gg.Graph:
@@ -87,11 +152,11 @@ def _agree(grid, scheme: dict, want: dict) -> None:
 
 def test_gat_layer_moves_what_the_scheme_says(dex):
     scheme, dg = _counted(dex, _graph())
-    want = expected(dex.grid, dg.n_local, dg.A.ncols)
+    want = expected(dex.grid, dg.A.nrows, dg.A.ncols)
     _agree(dex.grid, scheme, want)
     # in words: O(nk/q + k^2) per rank, and nothing at all on one process
     words = sum(v[0] for v in want.values()) // 8
-    assert words <= 4 * (N // dex.grid.q + 1) * (K + HEADS) + 3 * HEADS * (N // dex.grid.q + 1) \
+    assert words <= 6 * (N // dex.grid.q + 1) * (K + HEADS) + 3 * HEADS * (N // dex.grid.q + 1) \
         + 2 * HEADS * K + F * K + K
     if dex.grid.q == 1:
         assert scheme == {}
@@ -109,9 +174,9 @@ def test_edge_features_never_move(dex, their_gradient):
     g = _graph(f_e)
     g.edge_attr.requires_grad = their_gradient
     scheme, dg = _counted(dex, g, edge_dim=f_e)
-    want = expected(dex.grid, dg.n_local, dg.A.ncols)
+    want = expected(dex.grid, dg.A.nrows, dg.A.ncols)
     if dex.grid.q > 1:
-        r = dg.n_local
+        r = dg.A.nrows
         want["program.parameters"] = (f_e * HEADS * 8, f_e * HEADS * 8, 1)
         if their_gradient:
             want["edge_attr.loops"] = (r * f_e * 8, r * f_e * 8, 1)
@@ -177,26 +242,21 @@ def test_hgt_moves_what_the_formula_says(dex):
     stats = dex.grid.comm_stats()["by_op"]
     scheme = {label: (e["bytes_sent"], e["bytes_received"], e["messages"])
               for label, e in stats.items() if label != "validation"}
-    r, c, grid = dhg.n_local, dhg.graph.A.ncols, dex.grid
-    off, rows = grid.partner != grid.rank, grid.q > 1
+    r, c, grid = dhg.graph.A.nrows, dhg.graph.A.ncols, dex.grid
+    rows = grid.q > 1
     targets, blocks = ["a", "b"], list(hg.blocks)
     weights = sum(widths[t] * F for t in targets) + \
         sum(widths[k[0]] * 2 * F for k in blocks) + \
         sum((2 * F if widths[t] == F else F) * F for t in targets)
     segments = 2 * len(targets) + 2 * len(blocks)
     biases = len(targets) * F + len(blocks) * 2 * F + len(targets) * F
-    table = {
-        "program.columns": (2 * F * r, 2 * F * c, 2) if off else None,
-        "program.row_max": (heads * r, heads * r, 1) if rows else None,
-        "program.row_sum": (heads * r, heads * r, 1) if rows else None,
-        "program.aggregate": (F * r, F * r, 1) if rows else None,
-        "program.column_partials": (2 * F * c, 2 * F * c, 1) if rows else None,
-        "program.to_rows": (2 * F * c, 2 * F * r, 2) if off else None,
-        "program.row_partials": (F * r, F * r, 1) if rows else None,
+    table = program_table(grid, r, c, by_target=F, by_source=2 * F, out=F, heads=heads,
+                          row_grad=F)
+    table.update({
         "inner": (weights, weights, segments) if rows else None,
         "vertex_sum": (biases, biases, segments) if rows else None,
-    }
-    want = {k: (v[0] * 8, v[1] * 8, v[2]) for k, v in table.items() if v is not None}
+    })
+    want = in_bytes(table)
     _agree(grid, scheme, want)
     if grid.q == 1:
         assert scheme == {}
