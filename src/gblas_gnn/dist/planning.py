@@ -51,10 +51,11 @@ from dataclasses import dataclass
 
 from .cost import bound_words
 
-__all__ = ["KINDS", "LAYOUTS", "Term", "DENSE_TERMS", "EDGE_TERMS", "INDEX_BYTES",
-           "ROW_POINTER_BYTES", "PARAMETER_COPIES", "layer_steps", "layer_words",
-           "epoch_words", "memory_terms", "peak_bytes", "choose_layout", "cagnet_words",
-           "cagnet_memory", "cagnet_replication", "bound_for_widths", "parameter_words"]
+__all__ = ["KINDS", "LAYOUTS", "CAGNET_ALGORITHMS", "Term", "DENSE_TERMS", "EDGE_TERMS",
+           "INDEX_BYTES", "ROW_POINTER_BYTES", "PARAMETER_COPIES", "layer_steps",
+           "layer_words", "epoch_words", "memory_terms", "peak_bytes", "choose_layout",
+           "cagnet_words", "cagnet_memory", "cagnet_replication", "bound_for_widths",
+           "parameter_words"]
 
 #: the layer kinds planned here
 KINDS = ("gat", "gcn")
@@ -513,7 +514,10 @@ def peak_bytes(kind: str, layout: str, n: float, m: float, p: int, widths: Seque
 def choose_layout(kind: str, n: float, m: float, p: int, widths: Sequence[int],
                   heads: int = 1, itemsize: int = 4) -> str:
     """The layout ``--dense auto`` picks: the one with the lower :func:`peak_bytes`, the
-    replicated one on a tie (p = 1, where they coincide; it also moves fewer words)."""
+    replicated one on a tie (p = 1, where the two coincide). With the inventory of
+    :data:`DENSE_TERMS` the sharded layout has the lower peak in every case of
+    ``docs/planning.md`` (p = 16 … 1024), and at p = 4 for the same graphs; the replicated
+    one receives fewer words for GAT (about 2/3: rule 6) and about as many for GCN."""
     rep = peak_bytes(kind, "replicated", n, m, p, widths, heads, itemsize)
     shard = peak_bytes(kind, "sharded", n, m, p, widths, heads, itemsize)
     return "sharded" if shard < rep else "replicated"
