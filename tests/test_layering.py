@@ -142,8 +142,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("front end", ("gblas_gnn.compose",)),
     ("algebra", ("gblas_gnn.ops", "gblas_gnn.virtual")),
     ("layers", ("gblas_gnn.nn", "gblas_gnn.usermodel")),
-    ("training", ("gblas_gnn.train", "gblas_gnn.dist.cost", "gblas_gnn.gpu._program_catalogue",
-                  "gblas_gnn.gpu.compile")),
+    ("training", ("gblas_gnn.train", "gblas_gnn.dist.cost", "gblas_gnn.dist.planning",
+                  "gblas_gnn.gpu._program_catalogue", "gblas_gnn.gpu.compile")),
     ("command", ("gblas_gnn.cli", "gblas_gnn.__main__", "gblas_gnn")),
 )
 
