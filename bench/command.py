@@ -256,6 +256,10 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     mm.add_argument("--procs", type=_procs, default=[1],
                     help="also run every scale as a grid job of each count above 1 (MPI), "
                          "against one process (comma list of squares; default 1)")
+    mm.add_argument("--dense", type=lambda t: [v for v in t.split(",") if v.strip()],
+                    default=["replicated", "sharded"],
+                    help="the grid jobs' layouts of dense tensors, comma list (default "
+                         "replicated,sharded)")
     mm.add_argument("--no-breakdown", dest="breakdown", action="store_false",
                     help="skip the traced run (tracemalloc) that attributes the bytes")
     mm.add_argument("--mem-limit-gib", type=_positive(float), default=6.0,
@@ -397,7 +401,7 @@ def _memory(a) -> int:
     from .memory.study import memory_markdown, run_memory
 
     result = run_memory(a.scales, a.k, a.layers, a.threads, a.breakdown, a.mem_limit_gib,
-                        a.out, a.name, tuple(a.procs), a.model)
+                        a.out, a.name, tuple(a.procs), a.model, tuple(a.dense))
     print(memory_markdown(result))
     print(f"wrote {a.out / (a.name + '.json')}, {a.out / (a.name + '.md')}")
     everything = result["runs"] + result["traced"] + result.get("grid_runs", []) + \

@@ -69,8 +69,9 @@ def test_ranks_passing_features_of_different_widths_are_told_so():
     _fails_fast(4, "different_inputs.py", "features", expect="columns")
 
 
-def test_a_failing_rank_aborts_the_job():
-    _aborted_by(2, _fails_fast(4, "one_rank_fails.py", expect="rank 2 gives up"))
+@pytest.mark.parametrize("dense", ["replicated", "sharded"])
+def test_a_failing_rank_aborts_the_job(dense):
+    _aborted_by(2, _fails_fast(4, "one_rank_fails.py", dense, expect="rank 2 gives up"))
 
 
 def test_ranks_compiling_the_same_kernel_at_once_compile_it_once(tmp_path):
@@ -94,8 +95,10 @@ SMALL = "csbm:n=300,classes=3,train_per_class=10,val=60,test=100,features=16"
 @pytest.mark.timeout(600)
 def test_the_command_line_trains_and_infers_on_a_grid(tmp_path):
     """``mpiexec -n 4 python -m mpi4py -m gblas_gnn train --executor dist``: the test
-    accuracy of one process, printed once; the checkpoint is written once and infer on the
-    grid and on one process agree with it."""
+    accuracy of one process, printed once, with dense tensors sharded (``--dense auto``
+    chooses them on 4 ranks); the checkpoint is written once and infer on the grid with
+    the other layout and on one process agree with it (a checkpoint holds no vertex array:
+    it is the same on every layout)."""
     args = ["train", "--model", "gcn", "--dataset", SMALL, "--epochs", "20", "--no-progress",
             "--checkpoint", str(tmp_path / "ck.npz")]
     one = subprocess.run([sys.executable, "-m", "gblas_gnn", *args[:-2]],
@@ -106,8 +109,10 @@ def test_the_command_line_trains_and_infers_on_a_grid(tmp_path):
     assert grid.returncode == 0, grid.stdout + grid.stderr
     line = re.search(r"test accuracy (\d+\.\d\d)%", one.stdout).group(0)
     assert grid.stdout.count("test accuracy") == 1 and line in grid.stdout
+    assert "(dense tensors sharded)" in grid.stdout
     infer = run_mpi(4, ["-m", "gblas_gnn", "infer", "--executor", "dist", "--checkpoint",
-                        str(tmp_path / "ck.npz"), "--output", str(tmp_path / "p.npy")],
+                        str(tmp_path / "ck.npz"), "--output", str(tmp_path / "p.npy"),
+                        "--dense", "replicated"],
                     timeout=300)
     assert infer.returncode == 0 and line.split()[-1] in infer.stdout, infer.stderr
     single = subprocess.run([sys.executable, "-m", "gblas_gnn", "infer", "--checkpoint",

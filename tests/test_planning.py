@@ -37,16 +37,22 @@ def _draws(seed: int, count: int):
         yield r, (r if q == 1 else c), q, bool(q == 1 or rng.random() < 0.3)
 
 
-def test_replicated_gat_is_the_count_table():
+@pytest.mark.parametrize("dense", ["replicated", "sharded"])
+def test_gat_is_the_count_table(dense):
+    """:func:`planning.layer_words` sums the per-label table the grid's counters are held
+    to (``tests/dist/test_comm_counts.py``), on both layouts."""
     table = _comm_counts()
     seen = set()
     for r, c, q, diagonal in [(14, 15, 2, False), (14, 14, 2, True), (29, 29, 1, True),
                               *_draws(0, 20)]:
         rank = 0 if diagonal else 1
-        grid = SimpleNamespace(q=q, rank=rank, partner=0)
+        x, y = (0, 0) if diagonal else (0, q - 1)
+        grid = SimpleNamespace(q=q, rank=rank, partner=0, dense=dense, x=x, y=y)
         want = table.expected(grid, r, c)
-        got = planning.layer_words("gat", "replicated", r=r, c=c, q=q, diagonal=diagonal,
-                                   f=table.F, k=table.K, heads=table.HEADS)
+        shards = {} if dense == "replicated" else dict(
+            s=r * (y + 1) // q - r * y // q, s_col=c * (x + 1) // q - c * x // q)
+        got = planning.layer_words("gat", dense, r=r, c=c, q=q, diagonal=diagonal,
+                                   f=table.F, k=table.K, heads=table.HEADS, **shards)
         assert got == {"sent": sum(v[0] for v in want.values()) // 8,
                        "received": sum(v[1] for v in want.values()) // 8}, (r, c, q, diagonal)
         seen.add((q > 1, diagonal))
@@ -55,14 +61,14 @@ def test_replicated_gat_is_the_count_table():
 
 def test_sharded_gat_worked_by_hand():
     # r = 15, c = 14, s = 8 (shard 1 of R_x), s' = 7, q = 2, off the diagonal; h = 2, k = 6,
-    # f = 5: [s H'] is w = 8, d w = 2, Z and dZ w = 6, dd w = 2; P = 6 + 2·2·6 + 5·6 = 60
+    # f = 5: [s H'] is w = 8, d w = 2, dZ w = 6, t w = 2, dd w = 2; P = 6 + 2·2·6 + 5·6 = 60
     kw = dict(r=15, c=14, s=8, s_col=7, q=2, diagonal=False, f=5, k=6, heads=2)
     fwd_sent = 8 * 8 + 8 * 7 + 2 * 8 + 2 * 15 * 2 + 6 * (15 - 8)
     fwd_recv = 8 * 7 + 8 * (14 - 7) + 2 * (15 - 8) + 2 * 15 * 2 + 6 * 8 * 1
     assert planning.layer_words("gat", "sharded", backward=False, **kw) == \
         {"sent": fwd_sent, "received": fwd_recv}
-    again_sent = 8 * 8 + 8 * 7 + 2 * 8 + 6 * 8 + 6 * 8           # rule 6: gathered again
-    again_recv = 8 * 7 + 8 * 7 + 2 * 7 + 6 * 7 + 6 * 7
+    again_sent = 8 * 8 + 8 * 7 + 2 * 8 + 6 * 8 + 2 * 8           # rule 6: gathered again
+    again_recv = 8 * 7 + 8 * 7 + 2 * 7 + 6 * 7 + 2 * 7
     bwd_sent = again_sent + 8 * (14 - 7) + 8 * 7 + 2 * (15 - 8) + 60
     bwd_recv = again_recv + 8 * 7 * 1 + 8 * 8 + 2 * 8 * 1 + 60
     assert planning.layer_words("gat", "sharded", **kw) == \

@@ -19,7 +19,7 @@ from gblas_gnn.dist import planning
 __all__ = ["DATASETS", "PROCS", "KS", "LAYERS", "GAT_HEADS", "ITEMSIZE", "rows",
            "table_markdown", "plot", "main"]
 
-#: name → (n, m, input width f0): the OGB graphs as the brief of the table gives them (their
+#: name → (n, m, input width f0): the OGB graphs (n and m as OGB lists them; their
 #: feature widths: 100 and 128) and a Kronecker graph of scale 30, edge factor 16 (random
 #: features of width 128)
 DATASETS = {

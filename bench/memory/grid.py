@@ -3,6 +3,7 @@ rank, for ``python -m bench memory --procs 1,4``.
 
     mpiexec -n 4 python -m mpi4py -m bench.memory.grid --scale 20 [--edge-factor 16]
                                                         [--k 16] [--layers 3] [--breakdown]
+                                                        [--dense replicated|sharded]
 
 Every rank does what :mod:`.step` does in one process (:func:`.step.measure`: imports, a
 warm-up step on a scale-12 graph, ``baseline_rss``, the graph, ``VmHWM`` reset, the step),
@@ -30,14 +31,14 @@ __all__ = ["run_grid_step", "main"]
 
 
 def run_grid_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
-                  breakdown: bool = False) -> dict | None:
+                  breakdown: bool = False, dense: str = "replicated") -> dict | None:
     """One rank's part (see the module docstring); the job's result on rank 0."""
     from gblas_gnn import dist
     from gblas_gnn.data.specs import synthetic_rows
     from gblas_gnn.executors import get_executor
 
     get_executor("cpu").set_threads(1)
-    grid = dist.Grid()
+    grid = dist.Grid(dense=dense)
     ex = dist.DistExecutor(grid)
 
     def load(s):
@@ -56,7 +57,8 @@ def run_grid_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 
     if grid.rank != 0:
         return None
     return {"scale": scale, "edge_factor": edge_factor, "k": k, "layers": layers,
-            "threads": 1, "procs": grid.size, "n": dg.n, "nnz_graph": dg.nnz, "nnz": nnz,
+            "threads": 1, "procs": grid.size, "dense": dense, "n": dg.n,
+            "nnz_graph": dg.nnz, "nnz": nnz,
             "breakdown_run": breakdown,
             "bytes_per_entry": sum(x["growth"] for x in everyone) / nnz,
             "rss_bytes_per_entry": sum(x["peak_rss"] for x in everyone) / nnz,
@@ -68,10 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     is accepted and ignored: one thread per rank; the model is the GAT (a grid's generated
     Kronecker blocks carry no edge features)."""
     p = worker_parser("bench.memory.grid", __doc__)
+    p.add_argument("--dense", choices=["replicated", "sharded"], default="replicated")
     a = p.parse_args(argv)
     if a.model != "gat":
         p.error(f"--model {a.model}: a grid job measures the GAT only")
-    result = run_grid_step(a.scale, a.edge_factor, a.k, a.layers, a.breakdown)
+    result = run_grid_step(a.scale, a.edge_factor, a.k, a.layers, a.breakdown, a.dense)
     if result is not None:
         emit(result)
     return 0

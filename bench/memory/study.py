@@ -1,7 +1,8 @@
 """Bytes per stored entry of one 3-layer GAT training step: ``python -m bench memory``.
 
     python -m bench memory [--scales 18,20] [--k 16] [--layers 3] [--threads 2]
-                           [--model gat] [--procs 1] [--no-breakdown] [--mem-limit-gib 6]
+                           [--model gat] [--procs 1] [--dense replicated,sharded]
+                           [--no-breakdown] [--mem-limit-gib 6]
                            [--name memory] [--out bench/results/current]
 
 ``--model`` (one process only): ``gat``, ``gatv2`` or ``gatv2-e`` (:data:`.step.MODELS`).
@@ -9,7 +10,8 @@
 For every scale one fresh worker (:mod:`.step`) measures the peak RSS of the step, and
 (unless ``--no-breakdown``) a second one the traced allocations by component. With
 ``--procs 1,4`` every scale also runs as a grid job of 4 ranks (:mod:`.grid`; a count of
-1 is the one-process worker), traced too unless ``--no-breakdown``, and the report compares
+1 is the one-process worker), once per layout of dense tensors of ``--dense``
+(:mod:`gblas_gnn.dist.layout`), traced too unless ``--no-breakdown``, and the report compares
 the job's bytes per entry, summed over its ranks, with one process's. Writes
 ``OUT/NAME.json`` and ``OUT/NAME.md``.
 """
@@ -41,22 +43,23 @@ def _worker(scale: int, k: int, layers: int, threads: int, breakdown: bool,
     return answer
 
 
-def _grid(scale: int, procs: int, k: int, layers: int, breakdown: bool,
+def _grid(scale: int, procs: int, k: int, layers: int, breakdown: bool, dense: str,
           timeout: float = 3600) -> dict:
     from ..distributed.executor import launch as launch_job
 
-    args = ["--scale", str(scale), "--k", str(k), "--layers", str(layers)] + \
-        (["--breakdown"] if breakdown else [])
+    args = ["--scale", str(scale), "--k", str(k), "--layers", str(layers),
+            "--dense", dense] + (["--breakdown"] if breakdown else [])
     try:
         return launch_job(procs, "bench.memory.grid", args, timeout)
     except (RuntimeError, OSError, SystemExit) as exc:
-        return {"scale": scale, "procs": procs, "breakdown_run": breakdown,
+        return {"scale": scale, "procs": procs, "dense": dense, "breakdown_run": breakdown,
                 "failed": str(exc)[-1500:]}
 
 
 def run_memory(scales: list[int], k: int, layers: int, threads: int, breakdown: bool,
                mem_limit_gib: float, out: Path, name: str = "memory",
-               procs: tuple[int, ...] = (1,), model: str = "gat") -> dict:
+               procs: tuple[int, ...] = (1,), model: str = "gat",
+               dense: tuple[str, ...] = ("replicated", "sharded")) -> dict:
     """One worker per scale (and one traced worker per scale with ``breakdown``), one at a
     time, and one grid job per scale and process count above 1 (traced too with
     ``breakdown``; the GAT only); writes ``out/name.json`` and ``.md``."""
@@ -69,9 +72,10 @@ def run_memory(scales: list[int], k: int, layers: int, threads: int, breakdown: 
     result = {"runs": runs, "traced": traced, "target_bytes_per_entry": TARGET,
               "model": model, "environment": environment()}
     if grids:
-        result["grid_runs"] = [_grid(s, p, k, layers, False) for s in scales for p in grids]
-        result["grid_traced"] = [_grid(s, p, k, layers, True) for s in scales
-                                 for p in grids] if breakdown else []
+        result["grid_runs"] = [_grid(s, p, k, layers, False, d) for s in scales
+                               for p in grids for d in dense]
+        result["grid_traced"] = [_grid(s, p, k, layers, True, d) for s in scales
+                                 for p in grids for d in dense] if breakdown else []
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(result, indent=1))
     (out / f"{name}.md").write_text(memory_markdown(result))
@@ -131,12 +135,13 @@ def _grid_report(r: dict) -> list[str]:
              "ranks, per stored entry of the whole A+I. *Peak RSS* includes every process's "
              "fixed runtime (interpreter, numba, GraphBLAS, MPI: its *baseline*), as issue 21 "
              "counts a grid job; *growth* leaves it out, as the one-process number does.", "",
-             "| scale | ranks | entries (A+I) | growth Σ B/entry | one process | ratio | "
-             "peak RSS Σ B/entry | one process | ratio |", "|---|---|---|---|---|---|---|---|---|"]
+             "| scale | ranks | dense | entries (A+I) | growth Σ B/entry | one process | ratio "
+             "| peak RSS Σ B/entry | one process | ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for x in r["grid_runs"]:
         if "failed" in x:
-            lines.append(f"| {x['scale']} | {x['procs']} | failed: {x['failed'][:200]} "
-                         "| | | | | | |")
+            lines.append(f"| {x['scale']} | {x['procs']} | {x.get('dense', 'replicated')} "
+                         f"| failed: {x['failed'][:200]} | | | | | | |")
             continue
         o = one.get(x["scale"])
         o_rss = max(o["graph_hwm"], o["step_hwm"]) / o["nnz"] if o else None
@@ -145,12 +150,13 @@ def _grid_report(r: dict) -> list[str]:
                  f"{x['bytes_per_entry'] / o['bytes_per_entry']:.2f}" if o else "–",
                  f"{x['rss_bytes_per_entry']:.1f}", f"{o_rss:.1f}" if o else "–",
                  f"{x['rss_bytes_per_entry'] / o_rss:.2f}" if o else "–"]
-        lines.append(f"| {x['scale']} | {x['procs']} | {x['nnz']:,} | " + " | ".join(cells)
-                     + " |")
+        lines.append(f"| {x['scale']} | {x['procs']} | {x.get('dense', 'replicated')} | "
+                     f"{x['nnz']:,} | " + " | ".join(cells) + " |")
     for x in r["grid_runs"]:
         if "failed" in x:
             continue
-        lines += ["", f"Ranks at scale {x['scale']}, {x['procs']} ranks:", "",
+        lines += ["", f"Ranks at scale {x['scale']}, {x['procs']} ranks, "
+                  f"{x.get('dense', 'replicated')}:", "",
                   "| rank | rows | block entries (A+I) | baseline MiB | growth MiB | "
                   "growth B/block entry |", "|---|---|---|---|---|---|"]
         for q in x["ranks"]:
@@ -172,7 +178,8 @@ def _grid_breakdown(t: dict) -> list[str]:
                    key=lambda c: -sum(p["components"].get(c, 0) for p in peaks))
     head = " | ".join(f"rank {q['rank']}" for q in t["ranks"])
     lines = ["", f"Traced components of every rank at its own peak, scale {t['scale']}, "
-             f"{t['procs']} ranks: MiB (B per entry of the rank's block of A+I). Peaks: "
+             f"{t['procs']} ranks, {t.get('dense', 'replicated')}: MiB (B per entry of the "
+             "rank's block of A+I). Peaks: "
              + "; ".join(f"rank {q['rank']} at {p['name']}"
                          for q, p in zip(t["ranks"], peaks, strict=True)) + ".", "",
              f"| component | {head} |", "|---|" + "---|" * len(peaks)]

@@ -63,11 +63,13 @@ def _slices(rows: int, q: int) -> list[int]:
 
 
 def program_table(grid, r: int, c: int, *, by_target: int, by_source: int, out: int,
-                  heads: int, row_grad: int) -> dict:
+                  heads: int, row_grad: int, source_arrays: int = 2) -> dict:
     """(words sent, words received, messages) per label of one edge program's training
     forward and backward on this rank: ``by_target``/``by_source`` the widths read by
-    target/source, ``out`` the aggregate's width (kept for the backward), ``row_grad`` the
-    width of the row partial gradients."""
+    target/source (``source_arrays`` arrays by source: a sharded layout gathers and reduces
+    each in a message of its own), ``out`` the aggregate's width (the backward gathers its
+    cotangent and the softmax term t, ``heads`` words a row), ``row_grad`` the width of the
+    row partial gradients."""
     q, off, rows = grid.q, grid.partner != grid.rank, grid.q > 1
     table = {
         "program.row_max": (heads * r, heads * r, 1) if rows else None,
@@ -87,14 +89,15 @@ def program_table(grid, r: int, c: int, *, by_target: int, by_source: int, out: 
         table.update({
             f"{stage}.rows": (by_target * s, by_target * (r - s), 1) if rows else None,
             f"{stage}.columns": (by_source * s, by_source * s2, 2) if off else None,
-            f"{stage}.columns.gather": (by_source * s2, by_source * (c - s2), 1)
+            f"{stage}.columns.gather": (by_source * s2, by_source * (c - s2), source_arrays)
             if rows else None,
         })
     table.update({
         "program.aggregate": (out * (r - s), out * s * (q - 1), 1) if rows else None,
-        "program.backward.cotangent": (2 * out * s, 2 * out * (r - s), 1) if rows else None,
-        "program.column_partials": (by_source * (c - s2), by_source * s2 * (q - 1), 1)
+        "program.backward.cotangent": ((out + heads) * s, (out + heads) * (r - s), 2)
         if rows else None,
+        "program.column_partials": (by_source * (c - s2), by_source * s2 * (q - 1),
+                                    source_arrays) if rows else None,
         "program.to_rows": (by_source * s2, by_source * s, 2) if off else None,
         "program.row_partials": (row_grad * (r - s), row_grad * s * (q - 1), 1)
         if rows else None,

@@ -89,3 +89,19 @@ def test_checkpoints_resume_on_the_grid_and_across(dex, data, shared_tmp):
     for k in single[-1]:
         np.testing.assert_allclose(there[-1][k], single[-1][k], rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(back[-1][k], single[-1][k], rtol=1e-6, atol=1e-9)
+
+
+def test_a_checkpoint_carries_over_between_layouts(dex, data, shared_tmp):
+    """A checkpoint holds parameters and the optimiser's state, never a vertex array: one
+    written with dense tensors on one layout resumes on the other and ends where the
+    uninterrupted run ends (a mixed-layout checkpoint cannot exist)."""
+    other = dist.DistExecutor(dex.grid, dense="sharded" if dex.dense == "replicated"
+                              else "replicated")
+    dg = dist.DistGraph.from_graph(data.graph, dex.grid, relabel=True, seed=3)
+    here, there = dg.scatter_dataset(data), dg.laid_out(other.dense).scatter_dataset(data)
+    *_, whole = run("gat", here, dex, 5)
+    path = shared_tmp / f"layouts-{dex.dense}.npz"
+    run("gat", here, dex, 3, checkpoint=path)
+    dex.grid.barrier()
+    *_, resumed = run("gat", there, other, 5, checkpoint=path, resume=True)
+    assert_same_weights(resumed[-1:], whole[-1:])

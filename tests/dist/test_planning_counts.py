@@ -1,4 +1,4 @@
-"""The planning formulas (:mod:`gblas_gnn.dist.planning`) are the replicated layout's counts:
+"""The planning formulas (:mod:`gblas_gnn.dist.planning`) are the counts of both layouts:
 one training step of a GCN layer (both orders: projecting first when k ≤ f, propagating
 first otherwise) and of a GAT layer with two heads, counted by the grid on every rank, equal
 :func:`~gblas_gnn.dist.planning.layer_words` in words sent and received, step by step.
@@ -28,7 +28,7 @@ def _graph() -> gg.Graph:
 @pytest.mark.parametrize(("kind", "f", "k", "heads"),
                          [("gcn", 6, 3, 1), ("gcn", 3, 6, 1), ("gat", 5, 6, 2)],
                          ids=["gcn-project-first", "gcn-propagate-first", "gat"])
-def test_replicated_layer_moves_what_planning_says(dex, kind, f, k, heads):
+def test_layer_moves_what_planning_says(dex, kind, f, k, heads):
     grid = dex.grid
     rng = np.random.default_rng(1)
     dg = dist.DistGraph.from_graph(_graph(), grid)
@@ -48,10 +48,13 @@ def test_replicated_layer_moves_what_planning_says(dex, kind, f, k, heads):
         counted[phase] = [sum(e[key] for label, e in grid.comm_stats()["by_op"].items()
                               if label not in CONTROL) // 8
                           for key in ("bytes_sent", "bytes_received")]
-    shape = dict(r=dg.n_local, c=dg.A.ncols, q=grid.q, diagonal=grid.partner == grid.rank,
-                 f=f, k=k, heads=heads)
-    fwd = planning.layer_words(kind, "replicated", backward=False, **shape)
-    both = planning.layer_words(kind, "replicated", **shape)
+    r, c = dg.A.nrows, dg.A.ncols
+    shape = dict(r=r, c=c, q=grid.q, diagonal=grid.partner == grid.rank, f=f, k=k,
+                 heads=heads)
+    if grid.dense == "sharded":
+        shape.update(s=dg.n_local, s_col=c * (grid.x + 1) // grid.q - c * grid.x // grid.q)
+    fwd = planning.layer_words(kind, grid.dense, backward=False, **shape)
+    both = planning.layer_words(kind, grid.dense, **shape)
     want = {"forward": [fwd["sent"], fwd["received"]],
             "backward": [both["sent"] - fwd["sent"], both["received"] - fwd["received"]]}
     checks = grid.allgather((counted == want, counted, want), "test.counts")

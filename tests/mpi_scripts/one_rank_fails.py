@@ -1,12 +1,15 @@
 """Rank 2 raises in the middle of a run while the others wait in a collective: run with
-``python -m mpi4py``, the job must end with the error, not hang."""
+``python -m mpi4py``, the job must end with the error, not hang. The argument: the layout
+of dense tensors (default replicated)."""
+
+import sys
 
 import numpy as np
 
 import gblas_gnn as gg
 from gblas_gnn import dist
 
-grid = dist.Grid()
+grid = dist.Grid(dense=sys.argv[1] if len(sys.argv) > 1 else "replicated")
 dg = dist.DistGraph.from_graph(gg.Graph.from_edges(np.arange(7), np.arange(1, 8), 8), grid)
 layer = gg.nn.GCNConv(3, 2, executor=dist.DistExecutor(grid))
 H = dg.scatter(np.ones((8, 3), np.float32))

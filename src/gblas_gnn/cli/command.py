@@ -200,6 +200,12 @@ def _executor_flags(parser) -> None:
     parser.add_argument("--relabel", action="store_true",
                         help="with --executor dist: spread the vertices over the grid's "
                              "blocks by a seeded random permutation (load balance)")
+    parser.add_argument("--dense", choices=("auto", "sharded", "replicated"), default="auto",
+                        help="with --executor dist: keep every dense vertex array sharded "
+                             "(n·k/p per rank, gathered per use) or replicated along the "
+                             "grid rows (n·k/√p per rank, fewer words moved); auto "
+                             "(default): the one with the lower planned peak per rank "
+                             "(docs/planning.md)")
 
 
 def _config(args, mf=None) -> dict:
@@ -385,6 +391,7 @@ def _train(args) -> dict:
     ex = _executor(args)
     try:
         dataset = _load_dataset(args.dataset, cfg, ex, args.relabel, not args.no_progress)
+        ex, dataset = _laid_out(args, cfg, ex, dataset)
         model = _build(cfg, dataset, ex, mf)
         opt = Adam(model, lr=cfg["lr"], weight_decay=_weight_decay(cfg, model))
         running.append((resume_epoch(args.checkpoint) if args.resume else 0) + 1)
@@ -479,6 +486,7 @@ def _infer(args) -> dict:
         _checked_model_file(args.checkpoint, mf)
     ex = _executor(args)
     dataset = _infer_dataset(args.dataset, cfg, ex, args.relabel, not args.no_progress)
+    ex, dataset = _laid_out(args, cfg, ex, dataset)
     model = _build(cfg, dataset, ex, mf)
     # the weights `train` selected and reported on, not the last epoch's (kept for --resume)
     ck = load_checkpoint(args.checkpoint, model, restore_rng=False, weights="selected")
@@ -510,6 +518,36 @@ def _executor(args):
         return get_executor(args.executor)
     except (ImportError, RuntimeError) as exc:
         raise UsageError(f"--executor {args.executor}: {exc}") from exc
+
+
+#: the built-in models planned as attention layers (the others as convolutions)
+_ATTENTION = ("gat", "agnn", "va")
+
+
+def _laid_out(args, cfg: dict, ex, dataset):
+    """The executor and data set with dense tensors laid out as ``--dense`` says (a grid
+    only; the data set is loaded replicated and sliced, no communication). ``auto`` takes
+    the layout with the lower planned peak per rank
+    (:func:`gblas_gnn.dist.planning.choose_layout`) for this graph, grid and model: the
+    model's kind, its input, hidden (times heads) and output widths."""
+    grid = getattr(ex, "grid", None)
+    if grid is None:
+        if args.dense != "auto":
+            raise UsageError(f"--dense {args.dense} lays out dense tensors on a grid: it "
+                             "needs --executor dist")
+        return ex, dataset
+    from ..dist import DistExecutor
+    from ..dist.planning import choose_layout
+
+    dense = args.dense
+    if dense == "auto":
+        heads = int(cfg.get("heads") or 1)
+        hidden = int(cfg.get("hidden") or dataset.x.shape[1]) * heads
+        dense = choose_layout("gat" if cfg.get("model") in _ATTENTION else "gcn",
+                              dataset.graph.n, dataset.graph.nnz, grid.size,
+                              [int(dataset.x.shape[1]), hidden, int(dataset.num_classes)],
+                              heads=heads)
+    return DistExecutor(grid, dense=dense), dataset.laid_out(dense)
 
 
 def _convert(args) -> None:

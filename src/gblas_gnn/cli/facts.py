@@ -60,11 +60,11 @@ def run_facts(executor, name: str, dataset, model, meter: CommMeter, dtype) -> d
 
     Keys: ``executor``, ``grid`` ([q, q] or ``None``), ``processes``, ``vertices``,
     ``edges``, ``peak_rss_bytes`` and ``peak_rank`` (the largest process); on a grid also
-    ``bytes_sent_per_epoch`` (one entry per rank), ``layer_widths`` and
-    ``scheme_bound_bytes`` (:func:`gblas_gnn.dist.cost.model_bound_words` in bytes; ``None``
-    for a model whose graph layers are unknown), and ``read`` (what each rank read of a data
-    set read by parts: the largest ``edge_bytes`` and ``row_bytes``, ``total_edge_bytes``,
-    ``how``).
+    ``dense`` (the layout of dense tensors), ``bytes_sent_per_epoch`` (one entry per rank),
+    ``layer_widths`` and ``scheme_bound_bytes``
+    (:func:`gblas_gnn.dist.cost.model_bound_words` in bytes; ``None`` for a model whose
+    graph layers are unknown), and ``read`` (what each rank read of a data set read by
+    parts: the largest ``edge_bytes`` and ``row_bytes``, ``total_edge_bytes``, ``how``).
     """
     grid = getattr(executor, "grid", None)
     g = dataset.graph
@@ -78,7 +78,7 @@ def run_facts(executor, name: str, dataset, model, meter: CommMeter, dtype) -> d
     sent = grid.allgather(meter.last_epoch(), "summary.sent")
     reads = grid.allgather(getattr(dataset, "read", None), "summary.read")
     bound = model_bound_words(model, g.n, grid.size)
-    facts.update(grid=[grid.q, grid.q], processes=grid.size,
+    facts.update(grid=[grid.q, grid.q], processes=grid.size, dense=grid.dense,
                  peak_rss_bytes=int(max(peaks)), peak_rank=int(np.argmax(peaks)),
                  bytes_sent_per_epoch=None if sent[0] is None else [int(b) for b in sent],
                  layer_widths=graph_layer_widths(model),

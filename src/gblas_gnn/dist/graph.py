@@ -17,8 +17,9 @@ to the block (ties of max/min aggregation and the random masks then match one pr
 
 from __future__ import annotations
 
+import copy
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import graphblas as gb
 import numpy as np
@@ -161,6 +162,23 @@ class DistGraph:
             out._attr = EdgeFeatures(out.edge_tensor, np.ascontiguousarray(edge_attr, dt),
                                      None)
         return out
+
+    def laid_out(self, dense: str) -> DistGraph:
+        """This graph with dense tensors laid out as ``dense`` over the same grid
+        (:meth:`Grid.laid_out`): the same blocks, edge features and relations; its rows are
+        those the layout keeps (:attr:`vertex_ids`). No communication."""
+        grid = self.grid.laid_out(dense)
+        if grid is self.grid:
+            return self
+        twin = copy.copy(self)
+        twin.grid = grid
+        twin.vertex_ids = self._block.row_ids[dense_layout(grid).local_rows(
+            self._block.row_ids.size)]
+        twin.n_local = int(twin.vertex_ids.shape[0])
+        twin._cache = {}                        # (graphs derived on this grid: built again)
+        if self._relations is not None:
+            twin._relations = [r.laid_out(dense) for r in self._relations]
+        return twin
 
     @classmethod
     def kronecker(cls, grid: Grid, scale: int, edge_factor: int = 16, **kw) -> DistGraph:
@@ -373,6 +391,24 @@ class DistDataset:
     test_mask: np.ndarray | None
     num_classes: int
     read: dict | None = None
+
+    def laid_out(self, dense: str) -> DistDataset:
+        """This data set with its graph and vertex arrays laid out as ``dense``
+        (:meth:`DistGraph.laid_out`): a slice of this rank's rows towards ``sharded``, a
+        gather over the grid row towards ``replicated``."""
+        graph = self.graph.laid_out(dense)
+        if graph is self.graph:
+            return self
+        r = self.graph.A.nrows
+        names = ("x", "y", "train_mask", "val_mask", "test_mask")
+        arrays = {k: getattr(self, k) for k in names if getattr(self, k) is not None}
+        if dense == "sharded":
+            rows = dense_layout(graph.grid).local_rows(r)
+            moved = {k: np.ascontiguousarray(v[rows]) for k, v in arrays.items()}
+        else:
+            layout = dense_layout(self.graph.grid)      # (one gather per dtype)
+            moved = {k: layout.rows([v], r, "dataset.laid_out")[0] for k, v in arrays.items()}
+        return replace(self, graph=graph, **moved)
 
 
 @as_graph.register

@@ -147,6 +147,9 @@ class Replicated(DenseLayout):
 
 
 class Sharded(DenseLayout):
+    """One collective per array (no packing copy: every gathered or reduced array is made
+    in its own buffer, the kernels read it as it is)."""
+
     name = "sharded"
 
     def local_rows(self, r):
@@ -157,16 +160,15 @@ class Sharded(DenseLayout):
 
     def rows(self, parts, r, label):
         sizes = _sizes(r, self.grid.q)
-        flat = _concat(parts, sizes[self.grid.y])
-        return _split(self.grid.allgather_rows(flat, sizes, label, "row"), parts, r)
+        return [self.grid.allgather_rows(np.ascontiguousarray(a), sizes, label, "row")
+                for a in parts]
 
     def columns(self, parts, r, c, label):
         g = self.grid
         parts = [np.ascontiguousarray(a) for a in parts]
         theirs = _sizes(c, g.q)
         mine = g.exchange_parts(parts, [(theirs[g.x], *a.shape[1:]) for a in parts], label)
-        return _split(g.allgather_rows(_concat(mine, theirs[g.x]), theirs, f"{label}.gather",
-                                       "col"), parts, c)
+        return [g.allgather_rows(a, theirs, f"{label}.gather", "col") for a in mine]
 
     def row_sum(self, Z, label):
         return self.grid.reduce_scatter_rows(Z, _sizes(Z.shape[0], self.grid.q), label, "row")
@@ -176,10 +178,11 @@ class Sharded(DenseLayout):
 
     def column_sum(self, parts, r, partials, to_rows):
         g = self.grid
-        theirs = _sizes(parts[0].shape[0], g.q)
-        piece = g.reduce_scatter_rows(_concat(parts), theirs, partials, "col")
-        return _split(g.exchange(piece, to_rows, rows=_sizes(r, g.q)[g.y]), parts,
-                      _sizes(r, g.q)[g.y])
+        pieces = [g.reduce_scatter_rows(a, _sizes(a.shape[0], g.q), partials, "col")
+                  for a in parts]
+        s = _sizes(r, g.q)[g.y]
+        return g.exchange_parts([np.ascontiguousarray(a) for a in pieces],
+                                [(s, *a.shape[1:]) for a in pieces], to_rows)
 
     def columns_to_rows(self, Z, r, label):
         g = self.grid
@@ -187,9 +190,12 @@ class Sharded(DenseLayout):
         return g.exchange(piece, label, rows=_sizes(r, g.q)[g.y])
 
 
-def _concat(parts: list[np.ndarray], rows: int | None = None) -> np.ndarray:
-    """The arrays side by side as one (rows, Σ widths) array (one message, one reduction)."""
-    rows = parts[0].shape[0] if rows is None else rows
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    """The arrays side by side as one (rows, Σ widths) array (one reduction)."""
+    rows = parts[0].shape[0]
+    if len({a.dtype for a in parts}) > 1:
+        raise ValueError(f"arrays moved together share one dtype, got "
+                         f"{sorted({str(a.dtype) for a in parts})}")
     flat = [a.reshape(rows, int(np.prod(a.shape[1:], dtype=np.int64))) for a in parts]
     return np.concatenate(flat, axis=1) if len(flat) > 1 else np.ascontiguousarray(flat[0])
 

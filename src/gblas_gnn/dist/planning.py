@@ -35,7 +35,9 @@ rule  what                            replicated (sent / recv)     sharded (sent
                                       exchange w·c / w·r           w(c−s') / w·s'(q−1), exchange
                                                                    w·s' / w·s
 6     sharded backward of a program   —                            the forward's gathers again,
-                                                                   Z (if kept) and dZ by rule 2
+                                                                   dZ and the softmax term
+                                                                   t = ⟨dZ_i, Z_i⟩ (heads words
+                                                                   a row) by rule 2
 7     parameter gradients, biases     allreduce (all) P / P        the same
 ====  ==============================  ===========================  ==============================
 
@@ -172,8 +174,8 @@ def _steps(kind: str, layout: str, r: float, c: float, s: float, s_col: float, q
             if sharded:                                                         # rule 6
                 column_copy(h + k, "[s H'] again")
                 row_operand(h, "d again")
-                row_operand(k, "Z kept by the sink")
                 row_operand(k, "dZ")
+                row_operand(h, "t = <dZ_i, Z_i>, formed on the kept rows")
             column_sum(h + k, "column partials [ds dH']")
             row_sum(h, "row partials dd")
             parameters(k, "bias gradient")
@@ -265,9 +267,10 @@ def layer_words(kind: str, layout: str, *, r: int, c: int, s: int | None = None,
     * backward, replicated: column partials ``[ds dH']`` ``w₁c`` both ways then
       ``Δ·w₁c / Δ·w₁r``; row partials ``dd`` ``hr`` both ways; bias ``k``; ``dB, dW``
       ``2hk + fk`` both ways.
-    * backward, sharded: the forward's gathers again (``[s H']`` and ``d``) and ``Z``, ``dZ``
-      by rule 2 (``ks / k(r − s)`` each); column partials ``w₁(c − s') / w₁s'(q − 1)`` then
-      ``Δ·w₁s' / Δ·w₁s``; row partials ``h(r − s) / hs(q − 1)``; parameters as replicated.
+    * backward, sharded: the forward's gathers again (``[s H']`` and ``d``), ``dZ`` and the
+      softmax term ``t`` by rule 2 (``(k + h)s / (k + h)(r − s)``); column partials
+      ``w₁(c − s') / w₁s'(q − 1)`` then ``Δ·w₁s' / Δ·w₁s``; row partials
+      ``h(r − s) / hs(q − 1)``; parameters as replicated.
 
     GCN (``w = min(f, k)``: the layer projects first when ``k ≤ f`` and propagates first
     otherwise, so both SpMMs run on w columns):
@@ -390,7 +393,7 @@ DENSE_TERMS: dict[str, dict[str, tuple[Term, ...]]] = {
                               h=1, k=1),),
         "columns": (Term("column partials [ds dH'] before their completion", h=1, k=1),),
         "gathered_columns": (Term("[s H'] gathered again (rule 6)", h=1, k=1),),
-        "gathered_rows": (Term("d, Z and dZ gathered (rules 2, 6)", h=1, k=2),
+        "gathered_rows": (Term("d, t and dZ gathered (rules 2, 6)", h=2, k=1),
                           Term("row partials dd before the reduce-scatter", h=1)),
     },
     "gcn": {

@@ -102,8 +102,11 @@ def forward(dex, prog, keep: bool):
     bound = replace(prog, operands=[
         Operand(op.role, gathered.get(k, op.value), op.traced)
         for k, op in enumerate(prog.operands)])
-    ids = (A.row_ids.astype(np.int64), A.col_ids.astype(np.int64)) \
-        if isinstance(A, Block) else None
+    # global ids: the dropout's hash and the max / min winners' ties read them (None: a
+    # program reading neither holds no copy)
+    ids = (np.asarray(A.row_ids, np.int64), np.asarray(A.col_ids, np.int64)) \
+        if isinstance(A, Block) and (_completed_whole(p) or any(
+            o.kind == "dropout" for o in p.structure.ops)) else None
     b = cpu.prepare(local, bound, p, M, lambda slot, v: v, ids)
     if b.x_shape is not None:                 # the messages as this rank keeps them
         b.x_shape = tuple(prog.operands[runtime.x_slot(p)].value.shape)
@@ -197,11 +200,12 @@ def backward(dex, ctx, dout) -> list:
     p, b = inner.plan, inner.buffers
     b.csc = b.pattern.csc()
     dZ = cpu.root_cotangent_inputs(p, inner, dout)
+    row_t = None
     if sharded:
-        dZ, saved_Z = _gather_again(dex, ctx, p, dZ)
+        dZ, row_t = _gather_again(dex, ctx, p, dZ)
     try:
         if p.strategy == "column":
-            grads = cpu.column_gradients(p, inner, dZ)
+            grads = cpu.column_gradients(p, inner, dZ, row_t)
         else:
             grads = _row_gradients(dex.grid, p, inner, dZ)
         return _complete(dex, p, b, grads)
@@ -209,13 +213,14 @@ def backward(dex, ctx, dout) -> list:
         if sharded:                        # the gathered rows are dropped again
             for k in ctx.kept:
                 b.operands[k] = None
-            inner.Z = saved_Z
 
 
 def _gather_again(dex, ctx: ShardedContext, p: Plan, dZ):
-    """Gather again what the forward read (into the kernels' buffers), the kept output
-    ``Z`` and the cotangent ``dZ`` (this rank's rows, in the kernels' layout) by the rows
-    ``R_x``, in one message per side. Returns the gathered ``dZ`` and the kept ``Z``."""
+    r"""Gather again what the forward read (into the kernels' buffers) and the cotangent
+    ``dZ`` (this rank's rows, in the kernels' layout) by the rows ``R_x``. The column
+    strategy's softmax term :math:`t_i = \langle \bar Z_i, Z_i \rangle` is formed on
+    this rank's rows and gathered with ``dZ`` (heads words a row, not the k of ``Z``); the
+    row strategy's ``Z`` is gathered whole. Returns ``dZ`` and ``t`` (or None)."""
     inner = ctx.inner
     b = inner.buffers
     pattern = b.pattern
@@ -224,13 +229,16 @@ def _gather_again(dex, ctx: ShardedContext, p: Plan, dZ):
     host = cpu.HostOperands(dex.local, p, lambda slot, v: v)
     for k, v in gathered.items():
         b.operands[k] = getattr(host, p.structure.roles[k][0])(k, v)
-    saved_Z = inner.Z
-    extra = [dZ] + ([inner.Z] if inner.Z is not None and not _completed_whole(p) else [])
-    rows = dex.layout.rows([np.ascontiguousarray(a) for a in extra], pattern.nrows,
-                           "program.backward.cotangent")
-    if len(rows) > 1:
+    extra = [np.ascontiguousarray(dZ)]
+    by_t = inner.Z is not None and not _completed_whole(p) and p.strategy == "column"
+    if by_t:
+        extra.append(np.einsum("ihc,ihc->ih", dZ, inner.Z))
+    elif inner.Z is not None and not _completed_whole(p):
+        extra.append(np.ascontiguousarray(inner.Z))
+    rows = dex.layout.rows(extra, pattern.nrows, "program.backward.cotangent")
+    if len(rows) > 1 and not by_t:
         inner.Z = rows[1]
-    return rows[0], saved_Z
+    return rows[0], rows[1] if by_t else None
 
 
 def _row_gradients(grid, p: Plan, ctx, dZ) -> dict:
