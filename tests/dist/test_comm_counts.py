@@ -85,20 +85,29 @@ def program_table(grid, r: int, c: int, *, by_target: int, by_source: int, out: 
         })
         return table
     s, s2 = _slices(r, q)[grid.y], _slices(c, q)[grid.x]
-    for stage in ("program", "program.backward"):
-        table.update({
-            f"{stage}.rows": (by_target * s, by_target * (r - s), 1) if rows else None,
-            f"{stage}.columns": (by_source * s, by_source * s2, 2) if off else None,
-            f"{stage}.columns.gather": (by_source * s2, by_source * (c - s2), source_arrays)
-            if rows else None,
-        })
+    scores = by_source - out                 # read by source besides the messages
     table.update({
+        "program.rows": (by_target * s, by_target * (r - s), 1) if rows else None,
+        "program.columns": (by_source * s, by_source * s2, 2) if off else None,
+        "program.columns.gather": (by_source * s2, by_source * (c - s2), source_arrays)
+        if rows else None,
         "program.aggregate": (out * (r - s), out * s * (q - 1), 1) if rows else None,
+        # the backward: the rows and the scores by source gathered again, the messages a
+        # range of columns at a time (one range here) with their cotangent
+        "program.backward.rows": (by_target * s, by_target * (r - s), 1) if rows else None,
+        "program.backward.columns": (scores * s, scores * s2, 2) if off else None,
+        "program.backward.columns.gather": (scores * s2, scores * (c - s2),
+                                            source_arrays - 1) if rows else None,
+        "program.backward.messages": (out * s, out * s2, 2) if off else None,
+        "program.backward.messages.gather": (out * s2, out * (c - s2), 1) if rows else None,
+        "program.backward.messages.partials": (out * (c - s2), out * s2 * (q - 1), 1)
+        if rows else None,
+        "program.backward.messages.to_rows": (out * s2, out * s, 2) if off else None,
         "program.backward.cotangent": ((out + heads) * s, (out + heads) * (r - s), 2)
         if rows else None,
-        "program.column_partials": (by_source * (c - s2), by_source * s2 * (q - 1),
-                                    source_arrays) if rows else None,
-        "program.to_rows": (by_source * s2, by_source * s, 2) if off else None,
+        "program.column_partials": (scores * (c - s2), scores * s2 * (q - 1),
+                                    source_arrays - 1) if rows else None,
+        "program.to_rows": (scores * s2, scores * s, 2) if off else None,
         "program.row_partials": (row_grad * (r - s), row_grad * s * (q - 1), 1)
         if rows else None,
     })

@@ -299,3 +299,31 @@ def test_distributed_vertex_types_bad_input(dex):
     layer = gg.nn.HGTConv(2, 2, hg.metadata(), executor=dex)
     with pytest.raises(ValueError, match=r"x\['a'\] must be an array of shape"):
         layer(dhg, {"a": np.zeros((9, 2), np.float32), "b": np.zeros((9, 2), np.float32)})
+
+
+@pytest.mark.parametrize("name, kw", [c for c in LOOPED if c[0] in ("GATConv", "GATv2Conv")],
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_a_sharded_backward_in_ranges_of_columns_equals_one_process(dex, name, kw,
+                                                                     monkeypatch):
+    """The sharded backward gathers the messages, and completes their cotangent, a range of
+    the block's columns at a time (``layout.COLUMN_CHUNK_BYTES``): ranges of a few rows,
+    each meeting one or two ranks' slices, give one process's gradients."""
+    from gblas_gnn.dist import layout
+
+    monkeypatch.setattr(layout, "COLUMN_CHUNK_BYTES", 4 * 8 * kw["out_dim"] * kw["heads"])
+    one, grid_layer = build(name, kw, "sum", CPU), build(name, kw, "sum", dex)
+    g, H, _ = graph_and_inputs(7, kw["in_dim"], 1)
+    dg = dist.DistGraph.from_graph(g, dex.grid, relabel=True, seed=5)
+    one.dropout_rng, grid_layer.dropout_rng = (np.random.default_rng(11) for _ in range(2))
+    out = one(g, H)
+    dout = np.random.default_rng(8).standard_normal(out.shape)
+    dH = one.backward(dout)
+    got = grid_layer(dg, dg.scatter(H))
+    dex.grid.reset_comm_stats()
+    got_dH = grid_layer.backward(dg.scatter(dout))
+    ranges = dex.grid.comm_stats()["by_op"].get("program.backward.messages.gather", {})
+    close(dg.gather(got_dH), dH, "input gradient")
+    close(dg.gather(got), out, "forward")
+    close_gradients(grid_layer.grads, one.grads)
+    if dex.dense == "sharded" and dex.grid.q > 1:
+        assert ranges["messages"] > 1

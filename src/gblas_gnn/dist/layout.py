@@ -43,7 +43,11 @@ import numpy as np
 
 from .grid import Grid
 
-__all__ = ["DenseLayout", "Replicated", "Sharded", "dense_layout", "shard"]
+__all__ = ["COLUMN_CHUNK_BYTES", "ColumnChunks", "DenseLayout", "Replicated", "Sharded",
+           "dense_layout", "shard"]
+
+#: the messages a sharded backward gathers for one range of its block's columns, at most
+COLUMN_CHUNK_BYTES = 8 << 20
 
 
 def shard(rows: int, j: int, q: int) -> slice:
@@ -188,6 +192,54 @@ class Sharded(DenseLayout):
         g = self.grid
         piece = np.ascontiguousarray(Z[shard(Z.shape[0], g.x, g.q)])
         return g.exchange(piece, label, rows=_sizes(r, g.q)[g.y])
+
+
+class ColumnChunks:
+    """The messages read by source in a sharded backward, a range of the block's columns
+    ``C_y`` at a time (:class:`gblas_gnn.executors.cpu.programs.MessageChunks`), and their
+    cotangent completed range by range: no rank holds all of ``X[C_y]`` or its cotangent at
+    once, only ranges of at most :data:`COLUMN_CHUNK_BYTES`.
+
+    ``mine`` is what the partner (y, x) sent: the x-th slice of ``R_y``, which the q ranks
+    of the grid column (x' = 0 … q−1) hold slice by slice. A range ``[j0, j1)`` is gathered
+    from the slices it meets (allgather over the column communicator, ``label.gather``); its
+    cotangent is summed over the grid column into the slices' holders (``label.partials``);
+    :meth:`result` sends the summed slice back to the partner and returns this rank's own
+    rows' (``label.to_rows``). The words are those of the whole gather, reduce-scatter and
+    exchange (:mod:`gblas_gnn.dist.layout`), in one message per range."""
+
+    def __init__(self, grid: Grid, mine: np.ndarray, r: int, c: int, label: str,
+                 chunk_bytes: int | None = None):
+        self.grid, self.mine, self.r, self.c, self.label = grid, mine, r, c, label
+        sizes = _sizes(c, grid.q)
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+        self.summed = np.zeros_like(mine)
+        row = max(int(np.prod(mine.shape[1:], dtype=np.int64)) * mine.itemsize, 1)
+        self.step = max((COLUMN_CHUNK_BYTES if chunk_bytes is None else chunk_bytes) // row, 1)
+
+    def _overlaps(self, j0: int, j1: int) -> list[int]:
+        st = self.starts
+        return [max(0, min(j1, st[m + 1]) - max(j0, st[m])) for m in range(self.grid.q)]
+
+    def _own(self, j0: int, j1: int) -> slice:
+        """The rows of ``[j0, j1)`` in this rank's slice, counted from the slice's start."""
+        lo = self.starts[self.grid.x]
+        return slice(max(j0, lo) - lo, max(min(j1, self.starts[self.grid.x + 1]), lo) - lo)
+
+    def __iter__(self):
+        for j0 in range(0, self.c, self.step):
+            j1 = min(self.c, j0 + self.step)
+            yield j0, j1, self.grid.allgather_rows(
+                np.ascontiguousarray(self.mine[self._own(j0, j1)]), self._overlaps(j0, j1),
+                f"{self.label}.gather", "col")
+
+    def complete(self, j0: int, j1: int, dX: np.ndarray) -> None:
+        self.grid.reduce_scatter_rows(dX, self._overlaps(j0, j1), f"{self.label}.partials",
+                                      "col", out=self.summed[self._own(j0, j1)])
+
+    def result(self) -> np.ndarray:
+        s = _sizes(self.r, self.grid.q)[self.grid.y]
+        return self.grid.exchange(self.summed, f"{self.label}.to_rows", rows=s)
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:

@@ -36,6 +36,7 @@ from ..executors.cpu import programs as cpu
 from ..executors.program_runtime import ProgramContext
 from ..ir.plan import Plan, fusable, plan
 from ..ir.program import Operand
+from .layout import ColumnChunks, shard
 
 __all__ = ["runs", "forward", "backward"]
 
@@ -80,6 +81,7 @@ def _gathered(layout, p: Plan, values: dict, r: int, c: int, label: str = "progr
     for slots, read in ((_row_slots(p), lambda parts: layout.rows(parts, r, f"{label}.rows")),
                         (_column_slots(p),
                          lambda parts: layout.columns(parts, r, c, f"{label}.columns"))):
+        slots = [k for k in slots if k in values]
         if slots:
             parts = [np.ascontiguousarray(values[k]) for k in slots]
             for part in parts:
@@ -200,15 +202,15 @@ def backward(dex, ctx, dout) -> list:
     p, b = inner.plan, inner.buffers
     b.csc = b.pattern.csc()
     dZ = cpu.root_cotangent_inputs(p, inner, dout)
-    row_t = None
+    row_t = chunks = None
     if sharded:
-        dZ, row_t = _gather_again(dex, ctx, p, dZ)
+        dZ, row_t, chunks = _gather_again(dex, ctx, p, dZ)
     try:
         if p.strategy == "column":
-            grads = cpu.column_gradients(p, inner, dZ, row_t)
+            grads = cpu.column_gradients(p, inner, dZ, row_t, chunks=chunks)
         else:
             grads = _row_gradients(dex.grid, p, inner, dZ)
-        return _complete(dex, p, b, grads)
+        return _complete(dex, p, b, grads, () if chunks is None else (runtime.x_slot(p),))
     finally:
         if sharded:                        # the gathered rows are dropped again
             for k in ctx.kept:
@@ -219,26 +221,39 @@ def _gather_again(dex, ctx: ShardedContext, p: Plan, dZ):
     r"""Gather again what the forward read (into the kernels' buffers) and the cotangent
     ``dZ`` (this rank's rows, in the kernels' layout) by the rows ``R_x``. The column
     strategy's softmax term :math:`t_i = \langle \bar Z_i, Z_i \rangle` is formed on
-    this rank's rows and gathered with ``dZ`` (heads words a row, not the k of ``Z``); the
-    row strategy's ``Z`` is gathered whole. Returns ``dZ`` and ``t`` (or None)."""
+    this rank's rows and gathered with ``dZ`` (heads words a row, not the k of ``Z``), and
+    its messages are gathered a range of columns at a time by the column pass
+    (:class:`~gblas_gnn.dist.layout.ColumnChunks`; here only the partner's slice comes); the
+    row strategy's ``Z`` and messages are gathered whole. Returns ``dZ``, ``t`` (or None)
+    and the column pass's chunks (or None)."""
     inner = ctx.inner
     b = inner.buffers
     pattern = b.pattern
-    gathered = _gathered(dex.layout, p, ctx.kept, pattern.nrows, pattern.ncols,
-                         "program.backward")
+    r, c = pattern.nrows, pattern.ncols
+    by_t = inner.Z is not None and not _completed_whole(p) and p.strategy == "column"
+    kept, chunks = dict(ctx.kept), None
+    if p.strategy == "column":
+        xs = runtime.x_slot(p)
+        X = runtime.heads_view(np, kept.pop(xs), p.structure.dtype)
+        g = dex.grid
+        theirs = shard(c, g.x, g.q)              # the partner's slice of R_y = C_y
+        mine = g.exchange_parts([X], [(theirs.stop - theirs.start, *X.shape[1:])],
+                                "program.backward.messages")[0]
+        chunks = ColumnChunks(g, mine, r, c, "program.backward.messages")
+        b.operands[xs] = np.empty((0, *X.shape[1:]), X.dtype)     # (read by no row pass)
+    gathered = _gathered(dex.layout, p, kept, r, c, "program.backward")
     host = cpu.HostOperands(dex.local, p, lambda slot, v: v)
     for k, v in gathered.items():
         b.operands[k] = getattr(host, p.structure.roles[k][0])(k, v)
     extra = [np.ascontiguousarray(dZ)]
-    by_t = inner.Z is not None and not _completed_whole(p) and p.strategy == "column"
     if by_t:
         extra.append(np.einsum("ihc,ihc->ih", dZ, inner.Z))
     elif inner.Z is not None and not _completed_whole(p):
         extra.append(np.ascontiguousarray(inner.Z))
-    rows = dex.layout.rows(extra, pattern.nrows, "program.backward.cotangent")
+    rows = dex.layout.rows(extra, r, "program.backward.cotangent")
     if len(rows) > 1 and not by_t:
         inner.Z = rows[1]
-    return rows[0], rows[1] if by_t else None
+    return rows[0], rows[1] if by_t else None, chunks
 
 
 def _row_gradients(grid, p: Plan, ctx, dZ) -> dict:
@@ -256,12 +271,12 @@ def _row_gradients(grid, p: Plan, ctx, dZ) -> dict:
     return cpu.row_backward_columns(p, ctx, rb)
 
 
-def _complete(dex, p: Plan, b, grads: dict) -> list:
+def _complete(dex, p: Plan, b, grads: dict, done=()) -> list:
     """Partials of this block into the operands' cotangents: what is read by source (and
     the messages) over the column communicator and back to the rows in one buffer, what
     is read by target over the row communicator, parameters over every rank."""
     grid, layout = dex.grid, dex.layout
-    by_column = [k for k in _column_slots(p) if k in grads]
+    by_column = [k for k in _column_slots(p) if k in grads and k not in done]
     if by_column:
         done = layout.column_sum([grads[k] for k in by_column], b.pattern.nrows,
                                  "program.column_partials", "program.to_rows")

@@ -23,8 +23,9 @@ A program the kernels do not cover (:func:`fused` is False) runs the reference l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -232,7 +233,7 @@ def _same_rows(a, b) -> bool:
 
 
 def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
-                     share: bool = False) -> dict:
+                     share: bool = False, chunks: MessageChunks | None = None) -> dict:
     """Strategy ``"column"``: the softmax term ``t`` (given, or the dense row product of
     ``dZ`` and the kept ``Z``), the column pass and the light row pass. Returns the
     cotangents by slot (column-side ones in the column layout, parameters per row).
@@ -243,7 +244,12 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
     pass adds to ``dX_i`` after) and gets None: the same total reaches the traced input,
     :math:`\\bar H = \\bar X + \\bar C + \\bar R` for ``H`` in all three roles (AGNN's
     normalised rows), with one array for the tape instead of three to add up and two fewer
-    zeroed (n, k) arrays."""
+    zeroed (n, k) arrays.
+
+    With ``chunks`` (:class:`MessageChunks`) the column pass runs a range of columns at a
+    time on the messages of that range alone, which ``chunks`` supplies and whose
+    cotangents it takes and completes (a grid's gathered rows: never all of them at once);
+    the messages' cotangent is then what ``chunks`` returns."""
     b, mod = ctx.buffers, kernels(p)
     dt = np.dtype(p.structure.dtype)
     H, nnz = p.heads, b.pattern.nnz
@@ -261,8 +267,6 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
     # Z was kept for t alone: the context lets it go before the passes allocate (the
     # layer's backward runs on, holding the context, until its last product; issue 21)
     ctx.Z, ctx.extra = None, {}
-    X = b.operands[x_slot(p)]
-    dX = aligned_empty(X.shape, dt)
     S = b.softmax[p.softmaxes.index(p.softmax)]
     # The column pass reads Ψ at each edge's CSR slot p and writes the edge's cotangent
     # EB[p] there, into S's own memory: the softmax (the root's heads, plan.py) is read
@@ -271,9 +275,19 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
     # written (the copy was a gather pass, then a random write per edge).
     EB = S
     GF = np.empty((nnz, H), dt) if p.factor is not None else np.empty((1, 1), dt)
-    col = _zeros_like_operands(p, b, {"col"}, dX if share else None)
-    kernel(mod, "column_pass", b.work)(*b.args(csc=True), dZ, row_t, dX, EB, GF,
-                                       *col.values())
+    column_pass = kernel(mod, "column_pass", b.work)
+    if chunks is None:
+        dX = aligned_empty(b.operands[x_slot(p)].shape, dt)
+        col = _zeros_like_operands(p, b, {"col"}, dX if share else None)
+        column_pass(*b.args(csc=True), dZ, row_t, dX, EB, GF, *col.values())
+    else:
+        col = _zeros_like_operands(p, b, {"col"})
+        for j0, j1, X in chunks:
+            dX = aligned_empty(X.shape, dt)
+            column_pass(*_column_range(p, b, j0, j1, X).args(csc=True), dZ, row_t, dX, EB,
+                        GF, *(g[j0:j1] for g in col.values()))
+            chunks.complete(j0, j1, dX)
+        dX = chunks.result()
     row = _zeros_like_operands(p, b, BY_ROW, dX if share else None)
     if row:
         kernel(mod, "column_rows", b.work)(*b.args(), EB, GF, *row.values())
@@ -282,6 +296,33 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
     if share:
         grads = {slot: None if _same_rows(g, dX) else g for slot, g in grads.items()}
     return {**grads, x_slot(p): dX}
+
+
+class MessageChunks(Protocol):
+    """The messages of a column pass a range of columns at a time (:func:`column_gradients`):
+    iterating gives ``(j0, j1, X)``, the messages of columns ``[j0, j1)`` in the kernels'
+    ``(columns, heads, f)`` layout; :meth:`complete` takes their cotangent, :meth:`result`
+    gives the messages' whole cotangent once every range is done."""
+
+    def __iter__(self) -> Iterator[tuple[int, int, np.ndarray]]: ...
+
+    def complete(self, j0: int, j1: int, dX: np.ndarray) -> None: ...
+
+    def result(self) -> np.ndarray: ...
+
+
+def _column_range(p: Plan, b: Buffers, j0: int, j1: int, X) -> Buffers:
+    """``b`` restricted to the columns ``[j0, j1)`` for the column pass: the column view's
+    pointers of those columns (the kernel's column index counts from ``j0``), the operands
+    read by source and the columns' global ids from ``j0``, the messages ``X`` of those
+    columns. Views, nothing copied."""
+    colptr, perm, rows = b.csc
+    operands = list(b.operands)
+    for slot in p.cols:
+        operands[slot] = operands[slot][j0:j1]
+    operands[x_slot(p)] = X
+    ids = (b.ids[0], b.ids[1][j0:j1]) if len(b.ids) else b.ids
+    return replace(b, csc=(colptr[j0:j1 + 1], perm, rows), ids=ids, operands=operands)
 
 
 def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
