@@ -86,9 +86,12 @@ class DistGraph:
             or its shard on a sharded grid), in increasing order.
     """
 
-    def __init__(self, grid: Grid, n: int, parts: list[np.ndarray], block: Block,
+    def __init__(self, grid: Grid, n: int, parts: list[np.ndarray] | list[int], block: Block,
                  nnz: int | None = None):
-        self.grid, self.n, self.parts = grid, int(n), parts
+        self.grid, self.n = grid, int(n)
+        # the sizes only: the ids of every part are n integers on every rank (8 MiB a rank
+        # at 2^20 vertices, 0.9 GB at 10^8), which only :attr:`parts` and :meth:`gather` read
+        self.part_sizes = [int(p) if np.ndim(p) == 0 else int(np.size(p)) for p in parts]
         self._block = block
         self.vertex_ids = block.row_ids[dense_layout(grid).local_rows(block.row_ids.size)]
         self.n_local = int(self.vertex_ids.shape[0])
@@ -255,7 +258,7 @@ class DistGraph:
             return self
 
         def build():
-            g = DistGraph(self.grid, self.n, self.parts,
+            g = DistGraph(self.grid, self.n, self.part_sizes,
                           self.A.with_matrix(self.A.M.dup(dtype=dt)), nnz=self.nnz)
             if self._attr is not None:
                 g._attr = EdgeFeatures(g.edge_tensor, self._attr.values.astype(dt), None)
@@ -279,7 +282,7 @@ class DistGraph:
             if self.grid.x == self.grid.y else self.A.M))
 
         def build():
-            g = DistGraph(self.grid, self.n, self.parts, block)
+            g = DistGraph(self.grid, self.n, self.part_sizes, block)
             g._cache["self_looped"] = g
             g._cache["base"] = self
             if self._attr is not None:
@@ -329,18 +332,26 @@ class DistGraph:
                              f"{X.shape}")
         return np.ascontiguousarray(X[self.vertex_ids])
 
+    @property
+    def parts(self) -> list[np.ndarray]:
+        """The global ids of the q parts ``R_0 … R_{q-1}`` (a collective: the grid column's
+        row blocks, gathered; every rank reads it at the same point)."""
+        ids = self.grid.allgather_rows(np.ascontiguousarray(self._block.row_ids, np.int64),
+                                       self.part_sizes, "graph.parts", "col")
+        return np.split(ids, np.cumsum(self.part_sizes)[:-1])
+
     def gather(self, X_local) -> np.ndarray:
         """The global ``(n, …)`` array on every rank from every rank's rows."""
         X_local = np.ascontiguousarray(X_local)
         if X_local.shape[:1] != (self.n_local,):
             raise ValueError(f"gather needs this rank's {self.n_local} rows, got shape "
                              f"{X_local.shape}")
+        parts = self.parts
         if self.grid.dense == "replicated":     # the grid column holds R_0 … R_{q-1}
-            pieces = list(self.parts)
-            which = "col"
+            pieces, which = parts, "col"
         else:                                   # every rank holds a slice: rank order
             pieces = [part[shard(part.size, y, self.grid.q)]
-                      for part in self.parts for y in range(self.grid.q)]
+                      for part in parts for y in range(self.grid.q)]
             which = "world"
         stacked = self.grid.allgather_rows(X_local, [p.size for p in pieces], "gather", which)
         out = np.empty((self.n, *X_local.shape[1:]), X_local.dtype)

@@ -47,7 +47,7 @@ __all__ = ["COLUMN_CHUNK_BYTES", "ColumnChunks", "DenseLayout", "Replicated", "S
            "dense_layout", "shard"]
 
 #: the messages a sharded backward gathers for one range of its block's columns, at most
-COLUMN_CHUNK_BYTES = 8 << 20
+COLUMN_CHUNK_BYTES = 4 << 20
 
 
 def shard(rows: int, j: int, q: int) -> slice:
@@ -201,7 +201,10 @@ class ColumnChunks:
     once, only ranges of at most :data:`COLUMN_CHUNK_BYTES`.
 
     ``mine`` is what the partner (y, x) sent: the x-th slice of ``R_y``, which the q ranks
-    of the grid column (x' = 0 … q−1) hold slice by slice. A range ``[j0, j1)`` is gathered
+    of the grid column (x' = 0 … q−1) hold slice by slice. The summed cotangent of the slice
+    takes its place range by range (a range of it is read once, by the gather before the
+    range's column pass), unless ``mine`` is the caller's own array (the diagonal ranks
+    exchange nothing). A range ``[j0, j1)`` is gathered
     from the slices it meets (allgather over the column communicator, ``label.gather``); its
     cotangent is summed over the grid column into the slices' holders (``label.partials``);
     :meth:`result` sends the summed slice back to the partner and returns this rank's own
@@ -209,11 +212,11 @@ class ColumnChunks:
     exchange (:mod:`gblas_gnn.dist.layout`), in one message per range."""
 
     def __init__(self, grid: Grid, mine: np.ndarray, r: int, c: int, label: str,
-                 chunk_bytes: int | None = None):
+                 owned: bool, chunk_bytes: int | None = None):
         self.grid, self.mine, self.r, self.c, self.label = grid, mine, r, c, label
         sizes = _sizes(c, grid.q)
         self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
-        self.summed = np.zeros_like(mine)
+        self.summed = mine if owned else np.empty_like(mine)
         row = max(int(np.prod(mine.shape[1:], dtype=np.int64)) * mine.itemsize, 1)
         self.step = max((COLUMN_CHUNK_BYTES if chunk_bytes is None else chunk_bytes) // row, 1)
 

@@ -124,7 +124,7 @@ def forward(dex, prog, keep: bool):
     dtype = b.avals.dtype if b.avals.size else np.dtype(p.structure.dtype)
     den = outs.pop("DEN_ROWS", None)
     out, ctx = cpu.finish_forward(local, p, b, outs, M, keep,
-                                  counts=dex.row_counts(A, dtype))
+                                  counts=dex.row_counts(A, dtype) if p.counted_mean else None)
     if den is not None:
         outs["DEN"] = den
     if p.sink[0] == "values":
@@ -239,7 +239,8 @@ def _gather_again(dex, ctx: ShardedContext, p: Plan, dZ):
         theirs = shard(c, g.x, g.q)              # the partner's slice of R_y = C_y
         mine = g.exchange_parts([X], [(theirs.stop - theirs.start, *X.shape[1:])],
                                 "program.backward.messages")[0]
-        chunks = ColumnChunks(g, mine, r, c, "program.backward.messages")
+        chunks = ColumnChunks(g, mine, r, c, "program.backward.messages",
+                              owned=mine is not X)
         b.operands[xs] = np.empty((0, *X.shape[1:]), X.dtype)     # (read by no row pass)
     gathered = _gathered(dex.layout, p, kept, r, c, "program.backward")
     host = cpu.HostOperands(dex.local, p, lambda slot, v: v)

@@ -287,6 +287,7 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
             column_pass(*_column_range(p, b, j0, j1, X).args(csc=True), dZ, row_t, dX, EB,
                         GF, *(g[j0:j1] for g in col.values()))
             chunks.complete(j0, j1, dX)
+            del X, dX                   # (before the next range's arrays are made)
         dX = chunks.result()
     row = _zeros_like_operands(p, b, BY_ROW, dX if share else None)
     if row:
