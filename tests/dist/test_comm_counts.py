@@ -31,13 +31,17 @@ step                                        sent / received        messages
 gather of ``d`` by the rows (forward and    hs / h(r − s)          1 each
 backward)
 ``[s H']`` to the partner, then gathered    (h+k)s / (h+k)s',      2 (0 on the diagonal)
-over the column (forward and backward)      (h+k)s' / (h+k)(c−s')  + 1, each
+over the column (forward)                   (h+k)s' / (h+k)(c−s')  + 1 per array
+the same again in the backward, ``s`` and   as the forward         ``H'``: 1 per range of
+``H'`` apart: ``H'`` a range of columns at                         columns (q here)
+a time
 row max, row sum                            hr each                1 each
 aggregate (reduce-scatter)                  k(r − s) / ks(q − 1)   1
-gather of ``[dZ Z]`` by the rows            2ks / 2k(r − s)        1
-column partials (reduce-scatter)            (h+k)(c − s') /        1
-                                            (h+k)s'(q − 1)
-their exchange back to the kept rows        (h+k)s' / (h+k)s       2 (0 on the diagonal)
+gather of ``[dZ t]`` by the rows            (k+h)s / (k+h)(r − s)  1 per array
+column partials ``ds`` and ``dH'``          (h+k)(c − s') /        1 per array (``dH'``: per
+(reduce-scatter, ``dH'`` range by range)    (h+k)s'(q − 1)         range)
+their exchange back to the kept rows        (h+k)s' / (h+k)s       2 each (0 on the
+                                                                   diagonal)
 row partials ``dd`` (reduce-scatter)        h(r − s) / hs(q − 1)   1
 bias and weight gradients                   as replicated          3
 ==========================================  =====================  ========================
@@ -86,6 +90,8 @@ def program_table(grid, r: int, c: int, *, by_target: int, by_source: int, out: 
         return table
     s, s2 = _slices(r, q)[grid.y], _slices(c, q)[grid.x]
     scores = by_source - out                 # read by source besides the messages
+    step = -(-c // q)                        # a range of columns: at most a slice's rows
+    ranges = -(-c // step) if c else 0
     table.update({
         "program.rows": (by_target * s, by_target * (r - s), 1) if rows else None,
         "program.columns": (by_source * s, by_source * s2, 2) if off else None,
@@ -93,15 +99,16 @@ def program_table(grid, r: int, c: int, *, by_target: int, by_source: int, out: 
         if rows else None,
         "program.aggregate": (out * (r - s), out * s * (q - 1), 1) if rows else None,
         # the backward: the rows and the scores by source gathered again, the messages a
-        # range of columns at a time (one range here) with their cotangent
+        # range of columns at a time (a slice's rows each here) with their cotangent
         "program.backward.rows": (by_target * s, by_target * (r - s), 1) if rows else None,
         "program.backward.columns": (scores * s, scores * s2, 2) if off else None,
         "program.backward.columns.gather": (scores * s2, scores * (c - s2),
                                             source_arrays - 1) if rows else None,
         "program.backward.messages": (out * s, out * s2, 2) if off else None,
-        "program.backward.messages.gather": (out * s2, out * (c - s2), 1) if rows else None,
-        "program.backward.messages.partials": (out * (c - s2), out * s2 * (q - 1), 1)
-        if rows else None,
+        "program.backward.messages.gather": (out * s2, out * (c - s2), ranges)
+        if rows and ranges else None,
+        "program.backward.messages.partials": (out * (c - s2), out * s2 * (q - 1), ranges)
+        if rows and ranges else None,
         "program.backward.messages.to_rows": (out * s2, out * s, 2) if off else None,
         "program.backward.cotangent": ((out + heads) * s, (out + heads) * (r - s), 2)
         if rows else None,

@@ -198,7 +198,7 @@ class ColumnChunks:
     """The messages read by source in a sharded backward, a range of the block's columns
     ``C_y`` at a time (:class:`gblas_gnn.executors.cpu.programs.MessageChunks`), and their
     cotangent completed range by range: no rank holds all of ``X[C_y]`` or its cotangent at
-    once, only ranges of at most :data:`COLUMN_CHUNK_BYTES`.
+    once, only ranges of at most :data:`COLUMN_CHUNK_BYTES` and at most a slice (c/q rows).
 
     ``mine`` is what the partner (y, x) sent: the x-th slice of ``R_y``, which the q ranks
     of the grid column (x' = 0 … q−1) hold slice by slice. The summed cotangent of the slice
@@ -218,7 +218,10 @@ class ColumnChunks:
         self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
         self.summed = mine if owned else np.empty_like(mine)
         row = max(int(np.prod(mine.shape[1:], dtype=np.int64)) * mine.itemsize, 1)
-        self.step = max((COLUMN_CHUNK_BYTES if chunk_bytes is None else chunk_bytes) // row, 1)
+        # a range is at most a slice's rows (about n/p) and COLUMN_CHUNK_BYTES: what a rank
+        # holds of the messages then falls as 1/p, not as the block's columns' 1/√p
+        cap = (COLUMN_CHUNK_BYTES if chunk_bytes is None else chunk_bytes) // row
+        self.step = max(min(cap, -(-c // grid.q)), 1)
 
     def _overlaps(self, j0: int, j1: int) -> list[int]:
         st = self.starts
