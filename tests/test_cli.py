@@ -76,6 +76,7 @@ def test_resume_continues_the_run(tmp_path):
     (["train", "--dataset", "erdos_renyi:n=10,degree=20"], "degree must lie in [0, n - 1 = 9]"),
     (["train", "--dataset", "erdos_renyi:n=1.5,degree=1"], "n must be a positive integer"),
     (["infer", "--checkpoint", "/no/such.npz"], "no checkpoint"),
+    (["train", "--dense", "sharded"], "--dense sharded lays out dense tensors on a grid"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(argv, message, capsys):
     assert main(argv) == 2

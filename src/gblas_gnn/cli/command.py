@@ -514,6 +514,9 @@ def _executor(args):
     error that says what to install."""
     from ..executors import get_executor
 
+    if getattr(args, "dense", "auto") != "auto" and args.executor != "dist":
+        raise UsageError(f"--dense {args.dense} lays out dense tensors on a grid: it needs "
+                         "--executor dist")
     try:
         return get_executor(args.executor)
     except (ImportError, RuntimeError) as exc:
@@ -532,9 +535,6 @@ def _laid_out(args, cfg: dict, ex, dataset):
     model's kind, its input, hidden (times heads) and output widths."""
     grid = getattr(ex, "grid", None)
     if grid is None:
-        if args.dense != "auto":
-            raise UsageError(f"--dense {args.dense} lays out dense tensors on a grid: it "
-                             "needs --executor dist")
         return ex, dataset
     from ..dist import DistExecutor
     from ..dist.planning import choose_layout
