@@ -376,8 +376,8 @@ def test_memory_subcommand_measures_and_attributes_one_step(tmp_path, capsys):
     assert (tmp_path / "memory.md").read_text() == memory_markdown(r)
     assert "| 12 |" in capsys.readouterr().out
     results = Path(__file__).resolve().parents[1] / "bench" / "results" / "current"
-    for name in ("memory", "memory-baseline", "memory-grid", "memory-k24", "memory-k23-grid",
-                 "memory-gatv2", "memory-gatv2-e"):
+    for name in ("memory", "memory-baseline", "memory-k24", "memory-k23-grid", "memory-gatv2",
+                 "memory-gatv2-e", "memory-k20-grid", "memory-grid-p", "memory-k23-sharded"):
         recorded = json.loads((results / f"{name}.json").read_text())
         assert memory_markdown(recorded) == (results / f"{name}.md").read_text(), name
 
