@@ -96,8 +96,8 @@ def test_interrupted_line(tmp_path):
 
 
 def _grid_facts(**extra):
-    return {"executor": "dist", "grid": [2, 2], "processes": 4, "vertices": 1000,
-            "edges": 5000, "peak_rss_bytes": 3 * 2**30, "peak_rank": 2,
+    return {"executor": "dist", "grid": [2, 2], "processes": 4, "dense": "sharded",
+            "vertices": 1000, "edges": 5000, "peak_rss_bytes": 3 * 2**30, "peak_rank": 2,
             "bytes_sent_per_epoch": [1024, 2048, 2048, 1024], "layer_widths": [64, 8],
             "scheme_bound_bytes": 1024.0, **extra}
 
@@ -108,8 +108,8 @@ def test_the_run_lines_of_a_grid():
     lines = run_lines(_grid_facts(read={"edge_bytes": 3000, "total_edge_bytes": 12000,
                                         "row_bytes": 512, "how": "the tiles of its block"}))
     assert lines == [
-        "ran on executor dist, a 2x2 grid of 4 processes; graph of 1,000 vertices and 5,000 "
-        "edges; peak memory 3.0 GiB (rank 2, the largest)",
+        "ran on executor dist, a 2x2 grid of 4 processes (dense tensors sharded); graph of "
+        "1,000 vertices and 5,000 edges; peak memory 3.0 GiB (rank 2, the largest)",
         "bytes sent per epoch by each rank (the last epoch; rank: bytes): 0: 1.0 KiB, 1: 2.0 "
         "KiB, 2: 2.0 KiB, 3: 1.0 KiB",
         "  the scheme's formula, the sum over the graph layers of (n k/sqrt(p) + k^2) words "

@@ -194,7 +194,7 @@ def run_lines(facts: dict) -> list[str]:
     the scheme's bound, and what each rank read of a data set read by parts."""
     where = ("one process" if facts["grid"] is None else
              f"a {facts['grid'][0]}x{facts['grid'][1]} grid of {facts['processes']} processes"
-             f" (dense tensors {facts.get('dense', 'replicated')})")
+             f" (dense tensors {facts['dense']})")
     peak = _size(facts["peak_rss_bytes"])
     peak += "" if facts["grid"] is None else f" (rank {facts['peak_rank']}, the largest)"
     lines = [f"ran on executor {facts['executor']}, {where}; graph of {facts['vertices']:,} "
