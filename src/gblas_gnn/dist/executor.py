@@ -1,9 +1,13 @@
 r"""The ``dist`` executor: the executor interface on a √p×√p MPI grid (the paper's scheme).
 
-Rank (x, y) holds the block ``A[R_x, C_y]`` (a :class:`~gblas_gnn.dist.graph.Block`) and the
-rows ``R_x`` of every dense tensor; edge tensors are local ``graphblas.Matrix`` blocks with
-the pattern of its adjacency block. Every operation runs the ``cpu`` executor's kernels on the
-block and completes them with collectives on the row or column communicator:
+Rank (x, y) holds the block ``A[R_x, C_y]`` (a :class:`~gblas_gnn.dist.graph.Block`) and of
+every dense tensor the rows ``R_x`` (``dense="replicated"``) or their y-th of q slices
+(``dense="sharded"``): :mod:`gblas_gnn.dist.layout` gives each operation the rows it reads
+and keeps its result as the layout says; edge tensors are local ``graphblas.Matrix`` blocks
+with the pattern of its adjacency block. Every operation runs the ``cpu`` executor's kernels
+on the block and completes them with collectives on the row or column communicator (the
+words below are the replicated layout's; the sharded one adds the gathers by target and the
+slice exchanges of :mod:`gblas_gnn.dist.layout`, and completes sums by reduce-scatter):
 
 =======================  ===========================================================
 operation                communication (words per rank)
