@@ -1,13 +1,18 @@
 """The planning formulas (:mod:`gblas_gnn.dist.planning`): the replicated GAT count is the
 table of ``tests/dist/test_comm_counts.py``; a sharded count worked by hand, rule by rule;
-nothing moves on one process; the sharded dense arrays fall as 1/p; CAGNET's totals as the
-paper's equations give them, worked by hand; ``choose_layout``; clear errors; and
-``docs/planning.md`` holds exactly what its script prints."""
+nothing moves on one process; the sharded dense arrays fall as 1/p; the memory plan against
+the recorded memory study (every run within :data:`MEMORY_TOLERANCE`, every traced rank's
+inventory within :data:`INVENTORY_TOLERANCE`, the runtime slack the measured median);
+CAGNET's totals as the paper's equations give them, worked by hand; ``choose_layout``; clear
+errors; and ``docs/planning.md`` holds exactly what its script prints."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 import re
+import statistics
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +22,13 @@ import pytest
 from gblas_gnn.dist import planning
 
 ROOT = Path(__file__).resolve().parents[1]
+#: how far the planned peak of a rank may be from the measured growth of the largest rank of
+#: every recorded run (``bench/results/current/memory-grid-p.json``, ``memory-k20-grid.json``)
+MEMORY_TOLERANCE = 0.10
+#: how far the inventory (the plan without the runtime slack) of every rank of the traced
+#: jobs may be from its traced peak (``memory-grid-p-traced.json``)
+INVENTORY_TOLERANCE = 0.03
+MIB = 2 ** 20
 
 
 def _comm_counts():
@@ -146,6 +158,97 @@ def test_sharded_dense_memory_falls_as_one_over_p(kind):
     assert peaks[0] > peaks[1] > peaks[2]
 
 
+def _validation():
+    from bench.distributed import memory_validation
+
+    return memory_validation
+
+
+def test_the_memory_plan_holds_every_measured_run():
+    """The planned peak of the largest rank against the measured growth of every recorded
+    run: one process and the grid jobs, both layouts, scales 18 and 20."""
+    rows = _validation().validation_rows()
+    seen = {(r["scale"], r["p"], r["layout"]) for r in rows}
+    assert {(18, 1, "one process"), (20, 1, "one process"), (20, 4, "replicated"),
+            (20, 4, "sharded")} | {(18, p, layout) for p in (4, 9, 16)
+                                   for layout in planning.LAYOUTS} <= seen
+    bad = [(r["scale"], r["p"], r["layout"], round(r["growth"] / MIB, 1),
+            round(r["planned"] / MIB, 1)) for r in rows
+           if abs(r["error"]) > MEMORY_TOLERANCE]
+    assert not bad, f"planned peaks off the measured growth by more than " \
+                    f"{MEMORY_TOLERANCE:.0%} (scale, p, layout, measured MiB, planned MiB): {bad}"
+
+
+def test_the_inventory_is_every_traced_ranks_peak():
+    """:func:`planning.rank_memory_terms` without the runtime slack, with each rank's own
+    sizes (its block's rows, columns, shards and entries), against the rank's traced peak."""
+    traced = json.loads(_validation().TRACED.read_text())["jobs"]
+    assert {(j["procs"], j["dense"]) for j in traced} == \
+        {(1, "one process")} | {(p, layout) for p in (4, 9, 16) for layout in planning.LAYOUTS}
+    checked = 0
+    for job in traced:
+        q = math.isqrt(job["procs"])
+        n = job["n"]
+        sizes = [n * (i + 1) // q - n * i // q for i in range(q)]
+        layout = "replicated" if job["dense"] == "one process" else job["dense"]
+        for rank in job["ranks"]:
+            x, y = divmod(rank["rank"], q)
+            r, c = sizes[x], sizes[y]
+            s = r * (y + 1) // q - r * y // q
+            assert rank["rows"] == (s if layout == "sharded" else r)      # (the grid's)
+            terms = planning.rank_memory_terms(
+                "gat", layout, r=r, c=c, s=s, s_col=c * (x + 1) // q - c * x // q, q=q,
+                diagonal=x == y, entries=rank["block_entries"],
+                widths=[job["k"]] * (job["layers"] + 1))
+            inventory = sum(terms.values()) - terms["runtime slack"]
+            assert inventory == pytest.approx(rank["traced_peak"], rel=INVENTORY_TOLERANCE), \
+                (job["procs"], job["dense"], rank["rank"])
+            checked += 1
+    assert checked == 1 + 2 * (4 + 9 + 16)
+
+
+def test_the_runtime_slack_is_the_measured_median():
+    """:data:`planning.RUNTIME_SLACK_BYTES` is the median over the traced grid jobs of the
+    largest rank's growth beyond its traced peak, rounded to whole MiB."""
+    samples = _validation().slack_samples()
+    assert len(samples) == 6
+    assert planning.RUNTIME_SLACK_BYTES == round(statistics.median(samples) / MIB) * MIB
+
+
+def test_the_plan_reads_the_layouts_column_ranges():
+    from gblas_gnn.dist.layout import COLUMN_CHUNK_BYTES
+
+    assert planning.COLUMN_RANGE_BYTES == COLUMN_CHUNK_BYTES
+
+
+@pytest.mark.parametrize("kind", planning.KINDS)
+def test_memory_terms_take_the_larger_rank(kind):
+    # replicated GAT: the column copies make an off-diagonal rank the larger; sharded: the
+    # diagonal one, whose block holds the self loops
+    heads = 2 if kind == "gat" else 1
+    n, m, p, widths = 2 ** 18, 4e6, 16, [16, 32, 32]
+    for layout in planning.LAYOUTS:
+        ranks = [planning.rank_memory_terms(kind, layout, r=n / 4, c=n / 4, s=n / 16,
+                                            s_col=n / 16, q=4, diagonal=d,
+                                            entries=m / 16 + (n / 4 if d else 0),
+                                            widths=widths, heads=heads)
+                 for d in (True, False)]
+        assert planning.peak_bytes(kind, layout, n, m, p, widths, heads) == \
+            pytest.approx(max(sum(t.values()) for t in ranks), rel=1e-12)
+    if kind == "gat":
+        diagonal, off = (planning.rank_memory_terms(
+            "gat", "replicated", r=n / 4, c=n / 4, q=4, diagonal=d, entries=m / 16,
+            widths=widths, heads=heads)["kept columns"] for d in (True, False))
+        assert off - diagonal == 4 * (n / 4) * (32 + 32)      # H' of the partner, per layer
+
+
+def test_choose_layout_at_p4_for_the_measured_graphs():
+    for row in _validation().validation_rows():
+        if row["p"] == 4:
+            assert planning.choose_layout("gat", row["n"], row["m"], 4, row["widths"]) == \
+                "sharded"
+
+
 def test_cagnet_worked_by_hand():
     # 1.5D, §IV-B5: L(2nf/c + 2nfc/P); n = 1000, f = 16, P = 16, c = 4, L = 2
     assert planning.cagnet_words("1.5d", 1000, 8000, 16, 16, 2, c=4) == \
@@ -227,3 +330,13 @@ def test_the_document_holds_the_scripts_table():
     assert found, "docs/planning.md lost its planning-table markers"
     assert found[1] == table_markdown(), ("docs/planning.md's table is not what "
                                           "python -m bench.distributed.planning_plot prints")
+
+
+def test_the_document_holds_the_validation_table():
+    text = (ROOT / "docs" / "planning.md").read_text()
+    found = re.search(r"<!-- planning-validation:start -->\n(.*?)"
+                      r"<!-- planning-validation:end -->", text, re.S)
+    assert found, "docs/planning.md lost its planning-validation markers"
+    assert found[1] == _validation().validation_markdown(), (
+        "docs/planning.md's validation table is not what "
+        "python -m bench.distributed.planning_plot --validation prints")

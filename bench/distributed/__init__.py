@@ -3,5 +3,6 @@ process (:mod:`.executor`, ``python -m bench dist``; worker :mod:`.executor_work
 per rank against the bound (:mod:`.comm`, ``python -m bench comm``; worker
 :mod:`.comm_worker`) and training at scale on a grid (:mod:`.scale`, ``python -m bench
 scale``); beside them, no MPI: the planning table and plot of ``docs/planning.md``
-(:mod:`.planning_plot`, ``python -m bench.distributed.planning_plot``).
+(:mod:`.planning_plot`, ``python -m bench.distributed.planning_plot``) and the planned memory
+against the memory study's measurements (:mod:`.memory_validation`).
 """

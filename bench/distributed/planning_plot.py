@@ -3,10 +3,13 @@ epoch of the two dense layouts beside CAGNET's 1.5D and 3D algorithms, from
 :mod:`gblas_gnn.dist.planning` (no measurement: the formulas).
 
     python -m bench.distributed.planning_plot [--png docs/planning.png] [--no-plot]
+    python -m bench.distributed.planning_plot --validation
 
 prints the markdown that ``docs/planning.md`` holds between its ``planning-table`` markers
 (``tests/test_planning.py`` checks the two are equal, so the numbers are never typed by hand)
-and draws the plot (matplotlib, the ``bench`` extra).
+and draws the plot (matplotlib, the ``bench`` extra); ``--validation`` prints instead the
+table between its ``planning-validation`` markers: the planned memory per rank against the
+recorded memory study (:mod:`.memory_validation`).
 """
 
 from __future__ import annotations
@@ -156,7 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.distributed.planning_plot")
     ap.add_argument("--png", type=Path, default=ROOT / "docs" / "planning.png")
     ap.add_argument("--no-plot", action="store_true", help="print the table only")
+    ap.add_argument("--validation", action="store_true",
+                    help="print the validation table (planned against measured memory) only")
     a = ap.parse_args(argv)
+    if a.validation:
+        from .memory_validation import validation_markdown
+
+        print(validation_markdown(), end="")
+        return 0
     print(table_markdown(), end="")
     if not a.no_plot:
         plot(a.png)

@@ -1,10 +1,12 @@
 r"""Planning a run on the q×q grid: the words a rank moves and the memory it needs, for the
 two layouts of the dense vertex arrays, beside CAGNET's 1.5D and 3D algorithms.
 
-Pure arithmetic (no MPI): :func:`layer_words` is the exact count of one layer on one rank,
-:func:`epoch_words` and :func:`peak_bytes` are the large-n approximations a run is planned
-with, :func:`choose_layout` is what ``--dense auto`` asks. ``docs/planning.md`` has the table
-they give for three graphs and the formulas written out.
+Pure arithmetic (no MPI): :func:`layer_words` is the exact count of one layer on one rank
+and :func:`rank_memory_terms` the memory of one rank at its own sizes (an inventory,
+:data:`MEMORY_TERMS`, held to measured peaks), :func:`epoch_words` and :func:`peak_bytes` are
+the large-n approximations a run is planned with, :func:`choose_layout` is what ``--dense
+auto`` asks. ``docs/planning.md`` has the table they give for three graphs, the formulas
+written out and the memory plan against the measurements.
 
 Layouts (rank (x, y) of the q×q grid, p = q², block ``A[R_x, C_y]`` with ``C_y = R_y``):
 
@@ -53,9 +55,11 @@ from dataclasses import dataclass
 
 from .cost import bound_words
 
-__all__ = ["KINDS", "LAYOUTS", "CAGNET_ALGORITHMS", "Term", "DENSE_TERMS", "EDGE_TERMS",
-           "INDEX_BYTES", "ROW_POINTER_BYTES", "PARAMETER_COPIES", "layer_steps",
-           "layer_words", "epoch_words", "memory_terms", "peak_bytes", "choose_layout",
+__all__ = ["KINDS", "LAYOUTS", "CAGNET_ALGORITHMS", "Term", "UNITS", "MEMORY_TERMS",
+           "INDEX_BYTES", "GRAPHBLAS_INDEX_BYTES", "ROW_POINTER_BYTES", "VERTEX_ID_BYTES",
+           "LABEL_BYTES", "PARAMETER_COPIES", "COLUMN_RANGE_BYTES", "RUNTIME_SLACK_BYTES",
+           "layer_steps", "layer_words", "epoch_words", "rank_memory_terms", "memory_terms",
+           "peak_bytes", "choose_layout",
            "cagnet_words", "cagnet_memory", "cagnet_replication", "bound_for_widths",
            "parameter_words"]
 
@@ -349,140 +353,325 @@ def bound_for_widths(n: float, p: int, widths: Sequence[int], heads: int = 1) ->
 # ---------------------------------------------------------------------------- memory
 @dataclass(frozen=True)
 class Term:
-    """One array of the memory inventory: its words per vertex (dense terms) or per stored
-    edge of the block (edge terms) are ``f·f + k·k + h·h + w·w`` for the layer's input width
-    f, output width k, heads h and SpMM width w = min(f, k)."""
+    """One item of the memory inventory: ``words + f·f + k·k + h·h + w·min(f, k)`` values of
+    ``itemsize`` bytes plus ``nbytes`` bytes, per ``unit`` (:data:`UNITS`), for the layer's
+    input width f, output width k (GAT: heads·d) and heads h; ``off``: only a rank off the
+    diagonal holds it (on the diagonal the block's rows are its columns and the partner
+    exchange returns the array itself)."""
 
     what: str
+    unit: str
+    words: float = 0.0
     f: float = 0.0
     k: float = 0.0
     h: float = 0.0
     w: float = 0.0
+    nbytes: float = 0.0
+    off: bool = False
 
-    def words(self, f: float, k: float, h: float) -> float:
-        return self.f * f + self.k * k + self.h * h + self.w * min(f, k)
+    def bytes_per_unit(self, f: float, k: float, h: float, itemsize: int) -> float:
+        values = self.words + self.f * f + self.k * k + self.h * h + self.w * min(f, k)
+        return itemsize * values + self.nbytes
 
 
-#: The dense arrays of one layer in a training step, words per vertex (not yet calibrated
-#: against measured peaks; change a coefficient here and every plan follows):
-#:
-#: * ``saved`` — alive from the layer's forward to its backward, in the layout's own rows
-#:   (n/q replicated, n/p sharded); summed over the layers;
-#: * ``step`` — the cotangents while the layer's backward runs, own rows; the largest layer's;
-#: * ``kept_columns`` — column copies the *replicated* forward keeps for the backward (c rows;
-#:   the sharded backward gathers again, rule 6); summed over the layers;
-#: * ``columns`` — column-side arrays while one operation runs (c rows, both layouts);
-#: * ``gathered_columns`` / ``gathered_rows`` — what the *sharded* layout gathers while one
-#:   operation runs (c and r rows): rules 1, 2 and 6, and partial sums before a
-#:   reduce-scatter.
-#:
-#: The transient terms (``step``, ``columns``, ``gathered_*``) count the largest layer's
-#: backward, the larger of a layer's two passes. On q = 1 every copy is the array itself:
-#: ``kept_columns``, ``columns`` and ``gathered_*`` are 0.
-DENSE_TERMS: dict[str, dict[str, tuple[Term, ...]]] = {
-    "gat": {
-        "saved": (Term("input H, saved for dW = Hᵀ dH'", f=1),
-                  Term("messages H' = H W", k=1),
-                  Term("scores s and d", h=2),
-                  Term("softmax row max and row sum", h=2),
-                  Term("aggregate Z, kept by the attention sink", k=1),
-                  Term("Z + b, the activation's input", k=1)),
-        "step": (Term("dZ", k=1), Term("dH'", k=1), Term("ds and dd", h=2),
-                 Term("dH = dH' Wᵀ", f=1)),
-        "kept_columns": (Term("[s H'] for the columns, read again by the backward",
-                              h=1, k=1),),
-        "columns": (Term("column partials [ds dH'] before their completion", h=1, k=1),),
-        "gathered_columns": (Term("[s H'] gathered again (rule 6)", h=1, k=1),),
-        "gathered_rows": (Term("d, t and dZ gathered (rules 2, 6)", h=2, k=1),
-                          Term("row partials dd before the reduce-scatter", h=1)),
-    },
-    "gcn": {
-        "saved": (Term("input H, saved for dW (projecting first; alive as the previous "
-                       "layer's output either way)", f=1),
-                  Term("P = ÂH saved (propagating first, k > f) or H W (projecting first, "
-                       "freed after the SpMM: an upper bound)", w=1),
-                  Term("Z = ÂHW + b, the activation's input", k=1)),
-        "step": (Term("dZ", k=1), Term("the SpMM's cotangent Âᵀ dZ or dZ Wᵀ", w=1),
-                 Term("dH", f=1)),
-        "kept_columns": (),
-        "columns": (Term("the column copy (forward) or the column partials (backward)",
-                         w=1),),
-        "gathered_columns": (),
-        "gathered_rows": (Term("the row operand gathered (backward) or the row partials "
-                               "before the reduce-scatter (forward)", w=1),),
-    },
-}
+#: what a :class:`Term` is counted per, on rank (x, y):
+#: ``A entry`` — a stored entry of the block of A (the user's graph, no self loops);
+#: ``entry`` — one of the block of A + I (the layers add the self loops: those of ``R_x`` on
+#: the diagonal blocks); ``row`` — a row of ``R_x`` (r); ``column`` — one of ``C_y`` (c);
+#: ``own row`` — a row the layout keeps (r replicated, s sharded); ``partner row`` — a row
+#: of the partner's slice (s'); ``range row`` — a row of one range of the block's columns
+#: of a sharded backward (:data:`COLUMN_RANGE_BYTES`); ``process`` — once.
+UNITS = ("A entry", "entry", "row", "column", "own row", "partner row", "range row",
+         "process")
 
-#: Arrays per stored edge of the block, words per entry, saved from forward to backward (the
-#: adjacency itself is ``INDEX_BYTES`` + one value per entry and ``ROW_POINTER_BYTES`` per row)
-EDGE_TERMS: dict[str, tuple[Term, ...]] = {
-    "gat": (Term("softmax values Ψ, one per head", h=1),),
-    "gcn": (),
-}
-#: bytes of one stored column index of the block (int32)
+#: bytes of an index of the block's pattern of A + I and of its CSC view (int32)
 INDEX_BYTES = 4
-#: bytes of one row pointer of the block (int64), r + 1 of them
+#: bytes of a column index of a GraphBLAS matrix (int64)
+GRAPHBLAS_INDEX_BYTES = 8
+#: bytes of a row or column pointer (int64)
 ROW_POINTER_BYTES = 8
+#: bytes of a global vertex id (int64)
+VERTEX_ID_BYTES = 8
+#: bytes of a label (int64)
+LABEL_BYTES = 8
 #: copies of every parameter a training step holds: the parameter, its gradient and Adam's
 #: two moments
 PARAMETER_COPIES = 4
+#: a sharded backward gathers the messages of at most this many bytes of the block's columns
+#: at a time (and at most a slice, ⌈c/q⌉ rows): ``gblas_gnn.dist.layout.COLUMN_CHUNK_BYTES``
+COLUMN_RANGE_BYTES = 4 << 20
+#: What a process's resident memory grows by beyond the traced peak of its arrays: freed
+#: blocks the allocator keeps resident (arrays below glibc's mmap threshold, at most 32 MiB,
+#: come from the heap), MPI's own buffers (Open MPI's allreduce holds about half the array in
+#: temporaries), untraced small objects. Measured on the six scale-18 grid jobs of
+#: ``bench/results/current/memory-grid-p.json`` (p = 4, 9, 16, both layouts): the largest
+#: rank's growth (peak RSS minus the process's baseline) minus its traced peak (the same job
+#: under ``--breakdown``, ``memory-grid-p-traced.json``) is 8.8, 13.8, 10.7, 5.1, 6.2 and 7.5
+#: MiB; their median, 8.15 MiB, rounded to whole MiB.
+RUNTIME_SLACK_BYTES = 8 << 20
+
+_GRAPH = (
+    Term("A, the user's graph: GraphBLAS, an int64 column index an entry, iso values",
+         "A entry", nbytes=GRAPHBLAS_INDEX_BYTES),
+    Term("A's row pointers", "row", nbytes=ROW_POINTER_BYTES),
+    Term("the pattern of A + I the layers run on (CSR: int32 column indices)", "entry",
+         nbytes=INDEX_BYTES),
+    Term("its row pointers", "row", nbytes=ROW_POINTER_BYTES),
+)
+_GRID_IDS = (
+    Term("the block's global row ids", "row", nbytes=VERTEX_ID_BYTES),
+    Term("the block's global column ids (the row ids on the diagonal)", "column",
+         nbytes=VERTEX_ID_BYTES, off=True),
+)
+_DATA = (
+    Term("input features (width f0)", "own row", f=1),
+    Term("labels", "own row", nbytes=LABEL_BYTES),
+    Term("logits (the last layer's Z + b, width k_L) and their gradient", "own row", k=2),
+)
+_GAT_CSC = (
+    Term("CSC view of A + I (int32 permutation and rows), built by the first backward and "
+         "kept", "entry", nbytes=2 * INDEX_BYTES),
+    Term("its column pointers", "column", nbytes=ROW_POINTER_BYTES),
+)
+_GAT_BETWEEN = (
+    Term("aggregate Z, kept for the softmax term t = ⟨dZ_i, Z_i⟩", "own row", k=1),
+    Term("the activation's output (ELU), the next layer's input, kept for dW", "own row", k=1),
+)
+_GAT_SOFTMAX = (Term("softmax values Ψ, one per head (the backward writes the edge "
+                     "cotangents over them)", "entry", h=1),)
+_GCN_GRAPH = (
+    Term("A + I as a GraphBLAS matrix (built by gcn_norm)", "entry",
+         nbytes=GRAPHBLAS_INDEX_BYTES),
+    Term("its row pointers", "row", nbytes=ROW_POINTER_BYTES),
+    Term("Â = D^-1/2 (A + I) D^-1/2: GraphBLAS, an int64 index and a value an entry", "entry",
+         words=1, nbytes=GRAPHBLAS_INDEX_BYTES),
+    Term("its row pointers", "row", nbytes=ROW_POINTER_BYTES),
+    Term("the kernels' CSR pattern of Â (int32)", "entry", nbytes=INDEX_BYTES),
+    Term("its row pointers", "row", nbytes=ROW_POINTER_BYTES),
+    Term("Âᵀ for spmm_t (CSC: int32 rows and the values)", "entry", words=1,
+         nbytes=INDEX_BYTES),
+    Term("its column pointers", "column", nbytes=ROW_POINTER_BYTES),
+)
+_GCN_SAVED = (Term("ÂH saved for dW (propagating first, k > f), or HW (projecting first, "
+                   "let go after the SpMM: an upper bound)", "own row", w=1),)
+_GCN_BETWEEN = (Term("the activation's output, the next layer's input, kept for dW",
+                     "own row", k=1),)
+
+#: The inventory of one rank's memory at the peak of a training step, per layer kind and case
+#: ("one process": p = 1, the ``cpu`` executor, where the two layouts coincide; otherwise the
+#: layout): each category a tuple of :class:`Term` s, counted
+#:
+#: * ``graph`` — once: the block of A, the pattern of A + I, the views the kernels build;
+#: * ``data`` — once, with f = f0 and k = k_L: the features, labels, logits and their gradient;
+#: * ``edge arrays`` and ``saved`` — for every layer (f, k of the layer): kept from the
+#:   forward to the backward;
+#: * ``between layers`` — for every layer but the last (k of the layer): the arrays a layer
+#:   hands the next that the backward reads again;
+#: * ``transient`` — once, with the last layer's f and k: the last layer's backward, where the
+#:   step peaks (every forward cache is alive; the last layer's Z is let go once t is formed):
+#:   the column pass of its last range of columns (sharded), the completion of its column
+#:   partials (replicated), the column pass (one process).
+#:
+#: GAT is the implementation's as measured (``docs/planning.md``: each rank's traced peak
+#: within 2%); GCN is derived from its code and not measured. Besides: the parameters
+#: (:data:`PARAMETER_COPIES` each) and :data:`RUNTIME_SLACK_BYTES`, per process.
+MEMORY_TERMS: dict[str, dict[str, dict[str, tuple[Term, ...]]]] = {
+    "gat": {
+        "one process": {
+            "graph": _GRAPH + _GAT_CSC,
+            "data": _DATA,
+            "edge arrays": _GAT_SOFTMAX,
+            "saved": (Term("messages H' = H W", "own row", k=1),
+                      Term("scores d, a contiguous copy read by target", "own row", h=1),
+                      Term("scores s, a contiguous copy read by source", "column", h=1)),
+            "between layers": _GAT_BETWEEN,
+            "transient": (Term("dX, the messages' cotangent", "column", k=1),
+                          Term("ds, the column partials of the scores", "column", h=1),
+                          Term("t", "row", h=1),
+                          Term("dd, the row partials of the scores", "row", h=1)),
+        },
+        "replicated": {
+            "graph": _GRAPH + _GRID_IDS + _GAT_CSC,
+            "data": _DATA,
+            "edge arrays": _GAT_SOFTMAX,
+            "saved": (Term("messages H' = H W", "own row", k=1),
+                      Term("scores d, a contiguous copy read by target", "own row", h=1),
+                      Term("scores s as the columns read them (the diagonal's own copy, the "
+                           "partner's off it)", "column", h=1),
+                      Term("H' of the partner's rows, the column copy kept for the "
+                           "backward", "column", k=1, off=True)),
+            "between layers": _GAT_BETWEEN,
+            "transient": (Term("[ds dX], the column partials", "column", h=1, k=1),
+                          Term("the same, concatenated for the column allreduce", "column",
+                               h=1, k=1),
+                          Term("the completed partials, back from the partner", "row", h=1,
+                               k=1, off=True),
+                          Term("the completed partials split into ds and dX", "row", h=1,
+                               k=1),
+                          Term("dd, the row partials", "row", h=1),
+                          Term("the last layer's softmax values, let go before the "
+                               "completion", "entry", h=-1)),
+        },
+        "sharded": {
+            "graph": _GRAPH + _GRID_IDS + _GAT_CSC,
+            "data": _DATA,
+            "edge arrays": _GAT_SOFTMAX,
+            "saved": (Term("messages H' = H W", "own row", k=1),
+                      Term("scores [s d]", "own row", h=2)),
+            "between layers": _GAT_BETWEEN,
+            "transient": (Term("dZ, d and t gathered by the rows", "row", k=1, h=2),
+                          Term("s gathered by the columns", "column", h=1),
+                          Term("ds, the column partials of s", "column", h=1),
+                          Term("H' of the partner's slice, received once, then its summed "
+                               "cotangent", "partner row", k=1),
+                          Term("the messages of one range of columns and their cotangent",
+                               "range row", k=2)),
+        },
+    },
+    "gcn": {
+        "one process": {
+            "graph": _GRAPH + _GCN_GRAPH,
+            "data": _DATA,
+            "edge arrays": (),
+            "saved": _GCN_SAVED,
+            "between layers": _GCN_BETWEEN,
+            "transient": (Term("G = Âᵀ dZ or Âᵀ (dZ Wᵀ)", "column", w=1),
+                          Term("dH", "own row", f=1)),
+        },
+        "replicated": {
+            "graph": _GRAPH + _GRID_IDS + _GCN_GRAPH,
+            "data": _DATA,
+            "edge arrays": (),
+            "saved": _GCN_SAVED,
+            "between layers": _GCN_BETWEEN,
+            "transient": (Term("G, the column partials", "column", w=1),
+                          Term("G completed, back from the partner", "row", w=1, off=True),
+                          Term("dH", "own row", f=1)),
+        },
+        "sharded": {
+            "graph": _GRAPH + _GRID_IDS + _GCN_GRAPH,
+            "data": _DATA,
+            "edge arrays": (),
+            "saved": _GCN_SAVED,
+            "between layers": _GCN_BETWEEN,
+            "transient": (Term("the operand read by target, gathered by the rows", "row",
+                               w=1),
+                          Term("G, the column partials", "column", w=1),
+                          Term("G reduce-scattered, then exchanged", "partner row", w=1),
+                          Term("dH", "own row", f=1)),
+        },
+    },
+}
 
 
-def _total(terms: tuple[Term, ...], f: float, k: float, h: float) -> float:
-    return sum(t.words(f, k, h) for t in terms)
+def _range_rows(c: float, q: int, k: float, itemsize: int) -> float:
+    """Rows of one range of columns of a sharded backward (``layout.ColumnChunks``)."""
+    cap = COLUMN_RANGE_BYTES // max(int(k * itemsize), 1)
+    return max(min(cap, math.ceil(c / q)), 1)
+
+
+def rank_memory_terms(kind: str, layout: str, *, r: float, c: float, s: float | None = None,
+                      s_col: float | None = None, q: int, diagonal: bool, entries: float,
+                      widths: Sequence[int], heads: int = 1, itemsize: int = 4
+                      ) -> dict[str, float]:
+    r"""The planned peak memory of one rank in a training step, by item (bytes): what
+    :data:`MEMORY_TERMS` gives for its sizes, the parameters and the runtime slack.
+
+    Parameters
+    ----------
+    kind, layout : str
+        As :func:`layer_words`.
+    r, c, s, s_col, q, diagonal :
+        As :func:`layer_words` (``s``, ``s_col`` for the sharded layout).
+    entries : float
+        Stored entries of the rank's block of A + I (the self loops of ``R_x`` lie in the
+        diagonal blocks: the block of A has ``entries − r`` there, ``entries`` elsewhere).
+    widths, heads, itemsize :
+        As :func:`peak_bytes`.
+
+    Returns
+    -------
+    dict
+        ``graph``, ``data``, ``edge arrays``, ``dense saved`` (own rows: ``saved`` and
+        ``between layers``), ``kept columns`` (``saved`` by column: the replicated GAT's
+        column copies), ``transient``, ``parameters``, ``runtime slack``. On q = 1 the
+        inventory is the one process's (the ``cpu`` executor's), whatever ``layout``.
+    """
+    _kind(kind)
+    _layout(layout)
+    ws = _widths(widths, heads, kind)
+    if q == 1:
+        case, diagonal, c = "one process", True, r
+        s = s_col = r
+    else:
+        case = layout
+        if layout == "sharded" and (s is None or s_col is None):
+            raise ValueError("the sharded layout needs s (the size of shard y of R_x) and "
+                             "s_col (the size of shard x of R_y)")
+    own = s if case == "sharded" else r
+    h = heads if kind == "gat" else 0
+    units = {"A entry": entries - r if diagonal else entries, "entry": entries, "row": r,
+             "column": c, "own row": own, "partner row": s_col if case == "sharded" else 0,
+             "process": 1}
+    inventory = MEMORY_TERMS[kind][case]
+
+    def total(terms: tuple[Term, ...], f: float, k: float, by: str | None = None) -> float:
+        """Bytes of ``terms`` for a layer f → k (``by``: only those counted by "column", or
+        only the others, "rows")."""
+        out = 0.0
+        for t in terms:
+            if (t.off and diagonal) or (by is not None and (t.unit == "column") != (
+                    by == "column")):
+                continue
+            n = _range_rows(c, q, k, itemsize) if t.unit == "range row" else units[t.unit]
+            out += n * t.bytes_per_unit(f, k, h, itemsize)
+        return out
+
+    layers = list(zip(ws[:-1], ws[1:], strict=True))
+    f_last, k_last = layers[-1]
+    return {
+        "graph": total(inventory["graph"], 0, 0),
+        "data": total(inventory["data"], ws[0], ws[-1]),
+        "edge arrays": sum(total(inventory["edge arrays"], f, k) for f, k in layers),
+        "dense saved": sum(total(inventory["saved"], f, k, "rows") for f, k in layers)
+        + sum(total(inventory["between layers"], f, k) for f, k in layers[:-1]),
+        "kept columns": sum(total(inventory["saved"], f, k, "column") for f, k in layers),
+        "transient": total(inventory["transient"], f_last, k_last),
+        "parameters": itemsize * PARAMETER_COPIES * sum(
+            parameter_words(kind, f, k, heads) for f, k in layers),
+        "runtime slack": float(RUNTIME_SLACK_BYTES),
+    }
 
 
 def memory_terms(kind: str, layout: str, n: float, m: float, p: int, widths: Sequence[int],
                  heads: int = 1, itemsize: int = 4) -> dict[str, float]:
-    r"""The peak memory of one rank in a training step, by item (bytes; see
+    r"""The planned peak memory of the larger rank in a training step, by item (bytes; see
     :func:`peak_bytes`)."""
     _kind(kind)
     _layout(layout)
     q = _side(p)
-    ws = _widths(widths, heads, kind)
+    _widths(widths, heads, kind)
     if n <= 0 or m < 0:
         raise ValueError(f"n must be positive and m non-negative, got n={n}, m={m}")
-    sharded = layout == "sharded"
-    r = c = n / q
-    own = n / p if sharded else r
-    copies = q > 1
-    h = heads if kind == "gat" else 0
-    T = DENSE_TERMS[kind]
-    layers = list(zip(ws[:-1], ws[1:], strict=True))
-    edges = m / p
-    transient = 0.0
-    for f, k in layers:
-        words = own * _total(T["step"], f, k, h)
-        if copies:
-            words += c * _total(T["columns"], f, k, h)
-            if sharded:
-                words += c * _total(T["gathered_columns"], f, k, h) + \
-                    r * _total(T["gathered_rows"], f, k, h)
-        transient = max(transient, words)
-    return {
-        "adjacency": edges * (INDEX_BYTES + itemsize) + ROW_POINTER_BYTES * (r + 1),
-        "edge arrays": itemsize * edges * sum(_total(EDGE_TERMS[kind], f, k, h)
-                                              for f, k in layers),
-        "dense saved": itemsize * own * sum(_total(T["saved"], f, k, h) for f, k in layers),
-        "kept columns": itemsize * c * sum(_total(T["kept_columns"], f, k, h)
-                                           for f, k in layers) if copies and not sharded
-        else 0.0,
-        "transient": itemsize * transient,
-        "parameters": itemsize * PARAMETER_COPIES * sum(
-            parameter_words(kind, f, k, heads) for f, k in layers),
-    }
+    r = n / q
+    ranks = [rank_memory_terms(kind, layout, r=r, c=r, s=n / p, s_col=n / p, q=q,
+                               diagonal=diagonal, entries=m / p + (r if diagonal else 0),
+                               widths=widths, heads=heads, itemsize=itemsize)
+             for diagonal in ((True,) if q == 1 else (True, False))]
+    return max(ranks, key=lambda terms: sum(terms.values()))
 
 
 def peak_bytes(kind: str, layout: str, n: float, m: float, p: int, widths: Sequence[int],
                heads: int = 1, itemsize: int = 4) -> float:
-    r"""The planned peak memory of one rank in a training step (bytes).
+    r"""The planned peak memory of one rank in a training step (bytes): how far its resident
+    memory grows beyond the process's baseline (interpreter, imports, compiled kernels).
 
     Parameters
     ----------
     kind, layout : str
         As :func:`layer_words`.
     n, m : float
-        Vertices and stored edges of the graph.
+        Vertices and stored edges of the graph A (without self loops: the layers add n).
     p : int
         Ranks, a square q².
     widths : sequence of int
@@ -495,21 +684,21 @@ def peak_bytes(kind: str, layout: str, n: float, m: float, p: int, widths: Seque
     Returns
     -------
     float
-        The sum of :func:`memory_terms`, with r = c = n/q, own rows ρ = n/q (replicated) or
-        n/p (sharded), b = itemsize, the sums over the layers l and :data:`DENSE_TERMS` /
-        :data:`EDGE_TERMS` read as words per vertex or per edge:
+        The sum of :func:`memory_terms`: :func:`rank_memory_terms` of a diagonal rank
+        (``m/p + n/q`` entries of A + I) and of an off-diagonal one (``m/p``), with
+        ``r = c = n/q``, ``s = s' = n/p``, whichever is larger. For the sizes ρ (own rows:
+        r replicated, s sharded), e (entries), L layers and the inventory
+        :data:`MEMORY_TERMS` (b = itemsize):
 
         .. math::
-            \frac{m}{p}(4 + b) + 8(r + 1)
-            + b\,\frac{m}{p}\sum_l E_l
-            + b\,\rho \sum_l S_l
-            + [\text{repl.}]\; b\,c \sum_l K_l
-            + b \max_l \big(\rho\, D_l + c\, C_l + [\text{shard.}](c\, G^c_l + r\, G^r_l)\big)
-            + 4b \sum_l P_l
+            \text{graph}(e, r, c) + \rho\,(b f_0 + 8 + 2 b k_L)
+            + \sum_l \big(b e E_l + \rho\, S_l + c\, K_l\big) + \rho \sum_{l<L} B_l
+            + T_L + 4 b \sum_l P_l + \text{slack}
 
-        (E edge arrays, S saved, K kept columns, D step, C columns, G gathered, P parameter
-        words; the column and gathered terms are 0 on q = 1, where both layouts coincide).
-        The rank is an off-diagonal one (the diagonal ones copy nothing for their columns).
+        (E edge arrays, S and K saved by own row and by column, B between layers, T the last
+        layer's backward, P parameter words, slack :data:`RUNTIME_SLACK_BYTES`). Validated
+        against measured peaks in ``docs/planning.md``; on q = 1 both layouts are the one
+        process's step.
     """
     return sum(memory_terms(kind, layout, n, m, p, widths, heads, itemsize).values())
 
@@ -517,9 +706,9 @@ def peak_bytes(kind: str, layout: str, n: float, m: float, p: int, widths: Seque
 def choose_layout(kind: str, n: float, m: float, p: int, widths: Sequence[int],
                   heads: int = 1, itemsize: int = 4) -> str:
     """The layout ``--dense auto`` picks: the one with the lower :func:`peak_bytes`, the
-    replicated one on a tie (p = 1, where the two coincide). With the inventory of
-    :data:`DENSE_TERMS` the sharded layout has the lower peak in every case of
-    ``docs/planning.md`` (p = 16 … 1024), and at p = 4 for the same graphs; the replicated
+    replicated one on a tie (p = 1, where the two coincide). The sharded layout has the
+    lower peak in every case of ``docs/planning.md`` (p = 16 … 1024) and at p = 4 for the
+    measured Kronecker graphs (scales 18 and 20, widths [16, 16, 16, 16]); the replicated
     one receives fewer words for GAT (about 2/3: rule 6) and about as many for GCN."""
     rep = peak_bytes(kind, "replicated", n, m, p, widths, heads, itemsize)
     shard = peak_bytes(kind, "sharded", n, m, p, widths, heads, itemsize)
