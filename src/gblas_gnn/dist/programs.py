@@ -23,6 +23,13 @@ is read by target) over the row communicator; the parameters' over all ranks. St
 phases. So a composed layer moves O(nk/√p + k²) words per rank, as the paper's scheme, and
 never the adjacency. Programs the kernels do not cover here (a reduction by max/min, a user
 semiring) run the reference lowering.
+
+This is the replicated layout. On a sharded one (:mod:`.layout`) the operands read by target
+are gathered over the row first, those read by source come as the partner's slice gathered
+over the column, the sums complete as reduce-scatters; the context keeps only the operands'
+slices (:class:`ShardedContext`) and the backward gathers again what the forward read, forms
+``t`` on its own rows and gathers it with ``dZ``, and reads the messages a range of the
+block's columns at a time (:class:`~gblas_gnn.dist.layout.ColumnChunks`).
 """
 
 from __future__ import annotations
@@ -76,7 +83,8 @@ class ShardedContext:
 
 def _gathered(layout, p: Plan, values: dict, r: int, c: int, label: str = "program") -> dict:
     """The vertex operands ``values`` (slot -> this rank's rows) as the block reads them:
-    rows ``R_x`` by target, ``C_y`` by source, each side in one message."""
+    rows ``R_x`` by target, ``C_y`` by source (replicated: one exchange for every operand
+    read by source; sharded: one gather per operand, :mod:`.layout`)."""
     out = {}
     for slots, read in ((_row_slots(p), lambda parts: layout.rows(parts, r, f"{label}.rows")),
                         (_column_slots(p),
