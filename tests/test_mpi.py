@@ -154,8 +154,8 @@ def test_a_model_file_on_an_ogb_folder_trains_and_infers_on_a_grid(tmp_path):
                        "ck.npz"], cwd=tmp_path, timeout=300)
     assert grid.returncode == 0, grid.stdout + grid.stderr
     assert grid.stdout.count("test accuracy") == 1 and line in grid.stdout
-    assert "ran on executor dist, a 2x2 grid of 4 processes; graph of 120 vertices" in \
-        grid.stdout
+    assert "ran on executor dist, a 2x2 grid of 4 processes (dense tensors sharded); graph " \
+        "of 120 vertices" in grid.stdout
     sent = re.search(r"bytes sent per epoch by each rank \(the last epoch; rank: bytes\): "
                      r"0: .*, 1: .*, 2: .*, 3: [\d.]+ \w+\n", grid.stdout)
     assert sent, grid.stdout
