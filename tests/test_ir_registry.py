@@ -33,6 +33,18 @@ def test_every_sink_the_front_end_builds_is_registered():
         sink_rule(("nowhere", None))
 
 
+def test_every_runtime_names_registered_sinks():
+    """The runtimes' per-sink tables (the one-process and device runtime's, the grid's
+    completions) are keyed by registered sink names; the grid runs the column-side sinks
+    (``cols``, ``spmm_t``) through the reference lowering."""
+    pytest.importorskip("mpi4py")
+    from gblas_gnn.dist.programs import GRID_SINKS
+    from gblas_gnn.executors.program_runtime import SINK_RUNTIMES
+
+    assert set(SINK_RUNTIMES) == set(SINKS)
+    assert set(GRID_SINKS) == set(SINKS) - {"cols", "spmm_t"}
+
+
 def test_unknown_and_duplicate_kinds_are_refused():
     with pytest.raises(ValueError, match="unknown operation"):
         primitive("no_such_kind")

@@ -45,16 +45,85 @@ from ..ir.plan import Plan, fusable, plan
 from ..ir.program import Operand
 from .layout import ColumnChunks, shard
 
-__all__ = ["runs", "forward", "backward"]
+__all__ = ["GRID_SINKS", "GridSink", "runs", "forward", "backward"]
+
+
+class GridSink:
+    """How the grid completes one sink kind's row pass (:data:`GRID_SINKS`): which of its
+    forms run the generated kernels here, the output the rows complete in, whether they
+    complete whole (the winners of max / min, on every rank of the grid row) or as a sum
+    (kept as the layout keeps rows), and under which label."""
+
+    #: the row pass's output the grid completes (None: the output is edge values)
+    output: str | None = "OUT"
+    label = "program.rows"
+
+    def runs(self, sink: tuple) -> bool:
+        return True
+
+    def whole(self, p: Plan) -> bool:
+        """Whether the rows complete whole (max / min winners), not as a sum."""
+        return False
+
+    def maximises(self, p: Plan) -> bool:
+        return False
+
+    def complete(self, dex, p: Plan, args: list, outs: dict) -> None:
+        """Complete the rows over the grid row, after the last phase (``outs`` updated)."""
+        if self.output is None:
+            return
+        if self.whole(p):
+            _extreme(dex.grid, self.maximises(p), args, outs[self.output], outs["ARG"])
+        else:
+            outs[self.output] = dex.layout.row_sum(outs[self.output], self.label)
+
+
+class _EdgeValues(GridSink):
+    output = None
+
+
+class _RowSums(GridSink):
+    def runs(self, sink):
+        return sink[1] == "sum"
+
+
+class _Messages(GridSink):
+    def whole(self, p):
+        return p.sink[1] != "sum"
+
+    def maximises(self, p):
+        return p.sink[1] == "max"
+
+
+class _Aggregate(GridSink):
+    output, label = "Z", "program.aggregate"
+
+    def whole(self, p):
+        return p.extreme
+
+    def maximises(self, p):
+        return p.algebra.maximises
+
+    def complete(self, dex, p, args, outs):
+        super().complete(dex, p, args, outs)
+        if p.weighted_mean:                 # (the backward reads the whole rows')
+            grid = dex.grid
+            outs["DEN_ROWS"] = grid.allreduce(outs["DEN"], "sum", "row", "program.weights")
+            outs["DEN"] = dex.layout.own(outs["DEN_ROWS"])
+            # a negative weight anywhere stops every rank (not only its grid row)
+            grid.allreduce(outs["NEG"], "max", "world", "program.weights")
+
+
+#: the sink kinds the grid runs with the generated kernels, by name (the others, and the
+#: forms a rule's ``runs`` refuses, run the reference lowering)
+GRID_SINKS: dict[str, GridSink] = {"values": _EdgeValues(), "rows": _RowSums(),
+                                   "messages": _Messages(), "aggregate": _Aggregate()}
 
 
 def runs(structure) -> bool:
     """Whether the grid runs ``structure`` with the generated kernels."""
-    if not fusable(structure):
-        return False
-    sink = structure.sink
-    return sink[0] in ("aggregate", "messages", "values") or \
-        (sink[0] == "rows" and sink[1] == "sum")
+    rule = GRID_SINKS.get(structure.sink[0])
+    return fusable(structure) and rule is not None and rule.runs(structure.sink)
 
 
 def _column_slots(p: Plan) -> list[int]:
@@ -135,7 +204,7 @@ def forward(dex, prog, keep: bool):
                                   counts=dex.row_counts(A, dtype) if p.counted_mean else None)
     if den is not None:
         outs["DEN"] = den
-    if p.sink[0] == "values":
+    if GRID_SINKS[p.sink[0]].output is None:          # edge values: the block's
         return [A.with_matrix(E) if isinstance(A, Block) else E for E in out], ctx
     if dex.dense == "replicated":
         return out, ctx
@@ -152,14 +221,14 @@ def forward(dex, prog, keep: bool):
 def _completed_whole(p: Plan) -> bool:
     """Whether the grid completes the program's rows whole on every rank of a grid row (the
     winners of max / min), not as this rank's share of a sum."""
-    return p.extreme or (p.sink[0] == "messages" and p.sink[1] != "sum")
+    return GRID_SINKS[p.sink[0]].whole(p)
 
 
 def _phases(dex, p: Plan, fwd, args: list, outs: dict) -> None:
     """The row pass one phase at a time, with the row communicator's collectives between
     them (the stage maxima and sums are the kernel's ``RM<k>``, ``RS<k>`` arguments); the
     sums of the rows as the layout keeps them (``outs`` updated)."""
-    grid, layout = dex.grid, dex.layout
+    grid = dex.grid
     stats = args[len(args) - 2 * len(p.softmaxes):]
     for m in range(len(p.softmaxes)):
         RM, RS = stats[2 * m], stats[2 * m + 1]
@@ -169,22 +238,7 @@ def _phases(dex, p: Plan, fwd, args: list, outs: dict) -> None:
         grid.allreduce(RS, "sum", "row", "program.row_sum")
         fwd(*args, 3 * m + 2)
     fwd(*args, 3 * len(p.softmaxes))
-    kind = p.sink[0]
-    if kind == "rows" or (kind == "messages" and p.sink[1] == "sum"):
-        outs["OUT"] = layout.row_sum(outs["OUT"], "program.rows")
-    elif kind == "messages":
-        _extreme(grid, p.sink[1] == "max", args, outs["OUT"], outs["ARG"])
-    elif kind == "aggregate":
-        if p.extreme:
-            _extreme(grid, p.algebra.maximises, args, outs["Z"], outs["ARG"])
-        else:
-            outs["Z"] = layout.row_sum(outs["Z"], "program.aggregate")
-            if p.weighted_mean:           # (the backward reads the whole rows')
-                outs["DEN_ROWS"] = grid.allreduce(outs["DEN"], "sum", "row",
-                                                  "program.weights")
-                outs["DEN"] = layout.own(outs["DEN_ROWS"])
-                # a negative weight anywhere stops every rank (not only its grid row)
-                grid.allreduce(outs["NEG"], "max", "world", "program.weights")
+    GRID_SINKS[p.sink[0]].complete(dex, p, args, outs)
 
 
 def _extreme(grid, is_max: bool, args: list, Z, ARG) -> None:
