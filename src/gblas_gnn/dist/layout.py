@@ -39,6 +39,8 @@ layouts are the same and nothing moves.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from .grid import Grid
@@ -59,7 +61,7 @@ def _sizes(rows: int, q: int) -> list[int]:
     return [rows * (j + 1) // q - rows * j // q for j in range(q)]
 
 
-class DenseLayout:
+class DenseLayout(ABC):
     """The layout of dense tensors on ``grid`` (see the module docstring). ``r`` is the
     number of rows ``|R_x|`` of this rank's block, ``c`` its columns ``|C_y|``."""
 
@@ -68,9 +70,9 @@ class DenseLayout:
     def __init__(self, grid: Grid):
         self.grid = grid
 
+    @abstractmethod
     def local_rows(self, r: int) -> slice:
         """The rows of ``R_x`` this rank keeps."""
-        raise NotImplementedError
 
     def kept(self, r: int) -> int:
         """How many rows of ``R_x`` (``r`` rows) this rank keeps."""
@@ -86,38 +88,39 @@ class DenseLayout:
                              "R_x): build the graph and its tensors on the executor's grid "
                              "(DistGraph.from_graph(g, executor.grid), graph.scatter)")
 
+    @abstractmethod
     def share(self, rows: int) -> slice:
         """This rank's share of its ``rows`` local rows in a reduction over all vertices
         (each vertex counted once over the grid)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def rows(self, parts: list[np.ndarray], r: int, label: str) -> list[np.ndarray]:
-        """``X[R_x]`` of each array of ``parts`` (this rank's rows), in one message."""
-        raise NotImplementedError
+        """``X[R_x]`` of each array of ``parts`` (this rank's rows)."""
 
+    @abstractmethod
     def columns(self, parts: list[np.ndarray], r: int, c: int, label: str) -> list[np.ndarray]:
-        """``X[C_y]`` of each array of ``parts`` (this rank's rows), in one exchange."""
-        raise NotImplementedError
+        """``X[C_y]`` of each array of ``parts`` (this rank's rows), the partner exchange of
+        all of them in one message."""
 
+    @abstractmethod
     def row_sum(self, Z: np.ndarray, label: str) -> np.ndarray:
         """The sum over the grid row of the partial rows ``Z`` (``R_x``), as kept here."""
-        raise NotImplementedError
 
+    @abstractmethod
     def own(self, Z: np.ndarray) -> np.ndarray:
         """This rank's rows of ``Z`` (``R_x``, the same on the whole grid row)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def column_sum(self, parts: list[np.ndarray], r: int, partials: str, to_rows: str
                    ) -> list[np.ndarray]:
         """The sums over the grid column of the partial columns ``parts`` (each ``C_y``
         rows), as this rank keeps them: one reduction (``partials``) and one exchange
         (``to_rows``) for all of them."""
-        raise NotImplementedError
 
+    @abstractmethod
     def columns_to_rows(self, Z: np.ndarray, r: int, label: str) -> np.ndarray:
         """A result by columns ``C_y`` (the same on the whole grid column) as this rank
         keeps its rows: from the partner (y, x), which holds it for ``R_x``."""
-        raise NotImplementedError
 
 
 class Replicated(DenseLayout):
