@@ -34,14 +34,18 @@ def test_every_sink_the_front_end_builds_is_registered():
 
 
 def test_every_runtime_names_registered_sinks():
-    """The runtimes' per-sink tables (the one-process and device runtime's, the grid's
-    completions) are keyed by registered sink names; the grid runs the column-side sinks
+    """The runtimes' and the generators' per-sink tables (the one-process and device
+    runtime's, the cpu and cuda kernels' code, the grid's completions) are keyed by
+    registered sink names; the grid runs the column-side sinks
     (``cols``, ``spmm_t``) through the reference lowering."""
+    from gblas_gnn.executors.cpu._program_kernels import SINK_CODE
+    from gblas_gnn.executors.program_runtime import SINK_RUNTIMES
+    from gblas_gnn.gpu._program_source import SINK_CODE as GPU_SINK_CODE
+
+    assert set(SINK_RUNTIMES) == set(SINKS) == set(SINK_CODE) == set(GPU_SINK_CODE)
     pytest.importorskip("mpi4py")
     from gblas_gnn.dist.programs import GRID_SINKS
-    from gblas_gnn.executors.program_runtime import SINK_RUNTIMES
 
-    assert set(SINK_RUNTIMES) == set(SINKS)
     assert set(GRID_SINKS) == set(SINKS) - {"cols", "spmm_t"}
 
 

@@ -201,45 +201,12 @@ class _Generator(ProgramSource):
         return body
 
     def _sink_args(self) -> tuple[str, ...]:
-        kind = self.sink[0]
-        if kind == "messages":
-            return ("OUT",) if self.sink[1] == "sum" else ("OUT", "ARG")
-        if kind == "rows":
-            return ("OUT",)
-        if kind != "aggregate":
-            return ("W",)
-        if self.p.weighted_mean:
-            return ("Z", "W", "DEN", "NEG")
-        return ("Z", "W", "ARG") if self.p.extreme else ("Z", "W")
+        return SINK_CODE[self.sink[0]].outputs(self)
 
     # ------------------------------------------------------------------ forward
     def _final(self, row: SourceBlock) -> None:
         """The root at every edge of the row (lanes over edges) and the sink."""
-        kind = self.sink[0]
-        if kind == "aggregate":
-            self._aggregate(row)
-            return
-        if kind == "messages":
-            self._reduce_messages(row)
-            return
-        row.emit(f"for hh in range({self.H}):")
-        head = row.nested()
-        if kind != "rows":                   # values, cols, spmm_t: the root's values
-            e = self._edges(head, lanes=True)
-            e.emit(f"W[hh, p] = {self._root(e)}")
-            return
-        op = self.sink[1]
-        head.emit(f"acc = {dict(sum=self.zero, max='-' + self.inf, min=self.inf)[op]}")
-        e = self._edges(head, lanes=True)
-        w = self._root(e)
-        if op == "sum":
-            e.emit(f"acc += {w}")
-        else:
-            e.emit(f"if {w} {'>' if op == 'max' else '<'} acc:")
-            e.nested().emit(f"acc = {w}")
-        head.emit(f"acc = {_GROUP_REDUCE[op]}(acc)")
-        self._once(head, "OUT[i, hh] = acc" if op == "sum" else
-                    f"OUT[i, hh] = acc if hi > lo else {self.zero}")
+        SINK_CODE[self.sink[0]].final(self, row)
 
     def _aggregate(self, row: SourceBlock) -> None:
         """The weights of the row's edges (lanes over edges, into ``W``; ``avg`` also their
@@ -365,43 +332,7 @@ class _Generator(ProgramSource):
 
     def _root_cotangent(self, head: SourceBlock) -> None:
         """``GB[hh, p]`` at every edge of row ``i`` from the sink's cotangent ``dZ``."""
-        kind, z = self.sink[0], self.zero
-        if kind in ("rows", "cols") and self.sink[1] == "sum":
-            side = "i" if kind == "rows" else "j"
-            self._edges(head, lanes=True).emit(f"GB[hh, p] = dZ[{side}, hh]")
-            return
-        if kind == "rows":                   # max / min: the first extreme edge
-            head.emit("best = -1")
-            head.emit(f"acc = {z}")
-            e = self._edges(head, lanes=False)
-            w = self._root(e, together=True)
-            e.emit(f"if best < 0 or {w} {'>' if self.sink[1] == 'max' else '<'} acc:")
-            e.nested().emit(f"acc = {w}")
-            e.nested().emit("best = p")
-            head.emit(_LANE_EDGES)
-            head.nested().emit(f"GB[hh, p] = dZ[i, hh] if p == best else {z}")
-            return
-        if self.p.extreme:                   # the edge's winning features (lanes over edges)
-            e = self._edges(head, lanes=True)
-            e.emit(f"g = {z}")
-            e.emit("for c in range(ARG.shape[2]):")
-            c = e.nested()
-            c.emit("if ARG[i, hh, c] == p:")
-            c.nested().emit("g += dZ[i, hh, c]" if self.algebra.tropical else
-                            "g += dZ[i, hh, c] * X[j, hh, c]")
-            e.emit("GB[hh, p] = g")
-            return
-        if self.p.weighted_mean:
-            head.emit("den = DEN[i, hh]")
-            self._dot(head, "dZ[i, hh", "Z[i, hh", "tz")
-        e = self._edges(head, lanes=False)
-        if kind == "spmm_t":
-            self._dot(e, "X[i, hh", "dZ[j, hh", "g")
-        else:
-            self._dot(e, "dZ[i, hh", "X[j, hh", "g")
-        if self.p.weighted_mean:
-            e.emit(f"g = (g - tz) / den if den > {z} else {z}")
-        self._once(e, "GB[hh, p] = g")
+        SINK_CODE[self.sink[0]].root_cotangent(self, head)
 
     def _message_gradient(self, h: SourceBlock) -> None:
         """``dX[j] += w_ij · dZ_i`` (max/min: on the features the edge won)."""
@@ -416,6 +347,127 @@ class _Generator(ProgramSource):
         f.emit("if ARG[i, hh, c] == p:")
         f.nested().emit("dX[j, hh, c] += dZ[i, hh, c]" if self.aggr.endswith("_plus") else
                         "dX[j, hh, c] += dZ[i, hh, c] * w")
+
+
+# ---------------------------------------------------------------------- the sinks' code
+class _SinkCode:
+    """The cuda generator's code for one sink kind (:data:`SINK_CODE`, by the sink's name):
+    the forward's output arguments (:meth:`outputs`), the row's last loop (:meth:`final`)
+    and the root's cotangent at every edge of a row from the sink's cotangent ``dZ``
+    (:meth:`root_cotangent`). This base is the aggregation's, ``Z = S ⊕ X``."""
+
+    #: the dot product of the root's cotangent at an edge: ``dZ_i · X_j``
+    cotangent_dot = ("dZ[i, hh", "X[j, hh")
+
+    def outputs(self, g: _Generator) -> tuple[str, ...]:
+        if g.p.weighted_mean:
+            return ("Z", "W", "DEN", "NEG")
+        return ("Z", "W", "ARG") if g.p.extreme else ("Z", "W")
+
+    def final(self, g: _Generator, row: SourceBlock) -> None:
+        g._aggregate(row)
+
+    def root_cotangent(self, g: _Generator, head: SourceBlock) -> None:
+        z = g.zero
+        if g.p.extreme:                      # the edge's winning features (lanes over edges)
+            e = g._edges(head, lanes=True)
+            e.emit(f"g = {z}")
+            e.emit("for c in range(ARG.shape[2]):")
+            c = e.nested()
+            c.emit("if ARG[i, hh, c] == p:")
+            c.nested().emit("g += dZ[i, hh, c]" if g.algebra.tropical else
+                            "g += dZ[i, hh, c] * X[j, hh, c]")
+            e.emit("GB[hh, p] = g")
+            return
+        if g.p.weighted_mean:
+            head.emit("den = DEN[i, hh]")
+            g._dot(head, "dZ[i, hh", "Z[i, hh", "tz")
+        e = g._edges(head, lanes=False)
+        g._dot(e, *self.cotangent_dot, "g")
+        if g.p.weighted_mean:
+            e.emit(f"g = (g - tz) / den if den > {z} else {z}")
+        g._once(e, "GB[hh, p] = g")
+
+
+class _MessagesCode(_SinkCode):
+    """``OUT[i, hh, c] = ⊕_q M[q, hh, c]``: the messages reduced channel by channel."""
+
+    def outputs(self, g):
+        return ("OUT",) if g.sink[1] == "sum" else ("OUT", "ARG")
+
+    def final(self, g, row):
+        g._reduce_messages(row)
+
+
+class _EdgeValuesCode(_SinkCode):
+    """The root's values per head at every edge (``W``), which the executor finishes (edge
+    tensors, a column sum or a transposed product)."""
+
+    def outputs(self, g):
+        return ("W",)
+
+    def final(self, g, row):
+        row.emit(f"for hh in range({g.H}):")
+        e = g._edges(row.nested(), lanes=True)
+        e.emit(f"W[hh, p] = {g._root(e)}")
+
+
+class _ColumnSumCode(_EdgeValuesCode):
+    def root_cotangent(self, g, head):
+        if g.sink[1] == "sum":
+            g._edges(head, lanes=True).emit("GB[hh, p] = dZ[j, hh]")
+            return
+        super().root_cotangent(g, head)
+
+
+class _TransposedProductCode(_EdgeValuesCode):
+    cotangent_dot = ("X[i, hh", "dZ[j, hh")
+
+
+class _RowReductionCode(_SinkCode):
+    """``OUT[i, hh] = ⊕_p W[p, hh]`` (sum, max, min): lanes over the row's edges, a group
+    reduction; max / min send the cotangent to the first extreme edge."""
+
+    def outputs(self, g):
+        return ("OUT",)
+
+    def final(self, g, row):
+        row.emit(f"for hh in range({g.H}):")
+        head = row.nested()
+        op = g.sink[1]
+        head.emit(f"acc = {dict(sum=g.zero, max='-' + g.inf, min=g.inf)[op]}")
+        e = g._edges(head, lanes=True)
+        w = g._root(e)
+        if op == "sum":
+            e.emit(f"acc += {w}")
+        else:
+            e.emit(f"if {w} {'>' if op == 'max' else '<'} acc:")
+            e.nested().emit(f"acc = {w}")
+        head.emit(f"acc = {_GROUP_REDUCE[op]}(acc)")
+        g._once(head, "OUT[i, hh] = acc" if op == "sum" else
+                f"OUT[i, hh] = acc if hi > lo else {g.zero}")
+
+    def root_cotangent(self, g, head):
+        z = g.zero
+        if g.sink[1] == "sum":
+            g._edges(head, lanes=True).emit("GB[hh, p] = dZ[i, hh]")
+            return
+        head.emit("best = -1")               # max / min: the first extreme edge
+        head.emit(f"acc = {z}")
+        e = g._edges(head, lanes=False)
+        w = g._root(e, together=True)
+        e.emit(f"if best < 0 or {w} {'>' if g.sink[1] == 'max' else '<'} acc:")
+        e.nested().emit(f"acc = {w}")
+        e.nested().emit("best = p")
+        head.emit(_LANE_EDGES)
+        head.nested().emit(f"GB[hh, p] = dZ[i, hh] if p == best else {z}")
+
+
+#: the generator's code of each sink kind, by the sink's name (:data:`gblas_gnn.ir.sinks.SINKS`)
+SINK_CODE: dict[str, _SinkCode] = {
+    "aggregate": _SinkCode(), "messages": _MessagesCode(), "values": _EdgeValuesCode(),
+    "cols": _ColumnSumCode(), "spmm_t": _TransposedProductCode(),
+    "rows": _RowReductionCode()}
 
 
 def _generate(p: Plan) -> tuple[str, dict[str, tuple[str, ...]]]:

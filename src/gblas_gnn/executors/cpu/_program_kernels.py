@@ -363,32 +363,7 @@ class _Generator(HeadUnrolling, ProgramSource):
     def _final(self, row: SourceBlock) -> None:
         if self._aggregate_heads(row):
             return
-        kind = self.sink[0]
-        if kind == "messages":
-            self._reduce_messages(row)
-            return
-        row.emit(f"for hh in range({self.H}):")
-        head = row.nested()
-        if kind in ("values", "cols", "spmm_t"):
-            e = self._edges(head)
-            e.emit(f"W[hh, p] = {self._root(e)}")
-            return
-        if kind == "rows":
-            op = self.sink[1]
-            head.emit(f"acc = {self.zero}")
-            head.emit("first = True")
-            e = self._edges(head)
-            w = self._root(e)
-            if op == "sum":
-                e.emit(f"acc += {w}")
-            else:
-                cmp = ">" if op == "max" else "<"
-                e.emit(f"if first or {w} {cmp} acc:")
-                e.nested().emit(f"acc = {w}")
-                e.emit("first = False")
-            head.emit("OUT[i, hh] = acc")
-            return
-        self._aggregate(head)
+        SINK_CODE[self.sink[0]].final(self, row)
 
     def _aggregate(self, head: SourceBlock) -> None:
         algebra = self.algebra
@@ -466,19 +441,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         take.emit("ai[c] = np.int64(p)")
 
     def _sink_args(self) -> tuple[str, ...]:
-        kind = self.sink[0]
-        if kind == "messages":
-            return ("OUT",) if self.sink[1] == "sum" else ("OUT", "ARG")
-        if kind == "values":
-            return ("W",)
-        if kind == "rows":
-            return ("OUT",)
-        if kind in ("cols", "spmm_t"):
-            return ("W",)
-        extra = ("DEN", "NEG") if self.p.weighted_mean else ()
-        if self.p.extreme:
-            extra = ("ARG",)
-        return ("Z", *extra)
+        return SINK_CODE[self.sink[0]].outputs(self)
 
     def _forward_setup(self, body: SourceBlock) -> None:
         if self.rule.gathers_messages:
@@ -624,43 +587,47 @@ class _Generator(HeadUnrolling, ProgramSource):
     def _root_cotangent(self, head: SourceBlock) -> None:
         """``GB[p, hh]``: the cotangent of the root at every edge of row ``i`` from the
         sink's cotangent ``dZ``."""
-        kind, op = self.sink[0], self.sink[1] if len(self.sink) > 1 else None
-        z = self.zero
-        if kind == "rows":
-            if op == "sum":
-                e = self._edges(head)
-                e.emit("GB[p, hh] = dZ[i, hh]")
-                return
-            cmp = ">" if op == "max" else "<"
-            head.emit("best = -1")
-            head.emit(f"acc = {z}")
-            e = self._edges(head)
-            w = self._root(e)
-            e.emit(f"GB[p, hh] = {z}")
-            e.emit(f"if best < 0 or {w} {cmp} acc:")
-            b = e.nested()
-            b.emit(f"acc = {w}")
-            b.emit("best = np.int64(p)")
-            head.emit("if best >= 0:")
-            head.nested().emit("GB[best, hh] = dZ[i, hh]")
+        SINK_CODE[self.sink[0]].root_cotangent(self, head)
+
+    def _message_gradient(self, h: SourceBlock) -> None:
+        w = self._root(h)
+        if self.algebra.linear:
+            h.emit(f"_axpy(dX[j, hh], {w}, dZ[i, hh])")
             return
-        if kind == "cols":
-            e = self._edges(head)
-            e.emit("GB[p, hh] = dZ[j, hh]")
-            return
-        if kind == "spmm_t":
-            e = self._edges(head)
-            e.emit("GB[p, hh] = _dot(X[i, hh], dZ[j, hh])")
-            return
-        algebra = self.algebra
+        # avg (max / min scatter it from their winners instead: _scatter_messages)
+        h.emit(f"if DEN[i, hh] > {self.zero}:")
+        h.nested().emit(f"_axpy(dX[j, hh], {w} / DEN[i, hh], dZ[i, hh])")
+
+
+# ---------------------------------------------------------------------- the sinks' code
+class _SinkCode:
+    """The cpu generator's code for one sink kind (:data:`SINK_CODE`, by the sink's name):
+    the row pass's last loop (:meth:`final`), the forward's output arguments
+    (:meth:`outputs`) and the root's cotangent at every edge of a row from the sink's
+    cotangent ``dZ`` (:meth:`root_cotangent`). This base is the aggregation's: ``Z = S ⊕ X``
+    with the plan's algebra (sum, mean, ``avg``, max / min over times or plus)."""
+
+    def final(self, g: _Generator, row: SourceBlock) -> None:
+        row.emit(f"for hh in range({g.H}):")
+        g._aggregate(row.nested())
+
+    def outputs(self, g: _Generator) -> tuple[str, ...]:
+        extra = ("DEN", "NEG") if g.p.weighted_mean else ()
+        if g.p.extreme:
+            extra = ("ARG",)
+        return ("Z", *extra)
+
+    def root_cotangent(self, g: _Generator, head: SourceBlock) -> None:
+        z = g.zero
+        algebra = g.algebra
         if algebra.linear:
-            e = self._edges(head)
+            e = g._edges(head)
             e.emit("GB[p, hh] = _dot(dZ[i, hh], X[j, hh])")
             return
         if algebra.weighted_mean:
             head.emit("den = DEN[i, hh]")
             head.emit(f"tz = _dot(dZ[i, hh], Z[i, hh]) if den > {z} else {z}")
-            e = self._edges(head)
+            e = g._edges(head)
             e.emit(f"GB[p, hh] = (_dot(dZ[i, hh], X[j, hh]) - tz) / den if den > {z} "
                    f"else {z}")
             return
@@ -675,14 +642,92 @@ class _Generator(HeadUnrolling, ProgramSource):
         c.nested().emit("GB[q, hh] += dZ[i, hh, c]" if plus else
                         "GB[q, hh] += dZ[i, hh, c] * X[indices[q], hh, c]")
 
-    def _message_gradient(self, h: SourceBlock) -> None:
-        w = self._root(h)
-        if self.algebra.linear:
-            h.emit(f"_axpy(dX[j, hh], {w}, dZ[i, hh])")
+
+class _MessagesCode(_SinkCode):
+    """``OUT[i, hh, c] = ⊕_p M[p, hh, c]``: the messages reduced channel by channel."""
+
+    def final(self, g, row):
+        g._reduce_messages(row)
+
+    def outputs(self, g):
+        return ("OUT",) if g.sink[1] == "sum" else ("OUT", "ARG")
+
+
+class _EdgeValuesCode(_SinkCode):
+    """The root's values per head at every edge (``W``), which the executor finishes (edge
+    tensors, a column sum or a transposed product)."""
+
+    def final(self, g, row):
+        row.emit(f"for hh in range({g.H}):")
+        e = g._edges(row.nested())
+        e.emit(f"W[hh, p] = {g._root(e)}")
+
+    def outputs(self, g):
+        return ("W",)
+
+
+class _ColumnSumCode(_EdgeValuesCode):
+    def root_cotangent(self, g, head):
+        e = g._edges(head)
+        e.emit("GB[p, hh] = dZ[j, hh]")
+
+
+class _TransposedProductCode(_EdgeValuesCode):
+    def root_cotangent(self, g, head):
+        e = g._edges(head)
+        e.emit("GB[p, hh] = _dot(X[i, hh], dZ[j, hh])")
+
+
+class _RowReductionCode(_SinkCode):
+    """``OUT[i, hh] = ⊕_p W[p, hh]`` (sum, max, min) over the row's edges; max / min send
+    the cotangent to the first extreme edge."""
+
+    def final(self, g, row):
+        row.emit(f"for hh in range({g.H}):")
+        head = row.nested()
+        op = g.sink[1]
+        head.emit(f"acc = {g.zero}")
+        head.emit("first = True")
+        e = g._edges(head)
+        w = g._root(e)
+        if op == "sum":
+            e.emit(f"acc += {w}")
+        else:
+            cmp = ">" if op == "max" else "<"
+            e.emit(f"if first or {w} {cmp} acc:")
+            e.nested().emit(f"acc = {w}")
+            e.emit("first = False")
+        head.emit("OUT[i, hh] = acc")
+
+    def outputs(self, g):
+        return ("OUT",)
+
+    def root_cotangent(self, g, head):
+        op = g.sink[1]
+        z = g.zero
+        if op == "sum":
+            e = g._edges(head)
+            e.emit("GB[p, hh] = dZ[i, hh]")
             return
-        # avg (max / min scatter it from their winners instead: _scatter_messages)
-        h.emit(f"if DEN[i, hh] > {self.zero}:")
-        h.nested().emit(f"_axpy(dX[j, hh], {w} / DEN[i, hh], dZ[i, hh])")
+        cmp = ">" if op == "max" else "<"
+        head.emit("best = -1")
+        head.emit(f"acc = {z}")
+        e = g._edges(head)
+        w = g._root(e)
+        e.emit(f"GB[p, hh] = {z}")
+        e.emit(f"if best < 0 or {w} {cmp} acc:")
+        b = e.nested()
+        b.emit(f"acc = {w}")
+        b.emit("best = np.int64(p)")
+        head.emit("if best >= 0:")
+        head.nested().emit("GB[best, hh] = dZ[i, hh]")
+
+
+#: the generator's code of each sink kind, by the sink's name (:data:`gblas_gnn.ir.sinks.SINKS`)
+SINK_CODE: dict[str, _SinkCode] = {
+    "aggregate": _SinkCode(), "messages": _MessagesCode(), "values": _EdgeValuesCode(),
+    "cols": _ColumnSumCode(), "spmm_t": _TransposedProductCode(),
+    "rows": _RowReductionCode()}
 
 
 # ---------------------------------------------------------------------- modules and cache
