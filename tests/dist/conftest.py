@@ -15,6 +15,18 @@ pytest.importorskip("mpi4py")           # what the machine may lack (pip install
 from gblas_gnn import dist  # noqa: E402  (ours: an import error fails, never skips)
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test marked ``any_layout`` (blocks, files and errors that no dense tensor's layout
+    enters) runs once, on the replicated layout: the grid jobs run every test on every rank,
+    and their time is the suite's longest."""
+    once = [item for item in items if item.get_closest_marker("any_layout") is not None and
+            getattr(item, "callspec", None) is not None and
+            item.callspec.params.get("dex") == "sharded"]
+    if once:
+        config.hook.pytest_deselected(items=once)
+        items[:] = [item for item in items if item not in once]
+
+
 @pytest.fixture(params=dist.DENSE_LAYOUTS)
 def dex(executor, request):
     """The distributed executor, once per layout of dense tensors: the one under test, or a

@@ -202,6 +202,7 @@ def test_edge_features_never_move(dex, their_gradient):
     _agree(dex.grid, scheme, want)
 
 
+@pytest.mark.any_layout
 def test_exchange_parts_is_one_counted_message_of_views(dex):
     """Several arrays go to the partner as one message of their bytes; what comes back are
     aligned views of the partner's arrays (the diagonal ranks get their own arrays)."""

@@ -34,6 +34,7 @@ def shared(dex, tmp_path, name):
     return Path(dex.grid.bcast(str(tmp_path / name), "test.path"))
 
 
+@pytest.mark.any_layout
 @pytest.mark.parametrize("relabel", [False, True])
 @pytest.mark.parametrize("ordered", [True, False])
 def test_blockwise_read_equals_from_graph(dex, tmp_path, relabel, ordered, monkeypatch):
@@ -74,6 +75,7 @@ def test_data_set_specs_give_every_rank_the_rows_of_one_process(dex, tmp_path):
         same_block(dg, dist.DistGraph.from_graph(one.graph, dex.grid))
 
 
+@pytest.mark.any_layout
 def test_bad_files_fail_on_every_rank(dex, tmp_path):
     good = shared(dex, tmp_path, "good.npz")
     cut = shared(dex, tmp_path, "cut.npz")
@@ -102,6 +104,7 @@ def _write_tiled(g, path, tiles, relabel):
                     relabel=relabel, weighted=True, size=r.size)
 
 
+@pytest.mark.any_layout
 @pytest.mark.parametrize("relabel", [False, True])
 @pytest.mark.parametrize("tiles", [6, 4])
 def test_a_tiled_file_is_read_by_blocks(dex, tmp_path, relabel, tiles, monkeypatch):
@@ -127,6 +130,7 @@ def test_a_tiled_file_is_read_by_blocks(dex, tmp_path, relabel, tiles, monkeypat
         assert got.A.nvals * entry < read["edge_bytes"] <= g.nnz * entry + ptr_bytes
 
 
+@pytest.mark.any_layout
 def test_a_tiled_file_refuses_a_job_relabelled_otherwise(dex, tmp_path):
     path = shared(dex, tmp_path, "t.npz")
     if dex.is_root:
@@ -164,6 +168,7 @@ def test_an_ogb_folder_and_its_conversion_give_every_rank_the_rows_of_one_proces
         same_block(here.graph, dist.DistGraph.from_graph(one.graph, dex.grid))
 
 
+@pytest.mark.any_layout
 def test_streaming_an_ogb_folder_holds_its_block_not_the_graph(dex, tmp_path, monkeypatch):
     """Every rank parses the whole edge file, in chunks, and keeps only its block: its peak
     of traced allocations while loading stays below its block and rows plus a few chunks,
@@ -193,6 +198,7 @@ def test_streaming_an_ogb_folder_holds_its_block_not_the_graph(dex, tmp_path, mo
         assert bound < whole, "the test needs a graph larger than a rank's bound"
 
 
+@pytest.mark.any_layout
 def test_progress_shows_on_rank_0_only(dex, capsys, monkeypatch):
     monkeypatch.setattr("gblas_gnn._progress.PROGRESS_EDGES", 100)
     load_dataset("kronecker:scale=8,edge_factor=4", dex.grid)

@@ -35,6 +35,7 @@ CASES = [
 ]
 
 
+@pytest.mark.any_layout
 @pytest.mark.parametrize("relabel", [False, True])
 @pytest.mark.parametrize("make, single, kw", CASES,
                          ids=[f"{s.__name__}-{i}" for i, (_, s, _) in enumerate(CASES)])
@@ -59,6 +60,7 @@ def test_generated_graph_trains_a_layer(dex):
     assert out.shape == (dg.n_local, 2) and np.isfinite(out).all()
 
 
+@pytest.mark.any_layout
 def test_bad_generator_arguments_fail_on_every_rank(dex):
     with pytest.raises(ValueError, match="scale"):
         dist.DistGraph.kronecker(dex.grid, 40)

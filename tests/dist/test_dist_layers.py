@@ -82,6 +82,7 @@ def test_edge_feature_layers_equal_one_process(dex, name, kw):
     close(grid_layer.edge_attr_grad, by_csr[dg.edge_positions], "edge features' gradient")
 
 
+@pytest.mark.any_layout
 @pytest.mark.parametrize("name, kw", LOOPED, ids=[n for n, _ in LOOPED])
 def test_attention_layers_keep_no_matrix_of_a_plus_i(dex, name, kw):
     """On a diagonal rank the block of ``A + I`` is the int32 pattern built from A's block
