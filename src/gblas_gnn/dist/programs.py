@@ -310,7 +310,7 @@ def _gather_again(dex, ctx: ShardedContext, p: Plan, dZ):
         b.operands[k] = getattr(host, p.structure.roles[k][0])(k, v)
     extra = [np.ascontiguousarray(dZ)]
     if by_t:
-        extra.append(np.einsum("ihc,ihc->ih", dZ, inner.Z))
+        extra.append(cpu.softmax_term(dZ, inner.Z, cpu.serial(b.work)))
     elif inner.Z is not None and not _completed_whole(p):
         extra.append(np.ascontiguousarray(inner.Z))
     rows = dex.layout.rows(extra, r, "program.backward.cotangent")

@@ -232,6 +232,18 @@ def _same_rows(a, b) -> bool:
             and a.shape[0] == b.shape[0] and a.flags.c_contiguous and b.flags.c_contiguous)
 
 
+def softmax_term(dZ, Z, small: bool) -> np.ndarray:
+    r""":math:`t_{ih} = \langle \bar Z_{ih}, Z_{ih} \rangle`, ``(rows, heads)`` of two
+    ``(rows, heads, f)`` arrays: numpy's for a ``small`` program (no thread wake-up), else
+    the parallel kernel."""
+    t = np.empty(dZ.shape[:2], np.result_type(dZ, Z))   # by row: one line per edge's row
+    if small:
+        np.einsum("ihc,ihc->ih", dZ, Z, out=t)
+    else:
+        head_row_dots(dZ, Z, t)
+    return t
+
+
 def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
                      share: bool = False, chunks: MessageChunks | None = None) -> dict:
     """Strategy ``"column"``: the softmax term ``t`` (given, or the dense row product of
@@ -259,11 +271,7 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
                            "holds the edge cotangents now")
     ctx.spent = True
     if row_t is None:
-        row_t = np.empty((b.pattern.nrows, H), dt)   # by row: one line per edge's row
-        if small:
-            np.einsum("ihc,ihc->ih", dZ, ctx.Z, out=row_t)
-        else:
-            head_row_dots(dZ, ctx.Z, row_t)
+        row_t = softmax_term(dZ, ctx.Z, small)
     # Z was kept for t alone: the context lets it go before the passes allocate (the
     # layer's backward runs on, holding the context, until its last product; issue 21)
     ctx.Z, ctx.extra = None, {}
