@@ -146,8 +146,17 @@ class Replicated(DenseLayout):
         return Z
 
     def column_sum(self, parts, r, partials, to_rows):
-        flat = self.grid.allreduce(_concat(parts), "sum", "col", partials)
-        return _split(self.columns_to_rows(flat, r, to_rows), parts, r)
+        # one buffer, the arrays one after the other: what comes back from the partner is
+        # its arrays for the rows R_x in the same order, each piece a view
+        widths = [int(np.prod(a.shape[1:], dtype=np.int64)) for a in parts]
+        flat = np.concatenate([np.ravel(a) for a in parts])
+        self.grid.allreduce(flat, "sum", "col", partials)
+        back = self.columns_to_rows(flat, r * sum(widths), to_rows)
+        out, start = [], 0
+        for a, w in zip(parts, widths, strict=True):
+            out.append(back[start:start + r * w].reshape(r, *a.shape[1:]))
+            start += r * w
+        return out
 
     def columns_to_rows(self, Z, r, label):
         return self.grid.exchange(Z, label, rows=r)
@@ -249,27 +258,6 @@ class ColumnChunks:
     def result(self) -> np.ndarray:
         s = _sizes(self.r, self.grid.q)[self.grid.y]
         return self.grid.exchange(self.summed, f"{self.label}.to_rows", rows=s)
-
-
-def _concat(parts: list[np.ndarray]) -> np.ndarray:
-    """The arrays side by side as one (rows, Σ widths) array (one reduction)."""
-    rows = parts[0].shape[0]
-    if len({a.dtype for a in parts}) > 1:
-        raise ValueError(f"arrays moved together share one dtype, got "
-                         f"{sorted({str(a.dtype) for a in parts})}")
-    flat = [a.reshape(rows, int(np.prod(a.shape[1:], dtype=np.int64))) for a in parts]
-    return np.concatenate(flat, axis=1) if len(flat) > 1 else np.ascontiguousarray(flat[0])
-
-
-def _split(flat: np.ndarray, like: list[np.ndarray], rows: int) -> list[np.ndarray]:
-    """The inverse of :func:`_concat` for ``rows`` rows of arrays shaped like ``like``."""
-    out, start = [], 0
-    for a in like:
-        w = int(np.prod(a.shape[1:], dtype=np.int64))
-        piece = flat[:, start:start + w] if len(like) > 1 else flat
-        out.append(np.ascontiguousarray(piece).reshape(rows, *a.shape[1:]))
-        start += w
-    return out
 
 
 def dense_layout(grid: Grid) -> DenseLayout:
