@@ -16,9 +16,9 @@ from gblas_gnn import dist  # noqa: E402  (ours: an import error fails, never sk
 
 
 def pytest_collection_modifyitems(config, items):
-    """A test marked ``any_layout`` (blocks, files and errors that no dense tensor's layout
-    enters) runs once, on the replicated layout: the grid jobs run every test on every rank,
-    and their time is the suite's longest."""
+    """A test marked ``any_layout`` (blocks and files that no dense tensor's layout enters)
+    runs once, on the replicated layout: the grid jobs run every test on every rank, and
+    their time is the suite's longest. Every fault and bad-input test runs on both."""
     once = [item for item in items if item.get_closest_marker("any_layout") is not None and
             getattr(item, "callspec", None) is not None and
             item.callspec.params.get("dex") == "sharded"]

@@ -75,7 +75,6 @@ def test_data_set_specs_give_every_rank_the_rows_of_one_process(dex, tmp_path):
         same_block(dg, dist.DistGraph.from_graph(one.graph, dex.grid))
 
 
-@pytest.mark.any_layout
 def test_bad_files_fail_on_every_rank(dex, tmp_path):
     good = shared(dex, tmp_path, "good.npz")
     cut = shared(dex, tmp_path, "cut.npz")
@@ -130,7 +129,6 @@ def test_a_tiled_file_is_read_by_blocks(dex, tmp_path, relabel, tiles, monkeypat
         assert got.A.nvals * entry < read["edge_bytes"] <= g.nnz * entry + ptr_bytes
 
 
-@pytest.mark.any_layout
 def test_a_tiled_file_refuses_a_job_relabelled_otherwise(dex, tmp_path):
     path = shared(dex, tmp_path, "t.npz")
     if dex.is_root:

@@ -60,7 +60,6 @@ def test_generated_graph_trains_a_layer(dex):
     assert out.shape == (dg.n_local, 2) and np.isfinite(out).all()
 
 
-@pytest.mark.any_layout
 def test_bad_generator_arguments_fail_on_every_rank(dex):
     with pytest.raises(ValueError, match="scale"):
         dist.DistGraph.kronecker(dex.grid, 40)
