@@ -61,7 +61,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -133,16 +133,27 @@ def _ewise(xp, op: str, a, b):
     return functions.BINARY[name].forward(xp, a, b)
 
 
+@dataclass(frozen=True)
+class Affine:
+    """One of :meth:`Executor.apply`'s maps of an edge value ``x`` and a constant ``a`` beside
+    the table's functions: ``forward(x, a)`` on arrays, ``code`` its scalar template
+    (``{x}``, ``{a}``) for generated kernels."""
+
+    forward: Callable
+    code: str
+
+
+#: :meth:`Executor.apply`'s functions that are not rows of :mod:`gblas_gnn.ir.functions`
+EDGE_AFFINE = {"scale": Affine(lambda x, a: x * a, "({x} * {a})"),
+               "add": Affine(lambda x, a: x + a, "({x} + {a})"),
+               "rdiv": Affine(lambda x, a: a / x, "({a} / {x})")}
+
+
 def _unary(xp, fn: str, x, alpha):
-    if fn in ("exp", "neg", "relu", "leaky_relu"):
+    if fn in EDGE_AFFINE:
+        return EDGE_AFFINE[fn].forward(x, x.dtype.type(alpha))
+    if fn in get_args(Unary):
         return functions.unary(xp, fn, x, alpha)
-    a = x.dtype.type(alpha)
-    if fn == "scale":
-        return x * a
-    if fn == "add":
-        return x + a
-    if fn == "rdiv":
-        return a / x
     raise ValueError(f"unknown edge-wise function {fn!r}")
 
 

@@ -14,20 +14,24 @@ covers any size; consecutive threads touch consecutive entries (coalesced).
 from __future__ import annotations
 
 import math
+from typing import get_args
 
 import numpy as np
 from numba import cuda
 
+from ..executors import base
 from ..executors._random import uniform_entry
+from ..ir import functions
 from ._device import SIMULATOR, inline_device
 
 __all__ = ["UNARY", "BINARY", "edge_unary", "edge_binary", "edge_gathered", "edge_outer",
            "leaky_relu_backward", "keep", "dropout_edges", "keep_mask"]
 
-#: op codes of :func:`edge_unary`
-UNARY = {"exp": 0, "relu": 1, "leaky_relu": 2, "scale": 3, "neg": 4, "add": 5, "rdiv": 6}
-#: op codes of :func:`edge_binary` and :func:`edge_gathered`
-BINARY = {"plus": 0, "minus": 1, "times": 2, "div": 3}
+#: op codes of :func:`edge_unary`: :meth:`~gblas_gnn.executors.Executor.apply`'s functions in
+#: the order of their type
+UNARY = {name: code for code, name in enumerate(get_args(base.Unary))}
+#: op codes of :func:`edge_binary` and :func:`edge_gathered`: the executors' edge-wise names
+BINARY = {name: code for code, name in enumerate(functions.BY_GRAPHBLAS_NAME)}
 
 if SIMULATOR:
     def _uniform_wrapping(key, a, b, c):
@@ -41,39 +45,58 @@ else:
     _uniform = inline_device(uniform_entry)
 
 
-@inline_device
-def _binary(op, a, b):
-    if op == 0:
-        return a + b
-    if op == 1:
-        return a - b
-    if op == 2:
-        return a * b
-    return a / b
+def _branches(codes: dict[str, int], template, result: str, indent: str) -> list[str]:
+    """One ``if`` branch per op code (the last one the ``else``), each assigning (or with
+    ``result = "return"`` returning) the expression ``template(name)``."""
+    lines = []
+    for i, (name, code) in enumerate(codes.items()):
+        head = "else:" if i == len(codes) - 1 else f"{'if' if i == 0 else 'elif'} op == {code}:"
+        lines += [indent + head, f"{indent}    {result} {template(name)}"]
+    return lines
 
 
-@cuda.jit
-def edge_unary(x, fn, alpha, out):
-    """``out[e] = f(x[e])`` with ``f`` by :data:`UNARY` code: exp, relu, LeakyReLU (slope
-    ``alpha``), ``alpha·x``, ``−x``, ``x + alpha``, ``alpha / x``."""
-    zero = x.dtype.type(0)
-    for e in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        v = x[e]
-        if fn == 0:
-            r = math.exp(v)
-        elif fn == 1:
-            r = max(v, zero)
-        elif fn == 2:
-            r = v if v > zero else v * alpha
-        elif fn == 3:
-            r = v * alpha
-        elif fn == 4:
-            r = -v
-        elif fn == 5:
-            r = v + alpha
-        else:
-            r = alpha / v
-        out[e] = r
+def _binary_expression(name: str) -> str:
+    return functions.BINARY[functions.BY_GRAPHBLAS_NAME[name]].code.format(a="a", b="b")
+
+
+def _unary_expression(name: str) -> str:
+    """The scalar form of ``apply``'s function ``name`` of ``v`` with the constant ``alpha``:
+    the template of its :mod:`~gblas_gnn.ir.functions` row (a ``{pick}`` of max for
+    ``alpha ≤ 1``, min above, as the cpu executor's LeakyReLU) or of an affine map."""
+    template = base.EDGE_AFFINE[name].code if name in base.EDGE_AFFINE \
+        else functions.UNARY[name].code
+    fill = {"x": "v", "a": "alpha", "zero": "zero", "one": "one"}
+    if "{pick}" not in template:
+        return template.format(**fill)
+    return (f"({template.format(pick='max', **fill)} if alpha <= one "
+            f"else {template.format(pick='min', **fill)})")
+
+
+def _compiled(name: str, lines: list[str], decorate):
+    """``decorate`` applied to the function ``name`` defined by the generated ``lines``."""
+    scope = {"cuda": cuda, "math": math}
+    exec(compile("\n".join(lines) + "\n", f"<{__name__}.{name}>", "exec"), scope)  # noqa: S102
+    return decorate(scope[name])
+
+
+#: ``a op b`` by :data:`BINARY` code, each branch the scalar template of its
+#: :mod:`~gblas_gnn.ir.functions` row
+_binary = _compiled("_binary", ["def _binary(op, a, b):",
+                                *_branches(BINARY, _binary_expression, "return", "    ")],
+                    inline_device)
+
+edge_unary = _compiled("edge_unary", [
+    "def edge_unary(x, op, alpha, out):",
+    "    zero = x.dtype.type(0)",
+    "    one = x.dtype.type(1)",
+    "    for e in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):",
+    "        v = x[e]",
+    *_branches(UNARY, _unary_expression, "r =", "        "),
+    "        out[e] = r"], cuda.jit)
+edge_unary.__doc__ = (
+    "``out[e] = f(x[e])`` with ``f`` by :data:`UNARY` code: exp, relu, LeakyReLU (slope "
+    "``alpha``), ``alpha·x``, ``−x``, ``x + alpha``, ``alpha / x``; each branch the scalar "
+    "template of its function (generated from the tables, so no operation is spelled here).")
 
 
 @cuda.jit
