@@ -125,11 +125,16 @@ def edge_outer(x, use_x, u, v, rows, cols, out):
             out[e] = u[rows[e]] + v[cols[e]]
 
 
-@cuda.jit
-def leaky_relu_backward(c, de, alpha, out):
-    """``out[e] = de[e]`` where ``c[e] > 0``, else ``alpha · de[e]``."""
-    for e in range(cuda.grid(1), c.shape[0], cuda.gridsize(1)):
-        out[e] = de[e] if c[e] > 0 else de[e] * alpha
+leaky_relu_backward = _compiled("leaky_relu_backward", [
+    "def leaky_relu_backward(c, de, alpha, out):",
+    "    zero = c.dtype.type(0)",
+    "    one = c.dtype.type(1)",
+    "    for e in range(cuda.grid(1), c.shape[0], cuda.gridsize(1)):",
+    "        out[e] = de[e] * " + functions.UNARY["leaky_relu"].code_derivative.format(
+        x="c[e]", a="alpha", zero="zero", one="one")], cuda.jit)
+leaky_relu_backward.__doc__ = (
+    "``out[e] = de[e] · f'(c[e])`` with ``f`` the LeakyReLU of slope ``alpha`` (its "
+    "derivative's template: ``de[e]`` where ``c[e] > 0``, else ``alpha · de[e]``).")
 
 
 @inline_device
