@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 from . import ops, virtual  # noqa: F401  (virtual: A * expr on graphblas matrices)
+from .codegen import compile_log
 from .executors import to_numpy
 from .graph import Graph, as_graph
 from .hetero import HeteroGraph
@@ -18,6 +19,8 @@ from .hetero import HeteroGraph
 __version__ = "0.1.0"
 __all__ = ["Graph", "HeteroGraph", "as_graph", "ops", "to_numpy", "semirings", "nn", "train",
            "data", "executors", "compose", "dist", "gpu"]
+
+compile_log.install()          # only when $GBLAS_GNN_COMPILE_LOG names a file
 
 _LAZY = {"semirings", "nn", "train", "data", "executors", "compose", "dist", "gpu"}
 
