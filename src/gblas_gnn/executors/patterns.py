@@ -159,9 +159,9 @@ class ColumnTiles:
         into hits; the right the output rows that ``T`` tiles read and write ``T − 1``
         times more. ``κ`` = :data:`TILE_MISSES_PER_PASS`: AMD EPYC, 2 threads, k = 32,
         16 MiB tiles, tiles pay on a random graph of 1 M rows (13.9 missed gathers a row
-        against 7 extra passes: 0.82–0.95 of the untiled time) and cost twice the time on
-        the Kronecker graph of scale 20 (2.7 against 7: 84 % of its gathers fall on the
-        hottest 16 MiB of rows)."""
+        against 7 extra passes: 0.74–0.95 of the untiled time in three runs) and cost
+        1.8–2.1× the time on the Kronecker graph of scale 20 (2.7 against 7: 84 % of its
+        gathers fall on the hottest 16 MiB of rows; ``docs/performance.md``)."""
         tiles = max(1, -(-int(ncols) // int(width)))
         nrows = indptr.shape[0] - 1
         if tiles <= 1 or nrows <= 0:

@@ -10,7 +10,11 @@ zero-copy at each call, or the CSC buffers of ``Sᵀ`` built once (:class:`CSCOp
 counting sort: faster than SuiteSparse's transpose and far faster than an argsort, with int32
 rows instead of int64; ``docs/performance.md``). No copy of ``X`` goes into GraphBLAS and no
 full matrix comes out of it. GCN's bias and GIN's :math:`(1 + \varepsilon) H` are the start
-value of each output row, so the layers need no further pass over ``Z``.
+value of each output row, so the layers need no further pass over ``Z``. Where ``X``
+outgrows half of the last-level cache (:func:`tile_width`) and the pattern's gathers would
+miss it (:meth:`~..patterns.ColumnTiles.if_they_pay`), the pass runs over column tiles
+instead (:func:`._spmm_kernels.spmm_tiled_rows`, the same bits), kept with the pattern or
+the :class:`CSCOperand`.
 """
 
 from __future__ import annotations
@@ -141,9 +145,11 @@ def tile_width(ncols: int, row_bytes: int, llc_bytes: int | None = None) -> int 
 
     so that one tile's rows, :math:`w \cdot b_{row}` bytes, fill at most the share ``s`` =
     :data:`TILE_CACHE_SHARE` of the last-level cache (:func:`last_level_cache_bytes`), the
-    rest left to the streams of indices and output rows; the ``T`` tiles are equal, none
-    smaller than the others. ``T = 1`` (``X`` fits its share: every gathered row stays
-    cached anyway, and a tiled pass could only cost) gives None."""
+    rest left to the streams of indices and output rows; the ``T`` tiles are as wide as
+    they can be equal (the last holds the rest, never nothing). ``T = 1`` (``X`` fits its
+    share: every gathered row stays cached anyway, and a tiled pass could only cost) gives
+    None. Whether a pattern is tiled at that width is its own question
+    (:meth:`ColumnTiles.if_they_pay`)."""
     llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
     if ncols <= 0 or row_bytes <= 0:
         return None

@@ -27,6 +27,8 @@ line is a constant of the compiled kernel (:func:`._kernel_primitives.prefetch_r
 from the array at run time it cost a division per gathered row, which slowed the
 unweighted product markedly. Unsigned pointers and indices (no wraparound test of a
 negative index on every access) made it faster again, on one thread and on two.
+:func:`spmm_tiled_rows` is the same pass over source-column tiles, for a feature matrix
+larger than the last-level cache whose gathers miss it (DistGNN's cache blocking).
 """
 
 from __future__ import annotations
