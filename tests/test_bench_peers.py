@@ -234,6 +234,8 @@ def test_the_aggregation_bench_times_ours_and_writes_its_tables(tmp_path):
     for e in case["ops"].values():
         assert e["ours"]["runs"] == 2 and "dgl" not in e
         assert e["bytes"] == (case["entries"] + case["n"]) * case["k"] * 4
+    # a tiny X fits the cache: no column tiles, and the sums and the mean say so
+    assert [case["ops"][op].get("tiles") for op in OPS] == [1, 1, 1, None]
     assert r["copy_bytes_per_s"] > 0
     assert aggregation_markdown(r) + "\n" == (tmp_path / "aggregation.md").read_text()
 

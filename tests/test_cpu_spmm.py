@@ -10,14 +10,19 @@ import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gblas_gnn.executors import CPUExecutor
 from gblas_gnn.executors.cpu import _dense_kernels, _spmm
 from gblas_gnn.executors.cpu._spmm import CSCOperand
 from gblas_gnn.executors.cpu._spmm_kernels import spmm_rows, transpose_csr
-from gblas_gnn.executors.patterns import CSRPattern, balanced_bounds, unsigned_view
+from gblas_gnn.executors.patterns import (
+    ColumnTiles,
+    CSRPattern,
+    balanced_bounds,
+    unsigned_view,
+)
 
 pytestmark = pytest.mark.cpu_only
 SETTINGS = settings(max_examples=40, deadline=None)
@@ -300,3 +305,163 @@ def test_a_large_operand_off_a_cache_line_is_gathered_from_an_aligned_copy():
     assert _spmm.check_features(small, 1000, "test") is small
     np.testing.assert_allclose(CPUExecutor().spmm(to_gb(M), H), M @ H.astype(np.float64),
                                rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------- column tiles
+def tiled_and_plain(ptr, idx, chunks, values, iso, X, nrows, tiles, width, **terms):
+    """The product of :func:`_spmm.spmm_run` over ``tiles(width)`` and without tiles."""
+    args = (ptr, idx, chunks, values, iso, X, nrows, terms.get("self_weight"),
+            terms.get("bias"), terms.get("divisors"))
+    return _spmm.spmm_run(*args, tiles, width), _spmm.spmm_run(*args)
+
+
+@SETTINGS
+@given(spec=matrices, width=st.integers(1, 45))
+def test_column_tiles_split_every_row_at_the_tile_bounds(spec, width):
+    rng, m, n, density, dtype, _ = spec
+    M = random_csr(rng, m, n, density, dtype)
+    tiles = ColumnTiles(M.indptr.astype(np.int64), M.indices.astype(np.int32), n, width)
+    count = max(1, -(-n // width))
+    assert tiles.count == count and tiles.offsets.shape == (count + 1, m)
+    for i in range(m):
+        row = M.indices[M.indptr[i]:M.indptr[i + 1]]
+        want = np.searchsorted(row, np.minimum(np.arange(count + 1) * width, n))
+        want[-1] = row.shape[0]
+        np.testing.assert_array_equal(tiles.offsets[:, i], want)
+    b = tiles.chunks
+    assert b[0] == 0 and b[-1] == m
+
+
+@SETTINGS
+@given(spec=matrices, k=st.integers(0, 6), width=st.integers(1, 45), iso=st.booleans(),
+       terms=st.sampled_from(["none", "self", "bias", "divisors"]))
+def test_tiled_products_are_bitwise_the_plain_ones(spec, k, width, iso, terms):
+    """Tiles of any width, down to one column (most of them empty, as are the drawn empty
+    rows and columns), over the CSR of ``S`` and the CSC of ``Sᵀ``, weighted or iso, with
+    each term of the layers: the very bits of the untiled kernel (every row's terms are
+    added in storage order)."""
+    rng, m, n, density, dtype, _ = spec
+    if terms == "self":
+        n = m
+    M = random_csr(rng, m, n, density, dtype)
+    values = np.full(1, 0.75, dtype) if iso else M.data
+    C = M.tocsc()
+    C.sort_indices()
+    for transposed in (False, True):
+        src = C if transposed else M
+        rows, cols = (n, m) if transposed else (m, n)
+        ptr = src.indptr.astype(np.int64)
+        idx = src.indices.astype(np.int32)
+        extra = {"self": {"self_weight": 1.5},
+                 "bias": {"bias": rng.standard_normal(k).astype(dtype)},
+                 "divisors": {"divisors": rng.uniform(1, 4, rows).astype(dtype)},
+                 "none": {}}[terms]
+        X = rng.standard_normal((cols, k)).astype(dtype)
+        got, want = tiled_and_plain(
+            ptr, idx, balanced_bounds(ptr, 7), values if iso else src.data, iso, X, rows,
+            lambda w, ptr=ptr, idx=idx, cols=cols: ColumnTiles(ptr, idx, cols, w), width,
+            **extra)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiled_products_are_bitwise_the_plain_ones_on_two_threads(dtype):
+    """A seeded graph large enough for many chunks per tile on every thread, each tile
+    width from one column to a single tile."""
+    rng = np.random.default_rng(9)
+    M = random_csr(rng, 3000, 2500, 0.004, dtype=dtype)
+    S = to_gb(M)
+    pattern = CSRPattern(S)
+    X = rng.standard_normal((2500, 16)).astype(dtype)
+    ptr, idx = pattern.indptr, pattern.indices
+    for width in (1, 3, 64, 999, 2500):
+        for iso, values in ((False, M.data), (True, np.ones(1, dtype))):
+            got, want = tiled_and_plain(ptr, idx, pattern.chunks, values, iso, X, 3000,
+                                        lambda w: ColumnTiles(ptr, idx, 2500, w), width)
+            np.testing.assert_array_equal(got, want)
+
+
+def test_tiles_are_built_and_kept_only_where_they_pay():
+    """Uniformly random columns miss a cache of one tile's rows on most gathers: tiles pay
+    and are kept. Gathers that fall on a few hot columns hit it anyway, and one tile is no
+    tiling: no tiles, and that answer is kept too."""
+    rng = np.random.default_rng(10)
+    n, degree = 4000, 16
+    uniform = sp.csr_matrix((np.ones(n * degree), rng.integers(0, n, n * degree),
+                             np.arange(0, n * degree + 1, degree)), shape=(n, n))
+    uniform.sum_duplicates()
+    pattern = CSRPattern(to_gb(uniform))
+    tiles = pattern.column_tiles(500)
+    assert isinstance(tiles, ColumnTiles) and tiles.count == 8
+    assert pattern.column_tiles(500) is tiles
+    assert isinstance(pattern.column_tiles(500, transposed=True), ColumnTiles)
+    assert pattern.column_tiles(n) is None and (False, n) in pattern._tiles
+    hot = sp.csr_matrix((np.ones(n * 4), np.tile(np.arange(4), n), np.arange(0, 4 * n + 1, 4)),
+                        shape=(n, n))
+    hot.data[::97] = 0
+    hot.indices[::97] = rng.integers(4, n, hot.indices[::97].shape[0])
+    hot.sort_indices()
+    assert CSRPattern(to_gb(hot)).column_tiles(500) is None
+
+
+def test_tile_width_gives_equal_tiles_only_past_the_cache_share():
+    share = int(_spmm.TILE_CACHE_SHARE * 1000)
+    assert _spmm.tile_width(10, 8, llc_bytes=1000) is None          # 80 bytes fit
+    assert _spmm.tile_width(share // 8, 8, llc_bytes=1000) is None  # exactly the share
+    for n in (63, 500, 1000, 1001):                                 # 62 rows fit a tile
+        width = _spmm.tile_width(n, 8, llc_bytes=1000)
+        tiles = -(-n // width)
+        assert tiles == -(-n // (share // 8)) and width * 8 <= share
+        assert width * (tiles - 1) < n                              # no tile is empty
+
+
+def test_the_last_level_cache_is_read_from_linux_or_falls_back(tmp_path, monkeypatch):
+    for text, want in (("32768K\n", 32 << 20), ("8M", 8 << 20), ("512", 512),
+                       ("", _spmm._DEFAULT_LLC_BYTES), ("lots", _spmm._DEFAULT_LLC_BYTES)):
+        (tmp_path / "size").write_text(text)
+        monkeypatch.setattr(_spmm, "_LLC_PATH", tmp_path / "size")
+        _spmm.last_level_cache_bytes.cache_clear()
+        assert _spmm.last_level_cache_bytes() == want, text
+    monkeypatch.setattr(_spmm, "_LLC_PATH", tmp_path / "missing")
+    _spmm.last_level_cache_bytes.cache_clear()
+    assert _spmm.last_level_cache_bytes() == _spmm._DEFAULT_LLC_BYTES
+    monkeypatch.undo()
+    _spmm.last_level_cache_bytes.cache_clear()
+
+
+@settings(max_examples=20, deadline=None)
+@given(spec=matrices, k=st.integers(1, 5), llc=st.sampled_from([64, 256, 4096]))
+def test_the_executor_tiles_a_product_whose_operand_outgrows_the_cache(spec, k, llc):
+    """With a last-level cache of ``llc`` bytes the rule tiles every operand past half of
+    it: ``spmm``, ``spmm_t``, and the pattern-only sum and mean with their backward give the
+    bits of the untiled products, and the tiles are built only then."""
+    from gblas_gnn import compose, ops
+
+    rng, m, n, density, dtype, storage = spec
+    assume(m > 0 and n > 0)     # the pattern-only path reshapes by rows: none on no rows
+    M = random_csr(rng, m, n, density, dtype)
+    S = to_gb(M, storage)
+    H = rng.standard_normal((n, k)).astype(dtype)
+    G = rng.standard_normal((m, k)).astype(dtype)
+
+    def run():
+        ex = CPUExecutor()
+        outs = [ex.spmm(S, H), ex.spmm_t(S, G)]
+        for reduce in ("sum", "mean"):
+            out, pullback = compose.vjp(lambda X, r=reduce: ops.aggregate(ops.structure(S), X, r),
+                                        H, executor=ex, vertex=(0,))
+            outs += [out, *pullback(G)]
+        return ex, outs
+
+    _, plain = run()
+    original = _spmm.last_level_cache_bytes
+    try:
+        _spmm.last_level_cache_bytes = lambda: llc
+        ex, tiled = run()
+    finally:
+        _spmm.last_level_cache_bytes = original
+    for a, b in zip(plain, tiled, strict=True):
+        np.testing.assert_array_equal(a, b)
+    if all(_spmm.tile_width(rows, k * dtype.itemsize, llc) is None for rows in M.shape):
+        assert not ex._patterns.get(S)._tiles and not ex._csc.get(S)._tiles

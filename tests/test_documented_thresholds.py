@@ -174,3 +174,14 @@ def test_a_drifted_statement_fails():
     assert value("2¹⁵") != SERIAL
     with pytest.raises(ValueError):
         value("a lot")
+
+
+def test_the_column_tiles_rule_is_the_documented_one():
+    """``docs/performance.md``, the aggregation path: a tile's rows fill at most half of the
+    last-level cache, tiles are used where the missed gathers number at least
+    ``TILE_MISSES_PER_PASS (T − 1)`` a row, and DGL's 40 MB stand in for an unknown cache."""
+    text = " ".join((DOCS / "performance.md").read_text().split())
+    assert _spmm.TILE_CACHE_SHARE == 0.5 and "fill at most half of the LLC" in text
+    assert "`T = ⌈n_cols / ⌊½ LLC / row bytes⌋⌉`" in text
+    assert f"`{patterns.TILE_MISSES_PER_PASS:g} (T − 1)` per row" in text
+    assert _spmm._DEFAULT_LLC_BYTES == 40_000_000 and "DGL's 40 MB when absent" in text

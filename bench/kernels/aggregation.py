@@ -19,7 +19,9 @@ other library's (whose arrays have pushed its own out of the shared cache) and n
 timed warm after itself; each pair is checked for agreement first. Beside each time: the bytes a
 product must move, :math:`(|E| + n) \cdot k \cdot 4` (every gathered row once, every output
 row once), over the time, against the box's copy bandwidth (:func:`copy_bandwidth`: a
-parallel copy of 256 MiB, read plus write, on the same threads).
+parallel copy of 256 MiB, read plus write, on the same threads), and for the sums and the
+mean the column tiles our kernel ran over (:func:`_tiles`: none where ``X`` fits half the last-level
+cache or where the pattern's gathers hit the cache anyway).
 """
 
 from __future__ import annotations
@@ -83,6 +85,20 @@ def _ours(A, X) -> dict:
             "max": lambda: ex.aggregate(A, X, "max")}
 
 
+def _tiles(A, k: int, transposed: bool) -> int:
+    """The column tiles our ``plus_times`` kernel runs over for ``A``'s product with float32
+    features of width ``k`` (1: none), as the executor's rule decides them
+    (:func:`gblas_gnn.executors.cpu._spmm.tile_width`,
+    :meth:`~gblas_gnn.executors.patterns.ColumnTiles.if_they_pay`)."""
+    from gblas_gnn.executors.cpu._spmm import tile_width
+    from gblas_gnn.executors.patterns import csr_of
+
+    pattern = csr_of(A)
+    width = tile_width(pattern.nrows if transposed else pattern.ncols, k * 4)
+    tiles = None if width is None else pattern.column_tiles(width, transposed)
+    return 1 if tiles is None else tiles.count
+
+
 def _agreement(ours: np.ndarray, theirs: np.ndarray) -> dict:
     err = float(np.max(np.abs(ours - theirs))) if ours.size else 0.0
     scale = float(np.max(np.abs(theirs))) if theirs.size else 0.0
@@ -122,6 +138,8 @@ def _case(name: str, reps: int, threads: int, peers: bool, workdir: Path) -> dic
         entry["ours"] = times[f"ours {op}"]
         entry["bytes"] = moved
         entry["ours_bytes_per_s"] = moved / (entry["ours"]["median_ms"] / 1e3)
+        if OPS[op][0] != "max":                 # the sums and the mean run the SpMM kernel
+            entry["tiles"] = _tiles(A, row["k"], OPS[op][1])
         if f"dgl {op}" in times:
             entry["dgl"] = times[f"dgl {op}"]
             entry["dgl_over_ours"] = entry["dgl"]["median_ms"] / entry["ours"]["median_ms"]
@@ -167,14 +185,15 @@ def aggregation_markdown(result: dict) -> str:
     for row in result["cases"]:
         lines += [f"## {row['case']}: {row['description']} ({row['entries']:,} entries "
                   f"with self loops)", "",
-                  "| product | ours ms | DGL ms | DGL / ours | ours GB/s (of copy) | agree |",
-                  "|---|---|---|---|---|---|"]
+                  "| product | ours ms | DGL ms | DGL / ours | ours GB/s (of copy) | our tiles | "
+                  "agree |",
+                  "|---|---|---|---|---|---|---|"]
         for op, e in row["ops"].items():
             ratio = f"{e['dgl_over_ours']:.2f}×" if "dgl_over_ours" in e else "—"
             rate = e["ours_bytes_per_s"] / 1e9
             agree = e.get("agreement", {}).get("agree")
             lines.append(f"| {op} | {_ms(e['ours'])} | {_ms(e.get('dgl'))} | {ratio} | "
-                         f"{rate:.1f} ({rate / copy:.0%}) | "
+                         f"{rate:.1f} ({rate / copy:.0%}) | {e.get('tiles', '—')} | "
                          f"{'—' if agree is None else ('yes' if agree else 'NO')} |")
         lines.append("")
     return "\n".join(lines)

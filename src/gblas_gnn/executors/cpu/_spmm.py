@@ -10,20 +10,39 @@ zero-copy at each call, or the CSC buffers of ``Sᵀ`` built once (:class:`CSCOp
 counting sort: faster than SuiteSparse's transpose and far faster than an argsort, with int32
 rows instead of int64; ``docs/performance.md``). No copy of ``X`` goes into GraphBLAS and no
 full matrix comes out of it. GCN's bias and GIN's :math:`(1 + \varepsilon) H` are the start
-value of each output row, so the layers need no further pass over ``Z``.
+value of each output row, so the layers need no further pass over ``Z``. Where ``X``
+outgrows half of the last-level cache (:func:`tile_width`) and the pattern's gathers would
+miss it (:meth:`~..patterns.ColumnTiles.if_they_pay`), the pass runs over column tiles
+instead (:func:`._spmm_kernels.spmm_tiled_rows`, the same bits), kept with the pattern or
+the :class:`CSCOperand`.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
 
 import graphblas as gb
 import numba
 import numpy as np
 
 from ..alignment import ALIGNMENT, aligned_empty
-from ..patterns import CSRPattern, balanced_bounds, csr_view, index_dtype, unsigned_view
-from ._spmm_kernels import prefetch_distance, spmm_rows, transpose_csr
+from ..patterns import (
+    ColumnTiles,
+    CSRPattern,
+    balanced_bounds,
+    csr_view,
+    index_dtype,
+    unsigned_view,
+)
+from ._spmm_kernels import prefetch_distance, spmm_rows, spmm_tiled_rows, transpose_csr
 
-__all__ = ["CSCOperand", "check_features", "product", "product_t", "spmm_run"]
+__all__ = ["CSCOperand", "TILE_CACHE_SHARE", "check_features", "last_level_cache_bytes",
+           "product", "product_t", "spmm_run", "tile_width"]
+
+#: the tiles of one pattern, given their width in columns (None: untiled)
+TilesOf = Callable[[int], ColumnTiles | None]
 
 
 class CSCOperand:
@@ -45,6 +64,16 @@ class CSCOperand:
         self.iso = iso
         self.chunks = balanced_bounds(self.colptr)
         self._values = {values_t.dtype: values_t}
+        self._tiles: dict[int, ColumnTiles | None] = {}
+
+    def column_tiles(self, width: int) -> ColumnTiles | None:
+        """The :class:`ColumnTiles` of ``width`` columns of ``Sᵀ`` (ranges of S's rows) when
+        they pay (:meth:`ColumnTiles.if_they_pay`, else None), decided and built on first use
+        and kept."""
+        if width not in self._tiles:
+            self._tiles[width] = ColumnTiles.if_they_pay(self.colptr, self.rows, self.ncols,
+                                                         width)
+        return self._tiles[width]
 
     def values(self, dtype) -> np.ndarray:
         """The values in CSC order as ``dtype`` (one value when :attr:`iso`)."""
@@ -85,12 +114,59 @@ def _aligned_rows(X: np.ndarray) -> np.ndarray:
     return out
 
 
+#: the share of the last-level cache one column tile's rows of ``X`` may fill
+TILE_CACHE_SHARE = 0.5
+#: DGL's fallback (``DGL_CPU_LLC_SIZE``) when the system does not say
+_DEFAULT_LLC_BYTES = 40_000_000
+_LLC_PATH = Path("/sys/devices/system/cpu/cpu0/cache/index3/size")
+
+
+@functools.cache
+def last_level_cache_bytes() -> int:
+    """The last-level cache of the CPU this process runs on, in bytes: Linux's
+    ``/sys/devices/system/cpu/cpu0/cache/index3/size`` (e.g. ``32768K``), else DGL's
+    fallback of 40 MB."""
+    try:
+        text = _LLC_PATH.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        size = int(text.rstrip("KMG")) * scale
+    except (OSError, ValueError):
+        return _DEFAULT_LLC_BYTES
+    return size if size > 0 else _DEFAULT_LLC_BYTES
+
+
+def tile_width(ncols: int, row_bytes: int, llc_bytes: int | None = None) -> int | None:
+    r"""The column tile width of a gather from ``X`` (``ncols`` rows of ``row_bytes``), or
+    None for no tiling:
+
+    .. math:: T = \left\lceil n_{cols} \Big/ \left\lfloor
+        \frac{s \cdot \mathrm{LLC}}{b_{row}} \right\rfloor \right\rceil, \qquad
+        w = \lceil n_{cols} / T \rceil,
+
+    so that one tile's rows, :math:`w \cdot b_{row}` bytes, fill at most the share ``s`` =
+    :data:`TILE_CACHE_SHARE` of the last-level cache (:func:`last_level_cache_bytes`), the
+    rest left to the streams of indices and output rows; the ``T`` tiles are as wide as
+    they can be equal (the last holds the rest, never nothing). ``T = 1`` (``X`` fits its
+    share: every gathered row stays cached anyway, and a tiled pass could only cost) gives
+    None. Whether a pattern is tiled at that width is its own question
+    (:meth:`ColumnTiles.if_they_pay`)."""
+    llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
+    if ncols <= 0 or row_bytes <= 0:
+        return None
+    fits = max(1, int(TILE_CACHE_SHARE * llc) // int(row_bytes))
+    tiles = -(-int(ncols) // fits)
+    return None if tiles <= 1 else -(-int(ncols) // tiles)
+
+
 def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias,
-             divisors: np.ndarray | None = None) -> np.ndarray:
+             divisors: np.ndarray | None = None, tiles: TilesOf | None = None,
+             width: int | None = None) -> np.ndarray:
     """``Z_i = (b + w X_i + Σ_{p ∈ row i} v_p X_{idx[p]}) / d_i`` over the CSR (or CSC)
-    buffers ``(ptr, idx)`` of ``nrows`` rows (``d_i = divisors[i]``, or no division): one
-    :func:`spmm_rows` call into a 64-byte-aligned output, chunks handed out one at a time,
-    the prefetch distance of the row width."""
+    buffers ``(ptr, idx)`` of ``nrows`` rows (``d_i = divisors[i]``, or no division) into a
+    64-byte-aligned output, chunks handed out one at a time: one :func:`spmm_rows` call
+    with the prefetch distance of the row width, or, when :func:`tile_width` asks for tiles
+    (``width`` forces a width) and ``tiles(width)`` gives them (they pay on this pattern),
+    one :func:`spmm_tiled_rows` call over them (bitwise the same result)."""
     dt = X.dtype
     k = X.shape[1]
     if bias is None:
@@ -106,11 +182,22 @@ def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias,
     if divisors.size not in (0, nrows):
         raise ValueError(f"divisors must have {nrows} entries, got {divisors.size}")
     out = aligned_empty((nrows, k), dt)   # 64-byte rows: a later gather reads 2 lines, not 3
+    values = values.astype(dt, copy=False)
+    ahead = prefetch_distance(k * dt.itemsize)
+    if width is None and tiles is not None:
+        width = tile_width(X.shape[0], k * dt.itemsize)
+    tiled = None if width is None or tiles is None else tiles(width)
     with numba.parallel_chunksize(1):       # dynamic: one chunk of rows at a time
-        spmm_rows(chunks, unsigned_view(ptr), unsigned_view(idx),
-                  values.astype(dt, copy=False), iso, X, alpha,
-                  self_weight is not None, z0, prefetch_distance(k * dt.itemsize), divisors,
-                  out)
+        if tiled is None:
+            spmm_rows(chunks, unsigned_view(ptr), unsigned_view(idx), values, iso, X, alpha,
+                      self_weight is not None, z0, ahead, divisors, out)
+        else:
+            # rows whose entries in one tile number about the prefetch distance
+            per_row = max(idx.shape[0], 1) / max(nrows * tiled.count, 1)
+            spmm_tiled_rows(tiled.chunks, unsigned_view(ptr), tiled.offsets,
+                            unsigned_view(idx), values, iso, X, alpha,
+                            self_weight is not None, z0, max(1, round(ahead / per_row)),
+                            divisors, out)
     return out
 
 
@@ -122,7 +209,7 @@ def product(S, pattern: CSRPattern, X, self_weight=None, bias=None,
     X = check_features(X, pattern.ncols, "S @ X")
     with csr_view(S) as (_, _, values, iso):
         return spmm_run(pattern.indptr, pattern.indices, pattern.chunks, values, iso, X,
-                        pattern.nrows, self_weight, bias, divisors)
+                        pattern.nrows, self_weight, bias, divisors, pattern.column_tiles)
 
 
 def product_t(csc: CSCOperand, X, self_weight=None, bias=None, divisors=None) -> np.ndarray:
@@ -130,4 +217,4 @@ def product_t(csc: CSCOperand, X, self_weight=None, bias=None, divisors=None) ->
     ``divisors`` is None)."""
     X = check_features(X, csc.ncols, "Sᵀ @ X")
     return spmm_run(csc.colptr, csc.rows, csc.chunks, csc.values(X.dtype), csc.iso, X,
-                    csc.nrows, self_weight, bias, divisors)
+                    csc.nrows, self_weight, bias, divisors, csc.column_tiles)

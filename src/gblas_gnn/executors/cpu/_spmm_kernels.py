@@ -27,6 +27,8 @@ line is a constant of the compiled kernel (:func:`._kernel_primitives.prefetch_r
 from the array at run time it cost a division per gathered row, which slowed the
 unweighted product markedly. Unsigned pointers and indices (no wraparound test of a
 negative index on every access) made it faster again, on one thread and on two.
+:func:`spmm_tiled_rows` is the same pass over source-column tiles, for a feature matrix
+larger than the last-level cache whose gathers miss it (DistGNN's cache blocking).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import numpy as np
 
 from ._kernel_primitives import prefetch_row
 
-__all__ = ["prefetch_distance", "spmm_rows", "transpose_csr"]
+__all__ = ["prefetch_distance", "spmm_rows", "spmm_tiled_rows", "transpose_csr"]
 
 # reassociation and fused multiply-adds let LLVM vectorise the k-loop; the order in which a
 # row's terms are added is fixed by the compiled code, so results stay reproducible
@@ -49,6 +51,31 @@ def prefetch_distance(row_bytes: int) -> int:
     """Entries ahead whose row :func:`spmm_rows` prefetches: about 4 KiB of gathered rows in
     flight, between 8 and 64 entries (32 for rows of 32 float32)."""
     return int(min(64, max(8, _PREFETCH_BYTES // max(int(row_bytes), 1))))
+
+@nb.njit(inline="always", fastmath=_FAST)
+def _start_row(oi, z0, X, i, alpha, use_self):
+    """``oi = z0 (+ alpha·X[i])``: the first value of output row ``i``."""
+    for c in range(oi.shape[0]):
+        oi[c] = z0[c]
+    if use_self:
+        xi = X[i]
+        for c in range(oi.shape[0]):
+            oi[c] += alpha * xi[c]
+
+
+@nb.njit(inline="always", fastmath=_FAST)
+def _add_row(oi, w, xj):
+    """``oi += w·xj``: one gathered term."""
+    for c in range(oi.shape[0]):
+        oi[c] += w * xj[c]
+
+
+@nb.njit(inline="always", fastmath=_FAST)
+def _divide_row(oi, d):
+    """``oi /= d``: the mean's division, as the row is finished."""
+    for c in range(oi.shape[0]):
+        oi[c] /= d
+
 
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
 def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahead, divisors,
@@ -73,22 +100,51 @@ def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahea
     for t in nb.prange(bounds.shape[0] - 1):
         for i in range(np.uint64(bounds[t]), np.uint64(bounds[t + 1])):
             oi = out[i]
-            for c in range(oi.shape[0]):
-                oi[c] = z0[c]
-            if use_self:
-                xi = X[i]
-                for c in range(oi.shape[0]):
-                    oi[c] += alpha * xi[c]
+            _start_row(oi, z0, X, i, alpha, use_self)
             for p in range(indptr[i], indptr[i + one]):
                 prefetch_row(X[indices[min(p + step, last)]])
-                w = values[0] if iso else values[p]
-                xj = X[indices[p]]
-                for c in range(oi.shape[0]):
-                    oi[c] += w * xj[c]
+                _add_row(oi, values[0] if iso else values[p], X[indices[p]])
             if divide:
-                d = divisors[i]
-                for c in range(oi.shape[0]):
-                    oi[c] /= d
+                _divide_row(oi, divisors[i])
+
+
+@nb.njit(parallel=True, cache=True, fastmath=_FAST)
+def spmm_tiled_rows(bounds, indptr, offsets, indices, values, iso, X, alpha, use_self, z0,
+                    rows_ahead, divisors, out):
+    r""":func:`spmm_rows` over the column tiles of the pattern
+    (:class:`..patterns.ColumnTiles`: tile ``b``'s entries of row ``i`` are the positions
+    ``indptr[i] + offsets[b, i]`` up to ``indptr[i] + offsets[b + 1, i]``): tiles in order on
+    the outside, the chunks of rows ``bounds`` in parallel inside, each tile's terms added
+    straight into the output rows,
+
+    .. math:: Z_i \leftarrow z_0 + \alpha X_i, \quad
+        Z_i \leftarrow Z_i + \sum_{p \in \mathrm{tile}\ b,\ \mathrm{row}\ i} w_p
+        X_{\mathrm{idx}[p]} \ (b = 0, \dots, T - 1), \quad Z_i \leftarrow Z_i / d_i,
+
+    so that while one tile runs only its rows of ``X`` are gathered, and they stay in the
+    last-level cache (the tile width: :func:`._spmm.tile_width`). The tiles are contiguous
+    column ranges visited in order and a row's columns ascend, so every row's terms are
+    added in storage order, with the very operations of :func:`spmm_rows`: the result is
+    bitwise the same. The entries of the same tile ``rows_ahead`` rows later are prefetched
+    (a row's next entries in storage order lie in other tiles)."""
+    tiles = np.uint64(offsets.shape[0] - 1)
+    nrows = np.uint64(offsets.shape[1])
+    one = np.uint64(1)
+    ahead = np.uint64(rows_ahead)
+    divide = divisors.shape[0] > 0
+    for b in range(tiles):
+        for t in nb.prange(bounds.shape[0] - 1):
+            for i in range(np.uint64(bounds[t]), np.uint64(bounds[t + 1])):
+                oi = out[i]
+                if b == 0:
+                    _start_row(oi, z0, X, i, alpha, use_self)
+                r = min(i + ahead, nrows - one)
+                for p in range(indptr[r] + offsets[b, r], indptr[r] + offsets[b + one, r]):
+                    prefetch_row(X[indices[p]])
+                for p in range(indptr[i] + offsets[b, i], indptr[i] + offsets[b + one, i]):
+                    _add_row(oi, values[0] if iso else values[p], X[indices[p]])
+                if divide and b + one == tiles:
+                    _divide_row(oi, divisors[i])
 
 
 @nb.njit(cache=True)

@@ -20,6 +20,7 @@ a prefetch, and were markedly slower for a mean aggregation, forward and backwar
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,13 +55,19 @@ class UniformContext:
     dtype: np.dtype
 
 
-def _product(indptr, indices, chunks, X: np.ndarray, c: float, nrows: int,
+def _product(pattern: CSRPattern, transposed: bool, X: np.ndarray, c: float,
              divisors: np.ndarray | None = None) -> np.ndarray:
-    """``D⁻¹ c P X`` for the pattern ``(indptr, indices)`` of ``nrows`` rows (``D = I``
+    """``D⁻¹ c P X`` (``P``: the pattern, or its transpose over the kept CSC view; ``D = I``
     without ``divisors``): the SpMM kernel's run with one value for every entry, dividing
-    each row as it is written."""
-    return spmm_run(indptr, indices, chunks, np.array([c], X.dtype), True, X, nrows, None,
-                    None, divisors)
+    each row as it is written, over the pattern's column tiles when ``X`` outgrows the
+    cache (:func:`._spmm.tile_width`)."""
+    if transposed:
+        ptr, _, idx = pattern.csc()
+        chunks, nrows = pattern.column_chunks, pattern.ncols
+    else:
+        ptr, idx, chunks, nrows = pattern.indptr, pattern.indices, pattern.chunks, pattern.nrows
+    return spmm_run(ptr, idx, chunks, np.array([c], X.dtype), True, X, nrows, None, None,
+                    divisors, functools.partial(pattern.column_tiles, transposed=transposed))
 
 
 def forward(ex, prog: Program, keep: bool):
@@ -75,7 +82,7 @@ def forward(ex, prog: Program, keep: bool):
     divisors = None
     if s.sink[1] == "mean":
         divisors = np.maximum(pattern.row_counts, 1).astype(dt)[:, None]
-    Z = _product(pattern.indptr, pattern.indices, pattern.chunks, X, c, pattern.nrows, divisors)
+    Z = _product(pattern, False, X, c, divisors)
     ctx = UniformContext(pattern, c, divisors, tuple(np.shape(x)), dt) if keep else None
     return Z.reshape((pattern.nrows, *np.shape(x)[1:])), ctx
 
@@ -85,6 +92,5 @@ def backward(ex, ctx: UniformContext, dout) -> list:
     p = ctx.pattern
     dZ = np.asarray(dout, dtype=ctx.dtype).reshape(p.nrows, -1)
     dZ = np.ascontiguousarray(dZ / ctx.divisors if ctx.divisors is not None else dZ)
-    colptr, _, rows = p.csc()
-    dX = _product(colptr, rows, p.column_chunks, dZ, ctx.c, p.ncols)
+    dX = _product(p, True, dZ, ctx.c)
     return [dX.reshape(ctx.x_shape)]
