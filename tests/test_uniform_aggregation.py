@@ -1,7 +1,7 @@
 """Aggregations in which every edge weighs the same run on the SpMM kernel
 (:mod:`gblas_gnn.executors.cpu.uniform_aggregation`): which programs take that path, and
 their output and messages' gradient against dense numpy on random patterns (rectangular,
-empty rows and columns, both float dtypes)."""
+empty rows and columns, no rows or no columns at all, both float dtypes)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import graphblas as gb
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gblas_gnn import compose, ops
@@ -30,9 +30,11 @@ def _pattern(seed: int, m: int, n: int, density: float) -> sp.csr_matrix:
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), m=st.integers(1, 30), n=st.integers(1, 30),
+@given(seed=st.integers(0, 2**31 - 1), m=st.integers(0, 30), n=st.integers(0, 30),
        density=st.sampled_from([0.0, 0.1, 0.5, 1.0]), aggr=st.sampled_from(["sum", "mean"]),
        dtype=st.sampled_from([np.float32, np.float64]))
+@example(seed=0, m=0, n=3, density=0.0, aggr="mean", dtype=np.float32)   # no vertex to write
+@example(seed=0, m=3, n=0, density=0.0, aggr="sum", dtype=np.float64)    # none to gather
 def test_a_structural_aggregation_equals_dense_numpy_forward_and_backward(seed, m, n, density,
                                                                           aggr, dtype):
     P = _pattern(seed, m, n, density)

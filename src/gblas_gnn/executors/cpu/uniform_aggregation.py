@@ -70,6 +70,12 @@ def _product(pattern: CSRPattern, transposed: bool, X: np.ndarray, c: float,
                     divisors, functools.partial(pattern.column_tiles, transposed=transposed))
 
 
+def _width(shape: tuple) -> int:
+    """The channels of one vertex's row (an explicit width: ``-1`` cannot be inferred for a
+    graph without vertices)."""
+    return int(np.prod(shape[1:], dtype=np.int64))
+
+
 def forward(ex, prog: Program, keep: bool):
     """``(Z, ctx)`` of the aggregation (see the module docstring); ``ctx`` None unless
     ``keep``."""
@@ -77,7 +83,7 @@ def forward(ex, prog: Program, keep: bool):
     dt = np.dtype(s.dtype)
     pattern = ex.csr_pattern(prog.pattern)
     x = prog.operands[0].value
-    X = np.ascontiguousarray(np.asarray(x, dtype=dt).reshape(pattern.ncols, -1))
+    X = np.ascontiguousarray(np.asarray(x, dtype=dt).reshape(pattern.ncols, _width(np.shape(x))))
     c = weight(s)
     divisors = None
     if s.sink[1] == "mean":
@@ -90,7 +96,7 @@ def forward(ex, prog: Program, keep: bool):
 def backward(ex, ctx: UniformContext, dout) -> list:
     """The messages' cotangent ``c Aᵀ (D⁻¹ dZ)``, as the one operand's."""
     p = ctx.pattern
-    dZ = np.asarray(dout, dtype=ctx.dtype).reshape(p.nrows, -1)
+    dZ = np.asarray(dout, dtype=ctx.dtype).reshape(p.nrows, _width(ctx.x_shape))
     dZ = np.ascontiguousarray(dZ / ctx.divisors if ctx.divisors is not None else dZ)
     dX = _product(p, True, dZ, ctx.c)
     return [dX.reshape(ctx.x_shape)]
