@@ -38,6 +38,24 @@ _EWISE = {"plus": binary.plus, "minus": binary.minus, "times": binary.times,
           "div": binary.truediv}
 
 
+def _leaky_relu(E, t, s, alpha):
+    """max(x, αx) for 0 ≤ α ≤ 1, min(x, αx) for α > 1: factory apply + emult."""
+    scaled = E.apply(binary.times[t], right=s(alpha)).new()
+    return E.ewise_mult(scaled, (binary.max if alpha <= 1 else binary.min)[t]).new()
+
+
+#: ``apply``'s functions as GraphBLAS operations ``(E, type name, scalar type, α)``
+_APPLY = {
+    "exp": lambda E, t, s, alpha: E.apply(unary.exp[t]).new(),
+    "neg": lambda E, t, s, alpha: E.apply(unary.ainv[t]).new(),
+    "relu": lambda E, t, s, alpha: E.apply(binary.max[t], right=s(0)).new(),
+    "scale": lambda E, t, s, alpha: E.apply(binary.times[t], right=s(alpha)).new(),
+    "add": lambda E, t, s, alpha: E.apply(binary.plus[t], right=s(alpha)).new(),
+    "rdiv": lambda E, t, s, alpha: E.apply(binary.truediv[t], left=s(alpha)).new(),
+    "leaky_relu": _leaky_relu,
+}
+
+
 def _gemm_into(into: np.ndarray, G: np.ndarray, W: np.ndarray) -> np.ndarray:
     r"""``into += G Wᵀ`` by the GEMM itself (:math:`C \leftarrow G W^\top + 1 \cdot C`):
     the product is summed as it is formed, with no array of its own and no second pass
@@ -199,26 +217,10 @@ class CPUExecutor(GraphBLASExecutor):
         return A.apply(binary.second[t], right=np.dtype(dtype).type(value)).new(dtype=t)
 
     def apply(self, E, fn, alpha=None):
-        t = E.dtype.name
-        s = np.dtype(E.dtype.np_type).type
-        if fn == "exp":
-            return E.apply(unary.exp[t]).new()
-        if fn == "neg":
-            return E.apply(unary.ainv[t]).new()
-        if fn == "relu":
-            return E.apply(binary.max[t], right=s(0)).new()
-        if fn == "scale":
-            return E.apply(binary.times[t], right=s(alpha)).new()
-        if fn == "add":
-            return E.apply(binary.plus[t], right=s(alpha)).new()
-        if fn == "rdiv":
-            return E.apply(binary.truediv[t], left=s(alpha)).new()
-        if fn == "leaky_relu":
-            # max(x, αx) for 0 ≤ α ≤ 1, min(x, αx) for α > 1: factory apply + emult
-            scaled = E.apply(binary.times[t], right=s(alpha)).new()
-            op = binary.max[t] if alpha <= 1 else binary.min[t]
-            return E.ewise_mult(scaled, op).new()
-        raise ValueError(f"unknown edge-wise function {fn!r}")
+        lower = _APPLY.get(fn)
+        if lower is None:
+            raise ValueError(f"unknown edge-wise function {fn!r}")
+        return lower(E, E.dtype.name, np.dtype(E.dtype.np_type).type, alpha)
 
     def leaky_relu_backward(self, C, dE, alpha):
         t = C.dtype.name
