@@ -289,12 +289,13 @@ class DistExecutor(Executor):
     def _reduce(self, E, op, axis: str, label: str):
         M = _local(E)
         local = self.local.row_reduce(M, op) if axis == "row" else self.local.col_reduce(M, op)
-        if op != "sum":                        # a block without entries must not vote
+        algebra = semirings.aggregations.algebra_of(op)
+        if algebra.extreme:                    # a block without entries must not vote
             counts = self.local.csr_pattern(M).row_counts if axis == "row" else \
                 np.bincount(self.local.csr_pattern(M).indices, minlength=M.ncols)
-            local[counts == 0] = -np.inf if op == "max" else np.inf
+            local[counts == 0] = -np.inf if algebra.maximises else np.inf
         out = self.grid.allreduce(local, op, axis if axis == "row" else "col", label)
-        if op != "sum":
+        if algebra.extreme:
             out[np.isinf(out)] = 0             # entries are finite: ±inf means empty
         return out
 

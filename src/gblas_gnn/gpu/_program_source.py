@@ -44,6 +44,7 @@ from ..codegen.kernel_args import ArrayLeaves
 from ..codegen.kernel_source import ProgramSource, column_edge
 from ..codegen.scalar import SourceBlock, ValueScope
 from ..ir.plan import BY_ROW, Plan, head_index, leaf_kinds
+from ..semirings.aggregations import algebra_of
 
 __all__ = ["source", "kernel_arguments"]
 
@@ -257,7 +258,7 @@ class _Generator(ProgramSource):
         messages computed at each edge: each lane over its own channels (max / min: the
         first edge starts a channel, a later one takes it only when strictly better; an
         empty row gives 0)."""
-        op = self.sink[1]
+        better = algebra_of(self.sink[1]).better
         row.emit(f"for hh in range({self.H}):")
         f = self._features(row.nested(), "OUT.shape[2]")
         f.emit(f"acc = {self.zero}")
@@ -266,15 +267,15 @@ class _Generator(ProgramSource):
         e = f.nested()
         e.emit("j = indices[p]")
         v = self.code().value(e, ValueScope(), self.s.root, ("hh", "c"))
-        if op == "sum":
+        if not better:
             e.emit(f"acc += {v}")
         else:
-            e.emit(f"if win < 0 or {v} {'>' if op == 'max' else '<'} acc:")
+            e.emit(f"if win < 0 or {v} {better} acc:")
             take = e.nested()
             take.emit(f"acc = {v}")
             take.emit("win = p")
         f.emit("OUT[i, hh, c] = acc")
-        if op != "sum":
+        if better:
             f.emit("ARG[i, hh, c] = win")
 
     # ------------------------------------------------------------------ strategy "column"

@@ -124,10 +124,11 @@ def _reduction_cotangent(ev, by_row: bool, op: str, idx: tuple, d):
     ex = ev.ex
     gather = ex.gather_rows if by_row else ex.gather_cols
     g = gather(ev.A, ev.xp.ascontiguousarray(d))
-    if op == "sum":
+    algebra = algebra_of(op)
+    if not algebra.extreme:
         return g
     values = ev.full(ev.value(ev.s.root, idx))
-    win = winners(ex, ev.A, values, op == "max", rows=by_row)
+    win = winners(ex, ev.A, values, algebra.maximises, rows=by_row)
     return ev.xp.where(win, g, ev.dtype.type(0))
 
 

@@ -54,6 +54,12 @@ class Algebra:
         return self.add == "max"
 
     @property
+    def better(self) -> str | None:
+        """The comparison by which a term replaces the running value of an extreme ⊕
+        (``">"`` for max, ``"<"`` for min; None for a sum), as the generators write it."""
+        return (">" if self.maximises else "<") if self.extreme else None
+
+    @property
     def linear(self) -> bool:
         r"""``Z = S X`` (or its row mean): :math:`\sum_j S_{ij} X_j`, linear in ``S`` and in
         ``X``."""

@@ -45,6 +45,7 @@ from ...codegen.scalar import SourceBlock, ValueScope
 from ...ir.plan import BY_ROW, Plan
 from ...ir.plan import head_index as _head_index
 from ...ir.plan import leaf_kinds as _leaf_kinds
+from ...semirings.aggregations import algebra_of
 from ._head_unrolling import HeadUnrolling, head_counts, lane_width
 from ._shares import ThreadedKernel
 
@@ -418,13 +419,13 @@ class _Generator(HeadUnrolling, ProgramSource):
         """``OUT[i, hh, c] = ⊕_p M[p, hh, c]`` over the row's edges, the messages computed at
         each edge (max / min: the first edge starts each channel, a later one takes it only
         when strictly better, its position into ``ARG``; an empty row gives 0)."""
-        op = self.sink[1]
+        better = algebra_of(self.sink[1]).better
         row.emit(f"for hh in range({self.H}):")
         head = row.nested()
         head.emit("oi = OUT[i, hh]")
         head.emit("for c in range(oi.shape[0]):")
         head.nested().emit(f"oi[c] = {self.zero}")
-        if op != "sum":
+        if better:
             head.emit("ai = ARG[i, hh]")
             head.emit("for c in range(ai.shape[0]):")
             head.nested().emit("ai[c] = -1")
@@ -432,10 +433,10 @@ class _Generator(HeadUnrolling, ProgramSource):
         e.emit("for c in range(oi.shape[0]):")
         ch = e.nested()
         v = self.code().value(ch, ValueScope(), self.s.root, ("hh", "c"))
-        if op == "sum":
+        if not better:
             ch.emit(f"oi[c] += {v}")
             return
-        ch.emit(f"if p == lo or {v} {'>' if op == 'max' else '<'} oi[c]:")
+        ch.emit(f"if p == lo or {v} {better} oi[c]:")
         take = ch.nested()
         take.emit(f"oi[c] = {v}")
         take.emit("ai[c] = np.int64(p)")
@@ -685,16 +686,15 @@ class _RowReductionCode(_SinkCode):
     def final(self, g, row):
         row.emit(f"for hh in range({g.H}):")
         head = row.nested()
-        op = g.sink[1]
+        better = algebra_of(g.sink[1]).better
         head.emit(f"acc = {g.zero}")
         head.emit("first = True")
         e = g._edges(head)
         w = g._root(e)
-        if op == "sum":
+        if not better:
             e.emit(f"acc += {w}")
         else:
-            cmp = ">" if op == "max" else "<"
-            e.emit(f"if first or {w} {cmp} acc:")
+            e.emit(f"if first or {w} {better} acc:")
             e.nested().emit(f"acc = {w}")
             e.emit("first = False")
         head.emit("OUT[i, hh] = acc")
@@ -703,19 +703,18 @@ class _RowReductionCode(_SinkCode):
         return ("OUT",)
 
     def root_cotangent(self, g, head):
-        op = g.sink[1]
+        better = algebra_of(g.sink[1]).better
         z = g.zero
-        if op == "sum":
+        if not better:
             e = g._edges(head)
             e.emit("GB[p, hh] = dZ[i, hh]")
             return
-        cmp = ">" if op == "max" else "<"
         head.emit("best = -1")
         head.emit(f"acc = {z}")
         e = g._edges(head)
         w = g._root(e)
         e.emit(f"GB[p, hh] = {z}")
-        e.emit(f"if best < 0 or {w} {cmp} acc:")
+        e.emit(f"if best < 0 or {w} {better} acc:")
         b = e.nested()
         b.emit(f"acc = {w}")
         b.emit("best = np.int64(p)")
