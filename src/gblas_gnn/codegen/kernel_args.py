@@ -111,18 +111,18 @@ class ArrayLeaves(Leaves):
         stem, at = self._VIEWED[kind]
         return f"d{stem}{slot}[{self._index(at, prefix)}]"
 
+    #: per kind of leaf: the extent of its trailing axis ``a`` in the kernel's arguments
+    #: (a vertex or edge operand's first axis is the items', a dropout's heads are its key's
+    #: second entry); any other kind is a softmax's buffer
+    _SIZES = {"row": "R{ref}.shape[{a1}]", "col": "C{ref}.shape[{a1}]",
+              "param": "P{ref}.shape[{a}]", "eattr": "EA{ref}.shape[{a1}]",
+              "dropout": "int(K{ref}[1])"}
+
     def size(self, kind, ref, axis):
-        if kind == "row":
-            return f"R{ref}.shape[{1 + axis}]"
-        if kind == "col":
-            return f"C{ref}.shape[{1 + axis}]"
-        if kind == "param":
-            return f"P{ref}.shape[{axis}]"
-        if kind == "eattr":
-            return f"EA{ref}.shape[{1 + axis}]"
-        if kind == "dropout":
-            return f"int(K{ref}[1])"
-        return f"S{ref}.shape[{0 if self.head_major else 1}]"
+        template = self._SIZES.get(kind)
+        if template is None:
+            return f"S{ref}.shape[{0 if self.head_major else 1}]"
+        return template.format(ref=ref, a=axis, a1=1 + axis)
 
     def add_to(self, block: SourceBlock, target: str, idx: tuple, g: str) -> None:
         """Emit ``target += g`` (a generator may guard the update)."""
