@@ -51,9 +51,19 @@ def test_every_compiled_signature_is_one_line_with_its_test(tmp_path):
 
 
 def test_nothing_is_recorded_without_the_variable(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != ENV}
-    subprocess.run([sys.executable, "-c", PROGRAM], check=True, env=env)
+    """Unset or empty, the variable asks for no log: no listener, no file (not even one
+    named by an empty path in the working folder)."""
+    base = {k: v for k, v in os.environ.items() if k != ENV}
+    check = PROGRAM + "from gblas_gnn.codegen import compile_log\nprint(compile_log.install())\n"
+    for env in (base, {**base, ENV: ""}):
+        done = subprocess.run([sys.executable, "-c", check], check=True, env=env, cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert done.stdout.split() == ["False"]
     assert list(tmp_path.iterdir()) == []
+    with_log = subprocess.run([sys.executable, "-c", check], check=True, cwd=tmp_path,
+                              env={**base, ENV: str(tmp_path / "log")}, capture_output=True,
+                              text=True)
+    assert with_log.stdout.split() == ["True"] and read(tmp_path / "log")
 
 
 def test_a_torn_line_is_skipped_and_the_report_prints(tmp_path, capsys):

@@ -33,7 +33,8 @@ _installed = False
 
 
 class _Recorder:
-    """A listener of numba's ``numba:compile`` events writing the outermost ones."""
+    """What a listener of numba's ``numba:compile`` events does: write the outermost ones
+    (:func:`install` makes it a :class:`numba.core.event.Listener`)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -75,11 +76,9 @@ def install() -> bool:
         return _installed
     from numba.core import event
 
-    recorder = _Recorder(path)
-    listener = type("CompileListener", (event.Listener,), {
-        "on_start": lambda self, ev: recorder.on_start(ev),
-        "on_end": lambda self, ev: recorder.on_end(ev)})()
-    event.register("numba:compile", listener)
+    # a numba listener only now: numba is imported when a log is asked for
+    listener = type("CompileRecorder", (_Recorder, event.Listener), {})
+    event.register("numba:compile", listener(path))
     _installed = True
     return True
 
