@@ -47,6 +47,7 @@ from .compose.expr import (
     masked,
     rep,
 )
+from .compose.relational import stacked_relational_linear, stacked_runs
 from .compose.tape import in_scope
 from .compose.traced import Traced, apply_unary, lift, segment_linear, value_of, vertex_rows
 from .compose.traced import concat as _concat
@@ -63,7 +64,7 @@ __all__ = [
     "spmm", "spmm_t", "gemm", "exp", "log", "relu", "leaky_relu", "elu", "tanh", "sigmoid",
     "gelu", "unary", "sqrt", "maximum", "row_norm", "normalize", "concat", "edge_dropout",
     "structure",
-    "rep", "factor", "masked", "vertex_rows", "segment_linear",
+    "rep", "factor", "masked", "vertex_rows", "segment_linear", "relational_linear",
 ]
 
 
@@ -255,6 +256,46 @@ def _aggregate_messages(S, M, aggr):
     heads = bool(S.trail) or len(M.trail) == 2
     # (rows as the executor keeps them: on a sharded grid fewer than the pattern's)
     return out if heads else out.reshape(out.shape[0], M.trail[-1])
+
+
+def relational_linear(g, H, W, aggr: str = "mean", executor=None):
+    r"""Every relation's aggregation through its own linear map (R-GCN's sum):
+
+    .. math::  Z_i = \sum_{r < R} \Big(\textstyle\bigoplus_{j \in N_r(i)} H_j\Big) W_r
+
+    for a graph with relations ``g`` (``Graph.from_edge_index(..., edge_type=t)``), ``H``
+    (n, k) and ``W`` (R, k, o), traced or arrays; :math:`\bigoplus` is ``"sum"``,
+    ``"mean"`` (over the relation's in-edges; a vertex without any gets 0) or ``"max"``.
+
+    One process with a sum or a mean and ``k ≤ o`` runs it as two products over the stacked
+    relations (:mod:`gblas_gnn.compose.relational`: one aggregation into (n, R·k), one
+    product with ``W`` stacked, and a backward as short). Anywhere else it is composed
+    relation by relation, :math:`\sum_r` ``aggregate(structure(g.relation(r)), H, aggr) @
+    W[r]`` (a sum or mean with ``k > o`` projects first, aggregating at the smaller width),
+    a relation without edges skipped: the same value and gradients.
+    """
+    if not isinstance(aggr, str) or aggr not in ("sum", "mean", "max"):
+        raise ValueError(f"relational_linear aggregates by 'sum', 'mean' or 'max', got {aggr!r}")
+    ex = get_executor(executor)
+    R = g.num_relations
+    if R is None:
+        raise ValueError("relational_linear needs a graph with relations: build it with "
+                         "edge_type (Graph.from_edge_index(edge_index, n, edge_type=t))")
+    Wv, Hv = value_of(W), value_of(H)
+    if Wv.ndim != 3 or Wv.shape[0] != R or Wv.shape[1] != Hv.shape[1]:
+        raise ValueError(f"relational_linear: W must be (R={R}, k={Hv.shape[1]}, o), got "
+                         f"{tuple(Wv.shape)}")
+    k, o = Wv.shape[1], Wv.shape[2]
+    if k <= o and stacked_runs(ex, g, aggr):
+        return stacked_relational_linear(ex, g, H, W, aggr)
+    used = [r for r in range(R) if g.relation(r).nnz > 0] or [0]   # (0: computed as zeros)
+    Z = None
+    for r in used:
+        S = structure(g.relation(r))
+        term = (aggregate(S, H @ W[r], aggr) if aggr != "max" and k > o
+                else aggregate(S, H, aggr) @ W[r])
+        Z = term if Z is None else Z + term
+    return Z
 
 
 def spmm(S, H, semiring="plus_times", executor=None):

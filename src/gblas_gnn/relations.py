@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import graphblas as gb
 import numpy as np
 
 __all__ = ["Relations", "check_edge_type", "check_relation", "NO_RELATIONS"]
@@ -109,6 +110,7 @@ class Relations:
         self._given = edge_type
         self.num_relations, self.n, self.dtype = int(num_relations), int(n), np.dtype(dtype)
         self._graphs: dict[int, Any] = {}
+        self._stacks: dict[tuple[str, bool], gb.Matrix] = {}
 
     @property
     def edge_type(self) -> np.ndarray:
@@ -130,10 +132,39 @@ class Relations:
             found = self._graphs[r] = build(src, dst, self.n, self.dtype)
         return found
 
+    def stacked(self, side: str, mean: bool = False) -> gb.Matrix:
+        r"""The relations' adjacencies stacked by rows, an :math:`nR \times n` matrix (built
+        once per ``(side, mean)`` and kept).
+
+        ``side="targets"``: row :math:`iR + r` is row ``i`` of :math:`A_r`, so
+        :math:`(S H)_{iR + r} = \sum_{j \in N_r(i)} H_j`, every relation's aggregation at
+        once, laid out as an ``(n, R, k)`` array. ``side="sources"``: row :math:`jR + r` is
+        row ``j`` of :math:`A_r^\top`, the transposed products of the backward,
+        :math:`(S G)_{jR + r} = \sum_{i:\, j \in N_r(i)} w_{ir} G_i`. The values
+        :math:`w_{ir}` are 1, or with ``mean`` :math:`1 / |N_r(i)|` (the mean's row scaling
+        moved onto the edges)."""
+        key = (side, bool(mean))
+        found = self._stacks.get(key)
+        if found is not None:
+            return found
+        if side not in ("targets", "sources"):
+            raise ValueError(f"side must be 'targets' or 'sources', got {side!r}")
+        R, n = self.num_relations, self.n
+        t = np.repeat(np.arange(R, dtype=np.int64), np.diff(self.offsets))
+        dst, src = self.dst.astype(np.int64), self.src.astype(np.int64)
+        values = np.ones(t.size, self.dtype)
+        if mean:
+            counts = np.bincount(dst * R + t, minlength=n * R)
+            values = (1.0 / counts[dst * R + t]).astype(self.dtype)
+        rows, cols = (dst * R + t, src) if side == "targets" else (src * R + t, dst)
+        found = self._stacks[key] = gb.Matrix.from_coo(rows, cols, values, nrows=n * R,
+                                                       ncols=n, dtype=self.dtype)
+        return found
+
     def astype(self, dtype) -> Relations:
         """The same relations whose graphs are ``dtype``."""
         out = Relations.__new__(Relations)
         out.src, out.dst, out.offsets, out._given = self.src, self.dst, self.offsets, self._given
         out.num_relations, out.n, out.dtype = self.num_relations, self.n, np.dtype(dtype)
-        out._graphs = {}
+        out._graphs, out._stacks = {}, {}
         return out

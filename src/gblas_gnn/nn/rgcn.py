@@ -29,9 +29,13 @@ class RGCNConv(PyGInterop, Module):
     relation's adjacency :math:`A_r` (:meth:`gblas_gnn.Graph.relation`), so each term is one
     aggregation over one block of the typed graph, ``ops.aggregate(ops.structure(g.relation(r)),
     H, aggr)``. :math:`\bigoplus` is the mean (PyG's default: over the relation's in-edges
-    only; a vertex without any aggregates to 0), the sum or the feature-wise maximum. The
-    aggregation comes first, as in PyG; for mean and sum, which commute with the projection,
-    the layer aggregates at the smaller of ``in_dim`` and ``out_dim``.
+    only; a vertex without any aggregates to 0), the sum or the feature-wise maximum. With
+    input features and without blocks the whole sum is :func:`gblas_gnn.ops.relational_linear`:
+    on one process two products over the stacked relations (every relation aggregated into
+    an (n, R·in) array, then one product with the stacked :math:`W_r`), elsewhere these terms
+    relation by relation. The aggregation comes first, as in PyG; for mean and sum, which
+    commute with the projection, the terms aggregate at the smaller of ``in_dim`` and
+    ``out_dim``.
 
     The relation weights :math:`W_r` (``in_dim × out_dim``) are free, or
 
@@ -118,14 +122,10 @@ class RGCNConv(PyGInterop, Module):
         S = ops.structure(g.relation(r))
         if H is None:                          # featureless: the messages are W_r's rows
             return ops.aggregate(S, ops.vertex_rows(g, W[r]), self.aggr)
-        if self.num_blocks is not None:
-            B = self.num_blocks
-            Y = ops.aggregate(S, H, self.aggr)
-            Y = Y.reshape(Y.shape[0], B, self.in_dim // B)
-            return ops.concat([Y[:, b, :] @ W[r, b] for b in range(B)], axis=1)
-        if self.aggr == "max" or self.in_dim <= self.out_dim:
-            return ops.aggregate(S, H, self.aggr) @ W[r]
-        return ops.aggregate(S, H @ W[r], self.aggr)
+        B = self.num_blocks
+        Y = ops.aggregate(S, H, self.aggr)
+        Y = Y.reshape(Y.shape[0], B, self.in_dim // B)
+        return ops.concat([Y[:, b, :] @ W[r, b] for b in range(B)], axis=1)
 
     def forward(self, g, H):
         R = getattr(g, "num_relations", None)
@@ -140,9 +140,12 @@ class RGCNConv(PyGInterop, Module):
                              "block-diagonal decomposition has no featureless form)")
         p = self.params
         W = self._relation_weights()
-        # a relation without edges adds 0 (nnz is the whole graph's: every rank skips alike)
-        used = [r for r in range(R) if g.relation(r).nnz > 0]
-        terms = [self._message(g, r, H, W) for r in used]
+        if H is not None and self.num_blocks is None:
+            terms = [ops.relational_linear(g, H, W[:R], self.aggr)]
+        else:
+            # a relation without edges adds 0 (nnz is the whole graph's: every rank skips
+            # alike)
+            terms = [self._message(g, r, H, W) for r in range(R) if g.relation(r).nnz > 0]
         if self.root_weight:
             terms.append(ops.vertex_rows(g, p["root"]) if H is None else H @ p["root"])
         if not terms:                          # no edges and no root: 0, computed
