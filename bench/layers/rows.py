@@ -340,7 +340,7 @@ ROWS: dict[str, Row] = {
                           init=_transformer_init(), heads=4, looped=True,
                           zero=("grad_b_k",)),
     "sage": Row("sage", lambda k_in, k_out: _pyg_nn().SAGEConv(k_in, k_out, aggr="mean"),
-                _sage_ours, looped=True),
+                _sage_ours, looped=True, dgl=("dgl",)),
     "gat-e": Row("gat-e", _gat_pyg(4, EDGE_DIM), _gat_ours(4, EDGE_DIM), heads=4,
                  edge_dim=EDGE_DIM),
     "gatv2-e": Row("gatv2-e", _gatv2_pyg(4, EDGE_DIM), _gatv2_ours(4, EDGE_DIM),
@@ -349,8 +349,10 @@ ROWS: dict[str, Row] = {
                          _transformer_ours(4, EDGE_DIM), init=_transformer_init(EDGE_DIM),
                          heads=4, zero=("grad_b_k",), edge_dim=EDGE_DIM),
     "gine": Row("gine", _gine_pyg, _gine_ours, edge_dim=EDGE_DIM, tol=1e-1),
-    "rgcn": Row("rgcn", _rgcn_pyg(None), _rgcn_ours(None), relations=RELATIONS),
-    "rgcn-b4": Row("rgcn-b4", _rgcn_pyg(4), _rgcn_ours(4), relations=RELATIONS),
+    "rgcn": Row("rgcn", _rgcn_pyg(None), _rgcn_ours(None), relations=RELATIONS,
+                config={"relations": RELATIONS}, dgl=("dgl",)),
+    "rgcn-b4": Row("rgcn-b4", _rgcn_pyg(4), _rgcn_ours(4), relations=RELATIONS,
+                   config={"relations": RELATIONS, "bases": 4}, dgl=("dgl",)),
 }
 
 #: every row, in report order

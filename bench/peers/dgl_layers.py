@@ -28,6 +28,12 @@ edge ``j → i``; no layer adds a loop. Conventions, each checked by the agreeme
 * ``gatv2``/``gatv2-h4``: ``GATv2Conv(share_weights=False)``; ``fc_src`` is PyG's ``lin_l``
   (sources), ``fc_dst`` its ``lin_r``. DGL's layer has no output bias (only the two linear
   maps have one), so the wrapper adds PyG's ``bias`` after it.
+* ``sage``: ``SAGEConv(k_in, k_out, "mean")``; ``fc_neigh`` is PyG's ``lin_l``, ``fc_self``
+  its ``lin_r``, with the bias.
+* ``rgcn``/``rgcn-b4``: ``RelGraphConv(k_in, k_out, 6, self_loop=True)`` (``regularizer=
+  "basis", num_bases=4``), called with the rows' relation ids and PyG's per-relation mean as
+  its edge ``norm`` (:func:`relation_arguments`); it applies each edge's ``W_r`` to the
+  source before summing (``TypedLinear``), PyG and we aggregate first.
 
 ``GATConv``, ``GATv2Conv``, ``AGNNConv``, ``GraphConv`` and ``SGConv`` check for a vertex
 without in-edges on every forward (DGL's default, kept: it is part of what their users run).
@@ -74,9 +80,11 @@ def _module_classes():
         bias of our own (DGL's GATv2Conv has none). ``check_weight``: edge weights passed
         only while ``checking`` (the agreement run), to match PyG's normalisation."""
 
-        def __init__(self, conv, graph, check_weight=None, bias_size: int | None = None):
+        def __init__(self, conv, graph, check_weight=None, bias_size: int | None = None,
+                     extra: tuple = ()):
             super().__init__()
             self.conv, self.graph, self.check_weight = conv, graph, check_weight
+            self.extra = extra                  # further arguments of every call
             self.checking = False
             self.bias = (None if bias_size is None else
                          torch.nn.Parameter(torch.zeros(bias_size)))
@@ -85,7 +93,7 @@ def _module_classes():
             if self.checking and self.check_weight is not None:
                 out = self.conv(self.graph, x, edge_weight=self.check_weight)
             else:
-                out = self.conv(self.graph, x)
+                out = self.conv(self.graph, x, *self.extra)
             out = out.reshape(out.shape[0], -1)
             return out if self.bias is None else out + self.bias
 
@@ -154,7 +162,30 @@ def _conv(row: str, k_in: int, k_out: int, heads: int, config: dict):
         mlp = torch.nn.Sequential(torch.nn.Linear(k_in, k_out), torch.nn.ReLU(),
                                   torch.nn.Linear(k_out, k_out))
         return dnn.GINConv(mlp, "sum", init_eps=0.0, learn_eps=True), False, None
+    if row == "sage":
+        return dnn.SAGEConv(k_in, k_out, "mean"), False, None
+    if row in ("rgcn", "rgcn-b4"):
+        basis = row == "rgcn-b4"
+        return dnn.RelGraphConv(k_in, k_out, config["relations"],
+                                regularizer="basis" if basis else None,
+                                num_bases=config["bases"] if basis else None,
+                                self_loop=True), False, None
     raise ValueError(f"DGL has no layer for row {row!r}")
+
+
+def relation_arguments(graph, relations: int) -> tuple:
+    """``(etypes, norm)`` of ``RelGraphConv`` on ``graph``: the rows' seeded relation ids in
+    edge order (:func:`bench.layers.rows.edge_types`) and PyG's per-relation mean,
+    ``1/|N_r(dst)|`` per edge, as the (m, 1) norm."""
+    import torch
+
+    from ..layers.rows import edge_types
+
+    dst = graph.edges()[1].numpy().astype(np.int64)
+    t = edge_types(dst.size, relations)
+    counts = np.bincount(dst * relations + t, minlength=graph.num_nodes() * relations)
+    norm = (1.0 / counts[dst * relations + t]).astype(np.float32)[:, None]
+    return torch.from_numpy(t), torch.from_numpy(norm)
 
 
 def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config: dict,
@@ -199,6 +230,8 @@ def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config:
         if weighted:
             src, dst = (t.numpy() for t in graph.edges())
             weight = torch.from_numpy(both_to_pyg_weight(src, dst, graph.num_nodes()))
-        module = Bound(conv, graph, weight, bias)
+        extra = (relation_arguments(graph, config["relations"]) if "relations" in config
+                 else ())
+        module = Bound(conv, graph, weight, bias, extra)
     load_params(module, DGL[row, impl], params)
     return module

@@ -83,6 +83,9 @@ _GATV2_DGL: Map = {**_in("conv", {"W_l": ("fc_src.weight", "T"), "b_l": ("fc_src
                                   "W_r": ("fc_dst.weight", "T"), "b_r": ("fc_dst.bias", "id"),
                                   "att": ("attn", "heads")}),
                    "bias": ("bias", "id")}
+#: DGL's RelGraphConv without a regularizer (the basis one adds ``comp``)
+_RGCN_DGL: Map = {"weight": ("linear_r.W", "id"), "root": ("loop_weight", "id"),
+                  "bias": ("h_bias", "id")}
 #: our layout, names and all: the GAT written with ``dgl.sparse`` (:mod:`.dgl_layers`)
 _SAME_AS_OURS_GAT: Map = {k: (k, "id") for k in ("W", "att_src", "att_dst", "bias")}
 
@@ -96,6 +99,14 @@ DGL: dict[tuple[str, str], Map] = {
     ("sgc", "dgl"): _in("conv", {"W": ("fc.weight", "T"), "bias": ("fc.bias", "id")}),
     ("gin", "dgl"): _in("conv", _gin("apply_func", 2)),  # Sequential(Linear, ReLU, Linear)
     ("gatv2", "dgl"): _GATV2_DGL, ("gatv2-h4", "dgl"): _GATV2_DGL,
+    # SAGEConv('mean'): fc_neigh the neighbours' map (PyG's lin_l), fc_self the root's with
+    # the bias (PyG's lin_r, whose bias is lin_l's)
+    ("sage", "dgl"): _in("conv", {"W_l": ("fc_neigh.weight", "T"), "b_l": ("fc_self.bias", "id"),
+                                  "W_r": ("fc_self.weight", "T")}),
+    # RelGraphConv: linear_r.W is PyG's weight (R or B, in, out), coeff its comp, loop_weight
+    # its root, h_bias its bias
+    ("rgcn", "dgl"): _in("conv", _RGCN_DGL),
+    ("rgcn-b4", "dgl"): _in("conv", {**_RGCN_DGL, "comp": ("linear_r.coeff", "id")}),
 }
 
 
