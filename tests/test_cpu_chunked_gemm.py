@@ -1,5 +1,5 @@
-"""The cpu executor's tall products by fixed blocks of rows: equal to numpy's product, the same
-bits on any number of threads, errors raised in the caller."""
+"""The cpu executor's tall products by fixed blocks of rows, ``X W`` and ``Xᵀ Y``: equal to
+numpy's product, the same bits on any number of threads, errors raised in the caller."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
 from gblas_gnn.executors import CPUExecutor
-from gblas_gnn.executors.cpu._chunked_gemm import ROWS, chunked_matmul
+from gblas_gnn.executors.cpu._chunked_gemm import ROWS, chunked_inner, chunked_matmul
 
 pytestmark = pytest.mark.cpu_only
 
@@ -31,10 +31,27 @@ def test_blocks_on_any_thread_count_give_the_same_bits(n, k, kk, seed):
     np.testing.assert_allclose(one, X.astype(np.float64) @ W, rtol=1e-5, atol=1e-5)
 
 
+@settings(max_examples=25, deadline=None)
+@given(n=st.sampled_from([0, 1, ROWS - 1, ROWS, ROWS + 1, 3 * ROWS + 17]),
+       a=st.integers(1, 9), b=st.integers(1, 9), seed=st.integers(0, 2**16))
+def test_inner_products_by_blocks_give_the_same_bits_on_any_thread_count(n, a, b, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, a)).astype(np.float32)
+    Y = rng.standard_normal((n, b)).astype(np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = chunked_inner(X, Y, 1)
+        for threads in (2, 3, 8):
+            np.testing.assert_array_equal(chunked_inner(X, Y, threads), one)
+    assert one.shape == (a, b) and one.dtype == np.float32
+    np.testing.assert_allclose(one, X.astype(np.float64).T @ Y, rtol=1e-4, atol=1e-3)
+
+
 def test_an_error_in_a_helpers_rows_is_raised_in_the_caller():
     X = np.ones((3 * ROWS, 2))
     with pytest.raises(ValueError):
         chunked_matmul(X, np.ones((2, 2)), np.empty((3 * ROWS, 3)), 3)
+    with pytest.raises(ValueError):              # Xᵀ Y with rows that do not match
+        chunked_inner(X, np.ones((3 * ROWS - 1, 2)), 3)
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba runs one thread here")
@@ -61,6 +78,24 @@ def test_the_executors_tall_products_are_the_same_on_one_thread_and_two(monkeypa
     np.testing.assert_allclose(two, X @ W, rtol=1e-5, atol=1e-5)
     small = ex.gemm(X[:8], W)                           # below the size: one BLAS call
     assert calls == [1, 2] and np.allclose(small, X[:8] @ W, atol=1e-5)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba runs one thread here")
+def test_the_executors_inner_products_are_the_same_on_one_thread_and_two():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((2 * ROWS + 5, 32)).astype(np.float32)
+    Y = rng.standard_normal((2 * ROWS + 5, 16)).astype(np.float32)
+    ex, before = CPUExecutor(), numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = ex.inner(X, Y)
+        numba.set_num_threads(2)
+        two = ex.inner(X, Y)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(two, X.astype(np.float64).T @ Y, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(ex.inner(X[:8], Y[:8]), X[:8].T @ Y[:8], atol=1e-5)  # one call
 
 
 @pytest.mark.parametrize("n", [10, 3 * ROWS + 17])        # one product; blocks on threads

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..alignment import aligned_empty
 
-__all__ = ["PAIR_WORK", "ROWS", "blas_limit", "chunked_matmul", "epilogue", "matmul"]
+__all__ = ["PAIR_WORK", "ROWS", "blas_limit", "chunked_inner", "chunked_matmul", "epilogue",
+           "inner", "matmul"]
 
 #: rows of one BLAS call (a block of 8 192 rows × 32 float32 is 1 MiB of ``X``)
 ROWS = 8192
@@ -64,16 +65,27 @@ def chunked_matmul(X: np.ndarray, W: np.ndarray, out: np.ndarray, threads: int,
     bias and rectifier (:func:`epilogue`) applied right after its product, while its rows are
     in cache. Returns ``out``."""
     n = X.shape[0]
-    blocks = -(-n // ROWS)
+
+    def product(b: int) -> None:
+        rows = slice(b * ROWS, min((b + 1) * ROWS, n))
+        np.matmul(X[rows], W, out=out[rows])
+        epilogue(out[rows], bias, relu)
+
+    _on_threads(threads, -(-n // ROWS), product)
+    return out
+
+
+def _on_threads(threads: int, blocks: int, run_block) -> None:
+    """``run_block(b)`` for every block ``b < blocks``, thread ``t`` of ``threads`` (the
+    caller's thread is 0) running blocks ``[⌊tB/T⌋, ⌊(t+1)B/T⌋)``; the first exception of any
+    thread is raised in the caller's."""
     threads = max(1, min(threads, blocks))
     failed: list[BaseException] = []
 
     def run(t: int) -> None:
         try:
             for b in range(t * blocks // threads, (t + 1) * blocks // threads):
-                rows = slice(b * ROWS, min((b + 1) * ROWS, n))
-                np.matmul(X[rows], W, out=out[rows])
-                epilogue(out[rows], bias, relu)
+                run_block(b)
         except BaseException as exc:            # re-raised by the caller's thread
             failed.append(exc)
 
@@ -88,7 +100,40 @@ def chunked_matmul(X: np.ndarray, W: np.ndarray, out: np.ndarray, threads: int,
             h.join()
     if failed:
         raise failed[0]
+
+
+def chunked_inner(X: np.ndarray, Y: np.ndarray, threads: int) -> np.ndarray:
+    r""":math:`X^\top Y = \sum_b X_b^\top Y_b` over the blocks of :data:`ROWS` rows, each
+    block's product one BLAS call on ``threads`` threads (the caller holds BLAS at one
+    thread), the partial products then summed in block order: the same bits for any thread
+    count."""
+    n = X.shape[0]
+    blocks = -(-n // ROWS)
+    parts = np.empty((blocks, X.shape[1], Y.shape[1]), np.result_type(X, Y))
+
+    def product(b: int) -> None:
+        rows = slice(b * ROWS, min((b + 1) * ROWS, n))
+        np.matmul(X[rows].T, Y[rows], out=parts[b])
+
+    _on_threads(threads, blocks, product)
+    out = aligned_empty(parts.shape[1:], parts.dtype)
+    np.sum(parts, axis=0, out=out)
     return out
+
+
+def inner(X: np.ndarray, Y: np.ndarray, blas_threads: int) -> np.ndarray:
+    r""":math:`X^\top Y` of two tall 2-D arrays (a weight's gradient), OpenBLAS held at
+    ``blas_threads``: on one BLAS thread, from :data:`PAIR_WORK` of work on, as blocks of
+    rows on numba's thread count (:func:`chunked_inner`); any other as one BLAS call."""
+    with blas_limit(blas_threads):
+        if (blas_threads == 1 and X.ndim == 2 and Y.ndim == 2
+                and X.shape[0] * (X.shape[1] + Y.shape[1]) >= PAIR_WORK):
+            import numba
+
+            return chunked_inner(X, Y, numba.get_num_threads())
+        out = aligned_empty((X.shape[1], Y.shape[1]), np.result_type(X, Y))
+        np.matmul(X.T, Y, out=out)
+        return out
 
 
 def matmul(X: np.ndarray, W: np.ndarray, blas_threads: int, bias: np.ndarray | None = None,

@@ -97,9 +97,10 @@ class GraphBLASExecutor(Executor):
         return _chunked_gemm.matmul(X, W, self.blas_threads)
 
     def inner(self, X, Y):
-        # gemm's product, under the same BLAS thread count (the default's X.T @ Y would run
-        # as many OpenBLAS threads as the library starts with)
-        return self.gemm(X.T, Y)
+        # under gemm's BLAS thread count (the default's X.T @ Y would run as many OpenBLAS
+        # threads as the library starts with); a tall pair as blocks of rows on both cores,
+        # summed in block order (the same bits for any thread count)
+        return _chunked_gemm.inner(X, Y, self.blas_threads)
 
     def vertex_sum(self, X):
         # a float matrix (every bias gradient) in parallel chunks, summed in a fixed order
