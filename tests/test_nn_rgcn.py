@@ -457,3 +457,12 @@ def test_relational_linear_bad_input():
     plain = gg.Graph.from_edges(np.array([0]), np.array([1]), N, dtype=np.float64)
     with pytest.raises(ValueError, match="needs a graph with relations"):
         gg.ops.relational_linear(plain, X, W)
+    with pytest.raises(ValueError, match=r"H must be \(n, k\), got shape \(13,\)"):
+        gg.ops.relational_linear(g, np.zeros(N), W)
+    for aggr in ("mean", "max"):                 # the stacked form and the composed one
+        with pytest.raises(TypeError, match="H is float32, W float64 and the graph float64"):
+            gg.ops.relational_linear(g, X.astype(np.float32), W, aggr)
+        with pytest.raises(TypeError, match="H is float64, W float32"):
+            gg.ops.relational_linear(g, X, W.astype(np.float32), aggr)
+    with pytest.raises(ValueError, match="H has 14 rows, the graph 13 vertices"):
+        gg.ops.relational_linear(g, np.zeros((N + 1, 4)), np.zeros((R, 4, 4)))

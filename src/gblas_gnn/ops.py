@@ -282,11 +282,20 @@ def relational_linear(g, H, W, aggr: str = "mean", executor=None):
         raise ValueError("relational_linear needs a graph with relations: build it with "
                          "edge_type (Graph.from_edge_index(edge_index, n, edge_type=t))")
     Wv, Hv = value_of(W), value_of(H)
+    if getattr(Hv, "ndim", None) != 2:
+        raise ValueError(f"relational_linear: H must be (n, k), got shape "
+                         f"{getattr(Hv, 'shape', None)}")
     if Wv.ndim != 3 or Wv.shape[0] != R or Wv.shape[1] != Hv.shape[1]:
         raise ValueError(f"relational_linear: W must be (R={R}, k={Hv.shape[1]}, o), got "
                          f"{tuple(Wv.shape)}")
+    if not Hv.dtype == Wv.dtype == g.dtype:
+        raise TypeError(f"relational_linear: H is {Hv.dtype}, W {Wv.dtype} and the graph "
+                        f"{np.dtype(g.dtype)}; convert them to one dtype explicitly")
     k, o = Wv.shape[1], Wv.shape[2]
     if k <= o and stacked_runs(ex, g, aggr):
+        if Hv.shape[0] != g.n:
+            raise ValueError(f"relational_linear: H has {Hv.shape[0]} rows, the graph {g.n} "
+                             "vertices")
         return stacked_relational_linear(ex, g, H, W, aggr)
     used = [r for r in range(R) if g.relation(r).nnz > 0] or [0]   # (0: computed as zeros)
     Z = None
