@@ -16,34 +16,36 @@ from gblas_gnn.executors.cpu._chunked_gemm import ROWS, chunked_inner, chunked_m
 pytestmark = pytest.mark.cpu_only
 
 
-@settings(max_examples=25, deadline=None)
-@given(n=st.sampled_from([0, 1, ROWS - 1, ROWS, ROWS + 1, 3 * ROWS + 17]),
-       k=st.integers(1, 9), kk=st.integers(1, 9), seed=st.integers(0, 2**16))
-def test_blocks_on_any_thread_count_give_the_same_bits(n, k, kk, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, k)).astype(np.float32)
-    W = rng.standard_normal((k, kk)).astype(np.float32)
+def _same_bits_on_any_thread_count(product):
+    """``product(threads)`` under one BLAS thread gives the same bits on 1, 2, 3 and 8
+    threads; returns it."""
     with threadpool_limits(limits=1, user_api="blas"):
-        one = chunked_matmul(X, W, np.empty((n, kk), np.float32), 1)
+        one = product(1)
         for threads in (2, 3, 8):
-            np.testing.assert_array_equal(
-                chunked_matmul(X, W, np.empty((n, kk), np.float32), threads), one)
-    np.testing.assert_allclose(one, X.astype(np.float64) @ W, rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(product(threads), one)
+    return one
 
 
-@settings(max_examples=25, deadline=None)
-@given(n=st.sampled_from([0, 1, ROWS - 1, ROWS, ROWS + 1, 3 * ROWS + 17]),
-       a=st.integers(1, 9), b=st.integers(1, 9), seed=st.integers(0, 2**16))
-def test_inner_products_by_blocks_give_the_same_bits_on_any_thread_count(n, a, b, seed):
+SIZES = st.sampled_from([0, 1, ROWS - 1, ROWS, ROWS + 1, 3 * ROWS + 17])
+
+
+@settings(max_examples=50, deadline=None)
+@given(kind=st.sampled_from(["X W", "Xᵀ Y"]), n=SIZES, a=st.integers(1, 9),
+       b=st.integers(1, 9), seed=st.integers(0, 2**16))
+def test_blocks_on_any_thread_count_give_the_same_bits(kind, n, a, b, seed):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, a)).astype(np.float32)
-    Y = rng.standard_normal((n, b)).astype(np.float32)
-    with threadpool_limits(limits=1, user_api="blas"):
-        one = chunked_inner(X, Y, 1)
-        for threads in (2, 3, 8):
-            np.testing.assert_array_equal(chunked_inner(X, Y, threads), one)
-    assert one.shape == (a, b) and one.dtype == np.float32
-    np.testing.assert_allclose(one, X.astype(np.float64).T @ Y, rtol=1e-4, atol=1e-3)
+    if kind == "X W":
+        W = rng.standard_normal((a, b)).astype(np.float32)
+        one = _same_bits_on_any_thread_count(
+            lambda threads: chunked_matmul(X, W, np.empty((n, b), np.float32), threads))
+        want, tol = X.astype(np.float64) @ W, 1e-5
+    else:
+        Y = rng.standard_normal((n, b)).astype(np.float32)
+        one = _same_bits_on_any_thread_count(lambda threads: chunked_inner(X, Y, threads))
+        want, tol = X.astype(np.float64).T @ Y, 1e-3          # sums over up to 24 593 rows
+    assert one.shape == want.shape and one.dtype == np.float32
+    np.testing.assert_allclose(one, want, rtol=tol, atol=tol)
 
 
 def test_an_error_in_a_helpers_rows_is_raised_in_the_caller():
@@ -52,6 +54,18 @@ def test_an_error_in_a_helpers_rows_is_raised_in_the_caller():
         chunked_matmul(X, np.ones((2, 2)), np.empty((3 * ROWS, 3)), 3)
     with pytest.raises(ValueError):              # Xᵀ Y with rows that do not match
         chunked_inner(X, np.ones((3 * ROWS - 1, 2)), 3)
+
+
+def _on_one_thread_and_two(run):
+    """``run()`` with numba at one thread, then at two (the thread count restored)."""
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = run()
+        numba.set_num_threads(2)
+        return one, run()
+    finally:
+        numba.set_num_threads(before)
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba runs one thread here")
@@ -65,14 +79,8 @@ def test_the_executors_tall_products_are_the_same_on_one_thread_and_two(monkeypa
     rng = np.random.default_rng(3)
     X = rng.standard_normal((2 * ROWS + 5, 32)).astype(np.float32)
     W = rng.standard_normal((32, 16)).astype(np.float32)
-    ex, before = CPUExecutor(), numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = ex.gemm(X, W)
-        numba.set_num_threads(2)
-        two = ex.gemm(X, W)
-    finally:
-        numba.set_num_threads(before)
+    ex = CPUExecutor()
+    one, two = _on_one_thread_and_two(lambda: ex.gemm(X, W))
     assert calls == [1, 2]
     np.testing.assert_array_equal(one, two)
     np.testing.assert_allclose(two, X @ W, rtol=1e-5, atol=1e-5)
@@ -85,14 +93,8 @@ def test_the_executors_inner_products_are_the_same_on_one_thread_and_two():
     rng = np.random.default_rng(4)
     X = rng.standard_normal((2 * ROWS + 5, 32)).astype(np.float32)
     Y = rng.standard_normal((2 * ROWS + 5, 16)).astype(np.float32)
-    ex, before = CPUExecutor(), numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = ex.inner(X, Y)
-        numba.set_num_threads(2)
-        two = ex.inner(X, Y)
-    finally:
-        numba.set_num_threads(before)
+    ex = CPUExecutor()
+    one, two = _on_one_thread_and_two(lambda: ex.inner(X, Y))
     np.testing.assert_array_equal(one, two)
     np.testing.assert_allclose(two, X.astype(np.float64).T @ Y, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(ex.inner(X[:8], Y[:8]), X[:8].T @ Y[:8], atol=1e-5)  # one call
