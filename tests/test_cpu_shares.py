@@ -3,6 +3,9 @@ any thread count, errors raised in the caller."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numba
 import numpy as np
 import pytest
@@ -10,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gblas_gnn as gg
+from gblas_gnn.codegen.kernel_cache import LockedKernel, full_optimisation
 from gblas_gnn.executors.cpu import _program_kernels, _shares
 from gblas_gnn.executors.cpu._shares import ThreadedKernel, shares
 
@@ -47,13 +51,20 @@ def test_a_power_law_graphs_dense_rows_are_not_one_threads_share():
 
 
 class _Recording:
-    """A stand-in for a compiled kernel or driver: records the arguments of each call."""
+    """A stand-in for a compiled kernel or driver: records the arguments of each call (as a
+    driver, fails no share), and is at address 1234."""
 
     def __init__(self):
         self.calls = []
 
     def __call__(self, *args):
         self.calls.append(args)
+
+    def call_keyed(self, key, *args):
+        self.calls.append(args)
+
+    def address(self, key, *args):
+        return 1234
 
 
 @pytest.fixture
@@ -71,17 +82,19 @@ def test_the_driver_gets_one_share_per_thread_and_the_kernel_all_items(columns, 
     ptr = np.arange(0, 2 * 101, 2)            # 100 rows (or columns) of two edges
     args = (np.zeros(1), None, ptr) if columns else (ptr, None, np.zeros(1))
     kernel, driver = _Recording(), _Recording()
-    ThreadedKernel(kernel, driver, columns, 1, True)(*args)
+    ThreadedKernel(kernel, columns, 1, True, driver)(*args)
     assert not kernel.calls and len(driver.calls) == 1
-    assert driver.calls[0][-1].tolist() == [0, 50, 100]
-    ThreadedKernel(kernel, driver, columns, 1, False)(*args)   # below the size: one thread
+    address, bounds, failed, rest = driver.calls[0]
+    assert address == 1234 and bounds.tolist() == [0, 50, 100] and rest == args
+    assert failed.shape == (2,)
+    ThreadedKernel(kernel, columns, 1, False, driver)(*args)   # below the size: one thread
     assert kernel.calls == [(*args, 0, 100)] and len(driver.calls) == 1
 
 
 def test_blocks_of_rows_are_the_items():
     ptr = np.arange(131)                      # 130 rows of one edge: 3 blocks of 64
     kernel, driver = _Recording(), _Recording()
-    ThreadedKernel(kernel, driver, False, 64, False)(ptr, None, ptr)
+    ThreadedKernel(kernel, False, 64, False, driver)(ptr, None, ptr)
     assert kernel.calls[0][-2:] == (0, 3)
 
 
@@ -123,3 +136,43 @@ def test_threaded_kernels_give_the_same_bits_as_one_thread(monkeypatch):
     assert split and set(split) == {2}          # two threads ran shares, one ran none
     for i, (a, b) in enumerate(zip(one, two, strict=True)):
         np.testing.assert_array_equal(a, b, err_msg=str(i))
+
+
+@numba.njit(_nrt=False)
+def _reciprocals(indptr, out, x, r0, r1):
+    for i in range(r0, r1):
+        out[i] = 1.0 / x[i]
+
+
+@TWO_THREADS
+def test_the_driver_runs_the_compiled_kernel_and_its_errors_reach_the_caller(two_threads):
+    """The one driver calls a real compiled kernel by its address: each share's items are
+    written, the same as on one thread; a share whose call raises (a division by zero under
+    numba's Python error model) makes the caller raise the kernel's own error."""
+    kernel = LockedKernel(_reciprocals, Path(tempfile.mkdtemp()) / "reciprocals.lock")
+    x = np.arange(1.0, 101.0)
+    ptr = np.arange(101, dtype=np.uint64)               # 100 rows of one edge
+    one, two = np.zeros(100), np.zeros(100)
+    ThreadedKernel(kernel, False, 1, False)(ptr, one, x)
+    ThreadedKernel(kernel, False, 1, True)(ptr, two, x)
+    np.testing.assert_array_equal(two, 1.0 / x)
+    np.testing.assert_array_equal(one, two)
+    x[70] = 0.0                                         # in the second thread's share
+    with pytest.raises(ZeroDivisionError):
+        ThreadedKernel(kernel, False, 1, True)(ptr, two, x)
+
+
+def test_full_optimisation_runs_the_first_module_pass_at_o3_and_restores_it():
+    """While a generated kernel compiles, numba's code generator runs its first module pass at
+    -O3 with loop vectorisation (as ``NUMBA_OPT=max``); afterwards, and after an error, it is
+    back at what it was, so code compiled outside (the user's own) is untouched."""
+    from numba.core.registry import cpu_target
+
+    codegen = cpu_target.target_context.codegen()
+    before = codegen._loopvect, codegen._opt_level
+    with full_optimisation():
+        assert (codegen._loopvect, codegen._opt_level) == (True, 3)
+    assert (codegen._loopvect, codegen._opt_level) == before
+    with pytest.raises(ValueError), full_optimisation():
+        raise ValueError
+    assert (codegen._loopvect, codegen._opt_level) == before

@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
+import numba
+
 from ..ir.plan import Plan
 
 try:                                    # POSIX; elsewhere processes compile independently
@@ -36,7 +38,7 @@ except ImportError:                     # pragma: no cover
     fcntl = None
 
 __all__ = ["cache_dir", "signature_key", "load_module", "exclusive", "LockedKernel",
-           "locked_kernel"]
+           "locked_kernel", "type_key", "full_optimisation"]
 
 
 def cache_dir(executor: str = "cpu") -> Path:
@@ -103,8 +105,33 @@ def exclusive(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _type_key(a) -> tuple:
-    """What of an argument decides the machine code numba compiles for it."""
+@contextmanager
+def full_optimisation() -> Iterator[None]:
+    """numba's CPU code generator, for what compiles in the body, runs its first module pass
+    at ``-O3`` with loop vectorisation rather than at ``-O0`` (what ``NUMBA_OPT=max`` does for
+    a whole process), under numba's compiler lock. A generated kernel called by its address
+    (:mod:`gblas_gnn.executors.cpu._share_driver`) is then as fast as the copy of it that a
+    driver calling it by name re-optimised inside its own module (a GAT 8 × 8 forward at
+    n = 2 700 on one thread: 672 µs at the default level, 618 so, 617 re-optimised), for
+    about a tenth more of its compile time (``docs/performance.md``, compilation)."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+
+    codegen = cpu_target.target_context.codegen()
+    with global_compiler_lock:
+        before = codegen._loopvect, codegen._opt_level
+        codegen._loopvect, codegen._opt_level = True, 3
+        try:
+            yield
+        finally:
+            codegen._loopvect, codegen._opt_level = before
+
+
+def type_key(a) -> tuple:
+    """What of an argument decides the machine code numba compiles for it (of a tuple: of
+    each of its items)."""
+    if isinstance(a, tuple):
+        return tuple(map(type_key, a))
     dtype = getattr(a, "dtype", None)
     if dtype is None:
         return (type(a),)
@@ -119,19 +146,39 @@ class LockedKernel:
     numba's cache, and every process after it loads the compiled code from there instead
     of compiling the same kernel again at the same time on the same cores."""
 
-    __slots__ = ("fn", "lock", "_seen")
+    __slots__ = ("fn", "lock", "_seen", "_addresses")
 
     def __init__(self, fn: Callable, lock: Path):
-        self.fn, self.lock, self._seen = fn, lock, set()
+        self.fn, self.lock, self._seen, self._addresses = fn, lock, set(), {}
 
     def __call__(self, *args):
-        key = tuple(map(_type_key, args))
+        return self.call_keyed(type_key(args), *args)
+
+    def call_keyed(self, key: tuple, *args):
+        """The kernel's call with ``key``, :func:`type_key` of ``args`` or of what decides
+        their types, computed by the caller (once for several kernels' calls)."""
         if key in self._seen:
             return self.fn(*args)
-        with exclusive(self.lock):
+        with exclusive(self.lock), full_optimisation():
             out = self.fn(*args)
         self._seen.add(key)
         return out
+
+    def address(self, key: tuple, *args) -> int:
+        """The address of the machine code of a numba CPU kernel compiled for the types of
+        ``args`` (compiled now, under the lock, where this process has not yet), for a
+        caller that calls it through a pointer (:mod:`gblas_gnn.executors.cpu._share_driver`);
+        ``key`` as for :meth:`call_keyed`. The code stays loaded as long as the kernel's
+        dispatcher."""
+        found = self._addresses.get(key)
+        if found is None:
+            signature = tuple(map(numba.typeof, args))
+            with exclusive(self.lock), full_optimisation():
+                self.fn.compile(signature)
+            compiled = self.fn.overloads[signature]
+            found = self._addresses[key] = compiled.library.get_pointer_to_function(
+                compiled.fndesc.llvm_func_name)
+        return found
 
 
 _KERNELS: dict[tuple[str, str], LockedKernel] = {}

@@ -1,11 +1,12 @@
 r"""A generated kernel run over contiguous shares of its items, one per thread.
 
 Every generated kernel (:mod:`._program_kernels`) is one serial function over the items
-``[r0, r1)`` of a pattern: rows, blocks of rows, or columns (``forward(…, r0, r1)``), and
-beside it a driver, ``forward_threads(…, bounds)``, a numba ``prange`` over shares that calls
-it for ``[bounds[s], bounds[s + 1])``. :class:`ThreadedKernel` calls the kernel itself on
-one thread, or the driver with one share per thread. A share's rows (or columns) are each
-written by that share alone, so the result is the same bits for any thread count and split.
+``[r0, r1)`` of a pattern: rows, blocks of rows, or columns (``forward(…, r0, r1)``).
+:class:`ThreadedKernel` calls it on one thread, or with one share per thread through the one
+driver of every kernel (:func:`._share_driver.run_shares`: a numba ``prange`` over the
+shares that calls the kernel's machine code by its address). A share's rows (or columns) are
+each written by that share alone, so the result is the same bits for any thread count and
+split.
 
 The shares are of equal cost, an item costing its edges plus one:
 
@@ -19,11 +20,11 @@ thread with most of the edges, as an equal split of the rows would.
 Why a driver around a serial kernel rather than a ``prange`` kernel and a serial copy of it:
 numba lowers a ``prange`` loop's body into a parallel function, which compiled a GAT forward
 far more slowly than the serial copy, and a program that ran on small and large graphs
-compiled both. Now the kernel compiles once for every size, and the driver only where a
-graph is large enough for threads: a test's small graphs never compile it
-(``docs/performance.md`` has the compile times). The driver runs on numba's own threads
-(OpenMP here), which answer far sooner than Python threads: a Python thread's call took
-too long for a Cora-sized graph's short kernels.
+compiled both. Now the kernel compiles once for every size, and the driver, which holds none
+of the kernel's code, once per argument-type signature (``docs/performance.md`` has the
+compile times). The driver runs on numba's own threads (OpenMP here), which answer far
+sooner than Python threads: a Python thread's call took too long for a Cora-sized graph's
+short kernels.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ import bisect
 import numba
 import numpy as np
 
-from ...codegen.kernel_cache import LockedKernel
+from ...codegen.kernel_cache import LockedKernel, type_key
 from ..patterns import unsigned_view
+from . import _share_driver
 
 __all__ = ["ThreadedKernel", "shares"]
 
@@ -55,24 +57,35 @@ def shares(ptr: np.ndarray, items: int, rows_per_item: int, parts: int) -> np.nd
 
 
 class ThreadedKernel:
-    """A generated kernel over items ``[r0, r1)`` (its last two arguments) and its driver
-    over shares, called with the other arguments: the driver with one share per thread of
-    numba's :func:`numba.get_num_threads` where ``threaded``, else the kernel over all items
-    on the calling thread. Both are :class:`~gblas_gnn.codegen.kernel_cache.LockedKernel`
-    (compiled once between the processes that share the cache)."""
+    """A generated kernel over items ``[r0, r1)`` (its last two arguments), called with the
+    other arguments: through ``driver`` (default :func:`._share_driver.run_shares`, as a
+    :class:`~gblas_gnn.codegen.kernel_cache.LockedKernel`) with one share per thread of
+    numba's :func:`numba.get_num_threads` where ``threaded``, else over all items on the
+    calling thread. The kernel is a :class:`~gblas_gnn.codegen.kernel_cache.LockedKernel`
+    (compiled once between the processes that share the cache). A share that raised is run
+    again with every item on the calling thread, which raises the kernel's own error."""
 
     __slots__ = ("kernel", "driver", "columns", "rows_per_item", "threaded")
 
-    def __init__(self, kernel: LockedKernel, driver: LockedKernel, columns: bool,
-                 rows_per_item: int, threaded: bool):
-        self.kernel, self.driver, self.columns = kernel, driver, columns
+    def __init__(self, kernel: LockedKernel, columns: bool, rows_per_item: int,
+                 threaded: bool, driver: LockedKernel | None = None):
+        self.kernel, self.columns = kernel, columns
         self.rows_per_item, self.threaded = rows_per_item, threaded
+        self.driver = driver if driver is not None else _share_driver.locked_driver()
 
     def __call__(self, *args) -> None:
         ptr = args[2] if self.columns else args[0]     # colptr or indptr
         items = -(-(ptr.shape[0] - 1) // self.rows_per_item)
         threads = min(numba.get_num_threads(), items) if self.threaded else 1
-        if threads < 2:                 # unsigned items, as every index of the kernels
-            self.kernel(*args, np.uint64(0), np.uint64(items))
-        else:
-            self.driver(*args, unsigned_view(shares(ptr, items, self.rows_per_item, threads)))
+        first, last = np.uint64(0), np.uint64(items)   # unsigned, as every index of the kernels
+        if threads < 2:
+            self.kernel(*args, first, last)
+            return
+        bounds = unsigned_view(shares(ptr, items, self.rows_per_item, threads))
+        failed = np.zeros(threads, np.int64)
+        key = type_key(args)            # the driver's other arguments' types never change
+        self.driver.call_keyed(key, self.kernel.address(key, *args, first, last), bounds,
+                               failed, args)
+        if failed.any():
+            self.kernel(*args, first, last)
+            raise RuntimeError("a generated kernel failed on a thread and not on one thread")
