@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gblas_gnn as gg
-from gblas_gnn.codegen.kernel_cache import LockedKernel, full_optimisation
+from gblas_gnn.codegen.kernel_cache import LockedKernel
 from gblas_gnn.executors.cpu import _program_kernels, _shares
 from gblas_gnn.executors.cpu._shares import ThreadedKernel, shares
 
@@ -161,18 +161,3 @@ def test_the_driver_runs_the_compiled_kernel_and_its_errors_reach_the_caller(two
     with pytest.raises(ZeroDivisionError):
         ThreadedKernel(kernel, False, 1, True)(ptr, two, x)
 
-
-def test_full_optimisation_runs_the_first_module_pass_at_o3_and_restores_it():
-    """While a generated kernel compiles, numba's code generator runs its first module pass at
-    -O3 with loop vectorisation (as ``NUMBA_OPT=max``); afterwards, and after an error, it is
-    back at what it was, so code compiled outside (the user's own) is untouched."""
-    from numba.core.registry import cpu_target
-
-    codegen = cpu_target.target_context.codegen()
-    before = codegen._loopvect, codegen._opt_level
-    with full_optimisation():
-        assert (codegen._loopvect, codegen._opt_level) == (True, 3)
-    assert (codegen._loopvect, codegen._opt_level) == before
-    with pytest.raises(ValueError), full_optimisation():
-        raise ValueError
-    assert (codegen._loopvect, codegen._opt_level) == before

@@ -38,7 +38,7 @@ except ImportError:                     # pragma: no cover
     fcntl = None
 
 __all__ = ["cache_dir", "signature_key", "load_module", "exclusive", "LockedKernel",
-           "locked_kernel", "type_key", "full_optimisation"]
+           "locked_kernel", "type_key"]
 
 
 def cache_dir(executor: str = "cpu") -> Path:
@@ -105,28 +105,6 @@ def exclusive(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-@contextmanager
-def full_optimisation() -> Iterator[None]:
-    """numba's CPU code generator, for what compiles in the body, runs its first module pass
-    at ``-O3`` with loop vectorisation rather than at ``-O0`` (what ``NUMBA_OPT=max`` does for
-    a whole process), under numba's compiler lock. A generated kernel called by its address
-    (:mod:`gblas_gnn.executors.cpu._share_driver`) is then as fast as the copy of it that a
-    driver calling it by name re-optimised inside its own module (a GAT 8 × 8 forward at
-    n = 2 700 on one thread: 672 µs at the default level, 618 so, 617 re-optimised), for
-    about a tenth more of its compile time (``docs/performance.md``, compilation)."""
-    from numba.core.compiler_lock import global_compiler_lock
-    from numba.core.registry import cpu_target
-
-    codegen = cpu_target.target_context.codegen()
-    with global_compiler_lock:
-        before = codegen._loopvect, codegen._opt_level
-        codegen._loopvect, codegen._opt_level = True, 3
-        try:
-            yield
-        finally:
-            codegen._loopvect, codegen._opt_level = before
-
-
 def type_key(a) -> tuple:
     """What of an argument decides the machine code numba compiles for it (of a tuple: of
     each of its items)."""
@@ -159,7 +137,7 @@ class LockedKernel:
         their types, computed by the caller (once for several kernels' calls)."""
         if key in self._seen:
             return self.fn(*args)
-        with exclusive(self.lock), full_optimisation():
+        with exclusive(self.lock):
             out = self.fn(*args)
         self._seen.add(key)
         return out
@@ -173,7 +151,7 @@ class LockedKernel:
         found = self._addresses.get(key)
         if found is None:
             signature = tuple(map(numba.typeof, args))
-            with exclusive(self.lock), full_optimisation():
+            with exclusive(self.lock):
                 self.fn.compile(signature)
             compiled = self.fn.overloads[signature]
             found = self._addresses[key] = compiled.library.get_pointer_to_function(
