@@ -550,3 +550,35 @@ def test_the_threads_drivers_equal_the_reference(monkeypatch, sink):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-11)
     for a, b in zip([*got[1], *got[2].values()], [*want[1], *want[2].values()], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.cpu_only
+def test_an_edge_contraction_is_computed_once_per_edge_in_every_pass(monkeypatch):
+    """GINE's messages ``ReLU(x_j + W_e e_ji + b)``: the contraction ``W_e e_ji``
+    (``g.edge_attr @ W`` in the composition) is computed once per edge, into the kernel's
+    scratch before the edge's channel loops, in the forward and in both backward passes; the
+    forward never reads the weight inside its loops (no dot over the features per channel).
+    Its values are checked against PyG and central differences in the layer's tests."""
+    from gblas_gnn.codegen.scalar import edge_contractions
+    from gblas_gnn.executors.cpu import programs
+
+    plans = []
+    real = programs.kernels
+    monkeypatch.setattr(programs, "kernels", lambda p: plans.append(p) or real(p))
+    g = gg.Graph.from_edges([0, 1, 2, 2], [1, 2, 0, 1], 3, edge_attr=np.ones((4, 2)),
+                            dtype=np.float64)
+    g.edge_attr.requires_grad_()
+    layer = gg.nn.GINEConv([3, 4, 4], edge_dim=2, train_eps=True, dtype=np.float64,
+                           executor="cpu")
+    layer.backward(np.ones_like(layer(g, np.ones((3, 3)))))
+    p = plans[-1]
+    (c,) = edge_contractions(p.structure).values()
+    scratch, weight = f"TH{c.op}", f"P{c.param}"
+    m = _module(p)
+    for name in ("forward", "row_pass", "row_columns"):
+        k = m[name]
+        edge_loops = k.edge_loops
+        assert k.reads(scratch), name
+        for write in k.writes(scratch):             # inside exactly one edge loop
+            assert sum(loop in edge_loops for loop in k.loops_around(write)) == 1, name
+    assert not m["forward"].reads(weight)

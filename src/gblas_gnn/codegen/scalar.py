@@ -25,7 +25,8 @@ import numpy as np
 from ..ir.primitives import primitive
 from ..ir.program import Structure, child_index
 
-__all__ = ["SourceBlock", "ValueScope", "Leaves", "EdgeCode", "literal"]
+__all__ = ["SourceBlock", "ValueScope", "Leaves", "EdgeCode", "literal", "EdgeContraction",
+           "edge_contractions", "MAX_FEATURES_ONCE"]
 
 def literal(value: float, dtype: np.dtype) -> str:
     """A float constant in the program's dtype (float32 work must stay float32)."""
@@ -34,12 +35,20 @@ def literal(value: float, dtype: np.dtype) -> str:
 
 
 class SourceBlock:
-    """Lines of source at an indentation, with fresh names."""
+    """Lines of source at an indentation, with fresh names. An item of :attr:`lines` is a line
+    or a block reserved at that place and filled later (:meth:`reserve`); :meth:`text`
+    writes them all. :attr:`prologue`: where code that must run once per edge before the
+    edge's channel loops goes (:meth:`EdgeCode.value`), inherited by the blocks inside;
+    None where no generator reserved one."""
 
-    def __init__(self, indent: int = 0, counter: list | None = None):
-        self.lines: list[str] = []
+    def __init__(self, indent: int = 0, counter: list | None = None,
+                 prologue: SourceBlock | None = None):
+        self.lines: list = []
         self.indent = indent
         self._counter = counter if counter is not None else [0]
+        self.prologue = prologue
+        #: the operations whose once-per-edge code a reserved block holds (EdgeCode.value)
+        self.done: set = set()
 
     def fresh(self, stem: str) -> str:
         self._counter[0] += 1
@@ -50,13 +59,25 @@ class SourceBlock:
 
     def deeper(self) -> SourceBlock:
         """A block one level deeper with lines of its own (a loop body), sharing the names."""
-        return SourceBlock(self.indent + 1, self._counter)
+        return SourceBlock(self.indent + 1, self._counter, self.prologue)
 
     def nested(self) -> SourceBlock:
         """A block one level deeper writing into the same lines."""
-        inner = SourceBlock(self.indent + 1, self._counter)
+        inner = SourceBlock(self.indent + 1, self._counter, self.prologue)
         inner.lines = self.lines
         return inner
+
+    def reserve(self) -> SourceBlock:
+        """A block at this indentation, placed here in the lines and filled later."""
+        block = SourceBlock(self.indent, self._counter, self.prologue)
+        self.lines.append(block)
+        return block
+
+    def text(self) -> str:
+        """The source: every line, reserved blocks written where they were reserved."""
+        return "\n".join(item.text() if isinstance(item, SourceBlock) else item
+                         for item in self.lines if not (isinstance(item, SourceBlock)
+                                                        and not item.lines))
 
 
 @dataclass
@@ -80,6 +101,76 @@ class ValueScope:
 
     def child(self, loop: str | None = None) -> ValueScope:
         return ValueScope(parent=self, loop=loop)
+
+
+@dataclass(frozen=True)
+class EdgeContraction:
+    r"""A contraction of an edge's features with a parameter, ``g.edge_attr @ W`` in a
+    composition: :math:`v[a] = \sum_f e_p[f]\, W[a, f]` at every index ``a`` of the
+    operation ``op`` (``a`` one or more axes: heads, channels), the ``features`` numbers
+    ``f`` of an edge in slot ``eattr`` and ``W`` (channels last) in slot ``param``."""
+
+    op: int
+    eattr: int
+    param: int
+    features: int
+
+
+#: the most features an edge may have for its contractions to be computed once per edge
+#: (their code has one term per feature, :meth:`EdgeCode.value`)
+MAX_FEATURES_ONCE = 16
+
+
+def _feeds_a_function(structure: Structure, i: int) -> bool:
+    """Whether the value of operation ``i``, through sums and differences only, is the
+    argument of an elementwise function (``map``: a ReLU, a LeakyReLU, …)."""
+    ops = structure.ops
+    stack, seen = [i], set()
+    while stack:
+        k = stack.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        for user, op in enumerate(ops):
+            if k not in op.inputs:
+                continue
+            if op.kind == "map":
+                return True
+            if op.kind == "zip" and op.args[0] in ("add", "sub"):
+                stack.append(user)
+    return False
+
+
+def edge_contractions(structure: Structure) -> dict[int, EdgeContraction]:
+    """The contractions of ``structure`` of the form of :class:`EdgeContraction` (a channel
+    sum of the product of an edge-feature read of trail ``(f,)`` and a parameter read of the
+    product's own trail ``(…, f)``, ``f`` at most :data:`MAX_FEATURES_ONCE`) with more than
+    one value a head, whose values an elementwise function takes per channel (GINE's
+    ``ReLU(x_j + W e)``, GATv2's LeakyReLU), by operation, for a generator to compute once
+    per edge (:meth:`EdgeCode.value`) rather than once per channel of every loop that reads
+    them. The others stay where they are read (docs/performance.md, edge features, has the
+    measurements): one value a head (GAT's edge score, its attention vector folded into
+    ``W``) is computed once a head already; a contraction only summed against another vector
+    (TransformerConv's ``q · (k + W e)``) is fused by LLVM with that sum into one
+    vectorised reduction. Computed apart, GAT-e and TransformerConv-e were slower (1.09
+    and 1.08 of their forward + backward at M)."""
+    ops, out = structure.ops, {}
+    per_head = structure.heads or 1
+    for i, op in enumerate(ops):
+        if (op.kind != "sum" or int(np.prod(op.trail)) <= per_head
+                or not _feeds_a_function(structure, i)):
+            continue
+        m = ops[op.inputs[0]]
+        if m.kind != "zip" or m.args[0] != "mul" or len(m.inputs) != 2:
+            continue
+        leaves = {ops[k].kind: ops[k] for k in m.inputs}
+        e, w = leaves.get("eattr"), leaves.get("param")
+        if e is None or w is None or e.trail != m.trail[-1:] or w.trail != m.trail:
+            continue
+        features = structure.roles[e.args[0]][1][-1]
+        if features <= MAX_FEATURES_ONCE:
+            out[i] = EdgeContraction(i, e.args[0], w.args[0], features)
+    return out
 
 
 class Leaves(ABC):
@@ -184,6 +275,8 @@ class EdgeCode:
         self.cut: set[int] = set()
         #: whether the code is inside a channel loop the threads split
         self._split = False
+        #: contractions computed once per edge where a block has a prologue (:meth:`value`)
+        self.contractions = edge_contractions(structure)
 
     def lit(self, v: float) -> str:
         """The number ``v`` as a literal of the program's dtype."""
@@ -231,11 +324,42 @@ class EdgeCode:
         hit = scope.get(key)
         if hit is not None:
             return hit
-        expr = self._expr(block, scope, i, idx)
+        if i in self.contractions and block.prologue is not None and not self._split:
+            expr = self._once_per_edge(block.prologue, self.contractions[i], idx)
+        else:
+            expr = self._expr(block, scope, i, idx)
         name = block.fresh("v")
         block.emit(f"{name} = {expr}")
         scope.values[key] = name
         return name
+
+    def _once_per_edge(self, prologue: SourceBlock, c: EdgeContraction, idx: tuple) -> str:
+        r"""The value at ``idx`` of the contraction ``c`` from its values at every index,
+        computed in the edge's ``prologue`` (once per edge, however many loops read it):
+
+        .. math::  T[a] = \sum_{f < F} x_f\, W^\top[f, a], \qquad x_f = e_p[f]
+
+        one expression of ``F`` terms (``F`` written in) per entry ``a``: the loop over ``a``
+        vectorises, each entry summed in registers (a dot of the ``F`` features per channel,
+        as before, did not vectorise; ``F`` updates of the whole of ``T`` in turn waited on
+        their own stores). ``T`` and ``W^\top`` (flat, ``a`` running over the parameter's
+        leading axes) are the kernel's scratch ``TH<op>`` and ``WT<op>``, which the
+        generator makes at the kernel's start."""
+        t, wt = f"TH{c.op}", f"WT{c.op}"
+        if c.op not in prologue.done:
+            prologue.done.add(c.op)
+            xs = [prologue.fresh("x") for _ in range(c.features)]
+            for f, x in enumerate(xs):
+                prologue.emit(f"{x} = {self.leaves.eattr(c.eattr, (str(f),))}")
+            m, a = prologue.fresh("m"), prologue.fresh("a")
+            prologue.emit(f"{m} = {t}.shape[0]")
+            prologue.emit(f"for {a} in range({m}):")
+            terms = " + ".join(f"{x} * {wt}[{f} * {m} + {a}]" for f, x in enumerate(xs))
+            prologue.nested().emit(f"{t}[{a}] = {terms}")
+        flat = idx[0]
+        for axis, index in enumerate(idx[1:], start=1):
+            flat = f"({flat}) * {self.leaves.size('param', c.param, axis)} + {index}"
+        return f"{t}[{flat}]"
 
     def input(self, block, scope, i: int, k: int, idx: tuple) -> str:
         """The value of input ``k`` of operation ``i`` at the (broadcast) index ``idx``."""

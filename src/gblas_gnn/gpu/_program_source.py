@@ -475,7 +475,7 @@ def _generate(p: Plan) -> tuple[str, dict[str, tuple[str, ...]]]:
     out = SourceBlock()
     gen = _Generator(p)
     gen.write(out)
-    return HEADER + "\n\n" + "\n".join(out.lines) + "\n", gen.arguments
+    return HEADER + "\n\n" + out.text() + "\n", gen.arguments
 
 
 def source(p: Plan) -> str:

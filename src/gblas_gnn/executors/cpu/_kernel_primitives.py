@@ -1,5 +1,5 @@
-r"""Low-level building blocks of the numba CPU kernels: a cache-line prefetch of a feature row
-and an exponential that vectorises.
+r"""Low-level building blocks of the numba CPU kernels: a cache-line prefetch of a feature row,
+an exponential that vectorises, and scratch vectors on a kernel's stack.
 
 The fused attention forward spends its time on two things a plain SpMM does not do: waiting
 for the gathered rows ``X_j`` (random reads from an array larger than L2) and computing
@@ -21,7 +21,8 @@ from numba.extending import intrinsic, overload
 
 from ..alignment import ALIGNMENT
 
-__all__ = ["exp_nonpositive", "head_row_dots", "prefetch_heads", "prefetch_row"]
+__all__ = ["exp_nonpositive", "head_row_dots", "prefetch_heads", "prefetch_row", "stack_empty",
+           "channels_first"]
 
 _FAST = {"reassoc", "contract"}
 
@@ -164,6 +165,45 @@ def _exp_nonpositive_overload(x):
     if isinstance(x, types.Float):
         return lambda x: np.exp(x)
     return None
+
+
+# ---------------------------------------------------------------------- scratch
+@intrinsic
+def stack_empty(typingctx, count, like):
+    """A 1-D array of ``count`` uninitialised numbers of ``like``'s dtype on the calling
+    function's stack: scratch of a generated kernel, which allocates nothing on the heap
+    (its threads each run the kernel, so each gets its own). Call it once, before the
+    kernel's loops: it is freed when the kernel returns, and each call takes more stack."""
+    if not (isinstance(count, types.Integer) and isinstance(like, types.Array)):
+        return None
+    vector = types.Array(like.dtype, 1, "C")
+
+    def codegen(context, builder, signature, args):
+        from numba.np.arrayobj import populate_array
+
+        n = context.cast(builder, args[0], signature.args[0], types.intp)
+        element = context.get_data_type(like.dtype)
+        data = builder.alloca(element, size=n)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(element))
+        out = context.make_array(vector)(context, builder)
+        populate_array(out, data=data, shape=[n], strides=[itemsize], itemsize=itemsize,
+                       meminfo=None)
+        return out._getvalue()
+
+    return vector(count, like), codegen
+
+
+@nb.njit(inline="always")
+def channels_first(W, out):
+    """``out[f * M + a] = W[a…, f]``: a C-contiguous parameter with its last axis (``f``,
+    the features of :class:`gblas_gnn.codegen.scalar.EdgeContraction`) moved first, flat,
+    ``a`` running over its ``M`` entries of the leading axes."""
+    f_count = W.shape[-1]
+    flat = W.reshape(W.size)
+    m = W.size // f_count
+    for a in range(m):
+        for f in range(f_count):
+            out[f * m + a] = flat[a * f_count + f]
 
 
 # ---------------------------------------------------------------------- row products
