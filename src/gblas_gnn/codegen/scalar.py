@@ -121,44 +121,19 @@ class EdgeContraction:
 MAX_FEATURES_ONCE = 16
 
 
-def _feeds_a_function(structure: Structure, i: int) -> bool:
-    """Whether the value of operation ``i``, through sums and differences only, is the
-    argument of an elementwise function (``map``: a ReLU, a LeakyReLU, …)."""
-    ops = structure.ops
-    stack, seen = [i], set()
-    while stack:
-        k = stack.pop()
-        if k in seen:
-            continue
-        seen.add(k)
-        for user, op in enumerate(ops):
-            if k not in op.inputs:
-                continue
-            if op.kind == "map":
-                return True
-            if op.kind == "zip" and op.args[0] in ("add", "sub"):
-                stack.append(user)
-    return False
-
-
 def edge_contractions(structure: Structure) -> dict[int, EdgeContraction]:
     """The contractions of ``structure`` of the form of :class:`EdgeContraction` (a channel
     sum of the product of an edge-feature read of trail ``(f,)`` and a parameter read of the
     product's own trail ``(…, f)``, ``f`` at most :data:`MAX_FEATURES_ONCE`) with more than
-    one value a head, whose values an elementwise function takes per channel (GINE's
-    ``ReLU(x_j + W e)``, GATv2's LeakyReLU), by operation, for a generator to compute once
-    per edge (:meth:`EdgeCode.value`) rather than once per channel of every loop that reads
-    them. The others stay where they are read (docs/performance.md, edge features, has the
-    measurements): one value a head (GAT's edge score, its attention vector folded into
-    ``W``) is computed once a head already; a contraction only summed against another vector
-    (TransformerConv's ``q · (k + W e)``) is fused by LLVM with that sum into one
-    vectorised reduction. Computed apart, GAT-e and TransformerConv-e were slower (1.09
-    and 1.08 of their forward + backward at M)."""
+    one value a head, by operation, for a generator to compute once per edge
+    (:meth:`EdgeCode.value`) rather than once per channel of every loop that reads them
+    (GINE's ``ReLU(x_j + W e)``, GATv2's LeakyReLU, TransformerConv's keys and values). A
+    contraction with one value a head (GAT's edge score, its attention vector folded into
+    ``W``) is computed once a head already, and stays where it is read."""
     ops, out = structure.ops, {}
     per_head = structure.heads or 1
     for i, op in enumerate(ops):
-        if (op.kind != "sum" or int(np.prod(op.trail)) <= per_head
-                or not _feeds_a_function(structure, i)):
+        if op.kind != "sum" or int(np.prod(op.trail)) <= per_head:
             continue
         m = ops[op.inputs[0]]
         if m.kind != "zip" or m.args[0] != "mul" or len(m.inputs) != 2:
