@@ -582,3 +582,33 @@ def test_an_edge_contraction_is_computed_once_per_edge_in_every_pass(monkeypatch
         for write in k.writes(scratch):             # inside exactly one edge loop
             assert sum(loop in edge_loops for loop in k.loops_around(write)) == 1, name
     assert not m["forward"].reads(weight)
+
+
+@pytest.mark.cpu_only
+def test_a_contraction_too_large_for_the_stack_stays_in_its_loops(monkeypatch):
+    """A contraction whose parameter has more than ``MAX_SCRATCH`` numbers is not computed
+    once per edge: its scratch would go on the kernel's stack (and the module is another,
+    its key holding what is computed once per edge)."""
+    from gblas_gnn.codegen.scalar import MAX_SCRATCH, edge_contractions
+    from gblas_gnn.executors.cpu import programs
+
+    class Captured(Exception):
+        pass
+
+    plans = []
+
+    def capture(p):
+        plans.append(p)
+        raise Captured
+
+    monkeypatch.setattr(programs, "kernels", capture)
+    g = gg.Graph.from_edges([0, 1, 2], [1, 2, 0], 3, edge_attr=np.ones((3, 2)),
+                            dtype=np.float64)
+    keys = []
+    for width, once in ((MAX_SCRATCH // 2, True), (MAX_SCRATCH // 2 + 1, False)):
+        layer = gg.nn.GINEConv([width, 4], edge_dim=2, dtype=np.float64, executor="cpu")
+        with pytest.raises(Captured):
+            layer(g, np.ones((3, width)))
+        assert bool(edge_contractions(plans[-1].structure)) == once, width
+        keys.append(signature_key(plans[-1]))
+    assert keys[0] != keys[1]

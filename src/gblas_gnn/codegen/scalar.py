@@ -26,7 +26,7 @@ from ..ir.primitives import primitive
 from ..ir.program import Structure, child_index
 
 __all__ = ["SourceBlock", "ValueScope", "Leaves", "EdgeCode", "literal", "EdgeContraction",
-           "edge_contractions", "MAX_FEATURES_ONCE"]
+           "edge_contractions", "MAX_FEATURES_ONCE", "MAX_SCRATCH"]
 
 def literal(value: float, dtype: np.dtype) -> str:
     """A float constant in the program's dtype (float32 work must stay float32)."""
@@ -119,12 +119,17 @@ class EdgeContraction:
 #: the most features an edge may have for its contractions to be computed once per edge
 #: (their code has one term per feature, :meth:`EdgeCode.value`)
 MAX_FEATURES_ONCE = 16
+#: the most numbers of a contraction's parameter for its scratch (the parameter with its
+#: feature axis first, and its values at an edge) to go on a kernel's stack: 128 KiB in
+#: float32, well inside a thread's stack
+MAX_SCRATCH = 1 << 15
 
 
 def edge_contractions(structure: Structure) -> dict[int, EdgeContraction]:
     """The contractions of ``structure`` of the form of :class:`EdgeContraction` (a channel
     sum of the product of an edge-feature read of trail ``(f,)`` and a parameter read of the
-    product's own trail ``(…, f)``, ``f`` at most :data:`MAX_FEATURES_ONCE`) with more than
+    product's own trail ``(…, f)``, ``f`` at most :data:`MAX_FEATURES_ONCE`, the parameter
+    of at most :data:`MAX_SCRATCH` numbers) with more than
     one value a head, by operation, for a generator to compute once per edge
     (:meth:`EdgeCode.value`) rather than once per channel of every loop that reads them
     (GINE's ``ReLU(x_j + W e)``, GATv2's LeakyReLU, TransformerConv's keys and values). A
@@ -143,7 +148,7 @@ def edge_contractions(structure: Structure) -> dict[int, EdgeContraction]:
         if e is None or w is None or e.trail != m.trail[-1:] or w.trail != m.trail:
             continue
         features = structure.roles[e.args[0]][1][-1]
-        if features <= MAX_FEATURES_ONCE:
+        if features <= MAX_FEATURES_ONCE and int(np.prod(w.trail)) <= MAX_SCRATCH:
             out[i] = EdgeContraction(i, e.args[0], w.args[0], features)
     return out
 
