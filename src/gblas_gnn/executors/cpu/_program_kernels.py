@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import lru_cache
 from pathlib import Path
 
 from ...codegen.kernel_args import ArrayLeaves as _Read
@@ -805,7 +806,10 @@ def signature_key(p: Plan) -> str:
 _LOADED: dict[str, object] = {}
 
 
+@lru_cache(maxsize=1024)
 def kernels(p: Plan):
-    """The compiled module of ``p``'s kernels, from the disk cache or written now."""
+    """The compiled module of ``p``'s kernels, from the disk cache or written now; kept per
+    plan (a plan is rebuilt at every call of a program, and its key, a hash of its kernel
+    signature, took 50–60 µs to compute again: a tenth of a Cora-sized kernel's time)."""
     return load_module(cache_dir(), signature_key(p), lambda: source(p), "gblas_gnn_kernels",
                        _LOADED)
