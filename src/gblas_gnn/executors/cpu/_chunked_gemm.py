@@ -24,6 +24,7 @@ import functools
 import threading
 from typing import Any
 
+import numba
 import numpy as np
 
 from ..alignment import aligned_empty
@@ -128,8 +129,6 @@ def inner(X: np.ndarray, Y: np.ndarray, blas_threads: int) -> np.ndarray:
     with blas_limit(blas_threads):
         if (blas_threads == 1 and X.ndim == 2 and Y.ndim == 2
                 and X.shape[0] * (X.shape[1] + Y.shape[1]) >= PAIR_WORK):
-            import numba
-
             return chunked_inner(X, Y, numba.get_num_threads())
         out = aligned_empty((X.shape[1], Y.shape[1]), np.result_type(X, Y))
         np.matmul(X.T, Y, out=out)
@@ -148,8 +147,6 @@ def matmul(X: np.ndarray, W: np.ndarray, blas_threads: int, bias: np.ndarray | N
     with blas_limit(blas_threads):
         if (blas_threads == 1 and X.ndim == 2 and W.ndim == 2
                 and X.shape[0] * (X.shape[1] + W.shape[1]) >= PAIR_WORK):
-            import numba
-
             return chunked_matmul(X, W, out, numba.get_num_threads(), bias, relu)
         np.matmul(X, W, out=out)
         epilogue(out, bias, relu)
