@@ -5,6 +5,7 @@
                         [--out bench/results/current] [--tol 1e-4] [--executor cpu]
                         [--mem-limit-gib 20] [--self-limit-gib G] [--no-memory]
                         [--keep-data] [--timeout S] [--omp-wait-policy passive]
+                        [--pyg-in-process]
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
                             [--executor cpu] [--out bench/results/current]
     python -m bench aggregation [--cases M,KM,ER1M,L] [--reps 9] [--threads 2] [--no-peers]
@@ -25,7 +26,8 @@
 ``--layers`` takes rows of :data:`bench.layers.rows.ROWS` (gat, gat-h4, agnn, gcn, sgc, gin,
 gatv2, gatv2-h4, transformer, transformer-h4) or ``all``; ``--peers dgl`` times DGL's layers
 beside them, in DGL's own environment, which ``python -m bench peers --setup`` creates once
-(:mod:`bench.peers.env`); ``python -m bench peers`` prints its versions.
+(:mod:`bench.peers.env`); ``python -m bench peers`` prints its versions. On the host PyG's
+layers run in a worker process of their own (``--pyg-in-process``: beside ours, as before).
 
 Run from a checkout: the repository root as working directory or on ``PYTHONPATH``. Exit
 status: 0 done, 1 case aborted (ours and PyG disagree, or our side failed), 2 bad arguments.
@@ -184,6 +186,9 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=_positive(float), default=None,
                    help="wall-clock limit per worker process, seconds")
     r.add_argument("--no-plot", dest="plot", action="store_false")
+    r.add_argument("--pyg-in-process", dest="pyg_process", action="store_false",
+                   help="run PyG's layers in this process, beside ours (default: in a "
+                        "worker process of their own, on the host)")
     r.add_argument("--quiet", action="store_true")
     k = sub.add_parser("kernels", help="kernel micro-benchmarks with SuiteSparse kernel names")
     k.add_argument("--n", type=_positive(int), default=100_000)
@@ -354,7 +359,8 @@ def _run(a) -> int:
                           a.mem_limit_gib, a.memory, a.out / "tmp", a.keep_data, a.timeout,
                           a.quiet, worker_env=policy_env(a.omp_wait_policy),
                           self_limit_gib=a.self_limit_gib, blas_threads=a.blas_threads,
-                          executor=a.executor, k=a.k, peers=tuple(a.peers))
+                          executor=a.executor, k=a.k, peers=tuple(a.peers),
+                          pyg_process=a.pyg_process)
     except CaseAborted as exc:
         print(f"bench: case {a.case} aborted: {exc}", file=sys.stderr)
         result, code = exc.result, 1

@@ -67,6 +67,9 @@ def test_tiny_case_end_to_end(tmp_path, capsys):
     assert r["gat_fwd_over_spmm"]["ratio"] > 0
     versions = r["environment"]["versions"]
     assert versions["torch"].startswith("2.13.0") and versions["torch_geometric"]
+    # PyG was timed in a worker process of its own, with the same torch
+    assert r["environment"]["pyg_worker"]["torch"] == versions["torch"]
+    assert "PyG in a worker process" in r["protocol"]["processes"]
     assert r["environment"]["load_average_end"] is not None
     md = (tmp_path / "tiny.md").read_text()
     assert "| gat | ours |" in md and "| gat | PyG |" in md and "scipy csr @ H" in md
@@ -191,8 +194,9 @@ def test_weight_mismatch_aborts_the_case(tmp_path, monkeypatch, capsys):
             if hasattr(layer, "att_src"):
                 layer.att_src.mul_(1.01)       # a 1 % error in one attention vector
 
-    monkeypatch.setattr(rows, "copy_weights", off_by_a_bit)
-    code, r = _run(tmp_path, "--case", "tiny", "--layers", "gat,gcn", "--no-memory")
+    monkeypatch.setattr(rows, "copy_weights", off_by_a_bit)      # PyG in this process
+    code, r = _run(tmp_path, "--case", "tiny", "--layers", "gat,gcn", "--no-memory",
+                   "--pyg-in-process")
     assert code == 1
     assert r["status"] == "aborted" and "disagree" in r["message"]
     e = r["layers"]["gat"]
@@ -202,6 +206,42 @@ def test_weight_mismatch_aborts_the_case(tmp_path, monkeypatch, capsys):
     assert "aborted" in (tmp_path / "tiny.md").read_text()
     assert not (tmp_path / "tiny.png").exists()
     assert "aborted" in capsys.readouterr().err
+    assert r["protocol"]["processes"] == "ours and PyG in this process"
+
+
+def test_the_pyg_worker_agrees_catches_a_wrong_weight_and_reports_errors(tmp_path):
+    """PyG's layers in a process of their own: the agreement holds for a row with edge
+    features and one with relations, a wrong weight is caught, a bad request comes back as
+    an error with the worker's traceback, and the worker keeps serving."""
+    from bench.core.agreement import DisagreementError, compare
+    from bench.core.cases import CASES, build_case_data, save_case_data
+    from bench.core.timing import Measured
+    from bench.layers.pair import LayerPair
+    from bench.peers.client import PeerError, PeerLayer, PeerWorker
+
+    g, data = build_case_data(CASES["tiny"])
+    path = save_case_data(data, tmp_path / "tiny.npz")
+    with PeerWorker(path, 1, tmp_path, peer="pyg") as worker:
+        assert worker.versions["torch"].startswith("2.13.0")
+        for row in ("gine", "rgcn"):
+            pair = LayerPair(row, g, data, 16, pyg_worker=worker)
+            assert pair.pyg is None and pair.has_pyg            # nothing of PyG here
+            report = pair.check()
+            assert ("grad_eps" if row == "gine" else "grad_root") in report
+            calls = pair.calls()
+            assert list(calls) == ["ours fwd", "pyg fwd", "ours fwd+bwd", "pyg fwd+bwd"]
+            assert isinstance(calls["pyg fwd+bwd"](), Measured)
+            pair.close()
+        pair = LayerPair("gat", g, data, 16, pyg_worker=worker)
+        ours = pair._ours_outputs()
+        wrong = dict(pair.params, att_src=pair.params["att_dst"])     # swapped vectors
+        layer = PeerLayer(worker, "gat", "wrong", wrong, 16, 16)
+        with pytest.raises(DisagreementError, match="pyg and ours disagree"):
+            compare(layer.outputs(), ours, names=("pyg", "ours"))
+        with pytest.raises(PeerError, match="must be a multiple of its 4 heads"):
+            PeerLayer(worker, "gat-h4", "pyg", wrong, 16, 6)
+        assert worker.call("time", impl="wrong", what="fwd")["seconds"] > 0   # still serving
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.npz"]    # files cleaned up
 
 
 def test_compare_judges_against_the_reference_scale():

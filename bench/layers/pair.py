@@ -40,6 +40,9 @@ class LayerPair:
     peers : PeerWorker, optional
         A running DGL worker (:mod:`bench.peers.client`): the row's DGL implementations are built
         there with the same weights.
+    pyg_worker : PeerWorker, optional
+        A running PyG worker (:mod:`bench.peers.pyg_worker`): PyG's layer is built and run
+        there, in a process of its own, rather than in this one (``with_pyg`` must be set).
 
     Notes
     -----
@@ -52,7 +55,7 @@ class LayerPair:
 
     def __init__(self, name: str, g, data: CaseData, k_out: int, with_pyg: bool = True,
                  seed: int = 0, executor: str = "cpu", device: BenchDevice | None = None,
-                 peers=None):
+                 peers=None, pyg_worker=None):
         self.name = name
         self.row = row = get_row(name)
         k_in = data.H.shape[1]
@@ -64,9 +67,13 @@ class LayerPair:
             ex = self.ours.executor
             self.g = ours_graph(name, g, data.edge_index)
             self.Hx, self.dZx = ex.asarray(self.H), ex.asarray(self.dZ)   # no copy on cpu
-        self.pyg = None
+        self.pyg = self.pyg_remote = None
         self._ours_checked = None
-        if with_pyg:
+        if with_pyg and pyg_worker is not None:
+            from ..peers.client import PeerLayer
+
+            self.pyg_remote = PeerLayer(pyg_worker, name, "pyg", self.params, k_in, k_out)
+        elif with_pyg:
             import torch
 
             device = device or BenchDevice("host")
@@ -118,7 +125,9 @@ class LayerPair:
         sides = {}
         if self.ours is not None:
             sides["ours"] = (self.ours_forward, self.ours_fwd_bwd)
-        if self.pyg is not None:
+        if self.pyg_remote is not None:
+            sides["pyg"] = (self.pyg_remote.forward, self.pyg_remote.fwd_bwd)
+        elif self.pyg is not None:
             sides["pyg"] = (self.pyg_forward, self.pyg_fwd_bwd)
         for impl, layer in self.peers.items():
             sides[impl] = (layer.forward, layer.fwd_bwd)
@@ -135,6 +144,8 @@ class LayerPair:
         return {k: to_numpy(v) for k, v in out.items()}
 
     def _pyg_outputs(self) -> dict[str, np.ndarray]:
+        if self.pyg_remote is not None:
+            return self.pyg_remote.outputs()
         Z, dH = self.pyg_fwd_bwd()
         out = {"Z": Z.detach().cpu().numpy(), "dH": dH.cpu().numpy(),
                **{f"grad_{k}": v for k, v in pyg_grads(self.name, self.pyg).items()}}
@@ -155,7 +166,7 @@ class LayerPair:
         if not self.peers:
             return {}
         reference = "ours" if self.ours is not None else "pyg"
-        if self.ours is None:
+        if reference == "pyg":
             ref = self._pyg_outputs()
         else:
             ref = self._ours_checked or self._ours_outputs()
@@ -166,8 +177,13 @@ class LayerPair:
                                 zero=self.row.zero)
         return out
 
+    @property
+    def has_pyg(self) -> bool:
+        """PyG's side was built (here or in its worker)."""
+        return self.pyg is not None or self.pyg_remote is not None
+
     def close(self) -> None:
-        """Free the DGL layers in their worker."""
-        for layer in self.peers.values():
+        """Free the peers' layers in their workers."""
+        for layer in [*self.peers.values(), *filter(None, [self.pyg_remote])]:
             layer.close()
-        self.peers = {}
+        self.peers, self.pyg_remote = {}, None

@@ -12,7 +12,9 @@
    no layer of ours) — a disagreement aborts the case;
 3. timing: warm-up, then ``reps`` rounds of *ours fwd, PyG fwd, [DGL fwd, ...], ours
    fwd+bwd, PyG fwd+bwd, [DGL fwd+bwd, ...]* (DGL's calls run in its worker process,
-   which times them itself: :mod:`bench.peers.client`);
+   which times them itself: :mod:`bench.peers.client`; on the host PyG's run in a worker
+   process of our environment the same way, :mod:`bench.peers.pyg_worker`, so that each
+   library runs in a process by itself unless ``pyg_process=False``);
 
 then the plain SpMM baselines (scipy, torch.sparse, GraphBLAS and our kernel) are timed the
 same way. With ``executor="cuda"`` both sides run on one GPU (:mod:`bench.core.device`): every timed
@@ -145,12 +147,12 @@ def _row_agreement(pair: LayerPair, entry: dict, tol: float, ctx: dict) -> None:
     tol = max(tol, pair.row.tol)                  # the row's own floor, where it has one
     entry["agreement"] = None
     try:
-        if pair.ours is not None and pair.pyg is not None:
+        if pair.ours is not None and pair.has_pyg:
             entry["agreement"] = pair.check(tol)
             worst = max(r["rel_diff"] for r in entry["agreement"].values())
             _log(f"{layer}: ours and PyG agree (max relative difference {worst:.2e})", quiet)
         if pair.peers:
-            if pair.ours is None and pair.pyg is None:
+            if pair.ours is None and not pair.has_pyg:
                 raise CaseAborted(f"{layer}: no reference for DGL (no layer of ours, PyG "
                                   "failed its memory run)", ctx["result"])
             entry["peer_agreement"] = {}
@@ -176,7 +178,8 @@ def _layer_row(ctx: dict, layer: str) -> None:
     pyg_ok = _row_memory(ctx, layer, entry) if ctx["memory"] else True
     pair = LayerPair(layer, ctx["g"], ctx["data"], ctx["case"].k_out, with_pyg=pyg_ok,
                      executor=result["executor"], device=device,
-                     peers=ctx["worker"] if get_row(layer).dgl else None)
+                     peers=ctx["worker"] if get_row(layer).dgl else None,
+                     pyg_worker=ctx["pyg_worker"])
     peer_impls = list(pair.peers)
     try:
         _row_agreement(pair, entry, ctx["tol"], ctx)
@@ -201,7 +204,7 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
                 worker_args: list[str], tol: float, limit: int, memory: bool, workdir: Path,
                 timeout: float | None, env: dict | None, result: dict, quiet: bool,
                 device: BenchDevice, peers: tuple[str, ...] = (),
-                row_hook: RowHook | None = None) -> None:
+                row_hook: RowHook | None = None, pyg_process: bool = False) -> None:
     executor = result["executor"]
     t = time.perf_counter()
     g, data = build_case_data(case)
@@ -209,22 +212,25 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
                        "build_seconds": time.perf_counter() - t}
     _log(f"graph n={data.n} nnz={data.nnz} (+loops {data.nnz_looped}) built in "
          f"{result['graph']['build_seconds']:.1f} s", quiet)
-    data_path = (save_case_data(data, workdir / f"{case.name}.npz") if memory or peers
-                 else None)
+    data_path = (save_case_data(data, workdir / f"{case.name}.npz")
+                 if memory or peers or pyg_process else None)
     ctx = {"case": case, "g": g, "data": data, "data_path": data_path, "reps": reps,
            "warmup": warmup, "worker_args": worker_args, "tol": tol, "limit": limit,
            "memory": memory, "workdir": workdir, "timeout": timeout, "env": env,
            "result": result, "quiet": quiet, "device": device, "worker": None,
-           "row_hook": row_hook}
+           "pyg_worker": None, "row_hook": row_hook}
     try:
         if peers:
             ctx["worker"] = _start_peer(data_path, result, workdir, env, quiet)
+        if pyg_process:
+            ctx["pyg_worker"] = _start_pyg(data_path, result, workdir, env, quiet)
         for layer in layers:
             _layer_row(ctx, layer)
             gc.collect()
     finally:
-        if ctx["worker"] is not None:
-            ctx["worker"].close()
+        for worker in (ctx["worker"], ctx["pyg_worker"]):
+            if worker is not None:
+                worker.close()
     spmm = spmm_baselines(g, data.H, executor=executor, device=device)
     result["spmm"] = interleaved({k: device.timed(f) for k, f in spmm.items()}, reps, warmup)
     _log("SpMM: " + ", ".join(f"{k} {v['median_ms']:.1f} ms"
@@ -249,6 +255,22 @@ def _start_peer(data_path: Path, result: dict, workdir: Path, env: dict | None,
         "edge_weight (norm='none')")
     _log(f"DGL worker: dgl {worker.versions['dgl']}, torch {worker.versions['torch']}",
          quiet)
+    return worker
+
+
+def _start_pyg(data_path: Path, result: dict, workdir: Path, env: dict | None,
+               quiet: bool):
+    """PyG's worker of the case (:mod:`bench.peers.pyg_worker`)."""
+    from ..peers.client import PeerWorker
+
+    worker = PeerWorker(data_path, result["threads"], workdir, env, peer="pyg")
+    result["environment"]["pyg_worker"] = worker.versions
+    result["protocol"]["processes"] = (
+        "ours in this process, PyG in a worker process of the same environment (one for "
+        "the case), DGL in its own: calls interleaved round-robin, each timed where it "
+        "runs, after an untimed gc.collect()")
+    _log(f"PyG worker: torch_geometric {worker.versions['torch_geometric']}, torch "
+         f"{worker.versions['torch']}", quiet)
     return worker
 
 
@@ -363,7 +385,8 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
              worker_env: dict[str, str] | None = None,
              self_limit_gib: float | None = None, blas_threads: int | None = None,
              executor: str = "cpu", k: int | None = None,
-             peers: tuple[str, ...] = (), row_hook: RowHook | None = None) -> dict:
+             peers: tuple[str, ...] = (), row_hook: RowHook | None = None,
+             pyg_process: bool = True) -> dict:
     """Run case ``name`` and return its result dict (see :mod:`.report` for the layout).
 
     Parameters
@@ -412,6 +435,10 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         ``row_hook(pair, entry)`` after each row of a layer case is timed, with the row's
         :class:`~.pair.LayerPair` (still open) and its result entry, to which it may add
         what it measures (the GPU study's device memory and kernel profile).
+    pyg_process : bool
+        On the host, run PyG's layers in a worker process of their own
+        (:mod:`bench.peers.pyg_worker`) rather than in this one, beside ours. Off, the two
+        libraries share this process and its allocator, as the harness did before.
 
     Raises
     ------
@@ -451,6 +478,7 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
                         "fwd+bwd": "training mode; input requires grad on both sides; "
                                    "fixed random upstream gradient",
                         "order": "warm-up, then round-robin ours/PyG per repetition",
+                        "processes": "ours and PyG in this process",
                         "gc": "gc.collect() before every timed call (untimed)",
                         "graph": "PyG gets edge_index of our self-looped pattern and "
                                  "add_self_loops=False; GCN cached=True on both sides",
@@ -465,7 +493,7 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
             if case.kind == "layer":
                 _layer_case(case, layers, reps, warmup, wargs, tol, limit, memory,
                             workdir, timeout, worker_env, result, quiet, device, tuple(peers),
-                            row_hook)
+                            row_hook, pyg_process and device.kind == "host")
             else:
                 _epoch_case(case, reps, warmup, wargs, tol, limit, workdir, timeout,
                             worker_env, result, quiet)

@@ -1,6 +1,8 @@
-"""Our end of the DGL worker (:mod:`.dgl_worker`): start it, send requests, read answers.
+"""Our end of a peer's worker (:mod:`.dgl_worker`, :mod:`.pyg_worker`): start it, send
+requests, read answers.
 
-A :class:`PeerWorker` is one long-lived process of the peer's environment for a whole case,
+A :class:`PeerWorker` is one long-lived process of the peer's environment (PyG's is ours)
+for a whole case,
 so that its calls can be interleaved round-robin with ours and PyG's (:func:`~bench.core.timing.
 interleaved`) like any other callable: :class:`PeerLayer`'s ``forward`` and ``fwd_bwd``
 return :class:`~bench.core.timing.Measured`, the seconds the worker timed around the work itself.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -24,9 +27,10 @@ from ..layers.rows import get_row
 from .env import require
 
 __all__ = ["PeerError", "PeerWorker", "PeerLayer", "PeerAggregation", "peer_env",
-           "peer_memory"]
+           "peer_memory", "peer_python"]
 
-MODULE = "bench.peers.dgl_worker"
+#: the worker module of each peer
+MODULES = {"dgl": "bench.peers.dgl_worker", "pyg": "bench.peers.pyg_worker"}
 
 
 class PeerError(RuntimeError):
@@ -44,8 +48,16 @@ def peer_env(threads: int, env: dict[str, str] | None = None) -> dict[str, str]:
     return with_root_on_path(env)
 
 
+def peer_python(peer: str) -> str:
+    """The interpreter of ``peer``'s worker: ours for PyG, DGL's own environment's
+    (:class:`~.env.PeerMissing` if it is not set up)."""
+    if peer not in MODULES:
+        raise ValueError(f"unknown peer {peer!r}; choose from {sorted(MODULES)}")
+    return sys.executable if peer == "pyg" else str(require(peer))
+
+
 class PeerWorker:
-    """A running :mod:`.dgl_worker` for one case (a context manager).
+    """A running peer worker for one case (a context manager).
 
     Parameters
     ----------
@@ -58,16 +70,16 @@ class PeerWorker:
     env : dict, optional
         Base environment (default ours; see :func:`peer_env`).
     peer : str
-        The peer (``dgl``); :class:`~.env.PeerMissing` if it is not set up.
+        The peer: ``dgl`` (:class:`~.env.PeerMissing` if it is not set up) or ``pyg``.
     """
 
     def __init__(self, data_path: Path, threads: int, workdir: Path,
                  env: dict[str, str] | None = None, peer: str = "dgl"):
-        python = require(peer)
+        python = peer_python(peer)
         self.peer = peer
         self.files = Path(tempfile.mkdtemp(prefix=f"{peer}-", dir=workdir))
         self._stderr = open(self.files / "stderr.txt", "w+")     # noqa: SIM115 (closed in close)
-        self.proc = subprocess.Popen([str(python), "-m", MODULE], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([python, "-m", MODULES[peer]], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True,
                                      env=peer_env(threads, env))
         try:
@@ -190,11 +202,11 @@ def peer_memory(data_path: Path, row: str, impl: str, params: dict[str, np.ndarr
     spec = get_row(row)
     path = write_params(params, Path(workdir) / f"{row}-{impl}-params.npz")
     try:
-        return launch(MODULE, ["--memory", "--data", str(data_path), "--row", row,
-                               "--impl", impl, "--params", str(path), "--k-in", str(k_in),
-                               "--k-out", str(k_out), "--heads", str(spec.heads),
-                               "--config", json.dumps(spec.config), "--threads",
-                               str(threads)],
+        return launch(MODULES[peer], ["--memory", "--data", str(data_path), "--row", row,
+                                      "--impl", impl, "--params", str(path), "--k-in",
+                                      str(k_in), "--k-out", str(k_out), "--heads",
+                                      str(spec.heads), "--config", json.dumps(spec.config),
+                                      "--threads", str(threads)],
                       limit, timeout, peer_env(threads, env), python=str(python))
     finally:
         path.unlink(missing_ok=True)

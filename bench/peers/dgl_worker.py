@@ -9,22 +9,14 @@ upstream gradient and the weights come in ``.npz`` files, and answers go out as
 ``BENCH_RESULT {json}`` lines on stdout (:mod:`bench.core.worker`), arrays again as ``.npz``.
 
 Serving: the parent (:class:`~.client.PeerWorker`) writes one JSON request per line on
-stdin; the worker answers each with one result line (``{"error": ..., "traceback": ...}``
-when it failed) and starts with ``{"versions": ...}``. Requests (``op``):
+stdin, answered by the loop of :mod:`.serving`; besides its requests, this worker answers
 
-* ``setup`` — ``data``: the case's ``.npz`` (:func:`~bench.core.cases.save_case_data`), ``threads``;
-* ``build`` — ``row``, ``impl``, ``params`` (``.npz`` of the shared weights), ``k_in``,
-  ``k_out``, ``heads``, ``config``: a layer, kept under ``impl``;
-* ``check`` — ``impl``, ``out``: one training forward+backward and an inference forward,
-  ``Z``, ``dH``, ``grad_<name>`` (our layout) and ``Z_eval`` written to ``out`` (the
-  layer in its ``checking`` mode: see ``gcn`` in :mod:`.dgl_layers`);
-* ``time`` — ``impl``, ``what`` (``fwd`` | ``fwd+bwd``): one call, timed here after an
-  untimed ``gc.collect()``; answers ``{"seconds": s}``;
 * ``aggregate`` — ``reduce`` (``sum`` | ``mean`` | ``max`` | ``min``), ``transposed``
   (bool), ``out`` (optional): one ``update_all(copy_u, reduce)`` over the graph (or its
   reverse: ``Aᵀ X``) under ``no_grad``, timed like ``time``; with ``out`` the result is
   written there instead (:mod:`bench.kernels.aggregation`);
-* ``drop`` — ``impl``: forget the layer; ``quit``.
+
+and ``check`` runs the layer in its ``checking`` mode (see ``gcn`` in :mod:`.dgl_layers`).
 
 ``--memory`` is the DGL counterpart of :mod:`bench.layers.memory` (fresh process, warm-up on a tiny
 graph, ``VmHWM`` reset, then ``--iters`` forward+backward passes).
@@ -37,15 +29,15 @@ import gc
 import json
 import sys
 import time
-import traceback
 
 import numpy as np
 
 from ..core.cases import load_case_data
 from ..core.rss import peak_rss_bytes, release_free_memory, reset_hwm, rss_bytes
-from ..core.worker import emit, worker_main
+from ..core.worker import worker_main
+from .serving import Side, read_weights, serve
 
-__all__ = ["DGLSide", "serve", "main"]
+__all__ = ["DGLSide", "main"]
 
 
 def _versions() -> dict:
@@ -56,7 +48,7 @@ def _versions() -> dict:
             "python": sys.version.split()[0], "torch_threads": torch.get_num_threads()}
 
 
-class DGLSide:
+class DGLSide(Side):
     """The DGL layers of one case: one graph, its features and upstream gradient, and the
     layers built on them by implementation name."""
 
@@ -64,6 +56,7 @@ class DGLSide:
         import dgl
         import torch
 
+        super().__init__()
         torch.set_num_threads(threads)
         self.torch = torch
         data = load_case_data(data_path, ("edge_index", "H", "dZ"))
@@ -71,7 +64,6 @@ class DGLSide:
         self.graph = dgl.graph((src, dst), num_nodes=data.n)
         self.H, self.dZ = torch.from_numpy(data.H), torch.from_numpy(data.dZ)
         self.Hleaf = self.H.clone().requires_grad_(True)
-        self.layers: dict[str, tuple] = {}
         self._reverse = None
 
     def build(self, row: str, impl: str, params: str, k_in: int, k_out: int, heads: int,
@@ -79,9 +71,8 @@ class DGLSide:
         """Build ``impl`` of ``row`` with the weights in file ``params``."""
         from .dgl_layers import build
 
-        with np.load(params) as z:
-            weights = {k: z[k] for k in z.files}
-        module = build(row, impl, self.graph, k_in, k_out, heads, config, weights)
+        module = build(row, impl, self.graph, k_in, k_out, heads, config,
+                       read_weights(params))
         self.layers[impl] = (row, module, self.dZ[:, :k_out].contiguous())
         return {"built": impl, "row": row}
 
@@ -119,17 +110,6 @@ class DGLSide:
         np.savez(out, **arrays)
         return {"out": out, "names": sorted(arrays)}
 
-    def time(self, impl: str, what: str) -> dict:
-        """One call of ``what`` (``fwd`` or ``fwd+bwd``), timed after an untimed collection."""
-        fn = {"fwd": self.forward, "fwd+bwd": self.fwd_bwd}[what]
-        gc.collect()
-        t = time.perf_counter()
-        out = fn(impl)
-        seconds = time.perf_counter() - t
-        del out
-        return {"seconds": seconds}
-
-
     def aggregate(self, reduce: str, transposed: bool, out: str | None = None) -> dict:
         """``Z_i = ⊕_{j → i} X_j`` by ``update_all(copy_u, reduce)`` (DGL's unweighted
         kernel), over the reversed graph when ``transposed``: timed, or written to ``out``."""
@@ -152,47 +132,6 @@ class DGLSide:
             return {"seconds": seconds}
         np.save(out, Z.numpy())
         return {"out": out}
-
-
-def _handle(side: DGLSide | None, req: dict) -> tuple[DGLSide | None, dict]:
-    op = req["op"]
-    if op == "setup":
-        return DGLSide(req["data"], int(req["threads"])), {"setup": True}
-    if side is None:
-        raise RuntimeError(f"request {op!r} before 'setup'")
-    if op == "build":
-        return side, side.build(req["row"], req["impl"], req["params"], req["k_in"],
-                                req["k_out"], req["heads"], req.get("config", {}))
-    if op == "check":
-        return side, side.check(req["impl"], req["out"])
-    if op == "time":
-        return side, side.time(req["impl"], req["what"])
-    if op == "aggregate":
-        return side, side.aggregate(req["reduce"], bool(req["transposed"]), req.get("out"))
-    if op == "drop":
-        side.layers.pop(req["impl"], None)
-        gc.collect()
-        return side, {"dropped": req["impl"]}
-    raise ValueError(f"unknown request {op!r}")
-
-
-def serve(stdin=None) -> int:
-    """Answer requests from ``stdin`` until ``quit`` or end of input."""
-    emit({"versions": _versions()})
-    side = None
-    for line in stdin or sys.stdin:
-        if not line.strip():
-            continue
-        req = json.loads(line)
-        if req.get("op") == "quit":
-            break
-        try:
-            side, reply = _handle(side, req)
-        except Exception as exc:        # the parent raises it, with this traceback
-            reply = {"error": f"{type(exc).__name__}: {exc}",
-                     "traceback": traceback.format_exc()}
-        emit(reply)
-    return 0
 
 
 def _tiny_case(path: str, k: int) -> str:
@@ -251,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iters", type=int, default=2)
     a = p.parse_args(argv)
     if not a.memory:
-        return serve()
+        return serve(DGLSide, _versions)
     return worker_main(lambda: measure(a.data, a.row, a.impl, a.params, a.k_in, a.k_out,
                                        a.heads, a.config, a.threads, a.iters))
 
