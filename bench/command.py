@@ -5,7 +5,7 @@
                         [--out bench/results/current] [--tol 1e-4] [--executor cpu]
                         [--mem-limit-gib 20] [--self-limit-gib G] [--no-memory]
                         [--keep-data] [--timeout S] [--omp-wait-policy passive]
-                        [--pyg-in-process]
+                        [--pyg-in-process] [--hand-back-memory]
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
                             [--executor cpu] [--out bench/results/current]
     python -m bench aggregation [--cases M,KM,ER1M,L] [--reps 9] [--threads 2] [--no-peers]
@@ -16,7 +16,7 @@
     python -m bench peers [--setup [--dry-run]]
     python -m bench hgt [--n 100000] [--degree 16] [--k 32] [--heads 2] [--reps 5]
                         [--threads 2] [--no-memory] [--name M-hetero] [--out bench/results/current]
-                        [--omp-wait-policy passive]
+                        [--omp-wait-policy passive] [--hand-back-memory]
     python -m bench revisions --before REV [--after REV] --case M [--layers gat,agnn]
                               [--reps 5] [--threads 2] [--name NAME] [--out bench/results/current]
     python -m bench memory [--scales 18,20] [--k 16] [--layers 3] [--procs 1,4]
@@ -92,6 +92,11 @@ def _layer_list(allowed: tuple[str, ...]):
 _layers = _layer_list(LAYERS)
 #: the layers the distributed study runs (ours only, no PyG)
 DIST_LAYERS = ("gat", "agnn", "gcn")
+
+
+#: the help of ``--hand-back-memory`` (``run`` and ``hgt``)
+HAND_BACK_HELP = ("leave glibc's defaults in the timing processes (default: each keeps its "
+                  "freed memory, see bench.core.rss.keep_freed_memory)")
 
 
 def _peers_list(text: str) -> list[str]:
@@ -189,6 +194,8 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     r.add_argument("--pyg-in-process", dest="pyg_process", action="store_false",
                    help="run PyG's layers in this process, beside ours (default: in a "
                         "worker process of their own, on the host)")
+    r.add_argument("--hand-back-memory", dest="keep_freed", action="store_false",
+                   help=HAND_BACK_HELP)
     r.add_argument("--quiet", action="store_true")
     k = sub.add_parser("kernels", help="kernel micro-benchmarks with SuiteSparse kernel names")
     k.add_argument("--n", type=_positive(int), default=100_000)
@@ -303,6 +310,8 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     hg.add_argument("--reps", type=_positive(int), default=5)
     hg.add_argument("--threads", type=_positive(int), default=2)
     hg.add_argument("--no-memory", dest="memory", action="store_false")
+    hg.add_argument("--hand-back-memory", dest="keep_freed", action="store_false",
+                    help=HAND_BACK_HELP)
     hg.add_argument("--name", default="M-hetero")
     hg.add_argument("--out", type=Path, default=DEFAULT_OUT)
     hg.add_argument("--omp-wait-policy", choices=POLICIES, default="passive",
@@ -360,7 +369,7 @@ def _run(a) -> int:
                           a.quiet, worker_env=policy_env(a.omp_wait_policy),
                           self_limit_gib=a.self_limit_gib, blas_threads=a.blas_threads,
                           executor=a.executor, k=a.k, peers=tuple(a.peers),
-                          pyg_process=a.pyg_process)
+                          pyg_process=a.pyg_process, keep_freed=a.keep_freed)
     except CaseAborted as exc:
         print(f"bench: case {a.case} aborted: {exc}", file=sys.stderr)
         result, code = exc.result, 1
@@ -478,7 +487,7 @@ def _aggregation(a) -> int:
 def _hgt(a) -> int:
     from .layers.hetero import hgt_markdown, run_hgt, write
 
-    result = run_hgt(a.n, a.degree, a.k, a.heads, a.reps, a.threads, a.memory)
+    result = run_hgt(a.n, a.degree, a.k, a.heads, a.reps, a.threads, a.memory, a.keep_freed)
     print(hgt_markdown(result))
     print("wrote " + ", ".join(str(p) for p in write(result, a.out, a.name)))
     return 0

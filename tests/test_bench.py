@@ -221,8 +221,8 @@ def test_the_pyg_worker_agrees_catches_a_wrong_weight_and_reports_errors(tmp_pat
 
     g, data = build_case_data(CASES["tiny"])
     path = save_case_data(data, tmp_path / "tiny.npz")
-    with PeerWorker(path, 1, tmp_path, peer="pyg") as worker:
-        assert worker.versions["torch"].startswith("2.13.0")
+    with PeerWorker(path, 1, tmp_path, peer="pyg", keep_freed=True) as worker:
+        assert worker.versions["torch"].startswith("2.13.0") and worker.setup["kept"]
         for row in ("gine", "rgcn"):
             pair = LayerPair(row, g, data, 16, pyg_worker=worker)
             assert pair.pyg is None and pair.has_pyg            # nothing of PyG here
@@ -420,6 +420,26 @@ def test_memory_subcommand_measures_and_attributes_one_step(tmp_path, capsys):
                  "memory-gatv2-e", "memory-k20-grid", "memory-grid-p", "memory-k23-sharded"):
         recorded = json.loads((results / f"{name}.json").read_text())
         assert memory_markdown(recorded) == (results / f"{name}.md").read_text(), name
+
+
+def test_freed_memory_is_kept_in_the_block_and_handed_back_after_it():
+    """Inside ``freed_memory_kept`` a freed 64 MiB array stays resident (no ``munmap``);
+    after it, glibc's defaults are back and the same array's memory leaves the process."""
+    from bench.core.rss import freed_memory_kept, release_free_memory, rss_bytes
+
+    def resident_after_free() -> int:
+        release_free_memory()
+        before = rss_bytes()
+        a = np.ones(16 << 20, np.float32)           # 64 MiB, touched
+        del a
+        return rss_bytes() - before
+
+    with freed_memory_kept() as kept:
+        assert kept
+        assert resident_after_free() > 48 * MIB
+    assert resident_after_free() < 16 * MIB
+    with freed_memory_kept(keep=False) as kept:
+        assert not kept and resident_after_free() < 16 * MIB
 
 
 def test_reset_hwm_counts_a_step_that_reuses_freed_memory():

@@ -9,15 +9,20 @@ has ``k`` features; the layer is ``HGTConv(k, k, metadata, heads)``, the same we
 both sides (``from_pyg``), float32. The run sets ``OMP_WAIT_POLICY=passive`` (torch's and
 numba's OpenMP threads otherwise spin against each other on two cores).
 
-Measured, on this process's threads (torch, numba, BLAS): forward and forward + backward,
+Measured, on ``threads`` threads (torch, numba, BLAS): forward and forward + backward,
 interleaved, median [min–max] of ``reps``; the agreement of the outputs and of the input
 gradients; and each side's peak RSS growth over one forward + backward after a warm-up, in a
-fresh process of its own (``VmHWM``). Results go to ``OUT/<name>.{json,md}``.
+fresh process of its own (``VmHWM``). PyG's layer runs and is timed in a process of its own
+(:class:`PyGProcess`, the same seeds build the same graph and weights there), ours in this
+one: in one process torch's freed memory stalls our next calls on this VM (``bench run``
+does the same, :mod:`bench.peers.pyg_worker`). Results go to ``OUT/<name>.{json,md}``.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import multiprocessing
 import subprocess
 import sys
 import time
@@ -26,11 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from ..core.environment import environment
-from ..core.rss import MIB, hwm_bytes, reset_hwm, rss_bytes
+from ..core.rss import MIB, freed_memory_kept, hwm_bytes, keep_freed_memory, reset_hwm, rss_bytes
 from ..core.threads import set_threads
-from ..core.timing import interleaved
+from ..core.timing import Measured, interleaved
 
-__all__ = ["typed_graph", "run_hgt", "hgt_markdown"]
+__all__ = ["typed_graph", "run_hgt", "hgt_markdown", "PyGProcess"]
 
 #: (type, share of n)
 TYPES = (("paper", 0.50), ("author", 0.35), ("field", 0.15))
@@ -79,6 +84,73 @@ def _torch_side(conv, x: dict, eit: dict, dout: dict, backward: bool):
     return out, {t: v.grad for t, v in xt.items()}
 
 
+def _pyg_serve(conn, n: int, degree: int, k: int, heads: int, threads: int,
+               keep_freed: bool) -> None:
+    """PyG's side in its own process: answer ``"fwd"`` and ``"fwd+bwd"`` with the seconds
+    of one call (after an untimed collection), ``"check"`` with the outputs and the input
+    gradients of one training call, until ``"quit"``."""
+    set_threads(threads)
+    if keep_freed:
+        keep_freed_memory()
+    _, x, dout, _, conv, eit, _ = _setup(n, degree, k, heads)
+    conn.send("ready")
+    while (op := conn.recv()) != "quit":
+        if op == "check":
+            conv.train()
+            out, dx = _torch_side(conv, x, eit, dout, True)
+            conn.send(({t: v.detach().numpy() for t, v in out.items()},
+                       {t: v.numpy() for t, v in dx.items()}))
+            continue
+        backward = op == "fwd+bwd"
+        conv.train(backward)
+        conv.zero_grad(set_to_none=True)
+        gc.collect()
+        t = time.perf_counter()
+        _torch_side(conv, x, eit, dout, backward)
+        conn.send(time.perf_counter() - t)
+
+
+class PyGProcess:
+    """PyG's ``HGTConv`` of the study in a process of its own (a context manager): the
+    same seeded graph, inputs and weights as :func:`_setup` gives this process; with
+    ``keep_freed`` the process keeps its freed memory (:func:`~bench.core.rss.
+    keep_freed_memory`)."""
+
+    def __init__(self, n: int, degree: int, k: int, heads: int, threads: int,
+                 keep_freed: bool = False):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_pyg_serve, args=(child, n, degree, k, heads, threads,
+                                                       keep_freed),
+                                daemon=True)
+        self.proc.start()
+        child.close()
+        if self.conn.recv() != "ready":
+            raise RuntimeError("PyG's HGT process did not start")
+
+    def call(self, op: str) -> Measured:
+        """One timed call (``"fwd"`` or ``"fwd+bwd"``), billed the seconds it measured."""
+        self.conn.send(op)
+        return Measured(self.conn.recv())
+
+    def outputs(self) -> tuple[dict, dict]:
+        """The outputs and input gradients of one training call, per vertex type."""
+        self.conn.send("check")
+        return self.conn.recv()
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            self.conn.send("quit")
+            self.proc.join(timeout=60)
+        self.conn.close()
+
+    def __enter__(self) -> PyGProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def _rel(a, b) -> float:
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
 
@@ -105,44 +177,41 @@ def _memory_worker(side: str, n: int, degree: int, k: int, heads: int, threads: 
 
 
 def run_hgt(n: int, degree: int, k: int, heads: int, reps: int, threads: int,
-            memory: bool = True) -> dict:
-    """The study (module docstring); the result as a dict."""
+            memory: bool = True, keep_freed: bool = True) -> dict:
+    """The study (module docstring); the result as a dict. With ``keep_freed`` both timing
+    processes keep their freed memory (:func:`~bench.core.rss.keep_freed_memory`: why)."""
     set_threads(threads)
     env = environment()
-    hg, x, dout, ours, conv, eit, edges = _setup(n, degree, k, heads)
-    conv.train()
-    got, want = ours(hg, x), _torch_side(conv, x, eit, dout, True)
-    dx = ours.backward(dout)
-    agreement = {
-        "forward": max(_rel(got[t], want[0][t].detach().numpy()) for t in got),
-        "input_gradient": max(_rel(dx[t], want[1][t].numpy()) for t in dx)}
+    hg, x, dout, ours, _, _, edges = _setup(n, degree, k, heads)
+    with PyGProcess(n, degree, k, heads, threads, keep_freed) as pyg, \
+            freed_memory_kept(keep_freed):
+        got, dx = ours(hg, x), ours.backward(dout)
+        want, want_dx = pyg.outputs()
+        agreement = {"forward": max(_rel(got[t], want[t]) for t in got),
+                     "input_gradient": max(_rel(dx[t], want_dx[t]) for t in dx)}
 
-    def ours_fwd():
-        ours.eval()
-        ours(hg, x)
+        def ours_fwd():
+            ours.eval()
+            ours(hg, x)
 
-    def ours_both():
-        ours.train()
-        ours(hg, x)
-        ours.backward(dout)
+        def ours_both():
+            ours.train()
+            ours(hg, x)
+            ours.backward(dout)
 
-    def pyg_fwd():
-        conv.eval()
-        _torch_side(conv, x, eit, dout, False)
-
-    def pyg_both():
-        conv.train()
-        conv.zero_grad(set_to_none=True)
-        _torch_side(conv, x, eit, dout, True)
-
-    times = interleaved({"ours fwd": ours_fwd, "pyg fwd": pyg_fwd,
-                         "ours fwd+bwd": ours_both, "pyg fwd+bwd": pyg_both}, reps)
+        times = interleaved({"ours fwd": ours_fwd, "pyg fwd": lambda: pyg.call("fwd"),
+                             "ours fwd+bwd": ours_both,
+                             "pyg fwd+bwd": lambda: pyg.call("fwd+bwd")}, reps)
     result = {"n": int(sum(hg.num_nodes_dict.values())),
               "edges": int(sum(e.shape[1] for e in edges.values())),
               "nodes": hg.num_nodes_dict, "relations": {"__".join(k_): int(e.shape[1])
                                                         for k_, e in edges.items()},
               "k": k, "heads": heads, "threads": threads, "reps": reps, "times": times,
-              "agreement": agreement, "environment": env}
+              "agreement": agreement, "environment": env,
+              "protocol": "ours in this process, PyG in a process of its own (same seeds); "
+                          "calls interleaved, each timed where it runs",
+              "freed_memory": "kept in both timing processes" if keep_freed
+                              else "glibc's defaults"}
     if memory:
         result["memory"] = {side: _fresh(side, n, degree, k, heads, threads)
                             for side in ("ours", "pyg")}

@@ -41,7 +41,7 @@ from ..core.cases import Case, build_case_data, case_dict, get_case, save_case_d
 from ..core.device import BenchDevice, device_for
 from ..core.environment import environment, load_average
 from ..core.guard import RSSWatchdog
-from ..core.rss import GIB
+from ..core.rss import GIB, freed_memory_kept
 from ..core.threads import set_threads
 from ..core.timing import interleaved
 from ..core.worker import launch, omp_policy_note
@@ -204,7 +204,8 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
                 worker_args: list[str], tol: float, limit: int, memory: bool, workdir: Path,
                 timeout: float | None, env: dict | None, result: dict, quiet: bool,
                 device: BenchDevice, peers: tuple[str, ...] = (),
-                row_hook: RowHook | None = None, pyg_process: bool = False) -> None:
+                row_hook: RowHook | None = None, pyg_process: bool = False,
+                keep_freed: bool = False) -> None:
     executor = result["executor"]
     t = time.perf_counter()
     g, data = build_case_data(case)
@@ -219,14 +220,19 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
            "memory": memory, "workdir": workdir, "timeout": timeout, "env": env,
            "result": result, "quiet": quiet, "device": device, "worker": None,
            "pyg_worker": None, "row_hook": row_hook}
+    result["protocol"]["freed_memory"] = (
+        "kept in every timing process (glibc mallopt: no mmap, no trim; "
+        "bench.core.rss.keep_freed_memory)" if keep_freed else "glibc's defaults")
     try:
         if peers:
-            ctx["worker"] = _start_peer(data_path, result, workdir, env, quiet)
+            ctx["worker"] = _start_peer(data_path, result, workdir, env, quiet, keep_freed)
         if pyg_process:
-            ctx["pyg_worker"] = _start_pyg(data_path, result, workdir, env, quiet)
-        for layer in layers:
-            _layer_row(ctx, layer)
-            gc.collect()
+            ctx["pyg_worker"] = _start_pyg(data_path, result, workdir, env, quiet,
+                                           keep_freed)
+        with freed_memory_kept(keep_freed):
+            for layer in layers:
+                _layer_row(ctx, layer)
+                gc.collect()
     finally:
         for worker in (ctx["worker"], ctx["pyg_worker"]):
             if worker is not None:
@@ -239,12 +245,12 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
 
 
 def _start_peer(data_path: Path, result: dict, workdir: Path, env: dict | None,
-                quiet: bool):
+                quiet: bool, keep_freed: bool):
     """The DGL worker of the case, its versions recorded in the result's environment."""
     from ..peers.client import PeerWorker
     from ..peers.env import installed_versions
 
-    worker = PeerWorker(data_path, result["threads"], workdir, env)
+    worker = PeerWorker(data_path, result["threads"], workdir, env, keep_freed=keep_freed)
     result["environment"]["peers"] = {"dgl": {**installed_versions("dgl"),
                                               "worker": worker.versions}}
     result["protocol"]["dgl"] = (
@@ -259,11 +265,12 @@ def _start_peer(data_path: Path, result: dict, workdir: Path, env: dict | None,
 
 
 def _start_pyg(data_path: Path, result: dict, workdir: Path, env: dict | None,
-               quiet: bool):
+               quiet: bool, keep_freed: bool):
     """PyG's worker of the case (:mod:`bench.peers.pyg_worker`)."""
     from ..peers.client import PeerWorker
 
-    worker = PeerWorker(data_path, result["threads"], workdir, env, peer="pyg")
+    worker = PeerWorker(data_path, result["threads"], workdir, env, peer="pyg",
+                        keep_freed=keep_freed)
     result["environment"]["pyg_worker"] = worker.versions
     result["protocol"]["processes"] = (
         "ours in this process, PyG in a worker process of the same environment (one for "
@@ -386,7 +393,7 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
              self_limit_gib: float | None = None, blas_threads: int | None = None,
              executor: str = "cpu", k: int | None = None,
              peers: tuple[str, ...] = (), row_hook: RowHook | None = None,
-             pyg_process: bool = True) -> dict:
+             pyg_process: bool = True, keep_freed: bool = True) -> dict:
     """Run case ``name`` and return its result dict (see :mod:`.report` for the layout).
 
     Parameters
@@ -439,6 +446,10 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         On the host, run PyG's layers in a worker process of their own
         (:mod:`bench.peers.pyg_worker`) rather than in this one, beside ours. Off, the two
         libraries share this process and its allocator, as the harness did before.
+    keep_freed : bool
+        On the host, every process that times calls keeps its freed memory
+        (:func:`~bench.core.rss.keep_freed_memory`: why) while the rows run; the memory runs
+        are fresh processes with glibc's defaults either way.
 
     Raises
     ------
@@ -493,7 +504,8 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
             if case.kind == "layer":
                 _layer_case(case, layers, reps, warmup, wargs, tol, limit, memory,
                             workdir, timeout, worker_env, result, quiet, device, tuple(peers),
-                            row_hook, pyg_process and device.kind == "host")
+                            row_hook, pyg_process and device.kind == "host",
+                            keep_freed and device.kind == "host")
             else:
                 _epoch_case(case, reps, warmup, wargs, tol, limit, workdir, timeout,
                             worker_env, result, quiet)

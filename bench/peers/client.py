@@ -71,10 +71,13 @@ class PeerWorker:
         Base environment (default ours; see :func:`peer_env`).
     peer : str
         The peer: ``dgl`` (:class:`~.env.PeerMissing` if it is not set up) or ``pyg``.
+    keep_freed : bool
+        The worker keeps its freed memory (:func:`~bench.core.rss.keep_freed_memory`).
     """
 
     def __init__(self, data_path: Path, threads: int, workdir: Path,
-                 env: dict[str, str] | None = None, peer: str = "dgl"):
+                 env: dict[str, str] | None = None, peer: str = "dgl",
+                 keep_freed: bool = False):
         python = peer_python(peer)
         self.peer = peer
         self.files = Path(tempfile.mkdtemp(prefix=f"{peer}-", dir=workdir))
@@ -84,7 +87,8 @@ class PeerWorker:
                                      env=peer_env(threads, env))
         try:
             self.versions = self._read()["versions"]
-            self.call("setup", data=str(data_path), threads=threads)
+            self.setup = self.call("setup", data=str(data_path), threads=threads,
+                                   keep_freed=keep_freed)
         except BaseException:
             self.close()
             raise

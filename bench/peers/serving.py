@@ -5,7 +5,9 @@ Requests (``op``), one JSON object per line; each gets one ``BENCH_RESULT`` line
 (``{"error": ..., "traceback": ...}`` when it failed), and the worker starts with
 ``{"versions": ...}``:
 
-* ``setup`` — ``data``: the case's ``.npz`` (:func:`~bench.core.cases.save_case_data`), ``threads``;
+* ``setup`` — ``data``: the case's ``.npz`` (:func:`~bench.core.cases.save_case_data`),
+  ``threads``, ``keep_freed`` (optional: :func:`~bench.core.rss.keep_freed_memory` in the
+  worker, as the harness does in its own process);
 * ``build`` — ``row``, ``impl``, ``params`` (``.npz`` of the shared weights), ``k_in``,
   ``k_out``, ``heads``, ``config``: a layer, kept under ``impl``;
 * ``check`` — ``impl``, ``out``: one training forward+backward and an inference forward,
@@ -28,6 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..core.rss import keep_freed_memory
 from ..core.worker import emit
 
 __all__ = ["Side", "serve", "read_weights"]
@@ -87,7 +90,8 @@ def _handle(make_side: Callable[[str, int], Side], side: Side | None,
             req: dict) -> tuple[Side | None, dict]:
     op = req["op"]
     if op == "setup":
-        return make_side(req["data"], int(req["threads"])), {"setup": True}
+        kept = bool(req.get("keep_freed")) and keep_freed_memory()
+        return make_side(req["data"], int(req["threads"])), {"setup": True, "kept": kept}
     if side is None:
         raise RuntimeError(f"request {op!r} before 'setup'")
     if op == "build":
