@@ -9,7 +9,8 @@
     python -m bench kernels [--n 100000] [--degree 16] [--k 32] [--threads 2] [--reps 7]
                             [--executor cpu] [--out bench/results/current]
     python -m bench aggregation [--cases M,KM,ER1M,L] [--reps 9] [--threads 2] [--no-peers]
-                                [--name aggregation] [--out bench/results/current]
+                                [--hand-back-memory] [--name aggregation]
+                                [--out bench/results/current]
     python -m bench cuda-kernels [--cases M,L] [--out bench/results/current]
     python -m bench gpu [--cases M,L] [--layers gat,...] [--reps 5] [--budget 470]
                         [--workers 8] [--dry-run] [--out bench/results/current]
@@ -94,7 +95,7 @@ _layers = _layer_list(LAYERS)
 DIST_LAYERS = ("gat", "agnn", "gcn")
 
 
-#: the help of ``--hand-back-memory`` (``run`` and ``hgt``)
+#: the help of ``--hand-back-memory`` (``run``, ``hgt`` and ``aggregation``)
 HAND_BACK_HELP = ("leave glibc's defaults in the timing processes (default: each keeps its "
                   "freed memory, see bench.core.rss.keep_freed_memory)")
 
@@ -211,6 +212,8 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     ag.add_argument("--threads", type=_positive(int), default=2)
     ag.add_argument("--no-peers", dest="peers", action="store_false",
                     help="ours only (no DGL environment needed)")
+    ag.add_argument("--hand-back-memory", dest="keep_freed", action="store_false",
+                    help=HAND_BACK_HELP)
     ag.add_argument("--name", default="aggregation")
     ag.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ag.add_argument("--omp-wait-policy", choices=POLICIES, default="passive",
@@ -475,7 +478,8 @@ def _aggregation(a) -> int:
     from .peers.env import PeerMissing
 
     try:
-        result = run_aggregation(a.cases, a.reps, a.threads, a.peers, a.out, a.name)
+        result = run_aggregation(a.cases, a.reps, a.threads, a.peers, a.out, a.name,
+                                 a.keep_freed)
     except PeerMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

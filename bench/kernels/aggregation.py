@@ -35,6 +35,7 @@ import numpy as np
 
 from ..core.cases import build_case_data, get_case, graph_from_csr, save_case_data
 from ..core.environment import environment, load_average
+from ..core.rss import freed_memory_kept
 from ..core.threads import set_threads
 from ..core.timing import interleaved
 
@@ -105,7 +106,8 @@ def _agreement(ours: np.ndarray, theirs: np.ndarray) -> dict:
     return {"max_abs_err": err, "agree": bool(err <= 1e-5 * max(scale, 1.0))}
 
 
-def _case(name: str, reps: int, threads: int, peers: bool, workdir: Path) -> dict:
+def _case(name: str, reps: int, threads: int, peers: bool, workdir: Path,
+          keep_freed: bool) -> dict:
     case = get_case(name)
     _, data = build_case_data(case)
     A = _looped_pattern(data)
@@ -120,7 +122,7 @@ def _case(name: str, reps: int, threads: int, peers: bool, workdir: Path) -> dic
             from ..peers.client import PeerAggregation, PeerWorker
 
             worker = PeerWorker(save_case_data(data, workdir / f"{name}.npz"), threads,
-                                workdir)
+                                workdir, keep_freed=keep_freed)
             row["peer_versions"] = worker.versions
         for op, (reduce, transposed) in OPS.items():
             timed[f"ours {op}"] = fns[op]
@@ -128,7 +130,8 @@ def _case(name: str, reps: int, threads: int, peers: bool, workdir: Path) -> dic
                 theirs = PeerAggregation(worker, reduce, transposed)
                 row["ops"][op] = {"agreement": _agreement(fns[op](), theirs.result())}
                 timed[f"dgl {op}"] = theirs
-        times = interleaved(timed, reps)
+        with freed_memory_kept(keep_freed):
+            times = interleaved(timed, reps)
     finally:
         if worker is not None:
             worker.close()
@@ -147,15 +150,19 @@ def _case(name: str, reps: int, threads: int, peers: bool, workdir: Path) -> dic
 
 
 def run_aggregation(cases: list[str], reps: int = 9, threads: int = 2, peers: bool = True,
-                    out: Path | None = None, name: str = "aggregation") -> dict:
+                    out: Path | None = None, name: str = "aggregation",
+                    keep_freed: bool = True) -> dict:
     """Time the products of :data:`OPS` on every case (ours, and DGL's unless not
-    ``peers``); write ``out/name.json`` and ``out/name.md`` when ``out`` is given."""
+    ``peers``); write ``out/name.json`` and ``out/name.md`` when ``out`` is given. With
+    ``keep_freed`` both timing processes keep their freed memory
+    (:func:`~bench.core.rss.keep_freed_memory`: why)."""
     with tempfile.TemporaryDirectory(prefix="aggregation-") as tmp:
         set_threads(threads, torch=False)
         result = {"threads": threads, "reps": reps, "load_average_start": load_average(),
+                  "freed_memory": "kept" if keep_freed else "glibc's defaults",
                   "copy_bytes_per_s": copy_bandwidth(), "cases": []}
         for case in cases:
-            result["cases"].append(_case(case, reps, threads, peers, Path(tmp)))
+            result["cases"].append(_case(case, reps, threads, peers, Path(tmp), keep_freed))
     result["environment"] = environment()
     result["load_average_end"] = load_average()
     if out is not None:
@@ -181,7 +188,9 @@ def aggregation_markdown(result: dict) -> str:
              f"{env.get('cpu', 'cpu')}, {result['threads']} threads, median of "
              f"{result['reps']} interleaved runs (quartiles), float32; load "
              f"{result['load_average_start']} → {result.get('load_average_end')}. Copy "
-             f"bandwidth (256 MiB, read + write): {copy:.1f} GB/s.", ""]
+             f"bandwidth (256 MiB, read + write): {copy:.1f} GB/s."
+             + (f" Freed memory in the timing processes: {result['freed_memory']}."
+                if "freed_memory" in result else ""), ""]
     for row in result["cases"]:
         lines += [f"## {row['case']}: {row['description']} ({row['entries']:,} entries "
                   f"with self loops)", "",
