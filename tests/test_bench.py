@@ -70,6 +70,7 @@ def test_tiny_case_end_to_end(tmp_path, capsys):
     # PyG was timed in a worker process of its own, with the same torch
     assert r["environment"]["pyg_worker"]["torch"] == versions["torch"]
     assert "PyG in a worker process" in r["protocol"]["processes"]
+    assert r["protocol"]["freed_memory"].startswith("kept in every timing process")
     assert r["environment"]["load_average_end"] is not None
     md = (tmp_path / "tiny.md").read_text()
     assert "| gat | ours |" in md and "| gat | PyG |" in md and "scipy csr @ H" in md
@@ -78,9 +79,13 @@ def test_tiny_case_end_to_end(tmp_path, capsys):
     assert not list(tmp_path.glob("tmp/*.npz"))                    # data file cleaned up
 
 
-def test_tiny_all_layers_agree_without_memory_runs(tmp_path):
+def test_tiny_all_layers_agree_without_memory_runs(tmp_path, monkeypatch):
+    from bench.layers import run
+
+    monkeypatch.setattr(run, "KEEP_FREED_MAX_ENTRIES", 1000)       # tiny has more entries
     code, r = _run(tmp_path, "--case", "tiny", "--reps", "5", "--no-memory", "--no-plot")
     assert code == 0
+    assert r["protocol"]["freed_memory"].startswith("glibc's defaults: ")
     assert list(r["layers"]) == ["gat", "agnn", "gcn"]
     assert set(r["layers"]["agnn"]["agreement"]) == {"Z", "Z_eval", "dH", "grad_beta"}
     assert set(r["layers"]["gcn"]["agreement"]) == {"Z", "Z_eval", "dH", "grad_W", "grad_bias"}

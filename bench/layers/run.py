@@ -50,7 +50,11 @@ from .baselines import spmm_baselines
 from .pair import LayerPair
 from .rows import DEFAULT_LAYERS, get_row, make_ours, shared_params
 
-__all__ = ["run_case", "CaseAborted", "RowHook"]
+__all__ = ["run_case", "CaseAborted", "RowHook", "KEEP_FREED_MAX_ENTRIES"]
+
+#: the most stored entries (with self loops) of a case whose timing processes keep their
+#: freed memory (:func:`run_case`'s ``keep_freed``)
+KEEP_FREED_MAX_ENTRIES = 4_000_000
 
 #: what :func:`run_case` calls after each timed row: ``(pair, entry) -> None``
 RowHook = Callable[[LayerPair, dict], None]
@@ -220,9 +224,16 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
            "memory": memory, "workdir": workdir, "timeout": timeout, "env": env,
            "result": result, "quiet": quiet, "device": device, "worker": None,
            "pyg_worker": None, "row_hook": row_hook}
-    result["protocol"]["freed_memory"] = (
-        "kept in every timing process (glibc mallopt: no mmap, no trim; "
-        "bench.core.rss.keep_freed_memory)" if keep_freed else "glibc's defaults")
+    if keep_freed and data.nnz_looped > KEEP_FREED_MAX_ENTRIES:
+        keep_freed = False
+        result["protocol"]["freed_memory"] = (
+            f"glibc's defaults: {data.nnz_looped:,} entries is above the "
+            f"{KEEP_FREED_MAX_ENTRIES:,} up to which the timing processes keep their freed "
+            "memory (a heap that never unmaps fragments: PyG's worker outgrew the box at L)")
+    else:
+        result["protocol"]["freed_memory"] = (
+            "kept in every timing process (glibc mallopt: no mmap, no trim; "
+            "bench.core.rss.keep_freed_memory)" if keep_freed else "glibc's defaults")
     try:
         if peers:
             ctx["worker"] = _start_peer(data_path, result, workdir, env, quiet, keep_freed)
@@ -448,7 +459,9 @@ def run_case(name: str, layers: list[str] | None = None, reps: int = 5, warmup: 
         libraries share this process and its allocator, as the harness did before.
     keep_freed : bool
         On the host, every process that times calls keeps its freed memory
-        (:func:`~bench.core.rss.keep_freed_memory`: why) while the rows run; the memory runs
+        (:func:`~bench.core.rss.keep_freed_memory`: why) while the rows run, on graphs of at
+        most :data:`KEEP_FREED_MAX_ENTRIES` stored entries (M and KM, not L: a heap that never
+        unmaps fragments, and at L PyG's worker grew past the box's 24 GiB); the memory runs
         are fresh processes with glibc's defaults either way.
 
     Raises

@@ -170,8 +170,10 @@ class PeerLayer:
         return arrays
 
     def close(self) -> None:
-        """Free the layer in the worker."""
-        self.worker.call("drop", impl=self.impl)
+        """Free the layer in the worker (nothing to do once the worker has ended: the error
+        that ended it is the one to report)."""
+        if self.worker.proc.poll() is None:
+            self.worker.call("drop", impl=self.impl)
 
 
 class PeerAggregation:
