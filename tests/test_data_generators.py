@@ -414,3 +414,54 @@ def test_graph_wrappers_match_arrays():
     ds = csbm(n=300, val=50, test=50)
     assert ds.graph is ds.graph and ds.graph.nnz == ds.num_edges
     assert (ds.graph.to_scipy() != ds.adjacency).nnz == 0
+
+
+def test_generated_graphs_hold_an_int32_pattern_and_build_a_only_when_asked():
+    """A generator's graph keeps the int32 CSR pattern of its edges; a layer that adds self
+    loops trains on it without building ``A``, and ``A``, once read, is the matrix
+    ``Graph.from_edges`` makes of the same edges."""
+    from gblas_gnn import nn
+    from gblas_gnn.executors.patterns import AdjacencyPattern, CSRPattern
+    from gblas_gnn.graph import Graph
+
+    g = kronecker(9, seed=3)
+    s, d, n = kronecker_edges(9, seed=3)
+    assert isinstance(g.edge_tensor, AdjacencyPattern) and not g.edge_tensor.built
+    assert g.edge_tensor.pattern.indices.dtype == np.int32
+    assert g.n == n and g.nnz == s.size and g.dtype == np.float32
+    assert not g.has_self_loops                           # Kronecker draws no loops here
+    looped = g.with_self_loops()
+    assert looped.has_self_loops and looped.nnz == g.nnz + n
+    reference = Graph.from_edges(s, d, n)
+    same = CSRPattern.with_diagonal(reference.A)
+    np.testing.assert_array_equal(looped.edge_tensor.pattern.indptr, same.indptr)
+    np.testing.assert_array_equal(looped.edge_tensor.pattern.indices, same.indices)
+    layer = nn.GATConv(8, 4, heads=2)
+    layer.train()
+    H = np.random.default_rng(0).standard_normal((n, 8)).astype(np.float32)
+    out = layer(g, H)
+    layer.backward(np.ones_like(out))
+    assert not g.edge_tensor.built                        # the layer never asked for A
+    assert g.A.isequal(reference.A) and g.edge_tensor.built
+    assert g.A.ss.is_iso
+
+
+def test_generated_graphs_know_their_loops_and_fall_back_out_of_order():
+    """``has_self_loops`` reads a pattern-held graph's diagonal; edges that are not in CSR
+    order (or not a simple graph's) go through ``from_edges`` and its rules."""
+    from gblas_gnn.data._graph import graph_from_sorted_edges
+    from gblas_gnn.executors.patterns import AdjacencyPattern
+
+    g = graph_from_sorted_edges(np.array([1, 0, 2]), np.array([0, 1, 1]), 3)
+    assert isinstance(g.edge_tensor, AdjacencyPattern) and not g.has_self_loops
+    g = graph_from_sorted_edges(np.array([1, 1, 2]), np.array([0, 1, 1]), 3)
+    assert g.has_self_loops and not g.edge_tensor.built
+    unsorted = graph_from_sorted_edges(np.array([0, 1]), np.array([1, 0]), 2)
+    assert not isinstance(unsorted.edge_tensor, AdjacencyPattern)
+    assert unsorted.to_scipy().toarray().tolist() == [[0, 1], [1, 0]]
+    twice = graph_from_sorted_edges(np.array([1, 1]), np.array([0, 0]), 2)
+    assert not isinstance(twice.edge_tensor, AdjacencyPattern) and twice.nnz == 1
+    with pytest.raises(ValueError):
+        graph_from_sorted_edges(np.array([0, 5]), np.array([1, 1]), 2)
+    empty = graph_from_sorted_edges(np.zeros(0, np.int64), np.zeros(0, np.int64), 4)
+    assert empty.n == 4 and empty.nnz == 0 and empty.with_self_loops().nnz == 4

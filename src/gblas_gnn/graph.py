@@ -81,7 +81,9 @@ class Graph:
     ----------
     A : graphblas.Matrix
         n×n adjacency, ``A[i, j]`` stored ⇔ edge ``j → i``; dtype FP32 unless asked otherwise.
-        (The graph :meth:`with_self_loops` returns builds it at the first access.)
+        (The graph :meth:`with_self_loops` returns, and the generators' graphs of
+        :mod:`gblas_gnn.data`, hold only an int32 CSR pattern and build it at the first
+        access.)
     n, nnz : int
         Number of vertices and of stored edges.
     """
@@ -407,8 +409,10 @@ class Graph:
 
     @property
     def has_self_loops(self) -> bool:
-        if isinstance(self._edges, AdjacencyPattern):      # with_self_loops(): every vertex
+        if "base" in self._cache:                         # with_self_loops(): every vertex
             return self.n > 0
+        if isinstance(self._edges, AdjacencyPattern):       # its matrix not asked for
+            return self._edges.pattern.has_diagonal_entry()
         return self.A.diag().nvals > 0
 
     # ------------------------------------------------------------------ derived graphs
@@ -448,9 +452,11 @@ class Graph:
         if "base" in self._cache:                     # a graph with loops: from its base
             return self._cache["base"].with_self_loops(fill_value)
         fill = check_fill_value(fill_value, self._attr.f) if self._attr is not None else None
+        own = self._edges
         pattern = self._cached("loop_pattern", lambda: AdjacencyPattern(
-            CSRPattern.with_diagonal(self.A), self.dtype,
-            functools.partial(self_looped_matrix, self.A)))
+            CSRPattern.with_diagonal(own.pattern if isinstance(own, AdjacencyPattern)
+                                     else own), self.dtype,
+            lambda: self_looped_matrix(self.A)))
 
         def build():
             g = Graph._of_pattern(pattern)

@@ -29,7 +29,43 @@ def graph_from_csr(mat: sp.spmatrix, dtype: np.dtype | type = np.float32,
 def graph_from_sorted_edges(
     src: np.ndarray, dst: np.ndarray, n: int, dtype: np.dtype | type = np.float32
 ) -> Graph:
-    """Graph of unit-valued, already deduplicated edges ``src -> dst`` (``A[dst, src] = 1``)."""
+    """Graph of unit-valued, deduplicated edges ``src -> dst`` (``A[dst, src] = 1``) given in
+    CSR order (by target, then source): the graph holds their int32 CSR pattern, half the
+    bytes of GraphBLAS's int64 indices, and builds ``A`` at its first access (a layer that
+    adds self loops never asks for it). Edges in any other order go through
+    :meth:`Graph.from_edges`."""
+    from gblas_gnn.executors.patterns import AdjacencyPattern, CSRPattern, index_dtype
     from gblas_gnn.graph import Graph
 
-    return Graph.from_edges(src, dst, n, dtype=dtype)
+    src, dst = np.asarray(src), np.asarray(dst)
+    if not _csr_ordered(src, dst, n):
+        return Graph.from_edges(src, dst, n, dtype=dtype)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
+    pattern = CSRPattern.of_buffers(n, n, indptr, src.astype(index_dtype(n)))
+    dt = np.dtype(dtype)
+
+    def build():
+        import graphblas as gb
+
+        return gb.Matrix.from_csr(indptr, pattern.indices, dt.type(1), nrows=n, ncols=n)
+
+    return Graph._of_pattern(AdjacencyPattern(pattern, dt, build))
+
+
+def _csr_ordered(src: np.ndarray, dst: np.ndarray, n: int) -> bool:
+    """Whether the edges are integers in ``[0, n)``, sorted by target and then by source,
+    each pair once."""
+    if src.shape != dst.shape or src.ndim != 1:
+        return False
+    if src.size == 0:
+        return True
+    if not (np.issubdtype(src.dtype, np.integer) and np.issubdtype(dst.dtype, np.integer)):
+        return False
+    if min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n:
+        return False
+    step = np.diff(dst)
+    if (step < 0).any():
+        return False
+    same = step == 0
+    return bool((np.diff(src)[same] > 0).all())

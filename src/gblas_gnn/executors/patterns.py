@@ -214,26 +214,38 @@ class CSRPattern:
         self._tiles: dict[tuple[bool, int], ColumnTiles | None] = {}
 
     @classmethod
-    def with_diagonal(cls, A: gb.Matrix) -> CSRPattern:
+    def of_buffers(cls, nrows: int, ncols: int, indptr: np.ndarray,
+                   indices: np.ndarray) -> CSRPattern:
+        """The pattern of the CSR buffers ``indptr`` (int64, ``nrows + 1``) and ``indices``
+        (columns sorted within rows, in ``[0, ncols)``), taken as they are: the caller
+        vouches for them."""
+        out = cls.__new__(cls)
+        out._set(nrows, ncols, indptr, indices)
+        return out
+
+    @classmethod
+    def with_diagonal(cls, A: gb.Matrix | CSRPattern) -> CSRPattern:
         r"""The pattern of ``A + I`` for a square ``A``: A's stored entries and ``(i, i)`` for
         every row ``i`` without one, columns sorted within rows,
 
         .. math:: \mathcal{P}(A + I) = \mathcal{P}(A) \cup \{(i, i) : 0 \le i < n\},
 
-        written straight into the int32 buffers from a zero-copy view of A (no matrix of
-        ``A + I`` and no int64 export; :func:`csr_view`'s rules apply to ``A`` meanwhile)."""
+        written straight into the int32 buffers from a zero-copy view of A, or from A's own
+        pattern (no matrix of ``A + I`` and no int64 export; :func:`csr_view`'s rules apply to
+        ``A`` meanwhile)."""
         if A.nrows != A.ncols:
             raise ValueError(f"the diagonal needs a square matrix, got {A.nrows}×{A.ncols}")
         n = int(A.nrows)
-        out = cls.__new__(cls)
+        if isinstance(A, CSRPattern):
+            return cls.of_buffers(n, n, *_with_diagonal(n, A.indptr, A.indices))
         with csr_view(A) as (indptr, indices, _, _):
-            ptr = np.zeros(n + 1, np.int64)
-            _diagonal_counts(indptr, indices, ptr[1:])
-            np.cumsum(ptr, out=ptr)
-            loops = np.empty(int(ptr[-1]), index_dtype(n))
-            _diagonal_fill(indptr, indices, ptr, loops)
-        out._set(n, n, ptr, loops)
-        return out
+            return cls.of_buffers(n, n, *_with_diagonal(n, indptr, indices))
+
+    def has_diagonal_entry(self) -> bool:
+        """Whether some row stores its diagonal entry (a self loop)."""
+        counts = np.empty(self.nrows, np.int64)
+        _diagonal_counts(self.indptr, self.indices, counts)
+        return bool(np.any(counts == self.row_counts))
 
     @property
     def chunks(self) -> np.ndarray:
@@ -308,6 +320,17 @@ def _csc_scatter(indptr, indices, colptr, perm, rows):
             perm[q] = p
             rows[q] = i
             nxt[j] = q + 1
+
+
+def _with_diagonal(n: int, indptr: np.ndarray, indices: np.ndarray):
+    """``(indptr, indices)`` of ``A + I`` from A's CSR buffers
+    (:meth:`CSRPattern.with_diagonal`)."""
+    ptr = np.zeros(n + 1, np.int64)
+    _diagonal_counts(indptr, indices, ptr[1:])
+    np.cumsum(ptr, out=ptr)
+    loops = np.empty(int(ptr[-1]), index_dtype(n))
+    _diagonal_fill(indptr, indices, ptr, loops)
+    return ptr, loops
 
 
 @nb.njit(cache=True)
