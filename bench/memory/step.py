@@ -213,14 +213,17 @@ def run_step(scale: int, edge_factor: int = 16, k: int = 16, layers: int = 3,
 
 
 def _graphblas_sizes(g) -> dict:
-    """GraphBLAS's bytes of ``A`` and of ``A`` with self loops; the latter ``None`` when the
-    self-looped graph never built its matrix (the layers run on its int32 pattern; sources
-    before that always built it). Reading it here must not build it."""
+    """GraphBLAS's bytes of ``A`` and of ``A`` with self loops, each ``None`` when its graph
+    never built the matrix (a generator's graph and the self-looped one hold int32 patterns;
+    sources before that always built them). Reading them here must not build them."""
+    def built(graph) -> bool:
+        return getattr(getattr(graph, "edge_tensor", None), "built", True)
+
     looped = g.with_self_loops()
-    built = getattr(getattr(looped, "edge_tensor", None), "built", True)
-    return {"A": g.A.ss.nbytes, "A_iso": bool(g.A.ss.is_iso),
-            "A_self_loops": looped.A.ss.nbytes if built else None,
-            "A_self_loops_iso": bool(looped.A.ss.is_iso) if built else None}
+    return {"A": g.A.ss.nbytes if built(g) else None,
+            "A_iso": bool(g.A.ss.is_iso) if built(g) else None,
+            "A_self_loops": looped.A.ss.nbytes if built(looped) else None,
+            "A_self_loops_iso": bool(looped.A.ss.is_iso) if built(looped) else None}
 
 
 # ---------------------------------------------------------------------------- breakdown

@@ -200,11 +200,13 @@ def _breakdown(t: dict) -> list[str]:
     looped = "A with self loops: no matrix built (the layers ran on its int32 pattern)" \
         if gb["A_self_loops"] is None else \
         f"A with self loops {gb['A_self_loops'] / nnz:.1f} B/entry (iso: {gb['A_self_loops_iso']})"
+    own = ("A: no matrix built (the graph holds its int32 pattern)" if gb["A"] is None
+           else f"A {gb['A'] / nnz:.1f} B/entry (iso values: {gb['A_iso']})")
     lines = ["", f"## Breakdown at scale {t['scale']} (tracemalloc, {nnz:,} entries)", "",
              "Every live block of at least 64 KiB, by the code that allocated it "
              "(GraphBLAS allocates through numpy, so its matrices are traced), at the "
-             f"snapshot holding the most: **{peak['name']}**. GraphBLAS's own count: A "
-             f"{gb['A'] / nnz:.1f} B/entry (iso values: {gb['A_iso']}), {looped}.", "",
+             f"snapshot holding the most: **{peak['name']}**. GraphBLAS's own count: "
+             f"{own}, {looped}.", "",
              "| component | MiB | B/entry |", "|---|---|---|"]
     for comp, b in sorted(peak["components"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {comp} | {b / MIB:,.1f} | {b / nnz:.1f} |")
