@@ -218,7 +218,8 @@ def test_the_pyg_worker_agrees_catches_a_wrong_weight_and_reports_errors(tmp_pat
     """PyG's layers in a process of their own: the agreement holds for a row with edge
     features and one with relations, a wrong weight is caught, a bad request comes back as
     an error with the worker's traceback, and the worker keeps serving."""
-    from bench.core.agreement import DisagreementError, compare
+    from peer_helpers import swapped_attention_is_caught
+
     from bench.core.cases import CASES, build_case_data, save_case_data
     from bench.core.timing import Measured
     from bench.layers.pair import LayerPair
@@ -238,11 +239,7 @@ def test_the_pyg_worker_agrees_catches_a_wrong_weight_and_reports_errors(tmp_pat
             assert isinstance(calls["pyg fwd+bwd"](), Measured)
             pair.close()
         pair = LayerPair("gat", g, data, 16, pyg_worker=worker)
-        ours = pair._ours_outputs()
-        wrong = dict(pair.params, att_src=pair.params["att_dst"])     # swapped vectors
-        layer = PeerLayer(worker, "gat", "wrong", wrong, 16, 16)
-        with pytest.raises(DisagreementError, match="pyg and ours disagree"):
-            compare(layer.outputs(), ours, names=("pyg", "ours"))
+        wrong = swapped_attention_is_caught(worker, pair, "wrong", "pyg")
         with pytest.raises(PeerError, match="must be a multiple of its 4 heads"):
             PeerLayer(worker, "gat-h4", "pyg", wrong, 16, 6)
         assert worker.call("time", impl="wrong", what="fwd")["seconds"] > 0   # still serving

@@ -191,7 +191,8 @@ def test_every_dgl_layer_agrees_with_ours_or_pyg(tmp_path):
 def test_dgl_worker_memory_run_and_wrong_weights(tmp_path):
     """A wrong weight is caught by the agreement; a bad request comes back as an error
     with the worker's traceback; the memory run measures a fresh process."""
-    from bench.core.agreement import DisagreementError, compare
+    from peer_helpers import swapped_attention_is_caught
+
     from bench.core.cases import CASES, build_case_data, save_case_data
     from bench.layers.pair import LayerPair
     from bench.peers.client import PeerError, PeerLayer, PeerWorker, peer_memory
@@ -200,11 +201,7 @@ def test_dgl_worker_memory_run_and_wrong_weights(tmp_path):
     path = save_case_data(data, tmp_path / "tiny.npz")
     with PeerWorker(path, 1, tmp_path) as worker:
         pair = LayerPair("gat", g, data, 16, with_pyg=False, peers=worker)
-        ours = pair._ours_outputs()
-        wrong = dict(pair.params, att_src=pair.params["att_dst"])     # swapped vectors
-        layer = PeerLayer(worker, "gat", "dgl", wrong, 16, 16)
-        with pytest.raises(DisagreementError, match="dgl and ours disagree"):
-            compare(layer.outputs(), ours, names=("dgl", "ours"))
+        swapped_attention_is_caught(worker, pair, "dgl", "dgl")
         with pytest.raises(PeerError, match="no DGL implementation"):
             PeerLayer(worker, "transformer", "dgl", _row_params("transformer", 16), 16, 16)
         assert worker.call("time", impl="dgl", what="fwd")["seconds"] > 0   # still serving
