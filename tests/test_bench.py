@@ -83,7 +83,9 @@ def test_tiny_all_layers_agree_without_memory_runs(tmp_path, monkeypatch):
     from bench.layers import run
 
     monkeypatch.setattr(run, "KEEP_FREED_MAX_ENTRIES", 1000)       # tiny has more entries
-    code, r = _run(tmp_path, "--case", "tiny", "--reps", "5", "--no-memory", "--no-plot")
+    # PyG beside ours (the worker's path: test_tiny_case_end_to_end and the worker's test)
+    code, r = _run(tmp_path, "--case", "tiny", "--reps", "5", "--no-memory", "--no-plot",
+                   "--pyg-in-process")
     assert code == 0
     assert r["protocol"]["freed_memory"].startswith("glibc's defaults: ")
     assert list(r["layers"]) == ["gat", "agnn", "gcn"]
@@ -98,7 +100,7 @@ def test_sage_the_edge_feature_and_relation_rows_agree_with_pyg(tmp_path):
     # loaded by test_bench_peers.py, their layers held to PyG by test_nn_edge_features.py)
     rows = ["sage", "gat-e", "gine", "rgcn-b4"]
     code, r = _run(tmp_path, "--case", "tiny", "--reps", "1", "--no-memory", "--no-plot",
-                   "--layers", ",".join(rows))
+                   "--pyg-in-process", "--layers", ",".join(rows))
     assert code == 0 and list(r["layers"]) == rows
     for row in rows[1:3]:                        # the edge features' projection, compared
         assert "grad_W_e" in r["layers"][row]["agreement"]
