@@ -465,3 +465,5 @@ def test_generated_graphs_know_their_loops_and_fall_back_out_of_order():
         graph_from_sorted_edges(np.array([0, 5]), np.array([1, 1]), 2)
     empty = graph_from_sorted_edges(np.zeros(0, np.int64), np.zeros(0, np.int64), 4)
     assert empty.n == 4 and empty.nnz == 0 and empty.with_self_loops().nnz == 4
+    floats = graph_from_sorted_edges(np.zeros(0), np.zeros(0), 4)     # from_edges' rules
+    assert not isinstance(floats.edge_tensor, AdjacencyPattern) and floats.nnz == 0

@@ -58,10 +58,10 @@ def _csr_ordered(src: np.ndarray, dst: np.ndarray, n: int) -> bool:
     each pair once."""
     if src.shape != dst.shape or src.ndim != 1:
         return False
-    if src.size == 0:
-        return True
     if not (np.issubdtype(src.dtype, np.integer) and np.issubdtype(dst.dtype, np.integer)):
         return False
+    if src.size == 0:
+        return True
     if min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n:
         return False
     step = np.diff(dst)
