@@ -75,6 +75,10 @@ def _header(r: dict) -> list[str]:
         lines += ["", "Peers in their own environments: " + "; ".join(
             f"DGL {v.get('dgl')} with torch {v.get('torch')}, numpy {v.get('numpy')} "
             f"({v.get('venv')})" for v in peers.values()) + "."]
+    protocol = r.get("protocol", {})
+    if "processes" in protocol:     # results recorded before the option keep their header
+        lines += ["", f"Processes: {protocol['processes']}. Freed memory: "
+                      f"{protocol.get('freed_memory', 'not recorded')}."]
     if r["reps"] < 5:
         lines.append("")
         lines.append(f"**Only {r['reps']} timed runs (fewer than 5): provisional.**")
