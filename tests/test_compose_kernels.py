@@ -328,6 +328,7 @@ def test_the_cpu_kernels_index_with_unsigned_integers_only(monkeypatch):
 
         def call_keyed(self, key, *a):
             calls.append(a)
+            return True
 
         def address(self, key, *a):
             return 0

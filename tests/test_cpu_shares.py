@@ -52,7 +52,7 @@ def test_a_power_law_graphs_dense_rows_are_not_one_threads_share():
 
 class _Recording:
     """A stand-in for a compiled kernel or driver: records the arguments of each call (as a
-    driver, fails no share), and is at address 1234."""
+    driver, runs every share and fails none), and is at address 1234."""
 
     def __init__(self):
         self.calls = []
@@ -62,6 +62,7 @@ class _Recording:
 
     def call_keyed(self, key, *args):
         self.calls.append(args)
+        return True
 
     def address(self, key, *args):
         return 1234
@@ -161,3 +162,79 @@ def test_the_driver_runs_the_compiled_kernel_and_its_errors_reach_the_caller(two
     with pytest.raises(ZeroDivisionError):
         ThreadedKernel(kernel, False, 1, True)(ptr, two, x)
 
+
+
+def test_the_words_of_arguments_are_numbas_flattened_arrays_and_integers():
+    """An array's words: null meminfo and parent, its size, item size, data address, shape
+    and strides (in bytes); an integer: itself (two's complement); ``None``: one word.
+    A too short buffer gets nothing and minus the count."""
+    from gblas_gnn.executors.cpu._share_driver import pack_words
+
+    a = np.zeros((3, 5), np.float32)[:, 1:]                 # rows 20 bytes apart
+    b = np.arange(4, dtype=np.uint32)
+    words = np.full(32, 7, np.uint64)
+    count = pack_words((a, -2, b, None), words)
+    expected = [0, 0, 12, 4, a.ctypes.data, 3, 4, 20, 4,
+                (-2) % 2**64,
+                0, 0, 4, 4, b.ctypes.data, 4, 4]
+    assert count == len(expected) + 1
+    np.testing.assert_array_equal(words[:len(expected)], np.array(expected, np.uint64))
+    short = np.full(5, 7, np.uint64)
+    assert pack_words((a, -2, b, None), short) == -count
+    assert (short == 7).all()
+
+
+@numba.njit(_nrt=False)
+def _scaled(indptr, out, x, scale, r0, r1):
+    for i in range(r0, r1):
+        out[i] = scale * x[i]
+
+
+@numba.njit(_nrt=False)
+def _sum_of_columns(indptr, out, blocks, r0, r1):
+    for i in range(r0, r1):
+        acc = 0.0
+        for b in blocks:
+            acc += b[i, 0, 0]
+        out[i] = acc
+
+
+@TWO_THREADS
+def test_arguments_that_are_not_words_run_on_one_thread(two_threads):
+    """A float scalar travels in another register file than the driver's words: such a
+    kernel runs correctly, on the calling thread, and the driver says it did not run it."""
+    from gblas_gnn.executors.cpu import _share_driver
+
+    kernel = LockedKernel(_scaled, Path(tempfile.mkdtemp()) / "scaled.lock")
+    ptr = np.arange(101, dtype=np.uint64)
+    x, out = np.arange(100.0), np.zeros(100)
+    ran = []
+
+    class Recorded(_share_driver.ShareDriver):
+        def call_keyed(self, *args):
+            ran.append(super().call_keyed(*args))
+            return ran[-1]
+
+    driver = Recorded()
+    ThreadedKernel(kernel, False, 1, True, driver)(ptr, out, x, 2.5)
+    np.testing.assert_array_equal(out, 2.5 * x)
+    assert ran == [False]
+    assert not _share_driver.word_arguments((x, 2.5)) and _share_driver.word_arguments((x, 3))
+
+
+@TWO_THREADS
+def test_a_kernel_of_many_words_runs_through_the_wide_driver(two_threads):
+    """A kernel whose arguments are more words than the driver's call takes (a tuple of 24
+    3-D arrays: 24 × 11 words) runs through the wide driver on two threads, every share's
+    items written."""
+    from gblas_gnn.executors.cpu import _share_driver
+
+    kernel = LockedKernel(_sum_of_columns, Path(tempfile.mkdtemp()) / "columns.lock")
+    rng = np.random.default_rng(3)
+    blocks = tuple(rng.standard_normal((100, 1, 1)) for _ in range(24))
+    ptr = np.arange(101, dtype=np.uint64)
+    out = np.zeros(100)
+    driver = _share_driver.ShareDriver()
+    ThreadedKernel(kernel, False, 1, True, driver)(ptr, out, blocks)
+    assert _share_driver.run_wide_shares.signatures       # the wide driver ran it
+    np.testing.assert_allclose(out, sum(b[:, 0, 0] for b in blocks))

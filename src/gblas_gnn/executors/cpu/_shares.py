@@ -4,9 +4,9 @@ Every generated kernel (:mod:`._program_kernels`) is one serial function over th
 ``[r0, r1)`` of a pattern: rows, blocks of rows, or columns (``forward(…, r0, r1)``).
 :class:`ThreadedKernel` calls it on one thread, or with one share per thread through the one
 driver of every kernel (:func:`._share_driver.run_shares`: a numba ``prange`` over the
-shares that calls the kernel's machine code by its address). A share's rows (or columns) are
-each written by that share alone, so the result is the same bits for any thread count and
-split.
+shares that calls the kernel's machine code by its address, its arguments as machine words).
+A share's rows (or columns) are each written by that share alone, so the result is the same
+bits for any thread count and split.
 
 The shares are of equal cost, an item costing its edges plus one:
 
@@ -21,7 +21,7 @@ Why a driver around a serial kernel rather than a ``prange`` kernel and a serial
 numba lowers a ``prange`` loop's body into a parallel function, which compiled a GAT forward
 far more slowly than the serial copy, and a program that ran on small and large graphs
 compiled both. Now the kernel compiles once for every size, and the driver, which holds none
-of the kernel's code, once per argument-type signature (``docs/performance.md`` has the
+of the kernel's code and takes its arguments as words, once (``docs/performance.md`` has the
 compile times). The driver runs on numba's own threads (OpenMP here), which answer far
 sooner than Python threads: a Python thread's call took too long for a Cora-sized graph's
 short kernels.
@@ -58,20 +58,21 @@ def shares(ptr: np.ndarray, items: int, rows_per_item: int, parts: int) -> np.nd
 
 class ThreadedKernel:
     """A generated kernel over items ``[r0, r1)`` (its last two arguments), called with the
-    other arguments: through ``driver`` (default :func:`._share_driver.run_shares`, as a
-    :class:`~gblas_gnn.codegen.kernel_cache.LockedKernel`) with one share per thread of
-    numba's :func:`numba.get_num_threads` where ``threaded``, else over all items on the
-    calling thread. The kernel is a :class:`~gblas_gnn.codegen.kernel_cache.LockedKernel`
-    (compiled once between the processes that share the cache). A share that raised is run
-    again with every item on the calling thread, which raises the kernel's own error."""
+    other arguments: through ``driver`` (default the process's
+    :class:`._share_driver.ShareDriver`) with one share per thread of numba's
+    :func:`numba.get_num_threads` where ``threaded`` (and the driver can pass the
+    arguments), else over all items on the calling thread. The kernel is a
+    :class:`~gblas_gnn.codegen.kernel_cache.LockedKernel` (compiled once between the
+    processes that share the cache). A share that raised is run again with every item on the
+    calling thread, which raises the kernel's own error."""
 
     __slots__ = ("kernel", "driver", "columns", "rows_per_item", "threaded")
 
     def __init__(self, kernel: LockedKernel, columns: bool, rows_per_item: int,
-                 threaded: bool, driver: LockedKernel | None = None):
+                 threaded: bool, driver: _share_driver.ShareDriver | None = None):
         self.kernel, self.columns = kernel, columns
         self.rows_per_item, self.threaded = rows_per_item, threaded
-        self.driver = driver if driver is not None else _share_driver.locked_driver()
+        self.driver = driver if driver is not None else _share_driver.share_driver()
 
     def __call__(self, *args) -> None:
         ptr = args[2] if self.columns else args[0]     # colptr or indptr
@@ -83,9 +84,11 @@ class ThreadedKernel:
             return
         bounds = unsigned_view(shares(ptr, items, self.rows_per_item, threads))
         failed = np.zeros(threads, np.int64)
-        key = type_key(args)            # the driver's other arguments' types never change
-        self.driver.call_keyed(key, self.kernel.address(key, *args, first, last), bounds,
-                               failed, args)
+        key = type_key(args)
+        if not self.driver.call_keyed(key, self.kernel.address(key, *args, first, last),
+                                      bounds, failed, args):
+            self.kernel(*args, first, last)     # arguments the driver cannot pass
+            return
         if failed.any():
             self.kernel(*args, first, last)
             raise RuntimeError("a generated kernel failed on a thread and not on one thread")
