@@ -238,3 +238,23 @@ def test_a_kernel_of_many_words_runs_through_the_wide_driver(two_threads):
     ThreadedKernel(kernel, False, 1, True, driver)(ptr, out, blocks)
     assert _share_driver.run_wide_shares.signatures       # the wide driver ran it
     np.testing.assert_allclose(out, sum(b[:, 0, 0] for b in blocks))
+
+
+@TWO_THREADS
+def test_random_masks_on_the_threads_equal_the_masks_on_one(two_threads, monkeypatch):
+    """The edge and feature masks of a graph above the one-thread size run in shares on the
+    threads: the same bits as on the calling thread."""
+    g = gg.data.erdos_renyi(400, 0.05, seed=2, dtype=np.float32)
+    ex = gg.executors.get_executor("cpu")
+    ran = []
+    real = _shares._on_shares
+    monkeypatch.setattr(_shares, "_on_shares", lambda *a: ran.append(a[2]) or real(*a))
+    ids = np.random.default_rng(1).permutation(1000)[:400]
+    one = (ex.dropout_edges(g.A, 7, 0.3, 2, np.float32), ex.keep_mask(7, 0.3, (400, 5), ids))
+    with _program_kernels.sized_like(1e9):
+        two = (ex.dropout_edges(g.A, 7, 0.3, 2, np.float32),
+               ex.keep_mask(7, 0.3, (400, 5), ids))
+    assert len(ran) == 2 and all(len(bounds) == 3 for bounds in ran)    # two shares each
+    for a, b in zip(one, two, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert 0.5 < one[1].mean() < 0.9

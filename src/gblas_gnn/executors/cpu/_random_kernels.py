@@ -1,8 +1,9 @@
 r"""The counter-based uniform numbers of :mod:`gblas_gnn.executors._random` as numba kernels.
 
 Same arithmetic, modulo :math:`2^{64}` in ``uint64`` (every operand is cast: numba turns a
-mix of signed and unsigned integers into float64), one thread per row, so a mask costs one
-pass instead of the dozen array passes of the numpy form.
+mix of signed and unsigned integers into float64), serial kernels over a range of rows that
+run on the threads through the one driver (:mod:`._shares`), so a mask costs one pass instead
+of the dozen array passes of the numpy form.
 ``tests/test_executor_conformance.py`` holds the masks to the documented hash on every
 executor.
 """
@@ -18,26 +19,32 @@ from .._random import uniform_entry
 uniform = nb.njit(inline="always")(uniform_entry)
 
 
-@nb.njit(parallel=True, cache=True)
-def edge_scales(indptr, indices, row_ids, col_ids, key, p, scale, out):
-    """``out[h, q] = scale`` where ``u(key; h, i, j) ≥ p`` for the entry ``q`` of the CSR
-    pattern, with ``i = row_ids[row]`` and ``j = col_ids[column]`` its global vertex ids, else
-    0 (``out``: (heads, nnz); ``key`` a ``numpy.uint64``)."""
+@nb.njit(cache=True, _nrt=False)
+def edge_scales(indptr, indices, row_ids, col_ids, key, params, out, r0, r1):
+    """``out[h, q] = scale`` where ``u(key; h, i, j) ≥ p`` for the entry ``q`` of the rows
+    ``[r0, r1)`` of the CSR pattern, with ``i = row_ids[row]`` and ``j = col_ids[column]`` its
+    global vertex ids, else 0 (``out``: (heads, nnz); ``key`` a ``numpy.uint64``; ``params``
+    ``(p, scale)``, float64: a float argument would keep the kernel off the threads' driver,
+    :mod:`._share_driver`)."""
     k = key
-    for r in nb.prange(indptr.shape[0] - 1):
+    p, scale = params[0], params[1]
+    for r in range(r0, r1):
         ui = np.uint64(row_ids[r])
-        for q in range(indptr[r], indptr[r + 1]):
+        for q in range(indptr[r], indptr[r + np.uint64(1)]):
             uj = np.uint64(col_ids[indices[q]])
             for h in range(out.shape[0]):
                 out[h, q] = scale if uniform(k, np.uint64(h), ui, uj) >= p else 0
 
 
-@nb.njit(parallel=True, cache=True)
-def keep_mask(rows, key, p, out):
-    """``out[r, c] = u(key; 0, rows[r], c) ≥ p`` (``out``: boolean (len(rows), k))."""
+@nb.njit(cache=True, _nrt=False)
+def keep_mask(rows, key, params, out, r0, r1):
+    """``out[r, c] = u(key; 0, rows[r], c) ≥ p`` for the rows ``r`` in ``[r0, r1)``
+    (``out``: boolean (len(rows), k); ``params``: ``(p,)``, float64, as in
+    :func:`edge_scales`)."""
     k = key
     zero = np.uint64(0)
-    for r in nb.prange(out.shape[0]):
+    p = params[0]
+    for r in range(r0, r1):
         ur = np.uint64(rows[r])
         for c in range(out.shape[1]):
             out[r, c] = uniform(k, zero, ur, np.uint64(c)) >= p

@@ -34,11 +34,11 @@ import bisect
 import numba
 import numpy as np
 
-from ...codegen.kernel_cache import LockedKernel, type_key
+from ...codegen.kernel_cache import LockedKernel, cache_dir, locked_kernel, type_key
 from ..patterns import unsigned_view
 from . import _share_driver
 
-__all__ = ["ThreadedKernel", "shares"]
+__all__ = ["ThreadedKernel", "shares", "run_rows", "static_kernel"]
 
 
 def shares(ptr: np.ndarray, items: int, rows_per_item: int, parts: int) -> np.ndarray:
@@ -78,17 +78,51 @@ class ThreadedKernel:
         ptr = args[2] if self.columns else args[0]     # colptr or indptr
         items = -(-(ptr.shape[0] - 1) // self.rows_per_item)
         threads = min(numba.get_num_threads(), items) if self.threaded else 1
-        first, last = np.uint64(0), np.uint64(items)   # unsigned, as every index of the kernels
         if threads < 2:
-            self.kernel(*args, first, last)
+            self.kernel(*args, np.uint64(0), np.uint64(items))   # unsigned, as every index
             return
-        bounds = unsigned_view(shares(ptr, items, self.rows_per_item, threads))
-        failed = np.zeros(threads, np.int64)
-        key = type_key(args)
-        if not self.driver.call_keyed(key, self.kernel.address(key, *args, first, last),
-                                      bounds, failed, args):
-            self.kernel(*args, first, last)     # arguments the driver cannot pass
-            return
-        if failed.any():
-            self.kernel(*args, first, last)
-            raise RuntimeError("a generated kernel failed on a thread and not on one thread")
+        _on_shares(self.kernel, self.driver, shares(ptr, items, self.rows_per_item, threads),
+                   args)
+
+
+_STATIC: dict[tuple[str, str], LockedKernel] = {}
+
+
+def static_kernel(module, name: str) -> LockedKernel:
+    """The serial kernel ``name`` of the package's ``module`` (a ``cache=True`` numba function
+    over ``[r0, r1)``) under the kernel cache's lock, for :func:`run_rows` or a
+    :class:`ThreadedKernel` (memoised: finding the cache folder takes longer than a small
+    call)."""
+    key = (module.__name__, name)
+    found = _STATIC.get(key)
+    if found is None:
+        found = _STATIC[key] = locked_kernel(cache_dir("cpu"), module, name)
+    return found
+
+
+def run_rows(kernel: LockedKernel, rows: int, threaded: bool, *args) -> None:
+    """``kernel(*args, r0, r1)`` (a serial kernel over the rows ``[r0, r1)``, unsigned) over
+    the rows ``[0, rows)``, which cost the same each: in equal shares, one per thread of
+    numba's, through the process's driver where ``threaded``, else on the calling thread."""
+    threads = min(numba.get_num_threads(), rows) if threaded else 1
+    if threads < 2:
+        kernel(*args, np.uint64(0), np.uint64(rows))
+        return
+    _on_shares(kernel, _share_driver.share_driver(),
+               np.arange(threads + 1, dtype=np.int64) * rows // threads, args)
+
+
+def _on_shares(kernel: LockedKernel, driver, bounds: np.ndarray, args: tuple) -> None:
+    """``kernel`` over the shares ``bounds`` (int64 boundaries) through ``driver``; on the
+    calling thread where the driver cannot pass the arguments; a share that raised is run
+    again with every item on the calling thread, which raises the kernel's own error."""
+    first, last = np.uint64(bounds[0]), np.uint64(bounds[-1])
+    failed = np.zeros(len(bounds) - 1, np.int64)
+    key = type_key(args)
+    if not driver.call_keyed(key, kernel.address(key, *args, first, last),
+                             unsigned_view(bounds), failed, args):
+        kernel(*args, first, last)              # arguments the driver cannot pass
+        return
+    if failed.any():
+        kernel(*args, first, last)
+        raise RuntimeError("a generated kernel failed on a thread and not on one thread")

@@ -24,6 +24,8 @@ from ..alignment import aligned_empty
 from ..contexts import MeanContext
 from . import _chunked_gemm, _dense_kernels, _gbio, _random_kernels, programs, uniform_aggregation
 from . import semiring_lowering as _lowering
+from ._program_kernels import serial
+from ._shares import ThreadedKernel, run_rows, static_kernel
 from .core import GraphBLASExecutor
 
 __all__ = ["CPUExecutor"]
@@ -199,16 +201,18 @@ class CPUExecutor(GraphBLASExecutor):
         rows = np.arange(pattern.nrows) if row_ids is None else row_ids
         cols = np.arange(pattern.ncols) if col_ids is None else col_ids
         out = np.empty((heads, pattern.nnz), dtype)
-        _random_kernels.edge_scales(pattern.indptr, pattern.indices, rows.astype(np.int64),
-                                    cols.astype(np.int64), np.uint64(key), float(p),
-                                    dtype.type(1.0 / (1.0 - p)), out)
+        kernel = ThreadedKernel(static_kernel(_random_kernels, "edge_scales"), False, 1,
+                                not serial(out.size))
+        kernel(pattern.indptr, pattern.indices, rows.astype(np.int64), cols.astype(np.int64),
+               np.uint64(key), np.array([p, 1.0 / (1.0 - p)]), out)
         return out
 
     def keep_mask(self, key, p, shape, row_ids=None):
         rows = np.arange(shape[0], dtype=np.int64) if row_ids is None else \
             np.asarray(row_ids, dtype=np.int64)
         out = np.empty(shape, np.bool_)
-        _random_kernels.keep_mask(rows, np.uint64(key), float(p), out)
+        run_rows(static_kernel(_random_kernels, "keep_mask"), shape[0], not serial(out.size),
+                 rows, np.uint64(key), np.array([float(p)]), out)
         return out
 
     # ------------------------------------------------------------------ edge algebra
