@@ -21,13 +21,13 @@ count, and the blocks of rows from :data:`PAIR_WORK` of work on.
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any
 
 import numba
 import numpy as np
 
 from ..alignment import aligned_empty
+from ._helper_threads import run_all
 
 __all__ = ["PAIR_WORK", "ROWS", "blas_limit", "chunked_inner", "chunked_matmul", "epilogue",
            "inner", "matmul"]
@@ -35,8 +35,8 @@ __all__ = ["PAIR_WORK", "ROWS", "blas_limit", "chunked_inner", "chunked_matmul",
 #: rows of one BLAS call (a block of 8 192 rows × 32 float32 is 1 MiB of ``X``)
 ROWS = 8192
 #: the work (rows × the two widths) from which a product runs as blocks of rows and a
-#: matmul's backward runs its two products at once: below it a thread's start and join would
-#: cost what the split saves
+#: matmul's backward runs its two products at once: below it handing work to a helper thread
+#: would cost what the split saves
 PAIR_WORK = 1 << 18
 
 
@@ -78,29 +78,17 @@ def chunked_matmul(X: np.ndarray, W: np.ndarray, out: np.ndarray, threads: int,
 
 def _on_threads(threads: int, blocks: int, run_block) -> None:
     """``run_block(b)`` for every block ``b < blocks``, thread ``t`` of ``threads`` (the
-    caller's thread is 0) running blocks ``[⌊tB/T⌋, ⌊(t+1)B/T⌋)``; the first exception of any
-    thread is raised in the caller's."""
+    caller's thread is 0, the others the process's helpers, :mod:`._helper_threads`) running
+    blocks ``[⌊tB/T⌋, ⌊(t+1)B/T⌋)``; the first exception is raised in the caller's."""
     threads = max(1, min(threads, blocks))
-    failed: list[BaseException] = []
 
-    def run(t: int) -> None:
-        try:
+    def share(t: int):
+        def run() -> None:
             for b in range(t * blocks // threads, (t + 1) * blocks // threads):
                 run_block(b)
-        except BaseException as exc:            # re-raised by the caller's thread
-            failed.append(exc)
+        return run
 
-    helpers = [threading.Thread(target=run, args=(t,), name="gblas_gnn-gemm")
-               for t in range(1, threads)]
-    for h in helpers:
-        h.start()
-    try:
-        run(0)
-    finally:
-        for h in helpers:
-            h.join()
-    if failed:
-        raise failed[0]
+    run_all([share(t) for t in range(threads)])
 
 
 def chunked_inner(X: np.ndarray, Y: np.ndarray, threads: int) -> np.ndarray:

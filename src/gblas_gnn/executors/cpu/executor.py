@@ -14,8 +14,6 @@ runs the defaults over the same tiers (a) and (b)). The kernel each method runs,
 
 from __future__ import annotations
 
-import threading
-
 import graphblas as gb
 import numpy as np
 from graphblas import binary, semiring, unary
@@ -24,6 +22,7 @@ from ..alignment import aligned_empty
 from ..contexts import MeanContext
 from . import _chunked_gemm, _dense_kernels, _gbio, _random_kernels, programs, uniform_aggregation
 from . import semiring_lowering as _lowering
+from ._helper_threads import run_all
 from ._program_kernels import serial
 from ._shares import ThreadedKernel, run_rows, static_kernel
 from .core import GraphBLASExecutor
@@ -111,8 +110,8 @@ class CPUExecutor(GraphBLASExecutor):
 
     def matmul_vjp(self, G, W, X, into=None):
         # G Wᵀ and Xᵀ G on the two cores at once, each on one OpenBLAS thread (one BLAS call
-        # with two threads loses more to their spin-waits than it gains, see gemm); a
-        # thread of its own per call, so a fork never inherits a pool without its thread
+        # with two threads loses more to their spin-waits than it gains, see gemm), the
+        # second on the process's helper thread
         if (self.blas_threads != 1
                 or G.shape[0] * (G.shape[1] + X.shape[1]) < _chunked_gemm.PAIR_WORK):
             if into is None:
@@ -120,28 +119,18 @@ class CPUExecutor(GraphBLASExecutor):
             with _chunked_gemm.blas_limit(self.blas_threads):
                 return _gemm_into(into, G, W), self.inner(X, G)
         gw = aligned_empty((X.shape[1], G.shape[1]), np.result_type(X, G))
-        failed: list[BaseException] = []
+        out = []
 
-        def weights():
-            try:
-                np.matmul(X.T, G, out=gw)
-            except BaseException as exc:        # re-raised by the caller's thread
-                failed.append(exc)
+        def cotangent() -> None:
+            if into is None:
+                ga = aligned_empty((G.shape[0], W.shape[0]), np.result_type(G, W))
+                out.append(np.matmul(G, W.T, out=ga))         # aligned as gemm's
+            else:
+                out.append(_gemm_into(into, G, W))
 
         with _chunked_gemm.blas_limit(1):
-            second = threading.Thread(target=weights, name="gblas_gnn-matmul-vjp")
-            second.start()
-            try:
-                if into is None:
-                    ga = aligned_empty((G.shape[0], W.shape[0]), np.result_type(G, W))
-                    np.matmul(G, W.T, out=ga)               # aligned as gemm's
-                else:
-                    ga = _gemm_into(into, G, W)
-            finally:
-                second.join()
-        if failed:
-            raise failed[0]
-        return ga, gw
+            run_all([cotangent, lambda: np.matmul(X.T, G, out=gw)])
+        return out[0], gw
 
     def combine_rows(self, a, X, b=None, Y=None, overwrite=False):
         # one pass instead of numpy's pass and temporary per operation
