@@ -92,3 +92,29 @@ def test_a_forked_child_makes_helpers_of_its_own():
     assert out.get(timeout=60) == sum(range(100))
     child.join(60)
     assert child.exitcode == 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_finite_check_of_a_large_array_in_parts(threads):
+    """Above the split size the check sums one part per thread: a NaN or an infinity in
+    any part is found, finite values whose part sums overflow are still finite."""
+    import numba
+
+    import gblas_gnn as gg
+
+    ex = gg.executors.get_executor("cpu")
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        a = np.ones((40_000, 8), np.float32)
+        assert ex.all_finite(a)
+        for where, bad in [((3, 1), np.nan), ((39_000, 7), np.inf), ((20_000, 0), -np.inf)]:
+            b = a.copy()
+            b[where] = bad
+            assert not ex.all_finite(b)
+        big = np.full((40_000, 8), 3e38, np.float32)       # every part's sum overflows
+        assert ex.all_finite(big) and ex.all_finite(-big)
+        assert ex.all_finite(np.asfortranarray(a)) and not ex.all_finite(
+            np.asfortranarray(np.where(a > 0, np.nan, a)))
+    finally:
+        numba.set_num_threads(before)

@@ -15,6 +15,7 @@ runs the defaults over the same tiers (a) and (b)). The kernel each method runs,
 from __future__ import annotations
 
 import graphblas as gb
+import numba
 import numpy as np
 from graphblas import binary, semiring, unary
 
@@ -77,6 +78,28 @@ def _gemm_into(into: np.ndarray, G: np.ndarray, W: np.ndarray) -> np.ndarray:
     return into
 
 
+def _part_sums(a: np.ndarray) -> list:
+    """The sums of ``a``'s contiguous parts, one per numba thread on the process's helper
+    threads (numpy's sum leaves Python's lock), where ``a`` is C-contiguous with at least
+    :data:`~._chunked_gemm.PAIR_WORK` numbers; else ``[a.sum()]``. (At 10⁵ × 32 float32:
+    0.32 ms on two threads against 0.49 on one.)"""
+    threads = numba.get_num_threads()
+    if threads < 2 or a.size < _chunked_gemm.PAIR_WORK or not a.flags.c_contiguous:
+        return [a.sum()]
+    flat = a.reshape(-1)
+    bounds = [k * flat.shape[0] // threads for k in range(threads + 1)]
+    sums = [None] * threads
+
+    def part(k: int):
+        def run() -> None:
+            with np.errstate(over="ignore", invalid="ignore"):   # per thread in numpy
+                sums[k] = flat[bounds[k]:bounds[k + 1]].sum()
+        return run
+
+    run_all([part(k) for k in range(threads)])
+    return sums
+
+
 class CPUExecutor(GraphBLASExecutor):
     """The ``cpu`` executor: :class:`~.core.GraphBLASExecutor` with fused and fast kernels for
     the default tier (see the module docstring).
@@ -103,7 +126,7 @@ class CPUExecutor(GraphBLASExecutor):
         for a in arrays:
             a = np.asarray(a)
             with np.errstate(over="ignore", invalid="ignore"):
-                quick = np.isfinite(a.sum())
+                quick = all(np.isfinite(s) for s in _part_sums(a))
             if not quick and not np.isfinite(a).all():
                 return False
         return True
