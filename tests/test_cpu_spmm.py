@@ -287,6 +287,56 @@ def test_column_sums(n, k, dtype, seed):
     assert np.all(np.abs(got - X.astype(np.float64).sum(axis=0)) <= bound)
 
 
+@SETTINGS
+@given(n=st.integers(0, 9_000), k=st.integers(1, 40), h=st.integers(1, 4),
+       seed=st.integers(0, 2**31 - 1))
+def test_the_skinny_matmul_backward_in_one_pass(n, k, h, seed):
+    """``into += G Wᵀ`` and ``Xᵀ G`` of a narrow ``G`` in one pass by blocks of rows: the
+    dense products' values (float64), and the same bits on one thread and on two."""
+    import numba
+
+    rng = np.random.default_rng(seed)
+    G, X, into = (rng.standard_normal(s) for s in ((n, h), (n, k), (n, k)))
+    W = rng.standard_normal((k, h))
+    assert _dense_kernels.skinny(G, W, X, into)
+    runs = []
+    before = numba.get_num_threads()
+    try:
+        for threads in {1, min(2, numba.config.NUMBA_NUM_THREADS)}:
+            numba.set_num_threads(threads)
+            acc = into.copy()
+            runs.append((acc, _dense_kernels.skinny_matmul_vjp(G, W, X, acc)))
+    finally:
+        numba.set_num_threads(before)
+    acc, gw = runs[0]
+    np.testing.assert_allclose(acc, into + G @ W.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gw, X.T @ G, rtol=1e-10, atol=1e-9)
+    assert gw.shape == (k, h) and gw.flags.c_contiguous
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other[0], acc)
+        np.testing.assert_array_equal(other[1], gw)
+
+
+def test_the_cpu_executor_takes_a_score_products_backward_in_one_pass():
+    """At a size that runs the matmul backward on both cores, a ``G`` of at most
+    ``SKINNY_WIDTH`` columns added into ``into`` takes the one-pass kernel; a wider one or
+    a fresh cotangent takes the two BLAS products; each equals numpy's products."""
+    ex = CPUExecutor()
+    rng = np.random.default_rng(4)
+    n, k = 20_000, 32
+    X = rng.standard_normal((n, k)).astype(np.float32)
+    for h in (2, _dense_kernels.SKINNY_WIDTH + 1):
+        G = rng.standard_normal((n, h)).astype(np.float32)
+        W = rng.standard_normal((k, h)).astype(np.float32)
+        into = rng.standard_normal((n, k)).astype(np.float32)
+        want = into.astype(np.float64) + G.astype(np.float64) @ W.T.astype(np.float64)
+        ga, gw = ex.matmul_vjp(G, W, X, into=into)
+        assert ga is into
+        np.testing.assert_allclose(ga, want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(gw, X.T.astype(np.float64) @ G, rtol=1e-4, atol=2e-2)
+        assert _dense_kernels.skinny(G, W, X, into) is (h <= _dense_kernels.SKINNY_WIDTH)
+
+
 def test_a_large_operand_off_a_cache_line_is_gathered_from_an_aligned_copy():
     from gblas_gnn.executors.cpu import _spmm
 

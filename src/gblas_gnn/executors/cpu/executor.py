@@ -141,6 +141,8 @@ class CPUExecutor(GraphBLASExecutor):
                 return super().matmul_vjp(G, W, X)
             with _chunked_gemm.blas_limit(self.blas_threads):
                 return _gemm_into(into, G, W), self.inner(X, G)
+        if into is not None and _dense_kernels.skinny(G, W, X, into):
+            return into, _dense_kernels.skinny_matmul_vjp(G, W, X, into)
         gw = aligned_empty((X.shape[1], G.shape[1]), np.result_type(X, G))
         out = []
 
