@@ -25,12 +25,13 @@ def edge_scales(indptr, indices, row_ids, col_ids, key, params, out, r0, r1):
     ``[r0, r1)`` of the CSR pattern, with ``i = row_ids[row]`` and ``j = col_ids[column]`` its
     global vertex ids, else 0 (``out``: (heads, nnz); ``key`` a ``numpy.uint64``; ``params``
     ``(p, scale)``, float64: a float argument would keep the kernel off the threads' driver,
-    :mod:`._share_driver`)."""
+    :mod:`._share_driver`). The bounds come unsigned and the rows are counted signed (an
+    unsigned row beside a signed column index made such a kernel slower)."""
     k = key
     p, scale = params[0], params[1]
-    for r in range(r0, r1):
+    for r in range(np.int64(r0), np.int64(r1)):
         ui = np.uint64(row_ids[r])
-        for q in range(indptr[r], indptr[r + np.uint64(1)]):
+        for q in range(indptr[r], indptr[r + 1]):
             uj = np.uint64(col_ids[indices[q]])
             for h in range(out.shape[0]):
                 out[h, q] = scale if uniform(k, np.uint64(h), ui, uj) >= p else 0
@@ -44,7 +45,7 @@ def keep_mask(rows, key, params, out, r0, r1):
     k = key
     zero = np.uint64(0)
     p = params[0]
-    for r in range(r0, r1):
+    for r in range(np.int64(r0), np.int64(r1)):
         ur = np.uint64(rows[r])
         for c in range(out.shape[1]):
             out[r, c] = uniform(k, zero, ur, np.uint64(c)) >= p
