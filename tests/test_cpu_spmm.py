@@ -317,11 +317,15 @@ def test_the_skinny_matmul_backward_in_one_pass(n, k, h, seed):
         np.testing.assert_array_equal(other[1], gw)
 
 
-def test_the_cpu_executor_takes_a_score_products_backward_in_one_pass():
+def test_the_cpu_executor_takes_a_score_products_backward_in_one_pass(monkeypatch):
     """At a size that runs the matmul backward on both cores, a ``G`` of at most
     ``SKINNY_WIDTH`` columns added into ``into`` takes the one-pass kernel; a wider one or
     a fresh cotangent takes the two BLAS products; each equals numpy's products."""
     ex = CPUExecutor()
+    taken = []
+    one_pass = _dense_kernels.skinny_matmul_vjp
+    monkeypatch.setattr(_dense_kernels, "skinny_matmul_vjp",
+                        lambda *a: taken.append(a[0].shape[1]) or one_pass(*a))
     rng = np.random.default_rng(4)
     n, k = 20_000, 32
     X = rng.standard_normal((n, k)).astype(np.float32)
@@ -334,7 +338,7 @@ def test_the_cpu_executor_takes_a_score_products_backward_in_one_pass():
         assert ga is into
         np.testing.assert_allclose(ga, want, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(gw, X.T.astype(np.float64) @ G, rtol=1e-4, atol=2e-2)
-        assert _dense_kernels.skinny(G, W, X, into) is (h <= _dense_kernels.SKINNY_WIDTH)
+    assert taken == [2]                     # the narrow one took the one pass, the wide not
 
 
 def test_a_large_operand_off_a_cache_line_is_gathered_from_an_aligned_copy():

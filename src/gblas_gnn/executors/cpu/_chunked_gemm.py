@@ -30,7 +30,7 @@ from ..alignment import aligned_empty
 from ._helper_threads import run_all
 
 __all__ = ["PAIR_WORK", "ROWS", "blas_limit", "chunked_inner", "chunked_matmul", "epilogue",
-           "inner", "matmul"]
+           "inner", "matmul", "on_threads"]
 
 #: rows of one BLAS call (a block of 8 192 rows × 32 float32 is 1 MiB of ``X``)
 ROWS = 8192
@@ -72,11 +72,11 @@ def chunked_matmul(X: np.ndarray, W: np.ndarray, out: np.ndarray, threads: int,
         np.matmul(X[rows], W, out=out[rows])
         epilogue(out[rows], bias, relu)
 
-    _on_threads(threads, -(-n // ROWS), product)
+    on_threads(threads, -(-n // ROWS), product)
     return out
 
 
-def _on_threads(threads: int, blocks: int, run_block) -> None:
+def on_threads(threads: int, blocks: int, run_block) -> None:
     """``run_block(b)`` for every block ``b < blocks``, thread ``t`` of ``threads`` (the
     caller's thread is 0, the others the process's helpers, :mod:`._helper_threads`) running
     blocks ``[⌊tB/T⌋, ⌊(t+1)B/T⌋)``; the first exception is raised in the caller's."""
@@ -104,7 +104,7 @@ def chunked_inner(X: np.ndarray, Y: np.ndarray, threads: int) -> np.ndarray:
         rows = slice(b * ROWS, min((b + 1) * ROWS, n))
         np.matmul(X[rows].T, Y[rows], out=parts[b])
 
-    _on_threads(threads, blocks, product)
+    on_threads(threads, blocks, product)
     out = aligned_empty(parts.shape[1:], parts.dtype)
     np.sum(parts, axis=0, out=out)
     return out

@@ -87,16 +87,13 @@ def _part_sums(a: np.ndarray) -> list:
     if threads < 2 or a.size < _chunked_gemm.PAIR_WORK or not a.flags.c_contiguous:
         return [a.sum()]
     flat = a.reshape(-1)
-    bounds = [k * flat.shape[0] // threads for k in range(threads + 1)]
     sums = [None] * threads
 
-    def part(k: int):
-        def run() -> None:
-            with np.errstate(over="ignore", invalid="ignore"):   # per thread in numpy
-                sums[k] = flat[bounds[k]:bounds[k + 1]].sum()
-        return run
+    def part(k: int) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):       # per thread in numpy
+            sums[k] = flat[k * flat.size // threads:(k + 1) * flat.size // threads].sum()
 
-    run_all([part(k) for k in range(threads)])
+    _chunked_gemm.on_threads(threads, threads, part)
     return sums
 
 
