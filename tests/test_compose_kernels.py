@@ -583,6 +583,20 @@ def test_an_edge_contraction_is_computed_once_per_edge_in_every_pass(monkeypatch
         for write in k.writes(scratch):             # inside exactly one edge loop
             assert sum(loop in edge_loops for loop in k.loops_around(write)) == 1, name
     assert not m["forward"].reads(weight)
+    # its cotangent: summed over the channel loops into GT<op>, handed to the weight's
+    # partial and the features' cotangent once per edge after them (no loop over the
+    # features inside a channel loop)
+    k = m["row_pass"]
+    sums = k.writes(f"GT{c.op}")
+    edge_loops = set(k.edge_loops)
+    channel_loops = {loop for w in sums for loop in k.loops_around(w)
+                     if edge_loops & set(k.loops_around(loop))}
+    assert sums and channel_loops
+    for array in (f"EA{c.eattr}", f"dP{c.param}", f"dEA{c.eattr}"):
+        touched = k.reads(array) + k.writes(array)
+        assert touched, array
+        for node in touched:
+            assert not channel_loops & set(k.loops_around(node)), array
 
 
 @pytest.mark.cpu_only

@@ -108,6 +108,8 @@ class ArrayLeaves(Leaves):
     def grad_view(self, kind, slot, prefix):
         if kind not in self.accumulate or (kind == "eattr" and slot not in self.p.eattrs):
             return None
+        if kind == "param":
+            return f"dP{slot}[{self._index(self.param_row, prefix)}]"
         stem, at = self._VIEWED[kind]
         return f"d{stem}{slot}[{self._index(at, prefix)}]"
 

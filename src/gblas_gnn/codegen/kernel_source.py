@@ -148,7 +148,7 @@ class ProgramSource(ABC):
     def _col_edges(self, col: SourceBlock) -> SourceBlock:
         """The loop over the edges ``(i, j)`` of column ``j`` (``p``: the CSR position)."""
         col.emit(f"for q in range(colptr[j], colptr[j + {self.index_one}]):")
-        e = col.nested()
+        e = col.loop_body()
         e.emit("i = crow[q]")
         e.emit("p = perm[q]")
         return e
