@@ -354,12 +354,15 @@ class ProgramSource(ABC):
         ``dZ[i, hh, c]`` of every head and channel (max/min: of those the edge won,
         ``ARG[i, hh, c] == p``); nothing is stored per edge for it."""
         e.emit(f"for hh in range({self.H}):")
-        h = e.nested()
-        h.emit("for c in range(dZ.shape[2]):")
-        c = h.nested()
         g = "dZ[i, hh, c]" if self.sink[1] == "sum" else \
             f"(dZ[i, hh, c] if ARG[i, hh, c] == p else {self.zero})"
-        self._seeds(c, {(self.s.root, ("hh", "c")): g}, kinds)
+        self._channel_seeds(e.nested(), {(self.s.root, ("hh", "c")): g}, kinds)
+
+    def _channel_seeds(self, h: SourceBlock, seeds: dict, kinds: set[str]) -> None:
+        """The reverse mode from ``seeds`` given at every channel ``c`` of ``dZ``: a loop
+        over the channels, each running the whole reverse mode."""
+        h.emit("for c in range(dZ.shape[2]):")
+        self._seeds(h.nested(), seeds, kinds)
 
     @abstractmethod
     def _root_cotangent(self, head: SourceBlock) -> None:

@@ -493,6 +493,27 @@ class EdgeCode:
             self.accumulate(block, pending, key, expr)
         self.drain(block, scope, pending, inner=None, outer=None)
 
+    def reverse_channels(self, block: SourceBlock, scope: ValueScope, var: str,
+                         channels: str, seeds: dict) -> None:
+        """The reverse mode from ``seeds`` given at every channel ``var`` of ``channels`` (a
+        range expression): a loop whose body is one channel's, where what it gives to values
+        that do not depend on ``var`` is summed into accumulators declared before the loop
+        and passed on after it (as :meth:`reverse` does inside a contraction's loop): no
+        cotangent is added to memory once per channel."""
+        body, inner = block.deeper(), scope.child(var)
+        pending: dict = {}
+        outer: dict = {}
+        for key, expr in seeds.items():
+            self.accumulate(body, pending, key, expr)
+        self.drain(body, inner, pending, var, outer)
+        for name in outer.values():
+            block.emit(f"{name} = {self.zero}")
+        self.loop(block, inner, var, channels, body)
+        after: dict = {}
+        for key, name in outer.items():
+            self.accumulate(block, after, key, name)
+        self.drain(block, scope, after, inner=None, outer=None)
+
     def drain(self, block, scope, pending: dict, inner: str | None, outer: dict | None):
         """Process ``pending`` cotangents; inside a channel loop (``inner`` its variable)
         the cotangents of values that do not depend on it go to ``outer`` (accumulators

@@ -241,18 +241,19 @@ class _Generator(HeadUnrolling, ProgramSource):
         body = out.nested()
         r = self.s.root
         body.emit(f"H = {self.code().size(r, 0) if self.ops[r].trail else 1}")
-        self._contraction_scratch(body)
+        self._contraction_scratch(body, cotangents=name != "forward")
         return body
 
-    def _contraction_scratch(self, body: SourceBlock) -> None:
+    def _contraction_scratch(self, body: SourceBlock, cotangents: bool) -> None:
         """The scratch of each edge contraction computed once per edge
         (:meth:`gblas_gnn.codegen.scalar.EdgeCode.value`), on the kernel's stack, made once
-        per call: ``TH<op>``, its values at the edge, ``GT<op>``, their cotangents, and
-        ``WT<op>``, the parameter with its feature axis first."""
+        per call: ``TH<op>``, its values at the edge, ``GT<op>``, their cotangents (a
+        backward pass's), and ``WT<op>``, the parameter with its feature axis first."""
         for op, c in edge_contractions(self.s).items():
             w = f"P{c.param}"
             body.emit(f"TH{op} = stack_empty({w}.size // {w}.shape[-1], {w})")
-            body.emit(f"GT{op} = stack_empty({w}.size // {w}.shape[-1], {w})")
+            if cotangents:
+                body.emit(f"GT{op} = stack_empty({w}.size // {w}.shape[-1], {w})")
             body.emit(f"WT{op} = stack_empty({w}.size, {w})")
             body.emit(f"channels_first({w}, WT{op})")
 
@@ -470,6 +471,13 @@ class _Generator(HeadUnrolling, ProgramSource):
         (n·heads·f updates, :func:`gblas_gnn.executors.cpu.programs.row_backward_columns`),
         where ``row_columns`` would compare every edge's row of winners (nnz·heads·f)."""
         return self.p.extreme
+
+    def _channel_seeds(self, h: SourceBlock, seeds: dict, kinds: set[str]) -> None:
+        """One loop over the channels whose cotangents of values outside it (a softmax's
+        at the edge, a row's number) are summed in registers and added once after it
+        (:meth:`~gblas_gnn.codegen.scalar.EdgeCode.reverse_channels`)."""
+        self.code(kinds, together=True).reverse_channels(h, ValueScope(), "c",
+                                                         "range(dZ.shape[2])", seeds)
 
     def _cols(self, body: SourceBlock) -> SourceBlock:
         body.emit("for j in range(r0, r1):")
