@@ -138,6 +138,10 @@ LAYERS = {
     "transformer-mean": (lambda: pyg.TransformerConv(5, 4, heads=2, edge_dim=F_E,
                                                      concat=False, aggr="mean"),
                          {"W_v": "lin_value.weight", "W_e": "lin_edge.weight"}),
+    # max: the messages V_j + W_e e_ji at the edges (sum and mean move the edge term out)
+    "transformer-max": (lambda: pyg.TransformerConv(5, 4, heads=2, edge_dim=F_E, aggr="max"),
+                        {"W_q": "lin_query.weight", "W_v": "lin_value.weight",
+                         "W_e": "lin_edge.weight"}),
     "gine": (lambda: pyg.GINEConv(pyg.MLP([5, 6, 4], norm=None), edge_dim=F_E,
                                   train_eps=True),
              {"lin0_W": "nn.lins.0.weight", "lin1_bias": "nn.lins.1.bias",
@@ -284,3 +288,27 @@ def test_messages_need_a_channel_axis_and_a_named_aggregation():
     with pytest.raises(ValueError, match="channel axis"):      # one number an edge
         compose.evaluate(lambda a: ops.aggregate(ops.structure(g), g.edge_attr @ a, "sum"),
                          np.ones(F_E))
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("aggr, at_edges", [("sum", False), ("mean", False), ("max", True)])
+def test_transformer_moves_a_linear_aggregations_edge_term_out_of_the_edges(monkeypatch, aggr,
+                                                                          at_edges):
+    """With ``sum`` and ``mean`` no edge program of TransformerConv contracts the features
+    with ``W_e`` (the edges read them raw: ``(W_eᵀ q_i) · e_ji`` and ``W_e Σ α e_ji``); with
+    ``max`` the messages ``V_j + W_e e_ji`` are computed at the edges. The values are
+    PyG's either way (``test_layers_equal_pyg_with_every_gradient``)."""
+    from gblas_gnn.codegen.scalar import edge_contractions
+    from gblas_gnn.executors.cpu import programs
+
+    plans = []
+    real = programs.kernels
+    monkeypatch.setattr(programs, "kernels", lambda p: plans.append(p) or real(p))
+    g, _, _ = _graph(1)
+    layer = gg.nn.TransformerConv(5, 4, heads=2, edge_dim=F_E, aggr=aggr, executor="cpu",
+                                  dtype=np.float64)
+    out = layer(g, np.random.default_rng(2).standard_normal((N, 5)))
+    layer.backward(np.ones_like(gg.to_numpy(out)))
+    assert plans
+    assert any(edge_contractions(p.structure) for p in plans) == at_edges
+    assert any(p.features for p in plans)

@@ -31,12 +31,15 @@ class TransformerConv(PyGInterop, Module):
     The scores are one SDDMM per head on A's pattern (the edges as given: no self loops are
     added, as in PyG); the backward is derived (:mod:`gblas_gnn.compose`).
 
-    With ``edge_dim`` the edges' features :math:`e'_{ji} = W_e e_{ji}` (per head, computed at
-    the edge) join the keys and the values, as PyG's:
+    With ``edge_dim`` the edges' features :math:`e'_{ji} = W_e e_{ji}` (per head) join the
+    keys and the values, as PyG's:
     :math:`\alpha_h = \mathrm{sm}(Q_{i,h} \cdot (K_{j,h} + e'_{ji,h}) / \sqrt{d})` and
-    :math:`Z_{i,h} = \bigoplus_j \alpha_{ij,h} (V_{j,h} + e'_{ji,h})`: the messages are
-    computed at the edges (:func:`gblas_gnn.ops.aggregate` of an expression), never
-    materialised.
+    :math:`Z_{i,h} = \bigoplus_j \alpha_{ij,h} (V_{j,h} + e'_{ji,h})`. With ``sum`` and
+    ``mean`` the edge term moves out of the edges (:math:`(W_{e,h}^\top Q_{i,h}) \cdot
+    e_{ji}` in the scores, :math:`W_{e,h} \bigoplus_j \alpha_{ij,h} e_{ji}` in the output), so
+    the edges read their raw features; with ``max`` and ``min`` the messages
+    :math:`V_j + e'_{ji}` are computed at the edges (:func:`gblas_gnn.ops.aggregate` of an
+    expression). Neither form materialises an |E|×k array.
 
     Args:
         in_dim: input feature size.
@@ -93,17 +96,46 @@ class TransformerConv(PyGInterop, Module):
         n, h, d = H.shape[0], self.heads, self.out_dim
         Q, K, V = (affine(self.params, H, name).reshape(n, h, d) for name in ("q", "k", "v"))
         QK = factor(Q) @ factor(K).T
-        if self.edge_dim is not None:       # e' = W_e e_ji per head, at the edge
+        if self.edge_dim is None:
+            Z = ops.aggregate(self._attention(g, QK, d), V, self.aggr)
+        elif self.aggr in ("sum", "mean"):
+            Z = self._edges_moved(g, Q, V, QK)
+        else:                               # e' = W_e e_ji per head, at the edge
             E = features_of("TransformerConv", g, self.edge_dim) @ \
                 self.params["W_e"].reshape(self.edge_dim, h, d)
-            QK = QK + (rep(Q) * E).sum(-1)
-        alpha = ops.softmax(ops.structure(g) * (QK * (1.0 / np.sqrt(d))))
-        if self.training and self.dropout > 0:
-            alpha = ops.edge_dropout(alpha, self.dropout, draw_key(self.dropout_rng))
-        # the messages V_j (+ e'_ji: computed at the edge, one pass)
-        Z = ops.aggregate(alpha, V if self.edge_dim is None else rep(V).T + E, self.aggr)
+            alpha = self._attention(g, QK + (rep(Q) * E).sum(-1), d)
+            # the messages V_j + e'_ji, computed at the edge (one pass)
+            Z = ops.aggregate(alpha, rep(V).T + E, self.aggr)
         Z = Z.reshape(n, h * d) if self.concat else Z.mean(axis=1)
         return Z + affine(self.params, H, "skip") if self.root_weight else Z
+
+    def _attention(self, g, scores, d: int):
+        """The softmax of the scaled scores on A's pattern, with the attention dropout."""
+        alpha = ops.softmax(ops.structure(g) * (scores * (1.0 / np.sqrt(d))))
+        if self.training and self.dropout > 0:
+            alpha = ops.edge_dropout(alpha, self.dropout, draw_key(self.dropout_rng))
+        return alpha
+
+    def _edges_moved(self, g, Q, V, QK):
+        r"""A linear aggregation with edge features, the edge term moved out of the edges:
+
+        .. math::
+            Q_{i,h} \cdot W_{e,h} e_{ji} = (W_{e,h}^\top Q_{i,h}) \cdot e_{ji}, \qquad
+            \textstyle\sum_j \alpha_{ij,h} W_{e,h} e_{ji} = W_{e,h} \sum_j \alpha_{ij,h} e_{ji}
+
+        (the mean likewise), so the edges read their ``f_e`` features as they are, and no
+        pass computes or differentiates ``W_e e_ji`` (``h·d·f_e`` products an edge, and its
+        weight gradient edge by edge); two aggregations share the attention, each in its own
+        pass (``docs/performance.md``, edge features)."""
+        n, h, d = V.shape
+        E = features_of("TransformerConv", g, self.edge_dim)
+        W = self.params["W_e"]              # (f_e, h·d): head k's columns k·d … (k+1)·d
+        W_heads = [W[:, k * d:(k + 1) * d] for k in range(h)]
+        Qe = ops.concat([Q[:, k] @ Wk.T for k, Wk in enumerate(W_heads)], axis=-1)
+        alpha = self._attention(g, QK + (rep(Qe.reshape(n, h, self.edge_dim)) * E).sum(-1), d)
+        Ze = ops.aggregate(alpha, E, self.aggr)             # (n, h, f_e)
+        moved = ops.concat([Ze[:, k] @ Wk for k, Wk in enumerate(W_heads)], axis=-1)
+        return ops.aggregate(alpha, V, self.aggr) + moved.reshape(n, h, d)
 
     def __repr__(self) -> str:
         edges = "" if self.edge_dim is None else f", edge_dim={self.edge_dim}"
