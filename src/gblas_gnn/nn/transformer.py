@@ -128,14 +128,16 @@ class TransformerConv(PyGInterop, Module):
         weight gradient edge by edge); two aggregations share the attention, each in its own
         pass (``docs/performance.md``, edge features)."""
         n, h, d = V.shape
-        E = features_of("TransformerConv", g, self.edge_dim)
-        W = self.params["W_e"]              # (f_e, h·d): head k's columns k·d … (k+1)·d
-        W_heads = [W[:, k * d:(k + 1) * d] for k in range(h)]
-        Qe = ops.concat([Q[:, k] @ Wk.T for k, Wk in enumerate(W_heads)], axis=-1)
-        alpha = self._attention(g, QK + (rep(Qe.reshape(n, h, self.edge_dim)) * E).sum(-1), d)
-        Ze = ops.aggregate(alpha, E, self.aggr)             # (n, h, f_e)
-        moved = ops.concat([Ze[:, k] @ Wk for k, Wk in enumerate(W_heads)], axis=-1)
-        return ops.aggregate(alpha, V, self.aggr) + moved.reshape(n, h, d)
+        f = self.edge_dim
+        E = features_of("TransformerConv", g, f)
+        # every head's W_e,hᵀ (d × f_e) on one block diagonal (h·d × h·f_e): one product
+        # each way for all heads
+        heads = np.arange(h * d)[:, None] // d == np.arange(h * f)[None, :] // f
+        B = ops.concat([self.params["W_e"].T] * h, axis=-1) * self._param(heads.astype(self.dtype))
+        Qe = (Q.reshape(n, h * d) @ B).reshape(n, h, f)
+        alpha = self._attention(g, QK + (rep(Qe) * E).sum(-1), d)
+        Ze = ops.aggregate(alpha, E, self.aggr).reshape(n, h * f)     # Σ_j α_ij,h e_ji
+        return ops.aggregate(alpha, V, self.aggr) + (Ze @ B.T).reshape(n, h, d)
 
     def __repr__(self) -> str:
         edges = "" if self.edge_dim is None else f", edge_dim={self.edge_dim}"
