@@ -46,8 +46,15 @@ EDGE_LAYERS = [
     ("GATConv", dict(in_dim=5, out_dim=3, heads=2, edge_dim=F_E)),
     ("GATv2Conv", dict(in_dim=5, out_dim=3, heads=2, edge_dim=F_E, fill_value="max")),
     ("TransformerConv", dict(in_dim=5, out_dim=3, heads=2, edge_dim=F_E)),
+    # max keeps the messages V_j + W_e e_ji at the edges (sum and mean move the term out)
+    ("TransformerConv", dict(in_dim=5, out_dim=3, heads=2, edge_dim=F_E, aggr="max")),
     ("GINEConv", dict(mlp_dims=[5, 6, 4], edge_dim=F_E, train_eps=True)),
 ]
+
+
+def edge_case_ids(cases: list) -> list[str]:
+    """Test ids of :data:`EDGE_LAYERS`: the layer, and its aggregation if named."""
+    return [f"{name}-{kw['aggr']}" if "aggr" in kw else name for name, kw in cases]
 
 
 #: gradients that are zero in exact arithmetic (the Transformer's key bias: its softmax is

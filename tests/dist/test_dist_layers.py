@@ -20,6 +20,7 @@ from layer_cases import (
     cases,
     close,
     close_gradients,
+    edge_case_ids,
     graph_and_inputs,
     graph_with_features,
     in_dim_of,
@@ -61,7 +62,7 @@ def test_layer_equals_one_process(dex, name, kw, aggr, relabel):
     assert all(d == digests[0] for d in digests)
 
 
-@pytest.mark.parametrize("name, kw", EDGE_LAYERS, ids=[n for n, _ in EDGE_LAYERS])
+@pytest.mark.parametrize("name, kw", EDGE_LAYERS, ids=edge_case_ids(EDGE_LAYERS))
 def test_edge_feature_layers_equal_one_process(dex, name, kw):
     """The features live with their block and never move; the self loops' fill is
     completed over each grid row. Output, every gradient, and each block's share of the

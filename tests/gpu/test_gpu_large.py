@@ -41,6 +41,13 @@ EDGE_LAYERS = {
                                                   dtype=dt, executor=ex),
     "gine": lambda ex, dt: gg.nn.GINEConv([K, K, K], edge_dim=F_E, seed=3, dtype=dt,
                                           executor=ex),
+    "transformer-edges": lambda ex, dt: gg.nn.TransformerConv(K, K // 2, heads=2,
+                                                              edge_dim=F_E, seed=3, dtype=dt,
+                                                              executor=ex),
+    "transformer-edges-max": lambda ex, dt: gg.nn.TransformerConv(K, K // 2, heads=2,
+                                                                  edge_dim=F_E, aggr="max",
+                                                                  seed=3, dtype=dt,
+                                                                  executor=ex),
 }
 TOL = {np.float32: 1e-4, np.float64: 1e-9}
 

@@ -19,6 +19,7 @@ from layer_cases import (
     cases,
     close,
     close_gradients,
+    edge_case_ids,
     graph_and_inputs,
     graph_with_features,
     in_dim_of,
@@ -73,7 +74,7 @@ def test_float32_layers_equal_the_cpu_executor(cpu, cuda, name, kw):
     compare(name, kw, "sum", cpu, cuda, np.float32, rtol=2e-4)
 
 
-@pytest.mark.parametrize("name, kw", EDGE_LAYERS, ids=[n for n, _ in EDGE_LAYERS])
+@pytest.mark.parametrize("name, kw", EDGE_LAYERS, ids=edge_case_ids(EDGE_LAYERS))
 def test_edge_feature_layers_equal_the_cpu_executor(cpu, cuda, name, kw):
     """Forward, every gradient and the edge features' own on the device equal the cpu's."""
     g, H = graph_with_features(9, in_dim_of(kw))
