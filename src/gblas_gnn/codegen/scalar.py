@@ -493,19 +493,30 @@ class EdgeCode:
         that do not depend on ``var`` is summed into accumulators declared before the loop
         and passed on after it (as :meth:`reverse` does inside a contraction's loop): no
         cotangent is added to memory once per channel."""
+        after: dict = {}
+        for key, name in self.channel_loop_reverse(block, scope, var, channels,
+                                                   seeds).items():
+            self.accumulate(block, after, key, name)
+        self.drain(block, scope, after, inner=None, outer=None)
+
+    def channel_loop_reverse(self, block: SourceBlock, scope: ValueScope, var: str,
+                             channels: str, seeds: dict, split: bool = False) -> dict:
+        """Emit a loop over the channels ``var`` of ``channels`` whose body runs the reverse
+        mode from ``seeds`` (inside a loop the threads split if ``split``), the cotangents of
+        values that do not depend on ``var`` summed into accumulators declared (zeroed)
+        before the loop; returns them, ``{(op, index): accumulator}``, for the caller to pass
+        on after it."""
         body, inner = block.deeper(), scope.child(var)
         pending: dict = {}
         outer: dict = {}
-        for key, expr in seeds.items():
-            self.accumulate(body, pending, key, expr)
-        self.drain(body, inner, pending, var, outer)
+        with self.splitting(split):
+            for key, expr in seeds.items():
+                self.accumulate(body, pending, key, expr)
+            self.drain(body, inner, pending, var, outer)
         for name in outer.values():
             block.emit(f"{name} = {self.zero}")
         self.loop(block, inner, var, channels, body)
-        after: dict = {}
-        for key, name in outer.items():
-            self.accumulate(block, after, key, name)
-        self.drain(block, scope, after, inner=None, outer=None)
+        return outer
 
     def drain(self, block, scope, pending: dict, inner: str | None, outer: dict | None):
         """Process ``pending`` cotangents; inside a channel loop (``inner`` its variable)

@@ -367,16 +367,8 @@ class ChannelSum(Primitive):
         child = op.inputs[0]
         var = block.fresh("c")
         channels, split = c.channels(var, child, len(op.trail))
-        body = block.deeper()
-        outer: dict = {}
-        inner_pending: dict = {}
-        inner = scope.child(var)
-        with c.splitting(split):
-            c.accumulate(body, inner_pending, (child, (*idx, var)), g)
-            c.drain(body, inner, inner_pending, var, outer)
-        for name in outer.values():
-            block.emit(f"{name} = {c.zero}")
-        c.loop(block, inner, var, channels, body)
+        outer = c.channel_loop_reverse(block, scope, var, channels,
+                                       {(child, (*idx, var)): g}, split)
         for key, name in outer.items():
             if split:
                 block.emit(f"{name} = {c.leaves.channel_total(name)}")

@@ -132,8 +132,10 @@ class TransformerConv(PyGInterop, Module):
         E = features_of("TransformerConv", g, f)
         # every head's W_e,hᵀ (d × f_e) on one block diagonal (h·d × h·f_e): one product
         # each way for all heads
-        heads = np.arange(h * d)[:, None] // d == np.arange(h * f)[None, :] // f
-        B = ops.concat([self.params["W_e"].T] * h, axis=-1) * self._param(heads.astype(self.dtype))
+        # (the mask made where the executor keeps its arrays: no host copy per call)
+        xp = self.xp
+        heads = (xp.arange(h * d)[:, None] // d == xp.arange(h * f)[None, :] // f)
+        B = ops.concat([self.params["W_e"].T] * h, axis=-1) * heads.astype(self.dtype)
         Qe = (Q.reshape(n, h * d) @ B).reshape(n, h, f)
         alpha = self._attention(g, QK + (rep(Qe) * E).sum(-1), d)
         Ze = ops.aggregate(alpha, E, self.aggr).reshape(n, h * f)     # Σ_j α_ij,h e_ji
