@@ -369,9 +369,10 @@ def test_edge_features_read_as_data_are_prefetched_and_get_no_cotangent(monkeypa
         m = _module(p)
         (features,) = _operands(p, "eattr")
         column = m["column_pass"]
-        # the features at the CSR position (perm) of the edge ahead
-        assert any(s.value.id == features and column.ahead(s.slice, "perm")
-                   for s in column.prefetched())
+        # the features at the CSR position (perm) of the edge ahead, in its row (crow)
+        assert any(_is_call(c, "prefetch_feature_row", features)
+                   and column.ahead(c.args[3], "perm") and column.ahead(c.args[4], "crow")
+                   for c in column.calls("prefetch_feature_row"))
         # a cotangent array of the features (dEA<slot>) is an argument of a kernel or none
         assert (f"d{features}" in m.arguments()) == wanted
 
@@ -592,7 +593,8 @@ def test_an_edge_contraction_is_computed_once_per_edge_in_every_pass(monkeypatch
     channel_loops = {loop for w in sums for loop in k.loops_around(w)
                      if edge_loops & set(k.loops_around(loop))}
     assert sums and channel_loops
-    for array in (f"EA{c.eattr}", f"dP{c.param}", f"dEA{c.eattr}"):
+    # (ea<slot>: the edge's row of the features, feature_row's)
+    for array in (f"ea{c.eattr}", f"dP{c.param}", f"dEA{c.eattr}"):
         touched = k.reads(array) + k.writes(array)
         assert touched, array
         for node in touched:

@@ -37,10 +37,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EdgeFeatures", "FILL_RULES", "check_edge_attr", "check_fill_value", "loop_fill"]
+__all__ = ["EdgeFeatures", "LoopedValues", "FILL_RULES", "IN_CSR_ORDER", "check_edge_attr",
+           "check_fill_value", "loop_fill"]
 
 #: the named fill rules of the self loops' features (PyG's ``fill_value`` strings)
 FILL_RULES = ("mean", "add", "max", "min")
+
+#: the :attr:`EdgeFeatures.order` of features given in their pattern's CSR order: no map
+IN_CSR_ORDER = slice(None)
 
 #: how features become an expression of a composition: set by :mod:`gblas_gnn.compose.expr`
 #: when it loads (it sits above this layer: features hand themselves over through this)
@@ -67,7 +71,9 @@ def check_edge_attr(edge_attr, m: int, dtype: np.dtype) -> np.ndarray:
         raise TypeError(f"edge_attr must hold real numbers, got dtype {a.dtype}")
     if a.size and not np.isfinite(a).all():
         raise ValueError("edge_attr contains NaN or Inf")
-    return np.ascontiguousarray(a, dtype=dtype)
+    out = np.ascontiguousarray(a, dtype=dtype)
+    # the graph's own array: what the caller holds may change after
+    return out.copy() if np.may_share_memory(out, a) else out
 
 
 def check_fill_value(fill_value, f: int):
@@ -185,6 +191,59 @@ class _Loops:
     combine: Combine
 
 
+@dataclass(frozen=True, eq=False)
+class LoopedValues:
+    r"""The features of a graph with self loops kept as its base graph's and the loops' apart:
+    no copy of the base's features per graph with loops.
+
+    ``base`` (m, f) are the base graph's features in its CSR order, ``loops`` (n, f) row
+    ``i``'s loop's, ``shift`` (n + 1,) the difference :math:`L_i - B_i` of the two patterns'
+    row pointers. A row of the graph with loops is its base row with the given loop (if any)
+    dropped and one loop in its place, so the edge ``j → i`` at CSR position ``p`` reads
+
+    .. math:: e_p = \begin{cases} \mathrm{loops}_i & j = i \\
+              \mathrm{base}_{p - \mathrm{shift}_i} & j < i \\
+              \mathrm{base}_{p - \mathrm{shift}_{i+1}} & j > i \end{cases}
+
+    (the edges before the loop sit ``L_i - B_i`` places later than in the base, those after
+    it one place more unless the base had its own loop there). The ``cpu`` executor's
+    kernels read them so (``feature_row`` of their modules); every other reader gets
+    :meth:`EdgeFeatures.values`, the interleaved ``(nnz, f)`` array made from them."""
+
+    base: np.ndarray
+    loops: np.ndarray
+    shift: np.ndarray
+    nnz: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.nnz, int(self.base.shape[1]))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.base.dtype
+
+    ndim = 2
+
+    def astype(self, dtype) -> LoopedValues:
+        """These features in ``dtype`` (themselves when they are)."""
+        if np.dtype(dtype) == self.dtype:
+            return self
+        return LoopedValues(self.base.astype(dtype), self.loops.astype(dtype), self.shift,
+                            self.nnz)
+
+    def interleaved(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The ``(nnz, f)`` array in the CSR order of the pattern whose entries are at rows
+        ``rows`` from the sources ``cols`` (both ``(nnz,)``, in that order)."""
+        out = np.empty(self.shape, self.dtype)
+        loop = rows == cols
+        out[loop] = self.loops[rows[loop]]
+        p = np.flatnonzero(~loop)
+        r = rows[p]
+        out[p] = self.base[p - self.shift[r + (cols[p] > r)].astype(np.int64)]
+        return out
+
+
 class EdgeFeatures:
     """The features of a graph's stored edges (see the module docstring).
 
@@ -194,25 +253,31 @@ class EdgeFeatures:
         The graph's adjacency as the executors take it (the features' entries are its).
     values : numpy.ndarray
         ``(nnz, f)`` in the pattern's CSR order (rows ascending, sources ascending in a
-        row).
-    order : numpy.ndarray or None
-        ``order[k]``: the CSR position of the ``k``-th given edge (None for a graph with
-        self loops, whose loops were not given: :meth:`pullback` maps to its base graph's
-        edges instead).
+        row); for a graph with loops made from :attr:`split` at the first read.
+    split : LoopedValues or None
+        A graph with loops: its features as its base's and the loops' (what the ``cpu``
+        executor reads); None for the others.
+    order : numpy.ndarray, slice or None
+        ``order[k]``: the CSR position of the ``k``-th given edge; :data:`IN_CSR_ORDER` for
+        edges given in that order; None for a graph with self loops, whose loops were not
+        given (:meth:`pullback` maps to its base graph's edges instead).
     requires_grad : bool
         Whether a backward derives the features' gradient (False unless set, as for a torch
         tensor; read and set on the features they derive from).
     """
 
-    __slots__ = ("pattern", "values", "order", "_loops", "_origin", "_requires_grad",
+    __slots__ = ("pattern", "_values", "split", "order", "_loops", "_origin", "_requires_grad",
                  "_device")
     #: numpy defers to the expressions of a composition (``W @ E``, ``x + E``)
     __array_ufunc__ = None
     __array_priority__ = 2500
 
-    def __init__(self, pattern, values: np.ndarray, order: np.ndarray | None,
+    def __init__(self, pattern, values: np.ndarray | LoopedValues,
+                 order: np.ndarray | slice | None,
                  loops: _Loops | None = None, origin: EdgeFeatures | None = None):
-        self.pattern, self.values, self.order = pattern, values, order
+        self.pattern, self.order = pattern, order
+        split = isinstance(values, LoopedValues)
+        self._values, self.split = (None, values) if split else (values, None)
         self._loops = loops
         #: the features these were copied from (another dtype, a grid's block): the flag's
         self._origin = origin
@@ -247,13 +312,26 @@ class EdgeFeatures:
         return self
 
     @property
+    def values(self) -> np.ndarray:
+        """The ``(nnz, f)`` features in the pattern's CSR order (made once from
+        :attr:`split` for a graph with loops, at the first read)."""
+        if self._values is None:
+            _, (rows, cols) = self._loops.edges()
+            self._values = self.split.interleaved(self._loops.ids[rows], cols)
+        return self._values
+
+    @property
     def f(self) -> int:
         """Features per edge."""
-        return int(self.values.shape[1])
+        return int(self._stored.shape[1])
 
     @property
     def dtype(self) -> np.dtype:
-        return self.values.dtype
+        return self._stored.dtype
+
+    @property
+    def _stored(self) -> np.ndarray | LoopedValues:
+        return self._values if self._values is not None else self.split
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -262,17 +340,22 @@ class EdgeFeatures:
 
     @property
     def nvals(self) -> int:
-        return int(self.values.shape[0])
+        return int(self._stored.shape[0])
 
     def given(self) -> np.ndarray:
         """The features in the order the edges were given, ``(m, f)``."""
         if self.order is None:
             raise ValueError("the features of a graph with added self loops have no given "
                              "order; read them from the graph they were built on")
-        return self.values[self.order]
+        given = self.values[self.order]
+        return given.copy() if isinstance(self.order, slice) else given
 
     def on(self, executor) -> Any:
-        """The values as an array of ``executor`` (moved there once and kept)."""
+        """The values as an array of ``executor`` (moved there once and kept); an executor
+        that reads the features of a graph with loops apart (``reads_looped_values``) gets
+        :attr:`split` itself."""
+        if self.split is not None and getattr(executor, "reads_looped_values", False):
+            return self.split
         key = id(executor)
         found = self._device.get(key)
         if found is None or found[0] is not executor:
@@ -345,22 +428,29 @@ class EdgeFeatures:
 
 
 def with_loops(base: EdgeFeatures, looped_pattern, edges: Edges, fill,
-               combine: Combine = _alone, row_ids: np.ndarray | None = None) -> EdgeFeatures:
+               combine: Combine = _alone, row_ids: np.ndarray | None = None,
+               shift: np.ndarray | None = None) -> EdgeFeatures:
     """The features on the pattern of ``A + I`` (every vertex one loop), from ``base`` on A's
     pattern: existing loops removed, a loop per vertex filled by ``fill``
     (:func:`check_fill_value`), as PyG's ``remove_self_loops`` + ``add_self_loops``.
     ``edges()`` gives the two patterns' ``(rows, global source ids)`` in CSR order, rows
     local (``row_ids``: their global ids, default the same); on a grid's block ``combine``
     completes the fill over the grid row (the loops are the diagonal blocks', the rows'
-    other edges everywhere)."""
+    other edges everywhere). With ``shift`` (one process: the row pointers of ``A + I``
+    minus A's) the features stay the base's and the loops' apart (:class:`LoopedValues`),
+    else they are one interleaved array."""
     n = int(looped_pattern.nrows)
     ids = np.arange(n) if row_ids is None else row_ids
     at = _Placement.of(edges, ids)
     # no loops removed (the usual case): the base's own array, not a copy of it
     kept = base.values if at.kept.size == base.nvals else base.values[at.kept]
     fill_values, aux = loop_fill(kept, at.rows, at.cols, n, fill, combine)
-    values = np.empty((at.kept_at.size + at.loop_at.size, base.f), base.dtype)
-    values[at.kept_at] = kept
-    values[at.loop_at] = fill_values[at.loop_rows]
+    nnz = at.kept_at.size + at.loop_at.size
+    if shift is not None:
+        values = LoopedValues(base.values, fill_values, shift, nnz)
+    else:
+        values = np.empty((nnz, base.f), base.dtype)
+        values[at.kept_at] = kept
+        values[at.loop_at] = fill_values[at.loop_rows]
     return EdgeFeatures(looped_pattern, values, None,
                         _Loops(base, edges, ids, n, fill, aux, combine))

@@ -181,7 +181,8 @@ def _feature_grad(features: dict, leaves: dict, ex: Executor) -> Any:
             continue
         g = leaves.get(("edge_attr", key))
         # on a grid the pullback through the loops' fill is collective: every rank runs it
-        g = np.zeros_like(feats.values) if g is None else ex.to_numpy(g, "edge_attr gradient")
+        g = (np.zeros((feats.nvals, feats.f), feats.dtype) if g is None
+             else ex.to_numpy(g, "edge_attr gradient"))
         base, d = feats.pullback(g)
         total = d if total is None else total + d
         given = base

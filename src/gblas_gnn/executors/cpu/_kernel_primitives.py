@@ -22,7 +22,7 @@ from numba.extending import intrinsic, overload
 from ..alignment import ALIGNMENT
 
 __all__ = ["exp_nonpositive", "head_row_dots", "prefetch_heads", "prefetch_row", "stack_empty",
-           "channels_first"]
+           "channels_first", "feature_row", "prefetch_feature_row"]
 
 _FAST = {"reassoc", "contract"}
 
@@ -80,6 +80,33 @@ def prefetch_row(row):
         _prefetch(row, c)
     if row.shape[0] > 0:
         _prefetch(row, row.shape[0] - 1)
+
+
+@nb.njit(inline="always")
+def feature_row(EA, EL, ED, p, i, j):
+    r"""The features of the edge ``j → i`` at CSR position ``p``: ``EA[p]``, or, for a graph
+    with loops whose features are its base's ``EA`` and the loops' ``EL`` apart
+    (:class:`~gblas_gnn.edge_attr.LoopedValues`, ``ED`` its shift; ``EL`` has rows),
+    ``EL[i]`` for the loop and :math:`EA_{p - ED_i}` before it, :math:`EA_{p - ED_{i+1}}`
+    after it."""
+    if EL.shape[0] == 0:
+        return EA[p]
+    ii = np.uint64(i)
+    jj = np.uint64(j)
+    if jj == ii:
+        return EL[ii]
+    return EA[np.uint64(p) - ED[ii + np.uint64(1) if jj > ii else ii]]
+
+
+@nb.njit(inline="always")
+def prefetch_feature_row(EA, EL, ED, p, i):
+    """Prefetch the features of the edge at CSR position ``p`` of row ``i`` (of a graph with
+    loops: the base's row of an edge before the loop, which is that or the row before the
+    one of an edge after it: the same line or the next)."""
+    if EL.shape[0] == 0:
+        prefetch_row(EA[p])
+    elif EA.shape[0] > 0:
+        prefetch_row(EA[min(np.uint64(p) - ED[np.uint64(i)], np.uint64(EA.shape[0] - 1))])
 
 
 @nb.njit(inline="always")

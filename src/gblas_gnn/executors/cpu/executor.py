@@ -108,6 +108,9 @@ class CPUExecutor(GraphBLASExecutor):
     """
 
     name = "cpu"
+    #: the generated kernels read the features of a graph with loops as its base's and the
+    #: loops' (:class:`~gblas_gnn.edge_attr.LoopedValues`): no interleaved copy
+    reads_looped_values = True
 
     # ------------------------------------------------------------------ dense
     def linear(self, X, W, bias=None, relu=False):
@@ -171,7 +174,7 @@ class CPUExecutor(GraphBLASExecutor):
         if uniform_aggregation.weight(program.structure) is not None:
             return uniform_aggregation.forward(self, program, keep)
         if not programs.fused(program.structure):
-            return super().program_forward(program, keep)
+            return super().program_forward(programs.interleaved(self, program), keep)
         return programs.forward(self, program, keep)
 
     def program_backward(self, ctx, dout):

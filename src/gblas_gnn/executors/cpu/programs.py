@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ...edge_attr import LoopedValues
 from ...ir.plan import BY_ROW, Plan, fusable, leaf_kinds, plan
 from .. import program_runtime as runtime
 from ..alignment import aligned_empty
@@ -74,6 +75,7 @@ class Buffers:
                                     # every head of an edge from one cache line
     heads: int
     x_shape: tuple | None = None    # the messages' original shape
+    features: frozenset = frozenset()   # the slots of edge features
 
     @property
     def width(self) -> int:
@@ -91,8 +93,22 @@ class Buffers:
         (:func:`~gblas_gnn.executors.patterns.unsigned_view`: no wrap-around test of a
         negative index on any access), then the rest."""
         index = (*self.csr, *(self.csc if csc else (_EMPTY_U,) * 3))
-        return [*map(unsigned_view, index), *self.ids, self.avals, *self.operands,
-                *self.softmax]
+        operands = []
+        for slot, v in enumerate(self.operands):
+            if slot in self.features:
+                operands.extend(feature_args(v))
+            else:
+                operands.append(v)
+        return [*map(unsigned_view, index), *self.ids, self.avals, *operands, *self.softmax]
+
+
+def feature_args(v) -> tuple:
+    """An edge-feature operand as the kernels take it, ``EA<s>, EL<s>, ED<s>``: the features
+    of a graph with loops as its base's, the loops' and the shift
+    (:class:`~gblas_gnn.edge_attr.LoopedValues`), others as themselves beside no loops."""
+    if isinstance(v, LoopedValues):
+        return v.base, v.loops, v.shift
+    return v, np.empty((0, v.shape[1]), v.dtype), _EMPTY_U
 
 
 #: how the cpu runtime allocates and reads its (host) arrays
@@ -111,7 +127,12 @@ class HostOperands:
     def row(self, slot, v):
         return np.ascontiguousarray(v, dtype=self.dt)
 
-    param = eattr = row                         # (eattr: (nnz, f) in the CSR order)
+    param = row
+
+    def eattr(self, slot, v):                   # (nnz, f) in the CSR order, or apart
+        if isinstance(v, LoopedValues):
+            return v.astype(self.dt)
+        return np.ascontiguousarray(v, dtype=self.dt)
 
     def col(self, slot, v):
         return np.ascontiguousarray(self.columns(slot, v), dtype=self.dt)
@@ -125,6 +146,19 @@ class HostOperands:
     def x(self, slot, v):                       # the messages, by source for an aggregate
         side = self.columns(slot, v) if self.p.sink_rule.gathers_messages else v
         return heads_view(np, np.asarray(side, dtype=self.dt))
+
+
+def interleaved(ex, prog):
+    """``prog`` with the features of a graph with loops as one ``(nnz, f)`` array in its CSR
+    order (:meth:`~gblas_gnn.edge_attr.LoopedValues.interleaved`), for the reference
+    lowering; ``prog`` itself when it reads none."""
+    if not any(isinstance(o.value, LoopedValues) for o in prog.operands):
+        return prog
+    pattern = ex.csr_pattern(prog.pattern)
+    rows, cols = pattern.rows(), pattern.indices.astype(np.int64)
+    return replace(prog, operands=[
+        replace(o, value=o.value.interleaved(rows, cols))
+        if isinstance(o.value, LoopedValues) else o for o in prog.operands])
 
 
 def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
@@ -142,7 +176,7 @@ def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
         np.zeros(0, dt)
     softmax = [np.empty((pattern.nnz, p.heads_of(k)), dt) for k in p.softmaxes]
     return Buffers(pattern, (pattern.indptr, pattern.indices), (), ids, avals, operands,
-                   softmax, p.heads, x_shape)
+                   softmax, p.heads, x_shape, frozenset(p.features))
 
 
 def sink_outputs(p: Plan, b: Buffers, winners: bool = True) -> dict:
