@@ -34,8 +34,15 @@ from graphblas import binary
 
 from ._io import atomic_write, read_npz
 from ._validate import float_dtype, widening
-from .edge_attr import EdgeFeatures, check_edge_attr, check_fill_value, fill_key, with_loops
-from .executors.patterns import AdjacencyPattern, CSRPattern, csr_of
+from .edge_attr import (
+    IN_CSR_ORDER,
+    EdgeFeatures,
+    check_edge_attr,
+    check_fill_value,
+    fill_key,
+    with_loops,
+)
+from .executors.patterns import AdjacencyPattern, CSRPattern, csr_of, index_dtype
 from .relations import NO_RELATIONS, Relations, check_edge_type
 
 __all__ = ["Graph", "as_graph"]
@@ -105,6 +112,22 @@ class Graph:
         g._edges, g._cache, g._attr, g._rel = pattern, {}, None, None
         return g
 
+    @classmethod
+    def _of_csr_edges(cls, src: np.ndarray, dst: np.ndarray, n: int, dtype) -> Graph:
+        """The graph of unit-valued edges ``src → dst`` (``A[dst, src] = 1``) given in CSR
+        order (by target, then source), each pair once: it holds their int32 CSR pattern,
+        half the bytes of GraphBLAS's int64 indices, and builds ``A`` at its first access (a
+        layer that adds self loops never asks for it)."""
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
+        pattern = CSRPattern.of_buffers(n, n, indptr, src.astype(index_dtype(n)))
+        dt = np.dtype(dtype)
+
+        def build():
+            return gb.Matrix.from_csr(indptr, pattern.indices, dt.type(1), nrows=n, ncols=n)
+
+        return cls._of_pattern(AdjacencyPattern(pattern, dt, build))
+
     @property
     def A(self) -> gb.Matrix:
         """The adjacency as a ``graphblas.Matrix`` (see the class docstring)."""
@@ -162,16 +185,22 @@ class Graph:
             types, R = check_edge_type(edge_type, src.size, num_relations)
         elif num_relations is not None:
             raise ValueError("num_relations without edge_type")
-        if values is None:
+        if edge_attr is not None:
+            attr = check_edge_attr(edge_attr, src.size, dt)
+            csr = _csr_permutation(src, dst)
+        if values is None and edge_attr is not None:
+            # the pattern alone, as a generator's graph (each pair is given once)
+            g = cls._of_csr_edges(*((src, dst) if csr is None else (src[csr], dst[csr])), n,
+                                  dt)
+        elif values is None:
             # a scalar value gives an iso matrix; GraphBLAS ignores duplicate indices
-            A = gb.Matrix.from_coo(dst, src, dt.type(1), nrows=n, ncols=n, dtype=dt)
+            g = cls(gb.Matrix.from_coo(dst, src, dt.type(1), nrows=n, ncols=n, dtype=dt))
         else:
             vals = _check_values(values, src.size).astype(dt, copy=False)
-            A = gb.Matrix.from_coo(dst, src, vals, nrows=n, ncols=n, dtype=dt,
-                                   dup_op=binary.plus)
-        g = cls(A)
+            g = cls(gb.Matrix.from_coo(dst, src, vals, nrows=n, ncols=n, dtype=dt,
+                                       dup_op=binary.plus))
         if edge_attr is not None:
-            g._attr = _given_features(g, src, dst, check_edge_attr(edge_attr, src.size, dt))
+            g._attr = _given_features(g, attr, csr)
         if types is not None:
             g._rel = Relations(src, dst, types, R, n, dt)
         return g
@@ -465,7 +494,9 @@ class Graph:
                 base, looped = csr_of(self.edge_tensor), pattern.pattern
                 g._attr = with_loops(self._attr, pattern, lambda: (
                     (base.rows(), base.indices.astype(np.int64)),
-                    (looped.rows(), looped.indices.astype(np.int64))), fill)
+                    (looped.rows(), looped.indices.astype(np.int64))), fill,
+                    shift=(looped.indptr.astype(np.int64)
+                           - base.indptr.astype(np.int64)).astype(np.uint64))
             return g
         return self._cached(("self_looped", fill_key(fill)), build)
 
@@ -504,18 +535,30 @@ def self_looped_matrix(A: gb.Matrix) -> gb.Matrix:
     return A.ewise_add(eye, binary.first).new()
 
 
-def _given_features(g: Graph, src: np.ndarray, dst: np.ndarray,
-                    attr: np.ndarray) -> EdgeFeatures:
-    """The features of the given edges ``src[k] → dst[k]`` in the CSR order of ``g``'s
-    pattern (targets, then sources ascending), with the map back to the given order; a pair
-    given twice is refused."""
+def _csr_permutation(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    """The given edges ``src[k] → dst[k]`` (int64) in the CSR order of their pattern
+    (targets, then sources ascending): the permutation, or None when they are given in it; a
+    pair given twice is refused (the edges carry features)."""
+    if src.size < 2:
+        return None
+    step = np.diff(dst)
+    if (step >= 0).all() and (np.diff(src)[step == 0] > 0).all():
+        return None
     csr = np.lexsort((src, dst))
-    if csr.size > 1:
-        same = (dst[csr[1:]] == dst[csr[:-1]]) & (src[csr[1:]] == src[csr[:-1]])
-        if same.any():
-            k = int(csr[1:][np.argmax(same)])
-            raise ValueError(f"duplicate edge {int(src[k])} -> {int(dst[k])} with edge_attr: "
-                             "each pair may be given once when the edges carry features")
+    same = (dst[csr[1:]] == dst[csr[:-1]]) & (src[csr[1:]] == src[csr[:-1]])
+    if same.any():
+        k = int(csr[1:][np.argmax(same)])
+        raise ValueError(f"duplicate edge {int(src[k])} -> {int(dst[k])} with edge_attr: "
+                         "each pair may be given once when the edges carry features")
+    return csr
+
+
+def _given_features(g: Graph, attr: np.ndarray, csr: np.ndarray | None) -> EdgeFeatures:
+    """The features ``attr`` of the given edges in the CSR order of ``g``'s pattern (``csr``:
+    :func:`_csr_permutation`'s), with the map back to the given order: none for edges given
+    in CSR order (a graph's own file holds them so)."""
+    if csr is None:
+        return EdgeFeatures(g.edge_tensor, attr, IN_CSR_ORDER)
     # int32 where it fits: the map is kept beside the features (4 bytes an edge, not 8)
     order = np.empty(csr.size, np.int32 if csr.size < 2**31 else np.int64)
     order[csr] = np.arange(csr.size, dtype=order.dtype)

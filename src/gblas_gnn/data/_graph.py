@@ -34,23 +34,12 @@ def graph_from_sorted_edges(
     bytes of GraphBLAS's int64 indices, and builds ``A`` at its first access (a layer that
     adds self loops never asks for it). Edges in any other order go through
     :meth:`Graph.from_edges`."""
-    from gblas_gnn.executors.patterns import AdjacencyPattern, CSRPattern, index_dtype
     from gblas_gnn.graph import Graph
 
     src, dst = np.asarray(src), np.asarray(dst)
     if not _csr_ordered(src, dst, n):
         return Graph.from_edges(src, dst, n, dtype=dtype)
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
-    pattern = CSRPattern.of_buffers(n, n, indptr, src.astype(index_dtype(n)))
-    dt = np.dtype(dtype)
-
-    def build():
-        import graphblas as gb
-
-        return gb.Matrix.from_csr(indptr, pattern.indices, dt.type(1), nrows=n, ncols=n)
-
-    return Graph._of_pattern(AdjacencyPattern(pattern, dt, build))
+    return Graph._of_csr_edges(src, dst, n, dtype)
 
 
 def _csr_ordered(src: np.ndarray, dst: np.ndarray, n: int) -> bool:
