@@ -17,6 +17,11 @@ removed with its features, then every vertex ``i`` gets one loop whose features 
   N(i)} e_{ji}` for ``"mean"``), 0 for a vertex without in-edges;
 * a number, or a vector of ``f`` numbers, for every loop.
 
+The graph with loops stores none of its base's features again: :class:`LoopedValues` keeps
+the base's array, the loops' ``(n, f)`` fill and one shift a row, and the ``cpu`` executor's
+kernels read an edge's row through them; other readers get the interleaved array, made when
+first asked for.
+
 :meth:`EdgeFeatures.pullback` takes a cotangent of the features of a graph with loops back to
 the given edges: a kept edge's own share plus, through the fill rule, its loop's share
 (divided by the in-degree for ``"mean"``; all of it for ``"add"``; to the edge that gave the
