@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from .executors.looped_values import LoopedValues
+
 __all__ = ["EdgeFeatures", "LoopedValues", "FILL_RULES", "IN_CSR_ORDER", "check_edge_attr",
            "check_fill_value", "loop_fill"]
 
@@ -196,59 +198,6 @@ class _Loops:
     combine: Combine
 
 
-@dataclass(frozen=True, eq=False)
-class LoopedValues:
-    r"""The features of a graph with self loops kept as its base graph's and the loops' apart:
-    no copy of the base's features per graph with loops.
-
-    ``base`` (m, f) are the base graph's features in its CSR order, ``loops`` (n, f) row
-    ``i``'s loop's, ``shift`` (n + 1,) the difference :math:`L_i - B_i` of the two patterns'
-    row pointers. A row of the graph with loops is its base row with the given loop (if any)
-    dropped and one loop in its place, so the edge ``j → i`` at CSR position ``p`` reads
-
-    .. math:: e_p = \begin{cases} \mathrm{loops}_i & j = i \\
-              \mathrm{base}_{p - \mathrm{shift}_i} & j < i \\
-              \mathrm{base}_{p - \mathrm{shift}_{i+1}} & j > i \end{cases}
-
-    (the edges before the loop sit ``L_i - B_i`` places later than in the base, those after
-    it one place more unless the base had its own loop there). The ``cpu`` executor's
-    kernels read them so (``feature_row`` of their modules); every other reader gets
-    :meth:`EdgeFeatures.values`, the interleaved ``(nnz, f)`` array made from them."""
-
-    base: np.ndarray
-    loops: np.ndarray
-    shift: np.ndarray
-    nnz: int
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.nnz, int(self.base.shape[1]))
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.base.dtype
-
-    ndim = 2
-
-    def astype(self, dtype) -> LoopedValues:
-        """These features in ``dtype`` (themselves when they are)."""
-        if np.dtype(dtype) == self.dtype:
-            return self
-        return LoopedValues(self.base.astype(dtype), self.loops.astype(dtype), self.shift,
-                            self.nnz)
-
-    def interleaved(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """The ``(nnz, f)`` array in the CSR order of the pattern whose entries are at rows
-        ``rows`` from the sources ``cols`` (both ``(nnz,)``, in that order)."""
-        out = np.empty(self.shape, self.dtype)
-        loop = rows == cols
-        out[loop] = self.loops[rows[loop]]
-        p = np.flatnonzero(~loop)
-        r = rows[p]
-        out[p] = self.base[p - self.shift[r + (cols[p] > r)].astype(np.int64)]
-        return out
-
-
 class EdgeFeatures:
     """The features of a graph's stored edges (see the module docstring).
 
@@ -356,11 +305,8 @@ class EdgeFeatures:
         return given.copy() if isinstance(self.order, slice) else given
 
     def on(self, executor) -> Any:
-        """The values as an array of ``executor`` (moved there once and kept); an executor
-        that reads the features of a graph with loops apart (``reads_looped_values``) gets
-        :attr:`split` itself."""
-        if self.split is not None and getattr(executor, "reads_looped_values", False):
-            return self.split
+        """The values as an array of ``executor`` (moved there once and kept): what its
+        default ``edge_features`` hands a program."""
         key = id(executor)
         found = self._device.get(key)
         if found is None or found[0] is not executor:

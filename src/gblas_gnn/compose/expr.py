@@ -360,13 +360,14 @@ def _feature_values(features: EdgeFeatures):
     computes."""
     s = current()
     if s is None:
-        return features.on(get_executor(None))
+        return get_executor(None).edge_features(features)
     hit = s.features.get(id(features))
     if hit is None:
         leaf = s.tape.leaf(("edge_attr", id(features))) \
             if s.tape is not None and features.requires_grad else None
         hit = s.features[id(features)] = (features,
-                                          Traced(features.on(s.executor), leaf, False))
+                                          Traced(s.executor.edge_features(features), leaf,
+                                                 False))
     return hit[1]
 
 

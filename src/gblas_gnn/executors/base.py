@@ -107,7 +107,7 @@ DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "combine_rows", "spmm_affin
                 "program_forward", "program_backward", "aggregate", "row_counts",
                 "aggregate_backward", "softmax", "softmax_backward", "dropout_edges",
                 "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise", "row_scale",
-                "col_scale", "scale_edges", "outer_add")
+                "col_scale", "scale_edges", "outer_add", "edge_features")
 
 
 class DenseArray(Protocol):
@@ -666,6 +666,12 @@ class Executor(ABC):
     def outer_add(self, A: EdgeTensor, u: DenseArray, v: DenseArray) -> EdgeTensor:
         """Masked outer sum on A's pattern: ``E[i,j] = u[i] + v[j]`` (never n×n)."""
         return self.edge_from_values(A, self.gather_rows(A, u) + self.gather_cols(A, v))
+
+    def edge_features(self, features) -> Any:
+        """A graph's edge features (``g.edge_attr``) as this executor's programs read them:
+        the ``(nnz, f)`` array in the CSR order of their pattern, on the executor
+        (``features.on(self)``, kept there)."""
+        return features.on(self)
 
     # ================================================================== hooks
     # Private helpers the defaults read; an executor whose edge tensors are not

@@ -108,9 +108,6 @@ class CPUExecutor(GraphBLASExecutor):
     """
 
     name = "cpu"
-    #: the generated kernels read the features of a graph with loops as its base's and the
-    #: loops' (:class:`~gblas_gnn.edge_attr.LoopedValues`): no interleaved copy
-    reads_looped_values = True
 
     # ------------------------------------------------------------------ dense
     def linear(self, X, W, bias=None, relu=False):
@@ -168,6 +165,11 @@ class CPUExecutor(GraphBLASExecutor):
         return super().combine_rows(a, X, b, Y, overwrite)
 
     # ------------------------------------------------------------------ edge programs
+    def edge_features(self, features):
+        # a graph with loops: its base's and the loops' apart (LoopedValues), which the
+        # generated kernels read without an interleaved copy
+        return features.split if features.split is not None else features.on(self)
+
     def program_forward(self, program, keep):
         # the generated kernels of ._program_kernels (one row pass, .programs); the
         # reference lowering for what they do not cover (a user semiring's aggregation)
