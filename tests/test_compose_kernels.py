@@ -577,7 +577,9 @@ def test_an_edge_contraction_is_computed_once_per_edge_in_every_pass(monkeypatch
     (c,) = edge_contractions(p.structure).values()
     scratch, weight = f"TH{c.op}", f"P{c.param}"
     m = _module(p)
-    for name in ("forward", "row_pass", "row_columns"):
+    # its backward is one pass over columns (columns_only): no row pass gathers x_j again
+    assert "row_pass" not in m.functions
+    for name in ("forward", "row_columns"):
         k = m[name]
         edge_loops = k.edge_loops
         assert k.reads(scratch), name
@@ -585,9 +587,9 @@ def test_an_edge_contraction_is_computed_once_per_edge_in_every_pass(monkeypatch
             assert sum(loop in edge_loops for loop in k.loops_around(write)) == 1, name
     assert not m["forward"].reads(weight)
     # its cotangent: summed over the channel loops into GT<op>, handed to the weight's
-    # partial and the features' cotangent once per edge after them (no loop over the
-    # features inside a channel loop)
-    k = m["row_pass"]
+    # partial (per block of columns) and the features' cotangent once per edge after them
+    # (no loop over the features inside a channel loop)
+    k = m["row_columns"]
     sums = k.writes(f"GT{c.op}")
     edge_loops = set(k.edge_loops)
     channel_loops = {loop for w in sums for loop in k.loops_around(w)

@@ -303,15 +303,21 @@ class ProgramSource(ABC):
         extra = self._sink_args()[1:] if self.rule.keeps_outputs else ()
         if self._scatter_messages():
             extra = (*extra, "WP")
-        ts = tuple(f"T{k}" for k in p.softmaxes)
-        row = self._rows(self._def(out, "row_pass", "dZ", "GB", "Z", *stage, *extra, *ts,
-                                   "dXr", *self._grads(BY_ROW), "phase"))
-        self._row_root(self._phase(row, 0))
-        for r, k in enumerate(reversed(p.softmaxes)):
-            self._row_t(self._phase(row, 1 + 2 * r), k)
-            self._row_stage(self._phase(row, 2 + 2 * r), k)
-        out.emit("")
+        if self._row_pass_runs():
+            ts = tuple(f"T{k}" for k in p.softmaxes)
+            row = self._rows(self._def(out, "row_pass", "dZ", "GB", "Z", *stage, *extra, *ts,
+                                       "dXr", *self._grads(BY_ROW), "phase"))
+            self._row_root(self._phase(row, 0))
+            for r, k in enumerate(reversed(p.softmaxes)):
+                self._row_t(self._phase(row, 1 + 2 * r), k)
+                self._row_stage(self._phase(row, 2 + 2 * r), k)
+            out.emit("")
         self._row_columns(out, stage, extra)
+
+    def _row_pass_runs(self) -> bool:
+        """Whether the row strategy has a row pass (a generator whose column pass can do
+        all of a backward's work says when it has none)."""
+        return True
 
     def _row_root(self, row: SourceBlock) -> None:
         """Zero the softmax cotangents ``GS``, the root's cotangent ``GB`` at every edge of

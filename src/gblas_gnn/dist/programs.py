@@ -322,6 +322,8 @@ def _gather_again(dex, ctx: ShardedContext, p: Plan, dZ):
 def _row_gradients(grid, p: Plan, ctx, dZ) -> dict:
     b, mod = ctx.buffers, cpu.kernels(p)
     rb = cpu.row_backward_buffers(p, ctx, dZ)
+    if cpu.columns_only(p):                    # the column pass computes it all
+        return cpu.row_backward_columns(p, ctx, rb)
     row_pass = cpu.kernel(mod, "row_pass", b.work)
     if grid.q == 1:
         row_pass(*b.args(), *rb.args(), -1)

@@ -29,16 +29,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ...edge_attr import LoopedValues
 from ...ir.plan import BY_ROW, Plan, fusable, leaf_kinds, plan
 from .. import program_runtime as runtime
 from ..alignment import aligned_empty
+from ..looped_values import LoopedValues
 from ..patterns import CSRPattern, index_dtype, unsigned_view
 from ..program_runtime import ProgramContext, finish_grads, heads_view, x_slot
 from ._kernel_primitives import head_row_dots
 from ._minmax_kernels import winner_features
 from ._program_kernels import (
     SERIAL_WORK_BELOW,
+    columns_only,
     kernel,
     kernels,
     partial_rows,
@@ -50,7 +51,7 @@ __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "back
            "prepare", "finish_forward", "column_gradients", "row_gradients", "sink_outputs",
            "root_cotangent_inputs", "row_backward_buffers", "row_backward_columns",
            "finish_grads", "stats", "kernels", "kernel", "serial", "SERIAL_WORK_BELOW",
-           "sized_like"]
+           "sized_like", "columns_only"]
 
 _EMPTY_I = np.zeros(0, np.int64)
 _EMPTY_U = np.zeros(0, np.uint64)
@@ -236,15 +237,17 @@ def backward(ex, ctx: ProgramContext, dout) -> list:
     return finish_grads(p, b, grads)
 
 
-def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str], dX=None) -> dict:
+def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str], dX=None,
+                         by_column: bool = False) -> dict:
     """Zeroed cotangent arrays by slot, in the kernels' argument order (the rows read by
     target, by source, the parameters' partials per row or block of rows
-    (:func:`._program_kernels.partial_rows`), the edge features'); with the messages'
-    cotangent ``dX``, an operand that is the messages' own array gets a view of ``dX``
-    instead (:func:`_same_rows`)."""
+    (:func:`._program_kernels.partial_rows`; of columns ``by_column``), the edge
+    features'); with the messages' cotangent ``dX``, an operand that is the messages' own
+    array gets a view of ``dX`` instead (:func:`_same_rows`)."""
     out = {}
     X = b.operands[x_slot(p)] if dX is not None else None
     block = partial_rows(p)
+    items = b.pattern.ncols if by_column else b.pattern.nrows
     for role, slots in (("row", p.rows), ("col", p.cols), ("param", p.params),
                         ("eattr", p.eattrs)):
         for slot in slots if role in roles else ():
@@ -253,7 +256,7 @@ def _zeros_like_operands(p: Plan, b: Buffers, roles: set[str], dX=None) -> dict:
                 out[slot] = dX.reshape(v.shape)
                 continue
             # np.zeros, not zeros_like: fresh zero pages instead of a pass that fills
-            out[slot] = np.zeros((-(-b.pattern.nrows // block), *v.shape)
+            out[slot] = np.zeros((-(-items // block), *v.shape)
                                  if role == "param" else v.shape, v.dtype)
     return out
 
@@ -369,10 +372,12 @@ def _column_range(p: Plan, b: Buffers, j0: int, j1: int, X) -> Buffers:
 
 
 def row_gradients(p: Plan, ctx: ProgramContext, dZ) -> dict:
-    """Strategy ``"row"``: the row pass through every stage, then the column pass."""
+    """Strategy ``"row"``: the row pass through every stage, then the column pass (that one
+    alone with :func:`columns_only`)."""
     b, mod = ctx.buffers, kernels(p)
     rb = row_backward_buffers(p, ctx, dZ)
-    kernel(mod, "row_pass", b.work)(*b.args(), *rb.args(), -1)
+    if not columns_only(p):
+        kernel(mod, "row_pass", b.work)(*b.args(), *rb.args(), -1)
     return row_backward_columns(p, ctx, rb)
 
 
@@ -417,7 +422,7 @@ def row_backward_buffers(p: Plan, ctx: ProgramContext, dZ) -> RowBackward:
     dXr = np.zeros(b.operands[x_slot(p)].shape, dt) if spmm_t else np.empty((1, 1, 1), dt)
     T = [np.empty((p.heads_of(k), n), dt) for k in p.softmaxes]
     return RowBackward(dZ, GB, Z, stage, extra, T, dXr,
-                       _zeros_like_operands(p, b, BY_ROW))
+                       _zeros_like_operands(p, b, BY_ROW, by_column=columns_only(p)))
 
 
 def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward) -> dict:
@@ -435,8 +440,10 @@ def row_backward_columns(p: Plan, ctx: ProgramContext, rb: RowBackward) -> dict:
         dX = aligned_empty(X.shape, dt)
     else:
         dX = np.empty((1, 1, 1), dt)
+    # with columns_only the column pass adds the parameters' and features' cotangents too
+    by_column = list(row.values()) if columns_only(p) else []
     kernel(mod, "row_columns", b.work)(*b.args(csc=True), dZ, GB, Z, *stage, *extra, dX,
-                                       *col.values())
+                                       *col.values(), *by_column)
     if _scatters_messages(p):
         _winners_gradient(p, b, dZ, extra, dX)
     grads.update(col)
