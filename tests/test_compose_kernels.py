@@ -595,12 +595,16 @@ def test_an_edge_contraction_is_computed_once_per_edge_in_every_pass(monkeypatch
     channel_loops = {loop for w in sums for loop in k.loops_around(w)
                      if edge_loops & set(k.loops_around(loop))}
     assert sums and channel_loops
-    # (ea<slot>: the edge's row of the features, feature_row's)
-    for array in (f"ea{c.eattr}", f"dP{c.param}", f"dEA{c.eattr}"):
+    # (ea<slot>: the edge's row of the features, feature_row's; GW<op>: the weight's
+    # cotangent summed over the edges of a block of columns)
+    for array in (f"ea{c.eattr}", f"GW{c.op}", f"dEA{c.eattr}"):
         touched = k.reads(array) + k.writes(array)
         assert touched, array
         for node in touched:
             assert not channel_loops & set(k.loops_around(node)), array
+    # the block's partial of the weight gets that sum once, after the block's edges
+    flushes = k.accumulated_from(f"GW{c.op}")
+    assert flushes and not any(edge_loops & set(k.loops_around(n)) for n in flushes)
 
 
 @pytest.mark.cpu_only

@@ -40,15 +40,20 @@ class SourceBlock:
     writes them all. :attr:`prologue`: where code that must run once per edge before the
     edge's channel loops goes (:meth:`EdgeCode.value`), and :attr:`epilogue`: where code
     that must run once per edge after them goes (:meth:`EdgeCode.reverse` of a contraction),
-    both inherited by the blocks inside; None where no generator reserved one."""
+    both inherited by the blocks inside; None where no generator reserved one. :attr:`items`:
+    the start and the end of every item of a loop over items (a block of rows or columns
+    that shares a parameter partial, :meth:`item_body`), where code that runs once per item
+    goes, inherited the same way."""
 
     def __init__(self, indent: int = 0, counter: list | None = None,
-                 prologue: SourceBlock | None = None, epilogue: SourceBlock | None = None):
+                 prologue: SourceBlock | None = None, epilogue: SourceBlock | None = None,
+                 items: tuple[SourceBlock, SourceBlock] | None = None):
         self.lines: list = []
         self.indent = indent
         self._counter = counter if counter is not None else [0]
         self.prologue = prologue
         self.epilogue = epilogue
+        self.items = items
         #: the operations whose once-per-edge code a reserved block holds (EdgeCode.value)
         self.done: set = set()
 
@@ -61,17 +66,19 @@ class SourceBlock:
 
     def deeper(self) -> SourceBlock:
         """A block one level deeper with lines of its own (a loop body), sharing the names."""
-        return SourceBlock(self.indent + 1, self._counter, self.prologue, self.epilogue)
+        return SourceBlock(self.indent + 1, self._counter, self.prologue, self.epilogue,
+                           self.items)
 
     def nested(self) -> SourceBlock:
         """A block one level deeper writing into the same lines."""
-        inner = SourceBlock(self.indent + 1, self._counter, self.prologue, self.epilogue)
+        inner = self.deeper()
         inner.lines = self.lines
         return inner
 
     def reserve(self) -> SourceBlock:
         """A block at this indentation, placed here in the lines and filled later."""
-        block = SourceBlock(self.indent, self._counter, self.prologue, self.epilogue)
+        block = SourceBlock(self.indent, self._counter, self.prologue, self.epilogue,
+                            self.items)
         self.lines.append(block)
         return block
 
@@ -81,8 +88,19 @@ class SourceBlock:
         end of every iteration, after everything the body holds."""
         body = self.deeper()
         self.lines.append(body)
-        body.epilogue = SourceBlock(body.indent, self._counter, body.prologue)
+        body.epilogue = SourceBlock(body.indent, self._counter, body.prologue, None,
+                                    self.items)
         self.lines.append(body.epilogue)
+        return body
+
+    def item_body(self) -> SourceBlock:
+        """The body of a loop over items this block has just opened, with :attr:`items`
+        reserved at its start and after it (run at the start and the end of every item)."""
+        body = self.deeper()
+        self.lines.append(body)
+        end = SourceBlock(body.indent, self._counter, body.prologue)
+        self.lines.append(end)
+        body.items = (body.reserve(), end)
         return body
 
     def text(self) -> str:
@@ -392,7 +410,9 @@ class EdgeCode:
         """:meth:`_contraction_cotangent`'s updates, once per edge after its channel loops."""
         gt, lead = f"GT{c.op}", len(self.ops[c.op].trail)
         f = epi.fresh("f")
-        if "param" in wants:
+        if "param" in wants and epi.items is not None:
+            self._contraction_weight_per_item(epi, c)
+        elif "param" in wants:
             block, idx = epi, []
             for axis in range(lead):
                 var = block.fresh("a")
@@ -415,6 +435,44 @@ class EdgeCode:
             body.emit(f"for {a} in range({m}):")
             body.nested().emit(f"{acc} += {gt}[{a}] * WT{c.op}[{f} * {m} + {a}]")
             self.leaves.grad_eattr(body, c.eattr, (f,), acc)
+
+    def _contraction_weight_per_item(self, epi: SourceBlock, c: EdgeContraction) -> None:
+        r"""The weight's cotangent of the contraction ``c`` summed over an item's edges in
+        the scratch ``GW<op>`` (``[f, a]``: features first, so that an edge's update is f_e
+        vectorised loops over the channels), zeroed at the item's start and added to the
+        item's partial at its end, where the edge's rank-one update of the partial (``[a,
+        f]``, k · f_e read–modify–writes) had cost GINE's pass over columns 30 % of its
+        time:
+
+        .. math:: \bar W[a, f] \mathrel{+}= \textstyle\sum_{p \in \text{item}}
+                  \bar T_p[a]\, e_p[f]"""
+        gt, gw, part = f"GT{c.op}", f"GW{c.op}", f"dP{c.param}"
+        start, end = epi.items
+        if ("weight", c.op) not in start.done:
+            start.done.add(("weight", c.op))
+            z = start.fresh("z")
+            start.emit(f"for {z} in range({gw}.shape[0]):")
+            start.nested().emit(f"{gw}[{z}] = {self.zero}")
+            m, nf, flat = end.fresh("m"), end.fresh("nf"), end.fresh("dpf")
+            a, f = end.fresh("a"), end.fresh("f")
+            end.emit(f"{m} = {gt}.shape[0]")
+            end.emit(f"{nf} = {gw}.shape[0] // {m}")
+            end.emit(f"{flat} = {part}.reshape(({part}.shape[0], {part}.size // "
+                     f"{part}.shape[0]))")
+            end.emit(f"for {a} in range({m}):")
+            inner = end.nested()
+            inner.emit(f"for {f} in range({nf}):")
+            inner.nested().emit(f"{flat}[{self.leaves.param_row}, {a} * {nf} + {f}] += "
+                                f"{gw}[{f} * {m} + {a}]")
+        m, f, a, e = epi.fresh("m"), epi.fresh("f"), epi.fresh("a"), epi.fresh("e")
+        w = epi.fresh("w")
+        epi.emit(f"{m} = {gt}.shape[0]")
+        epi.emit(f"{w} = {self.leaves.view('eattr', c.eattr, ())}")
+        epi.emit(f"for {f} in range({w}.shape[0]):")
+        body = epi.nested()
+        body.emit(f"{e} = {w}[{f}]")
+        body.emit(f"for {a} in range({m}):")
+        body.nested().emit(f"{gw}[{f} * {m} + {a}] += {e} * {gt}[{a}]")
 
     def input(self, block, scope, i: int, k: int, idx: tuple) -> str:
         """The value of input ``k`` of operation ``i`` at the (broadcast) index ``idx``."""
