@@ -409,10 +409,10 @@ class EdgeCode:
     def _contraction_epilogue(self, epi: SourceBlock, c: EdgeContraction, wants) -> None:
         """:meth:`_contraction_cotangent`'s updates, once per edge after its channel loops."""
         gt, lead = f"GT{c.op}", len(self.ops[c.op].trail)
-        f = epi.fresh("f")
         if "param" in wants and epi.items is not None:
             self._contraction_weight_per_item(epi, c)
         elif "param" in wants:
+            f = epi.fresh("f")
             block, idx = epi, []
             for axis in range(lead):
                 var = block.fresh("a")
@@ -427,14 +427,26 @@ class EdgeCode:
             block.emit(f"for {f} in range({w}.shape[0]):")
             block.nested().emit(f"{d}[{f}] += {ga} * {w}[{f}]")
         if "eattr" in wants and self._derived(c.eattr):
-            acc, a, m = epi.fresh("acc"), epi.fresh("a"), epi.fresh("m")
-            epi.emit(f"{m} = {gt}.shape[0]")
-            epi.emit(f"for {f} in range({self.leaves.size('eattr', c.eattr, 0)}):")
-            body = epi.nested()
-            body.emit(f"{acc} = {self.zero}")
-            body.emit(f"for {a} in range({m}):")
-            body.nested().emit(f"{acc} += {gt}[{a}] * WT{c.op}[{f} * {m} + {a}]")
+            acc = epi.fresh("acc")
+            body, f = self._features_then_channels(
+                epi, c, self.leaves.size("eattr", c.eattr, 0), lambda f: f"{acc} = {self.zero}",
+                lambda f, a, m: f"{acc} += {gt}[{a}] * WT{c.op}[{f} * {m} + {a}]")
             self.leaves.grad_eattr(body, c.eattr, (f,), acc)
+
+    @staticmethod
+    def _features_then_channels(block: SourceBlock, c: EdgeContraction, features: str,
+                                head, line) -> tuple[SourceBlock, str]:
+        """Emit a loop over the ``features`` of the contraction ``c`` holding ``head(f)`` and
+        a loop over its channels ``a`` (``m`` of them, ``GT``'s length) holding ``line(f, a,
+        m)``; the outer loop's body and variable."""
+        m, f, a = block.fresh("m"), block.fresh("f"), block.fresh("a")
+        block.emit(f"{m} = GT{c.op}.shape[0]")
+        block.emit(f"for {f} in range({features}):")
+        body = block.nested()
+        body.emit(head(f))
+        body.emit(f"for {a} in range({m}):")
+        body.nested().emit(line(f, a, m))
+        return body, f
 
     def _contraction_weight_per_item(self, epi: SourceBlock, c: EdgeContraction) -> None:
         r"""The weight's cotangent of the contraction ``c`` summed over an item's edges in
@@ -464,15 +476,10 @@ class EdgeCode:
             inner.emit(f"for {f} in range({nf}):")
             inner.nested().emit(f"{flat}[{self.leaves.param_row}, {a} * {nf} + {f}] += "
                                 f"{gw}[{f} * {m} + {a}]")
-        m, f, a, e = epi.fresh("m"), epi.fresh("f"), epi.fresh("a"), epi.fresh("e")
-        w = epi.fresh("w")
-        epi.emit(f"{m} = {gt}.shape[0]")
+        e, w = epi.fresh("e"), epi.fresh("w")
         epi.emit(f"{w} = {self.leaves.view('eattr', c.eattr, ())}")
-        epi.emit(f"for {f} in range({w}.shape[0]):")
-        body = epi.nested()
-        body.emit(f"{e} = {w}[{f}]")
-        body.emit(f"for {a} in range({m}):")
-        body.nested().emit(f"{gw}[{f} * {m} + {a}] += {e} * {gt}[{a}]")
+        self._features_then_channels(epi, c, f"{w}.shape[0]", lambda f: f"{e} = {w}[{f}]",
+                                     lambda f, a, m: f"{gw}[{f} * {m} + {a}] += {e} * {gt}[{a}]")
 
     def input(self, block, scope, i: int, k: int, idx: tuple) -> str:
         """The value of input ``k`` of operation ``i`` at the (broadcast) index ``idx``."""
