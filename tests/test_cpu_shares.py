@@ -100,12 +100,14 @@ def test_blocks_of_rows_are_the_items():
 
 
 @TWO_THREADS
-def test_threaded_kernels_give_the_same_bits_as_one_thread(monkeypatch):
+@pytest.mark.parametrize("layer_name", ["gatv2", "gine"])
+def test_threaded_kernels_give_the_same_bits_as_one_thread(monkeypatch, layer_name):
     """GATv2 with edge features (a forward and a row pass whose items are blocks of rows,
-    a column pass over columns; the features get a cotangent) forward and every gradient
-    on a power-law graph: on one thread and on two, the same bits. (Rows as items are the
-    same shares with ``rows_per_item`` 1; the drivers' results without edge features are
-    checked against the reference in ``test_compose_kernels``.)"""
+    a column pass over columns; the features get a cotangent) and GINE (its backward one
+    pass whose items are blocks of columns, each with its partials of the parameters)
+    forward and every gradient on a power-law graph: on one thread and on two, the same
+    bits. (Rows as items are the same shares with ``rows_per_item`` 1; the drivers' results
+    without edge features are checked against the reference in ``test_compose_kernels``.)"""
     edge_dim = 3
     rng = np.random.default_rng(5)
     n = 300
@@ -124,7 +126,9 @@ def test_threaded_kernels_give_the_same_bits_as_one_thread(monkeypatch):
         g = gg.Graph.from_edges(pairs[:, 0], pairs[:, 1], n, edge_attr=attr,
                                 dtype=np.float32)
         g.edge_attr.requires_grad_()
-        layer = gg.nn.GATv2Conv(8, 4, heads=2, edge_dim=edge_dim, seed=1, executor="cpu")
+        layer = gg.nn.GATv2Conv(8, 4, heads=2, edge_dim=edge_dim, seed=1, executor="cpu") \
+            if layer_name == "gatv2" else \
+            gg.nn.GINEConv([8, 8, 8], edge_dim=edge_dim, train_eps=True, seed=1, executor="cpu")
         out = layer(g, x)
         dx = layer.backward(dout)
         return [out, dx, layer.edge_attr_grad, *(v for _, v in sorted(layer.grads.items()))]
