@@ -535,14 +535,18 @@ def self_looped_matrix(A: gb.Matrix) -> gb.Matrix:
     return A.ewise_add(eye, binary.first).new()
 
 
+def in_csr_order(src: np.ndarray, dst: np.ndarray) -> bool:
+    """Whether the edges ``src[k] → dst[k]`` are sorted by target, then by source, each pair
+    once."""
+    step = np.diff(dst)
+    return bool((step >= 0).all() and (np.diff(src)[step == 0] > 0).all())
+
+
 def _csr_permutation(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
     """The given edges ``src[k] → dst[k]`` (int64) in the CSR order of their pattern
     (targets, then sources ascending): the permutation, or None when they are given in it; a
     pair given twice is refused (the edges carry features)."""
-    if src.size < 2:
-        return None
-    step = np.diff(dst)
-    if (step >= 0).all() and (np.diff(src)[step == 0] > 0).all():
+    if in_csr_order(src, dst):
         return None
     csr = np.lexsort((src, dst))
     same = (dst[csr[1:]] == dst[csr[:-1]]) & (src[csr[1:]] == src[csr[:-1]])

@@ -53,8 +53,6 @@ def _csr_ordered(src: np.ndarray, dst: np.ndarray, n: int) -> bool:
         return True
     if min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n:
         return False
-    step = np.diff(dst)
-    if (step < 0).any():
-        return False
-    same = step == 0
-    return bool((np.diff(src)[same] > 0).all())
+    from gblas_gnn.graph import in_csr_order
+
+    return in_csr_order(src, dst)

@@ -306,18 +306,23 @@ class _Generator(HeadUnrolling, ProgramSource):
             body.emit(f"WT{op} = stack_empty({w}.size, {w})")
             body.emit(f"channels_first({w}, WT{op})")
 
-    def _rows(self, body: SourceBlock) -> SourceBlock:
+    def _items(self, body: SourceBlock, var: str, pointers: str) -> SourceBlock:
+        """The loop over the kernel's items ``[r0, r1)``: rows or columns ``var`` (of
+        ``pointers``: indptr or colptr), or blocks of :func:`partial_rows` of them with the
+        item's start and end reserved (:meth:`SourceBlock.item_body`); the loop's body."""
         block = partial_rows(self.p)
-        if block > 1:                   # the items are blocks of rows (partial_rows)
+        if block > 1:                   # the items are blocks (they share partials)
             body.emit("for blk in range(r0, r1):")
-            rows = body.item_body()
-            rows.emit(f"for i in range(blk * np.uint64({block}), "
-                      f"min(np.uint64(indptr.shape[0] - 1), blk * np.uint64({block}) + "
+            body = body.item_body()
+            body.emit(f"for {var} in range(blk * np.uint64({block}), "
+                      f"min(np.uint64({pointers}.shape[0] - 1), blk * np.uint64({block}) + "
                       f"np.uint64({block}))):")
-            body = rows
         else:
-            body.emit("for i in range(r0, r1):")
-        row = body.nested()
+            body.emit(f"for {var} in range(r0, r1):")
+        return body.nested()
+
+    def _rows(self, body: SourceBlock) -> SourceBlock:
+        row = self._items(body, "i", "indptr")
         row.emit("lo = indptr[i]")
         row.emit(f"hi = indptr[i + {self.index_one}]")
         return row
@@ -548,18 +553,8 @@ class _Generator(HeadUnrolling, ProgramSource):
         kinds = {"col", "param", "eattr"}
         self._by_column = True
         try:
-            body = self._def(out, "row_columns", "dZ", "GB", "Z", *stage, *extra, "dX",
-                             *self._grads(kinds))
-            block = partial_rows(self.p)
-            if block > 1:
-                body.emit("for blk in range(r0, r1):")
-                body = body.item_body()
-                body.emit(f"for j in range(blk * np.uint64({block}), "
-                          f"min(np.uint64(colptr.shape[0] - 1), blk * np.uint64({block}) + "
-                          f"np.uint64({block}))):")
-            else:
-                body.emit("for j in range(r0, r1):")
-            col = body.nested()
+            col = self._items(self._def(out, "row_columns", "dZ", "GB", "Z", *stage, *extra,
+                                        "dX", *self._grads(kinds)), "j", "colptr")
             if self.rule.gathers_messages:
                 self._zero_messages(col)
             e = self._col_edges(col)
