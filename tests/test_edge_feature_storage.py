@@ -133,10 +133,40 @@ def test_a_layer_on_the_cpu_reads_the_parts_and_equals_the_reference(layer):
         looped = g.with_self_loops()
         assert looped.edge_attr.split is not None
         if ex == "cpu":                          # the interleaved array was never made
-            assert looped.edge_attr._values is None
+            assert looped.edge_attr.split._array is None
     (Zc, dHc, dEc, gc), (Zp, dHp, dEp, gp) = outs["cpu"], outs["primitives"]
     np.testing.assert_allclose(Zc, Zp, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(dHc, dHp, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(dEc, dEp, rtol=1e-10, atol=1e-12)
     for k in gc:
         np.testing.assert_allclose(gc[k], gp[k], rtol=1e-10, atol=1e-12)
+
+
+def test_a_program_the_kernels_do_not_run_reads_the_features_made_once():
+    """A user semiring's aggregation runs the reference lowering: it reads the interleaved
+    array, made from the parts at the first call and kept, and equals the sum's kernels."""
+    from gblas_gnn import compose, ops, semirings
+
+    name = "test_looped_user_times"
+    semirings.register(name, "plus", lambda s, h: s * h, add_identity=0.0,
+                       mul_grad=(lambda s, h: h, lambda s, h: s))
+    try:
+        looped = _graph(4, 20, 60).with_self_loops()
+        rng = np.random.default_rng(2)
+        w, X = rng.standard_normal(3), rng.standard_normal((20, 2))
+
+        def aggregate(semiring):
+            return compose.evaluate(lambda w, X: ops.aggregate(
+                ops.structure(looped) * (looped.edge_attr @ w), X, semiring), w, X,
+                executor="cpu")
+
+        assert looped.edge_attr.split._array is None
+        want = aggregate("sum")                       # the generated kernels: no array made
+        assert looped.edge_attr.split._array is None
+        np.testing.assert_allclose(aggregate(name), want, rtol=1e-12)
+        made = looped.edge_attr.split._array
+        np.testing.assert_array_equal(made, looped.edge_attr.values)
+        aggregate(name)
+        assert looped.edge_attr.split._array is made   # kept, not made again
+    finally:
+        semirings.registry._unregister(name)

@@ -269,10 +269,13 @@ class EdgeFeatures:
     def values(self) -> np.ndarray:
         """The ``(nnz, f)`` features in the pattern's CSR order (made once from
         :attr:`split` for a graph with loops, at the first read)."""
-        if self._values is None:
+        if self._values is not None:
+            return self._values
+
+        def edges():
             _, (rows, cols) = self._loops.edges()
-            self._values = self.split.interleaved(self._loops.ids[rows], cols)
-        return self._values
+            return self._loops.ids[rows], cols
+        return self.split.interleaved(edges)
 
     @property
     def f(self) -> int:

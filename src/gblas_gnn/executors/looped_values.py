@@ -4,7 +4,8 @@ kernels read without an interleaved copy."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,6 +36,8 @@ class LoopedValues:
     loops: np.ndarray
     shift: np.ndarray
     nnz: int
+    #: the interleaved array, once :meth:`interleaved` made it
+    _array: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -53,13 +56,17 @@ class LoopedValues:
         return LoopedValues(self.base.astype(dtype), self.loops.astype(dtype), self.shift,
                             self.nnz)
 
-    def interleaved(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """The ``(nnz, f)`` array in the CSR order of the pattern whose entries are at rows
-        ``rows`` from the sources ``cols`` (both ``(nnz,)``, in that order)."""
-        out = np.empty(self.shape, self.dtype)
-        loop = rows == cols
-        out[loop] = self.loops[rows[loop]]
-        p = np.flatnonzero(~loop)
-        r = rows[p]
-        out[p] = self.base[p - self.shift[r + (cols[p] > r)].astype(np.int64)]
-        return out
+    def interleaved(self, edges: Callable[[], tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """The ``(nnz, f)`` array in the CSR order of the pattern whose entries ``edges()``
+        gives, ``(rows, sources)`` (both ``(nnz,)``, in that order): made at the first call,
+        then kept."""
+        if self._array is None:
+            rows, cols = edges()
+            out = np.empty(self.shape, self.dtype)
+            loop = rows == cols
+            out[loop] = self.loops[rows[loop]]
+            p = np.flatnonzero(~loop)
+            r = rows[p]
+            out[p] = self.base[p - self.shift[r + (cols[p] > r)].astype(np.int64)]
+            object.__setattr__(self, "_array", out)      # a cache: the values are the same
+        return self._array

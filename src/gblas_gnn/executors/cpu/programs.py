@@ -151,14 +151,16 @@ class HostOperands:
 
 def interleaved(ex, prog):
     """``prog`` with the features of a graph with loops as one ``(nnz, f)`` array in its CSR
-    order (:meth:`~gblas_gnn.edge_attr.LoopedValues.interleaved`), for the reference
-    lowering; ``prog`` itself when it reads none."""
+    order (:meth:`~gblas_gnn.executors.looped_values.LoopedValues.interleaved`: made once and
+    kept with them), for the reference lowering; ``prog`` itself when it reads none."""
     if not any(isinstance(o.value, LoopedValues) for o in prog.operands):
         return prog
     pattern = ex.csr_pattern(prog.pattern)
-    rows, cols = pattern.rows(), pattern.indices.astype(np.int64)
+
+    def edges():
+        return pattern.rows(), pattern.indices.astype(np.int64)
     return replace(prog, operands=[
-        replace(o, value=o.value.interleaved(rows, cols))
+        replace(o, value=o.value.interleaved(edges))
         if isinstance(o.value, LoopedValues) else o for o in prog.operands])
 
 
