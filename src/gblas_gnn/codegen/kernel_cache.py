@@ -15,6 +15,10 @@ compile each kernel once between them: :class:`LockedKernel` takes an exclusive 
 kernel for a call with argument types its process has not called it with yet, so the first
 process compiles and writes numba's cache while the others wait, then load the machine code
 from it.
+
+A module that says so (``REMAINDER_LANES`` above 0) has its kernels compiled with the
+remainders of LLVM's vector loops vectorised (:func:`vectorised_remainders`): a loop over
+one head's channels is shorter than a vector loop's step and would otherwise run scalar.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import ModuleType
 
+import llvmlite.binding as llvm
 import numba
 
 from ..ir.plan import Plan
@@ -38,7 +44,13 @@ except ImportError:                     # pragma: no cover
     fcntl = None
 
 __all__ = ["cache_dir", "signature_key", "load_module", "exclusive", "LockedKernel",
-           "locked_kernel", "type_key"]
+           "locked_kernel", "type_key", "vectorised_remainders", "REMAINDER_LANES"]
+
+#: the lanes of the vector loop LLVM gives a vectorised loop's remainder in the kernels
+#: (one 256-bit vector of float32)
+REMAINDER_LANES = 8
+_EPILOGUE_OPTION = "-epilogue-vectorization-force-VF"
+_COMPILING = threading.RLock()
 
 
 def cache_dir(executor: str = "cpu") -> Path:
@@ -118,16 +130,53 @@ def type_key(a) -> tuple:
     return (dtype.str, getattr(a, "ndim", 0), *layout)
 
 
+@contextmanager
+def vectorised_remainders(lanes: int = REMAINDER_LANES) -> Iterator[None]:
+    r"""Compile in the body with LLVM's *epilogue vectorisation* at ``lanes`` lanes, then set
+    LLVM back to its default (no other code of the process is compiled so).
+
+    LLVM vectorises a loop whose trip count ``N`` is known only at run time in steps of
+    ``VF · IC`` lanes (8 float32 in a 256-bit vector, interleaved 4 times: 32) and runs
+    the remainder, :math:`N \bmod (VF \cdot IC)`, as a scalar loop. A loop over one head's
+    channels (``f = 8`` of GATv2 4 × 8, whose root reads ``R[i, h, c]``, ``C[j, h, c]`` and
+    ``a[h, c]``) never reaches the vector body, and ran scalar in every pass. With the
+    remainder given a vector loop of ``lanes`` lanes, such a loop is one vector step
+    (``docs/performance.md``, multi-head attention, has the measurements). The option is
+    LLVM's ``-epilogue-vectorization-force-VF``, a process-wide setting: it is set for the
+    duration of the body only, under a lock, so that two threads compiling at once do not
+    reset it under each other. The result of a loop is the same bits either way unless the
+    loop reduces in ``fastmath`` (a vectorised remainder then adds its terms in another
+    order)."""
+    with _COMPILING:
+        llvm.set_option("", f"{_EPILOGUE_OPTION}={int(lanes)}")
+        try:
+            yield
+        finally:
+            llvm.set_option("", f"{_EPILOGUE_OPTION}=1")
+
+
 class LockedKernel:
     """A generated kernel whose calls with argument types new to this process run under the
     kernel's lock (:func:`exclusive`): the first process to get it compiles and fills
     numba's cache, and every process after it loads the compiled code from there instead
-    of compiling the same kernel again at the same time on the same cores."""
+    of compiling the same kernel again at the same time on the same cores. With
+    ``remainder_lanes`` above 0 it is compiled with its loops' remainders vectorised at
+    that many lanes (:func:`vectorised_remainders`)."""
 
-    __slots__ = ("fn", "lock", "_seen", "_addresses")
+    __slots__ = ("fn", "lock", "remainder_lanes", "_seen", "_addresses")
 
-    def __init__(self, fn: Callable, lock: Path):
-        self.fn, self.lock, self._seen, self._addresses = fn, lock, set(), {}
+    def __init__(self, fn: Callable, lock: Path, remainder_lanes: int = 0):
+        self.fn, self.lock, self.remainder_lanes = fn, lock, int(remainder_lanes)
+        self._seen, self._addresses = set(), {}
+
+    def _compiling(self):
+        """The context of a compile: the kernel's lock, and the remainders' vector loops
+        where asked for."""
+        stack = ExitStack()
+        stack.enter_context(exclusive(self.lock))
+        if self.remainder_lanes:
+            stack.enter_context(vectorised_remainders(self.remainder_lanes))
+        return stack
 
     def __call__(self, *args):
         return self.call_keyed(type_key(args), *args)
@@ -137,7 +186,7 @@ class LockedKernel:
         their types, computed by the caller (once for several kernels' calls)."""
         if key in self._seen:
             return self.fn(*args)
-        with exclusive(self.lock):
+        with self._compiling():
             out = self.fn(*args)
         self._seen.add(key)
         return out
@@ -151,7 +200,7 @@ class LockedKernel:
         found = self._addresses.get(key)
         if found is None:
             signature = tuple(map(numba.typeof, args))
-            with exclusive(self.lock):
+            with self._compiling():
                 self.fn.compile(signature)
             compiled = self.fn.overloads[signature]
             found = self._addresses[key] = compiled.library.get_pointer_to_function(
@@ -164,11 +213,13 @@ _KERNELS: dict[tuple[str, str], LockedKernel] = {}
 
 def locked_kernel(directory: Path, mod: ModuleType, name: str) -> LockedKernel:
     """The kernel ``name`` of the generated module ``mod`` (loaded from ``directory``) as a
-    :class:`LockedKernel` (one per kernel and process)."""
+    :class:`LockedKernel` (one per kernel and process), its remainders vectorised where the
+    module's ``REMAINDER_LANES`` asks for it."""
     key = (mod.__name__, name)
     found = _KERNELS.get(key)
     if found is None or found.fn is not getattr(mod, name):
         stem = mod.__name__.rsplit(".", 1)[-1]
         found = _KERNELS[key] = LockedKernel(getattr(mod, name),
-                                             directory / ".locks" / f"{stem}.{name}.lock")
+                                             directory / ".locks" / f"{stem}.{name}.lock",
+                                             getattr(mod, "REMAINDER_LANES", 0))
     return found
