@@ -287,6 +287,10 @@ class EdgeCode:
         self._split = False
         #: contractions computed once per edge where a block has a prologue (:meth:`value`)
         self.contractions = edge_contractions(structure)
+        #: the head index of a loop over a row's ``heads · f`` lanes (``(lane_head, c)``:
+        #: lane ``c`` of a head-major ``(heads, f)`` value), where a generator walks them
+        #: at once; None: heads are indexed one at a time
+        self.lane_head: str | None = None
 
     def lit(self, v: float) -> str:
         """The number ``v`` as a literal of the program's dtype."""
@@ -370,7 +374,10 @@ class EdgeCode:
 
     def _flat(self, c: EdgeContraction, idx: tuple) -> str:
         """The position of ``idx`` in the contraction's flat scratch (its parameter's
-        leading axes, row-major)."""
+        leading axes, row-major): a lane's own index where the heads' lanes are walked at
+        once (:attr:`lane_head`)."""
+        if self.lane_head is not None and len(idx) == 2 and idx[0] == self.lane_head:
+            return idx[1]
         flat = idx[0]
         for axis, index in enumerate(idx[1:], start=1):
             flat = f"({flat}) * {self.leaves.size('param', c.param, axis)} + {index}"

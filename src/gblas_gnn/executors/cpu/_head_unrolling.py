@@ -44,6 +44,18 @@ Together with the prefetch of the whole row
 row pass and the column pass of GAT 4 × 8 faster than the loop form, and the width written
 in makes them faster again (``docs/performance.md`` records the measurements).
 
+**The scores' lanes in the light row pass.** Where the scores are a channel sum of
+``(heads, f)`` values read from ``(heads, f)`` operands (GATv2's
+:math:`a_h \cdot \mathrm{LeakyReLU}(R_{i,h} + C_{j,h} + W_e e_{ji})`), the light row pass
+walks an edge's ``heads · f`` lanes in one loop instead of one loop of ``f`` per head
+(:func:`score_lanes`): lane ``c`` reads the flat rows ``R<s>l[i, c]``, ``C<s>l[j, c]``,
+``P<s>l[c]`` and its head's cotangent by selects on ``c``,
+
+.. math:: \bar R_{i,c} \mathrel{+}= \bar s_{p,h(c)}\, \partial s / \partial R_{i,c},
+
+the same operations per lane in the same order as the per-head loops, so the same bits. A
+head's loop of ``f = 8`` ran scalar (``docs/performance.md`` has the measurement).
+
 **Softmax entries.** With a power-of-two number of heads the exponentials and the
 normalisation walk the row's ``heads · (hi − lo)`` entries of ``S`` flat, by an unsigned
 index (see :meth:`HeadUnrolling._flat_entries`).
@@ -53,10 +65,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...codegen.scalar import SourceBlock, ValueScope
+from ...codegen.scalar import SourceBlock, ValueScope, edge_contractions
 from ...ir.plan import Plan, head_index
 
-__all__ = ["UNROLLED_HEADS", "head_counts", "lane_width", "HeadUnrolling"]
+__all__ = ["UNROLLED_HEADS", "LANE", "head_counts", "lane_width", "score_lanes", "selects",
+           "HeadUnrolling"]
 
 #: the most heads a forward writes out (more: the loop over heads of the skeleton)
 UNROLLED_HEADS = 8
@@ -95,7 +108,51 @@ def lane_width(p: Plan) -> int:
     return next(shape[-1] for role, shape in p.structure.roles if role == "x")
 
 
-def _selects(values: list[str], test: Callable[[int], str]) -> str:
+#: the head index of a value read at one of a row's ``heads · f`` lanes
+#: (:attr:`gblas_gnn.codegen.scalar.EdgeCode.lane_head`)
+LANE = "hl"
+#: the operations the scores' lanes may hold (besides edge contractions, read per lane)
+_LANE_KINDS = frozenset({"row", "col", "param", "const", "avals", "map", "zip"})
+
+
+def score_lanes(p: Plan) -> tuple[int, int] | None:
+    """``(heads, f)`` where the light row pass of ``p`` walks the scores' lanes at once: the
+    column strategy with its heads written out, the scores (the softmax's input) a channel
+    sum of a ``(heads, f)`` value whose every operation is elementwise on ``(heads, f)``
+    (or one number an edge) and whose row, column and parameter reads are ``(heads, f)``
+    operands, or an edge contraction of that trail (read per lane from its scratch); None
+    otherwise. Part of the module's key (the lanes' count is written in)."""
+    n = _unrolled(p.heads or 0)
+    if not n or p.strategy != "column" or p.softmax is None:
+        return None
+    s = p.structure
+    x = s.ops[p.softmax].inputs[0]
+    if s.ops[x].kind != "sum" or len(s.ops[s.ops[x].inputs[0]].trail) != 2:
+        return None
+    y = s.ops[x].inputs[0]
+    lanes = s.ops[y].trail
+    if lanes[0] != n:
+        return None
+    contractions = edge_contractions(s)
+    stack, seen = [y], set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        op = s.ops[i]
+        if op.trail not in (lanes, ()):
+            return None
+        if i in contractions:
+            continue
+        if op.kind not in _LANE_KINDS or (op.kind in ("row", "col", "param")
+                                           and s.roles[op.args[0]][1] != lanes):
+            return None
+        stack.extend(op.inputs)
+    return n, lanes[1]
+
+
+def selects(values: list[str], test: Callable[[int], str]) -> str:
     """``values[h]`` for the first ``h`` whose ``test(h)`` holds (the last value when none
     does), as a chain of conditional expressions."""
     expr = values[-1]
@@ -196,7 +253,7 @@ class HeadUnrolling:
     def _by_head(values: list[str]) -> str:
         """The value of entry ``e``'s head ``hh``: ``values[hh]``, as selects (which
         vectorise)."""
-        return _selects(values, lambda h: f"hh == np.uint64({h})")
+        return selects(values, lambda h: f"hh == np.uint64({h})")
 
     # ------------------------------------------------------------------ lanes
     def _lane_count(self, row: str) -> str:
@@ -222,7 +279,7 @@ class HeadUnrolling:
         """The value of lane ``c``'s head: ``values[h]`` for ``hb<h> ≤ c < hb<h+1>``, as
         selects on ``c`` (which vectorise; a loop of one head's ``f`` lanes is below the
         vector loop's width and runs scalar)."""
-        return _selects(values, lambda h: f"c < hb{h + 1}")
+        return selects(values, lambda h: f"c < hb{h + 1}")
 
     def _forward_setup(self, body: SourceBlock) -> None:
         if _lanes(self.p):

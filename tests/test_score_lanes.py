@@ -1,0 +1,89 @@
+"""The light row pass over the scores' lanes (:func:`gblas_gnn.executors.cpu._head_unrolling.
+score_lanes`): which scores it takes, the loop it writes, and cotangents equal to the
+reference lowering's (GATv2 with several heads, with and without edge features)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gblas_gnn as gg
+from gblas_gnn import ops
+from gblas_gnn.compose.expr import Masked, Softmax
+from gblas_gnn.compose.lower import build
+from gblas_gnn.executors.cpu._head_unrolling import score_lanes
+from gblas_gnn.executors.cpu._program_kernels import source
+from gblas_gnn.ir.plan import plan
+from gblas_gnn.ops import rep
+
+pytestmark = pytest.mark.cpu_only  # the cpu generator's own loops
+
+_G = gg.Graph.from_edges([0, 1, 2], [1, 2, 0], 3)
+
+
+def _plan(scores, heads: int, width: int):
+    X = np.ones((3, heads, width), np.float32)
+    return plan(build(Softmax(Masked(_G.A, scores, True)), ("aggregate", "sum"), X).structure)
+
+
+def _gatv2_scores(heads: int, width: int, a_shape=None):
+    R, C = (np.ones((3, heads, width), np.float32) for _ in range(2))
+    a = np.ones(a_shape or (heads, width), np.float32)
+    return (ops.leaky_relu(rep(R) + rep(C).T, 0.2) * a).sum(-1)
+
+
+@pytest.mark.parametrize("heads, width, lanes", [
+    (4, 8, (4, 8)), (2, 3, (2, 3)), (8, 4, (8, 4)),
+    (1, 32, None),                      # one head: its loop is all the lanes already
+    (9, 4, None),                       # more heads than a forward writes out
+])
+def test_the_lanes_of_gatv2s_scores(heads, width, lanes):
+    assert score_lanes(_plan(_gatv2_scores(heads, width), heads, width)) == lanes
+
+
+def test_scores_read_per_head_or_per_channel_alone_keep_the_loop_per_head():
+    shared = _gatv2_scores(4, 8, a_shape=(8,))              # one vector for every head
+    assert score_lanes(_plan(shared, 4, 8)) is None
+    Q, K = (np.ones((3, 4, 8), np.float32) for _ in range(2))
+    u = np.ones((3, 4), np.float32)
+    dot_plus_bias = (rep(Q) * rep(K).T).sum(-1) + rep(u)     # not a channel sum alone
+    assert score_lanes(_plan(dot_plus_bias, 4, 8)) is None
+
+
+def test_the_light_row_pass_is_one_loop_over_the_lanes():
+    text = source(_plan(_gatv2_scores(4, 8), 4, 8))
+    rows = text[text.index("def column_rows"):]
+    assert "in range(32):" in rows and "for hh in range(" not in rows
+    assert "EB[p, 3]" in rows and "R0l[i]" in rows and "dP2l[i, " in rows
+
+
+@pytest.mark.parametrize("heads, out, edge_dim", [(4, 8, None), (4, 8, 3), (3, 5, 2)])
+def test_gatv2_over_lanes_equals_the_reference(heads, out, edge_dim):
+    """Forward and every cotangent (the edge features' included) on the cpu executor, which
+    walks the lanes, equal the primitives executor's reference lowering (float64)."""
+    rng = np.random.default_rng(heads * out)
+    n, m, k = 40, 200, 6
+    pairs = sorted({(int(s), int(t)) for s, t in rng.integers(0, n, size=(m, 2))})
+    src, dst = np.array(pairs).T
+    H = rng.standard_normal((n, k))
+    attr = rng.standard_normal((len(pairs), edge_dim)) if edge_dim else None
+    outs = {}
+    for ex in ("cpu", "primitives"):
+        g = gg.Graph.from_edges(src, dst, n, dtype=np.float64, edge_attr=attr)
+        if edge_dim:
+            g.edge_attr.requires_grad_()
+        model = gg.nn.GATv2Conv(k, out, heads=heads, edge_dim=edge_dim, dtype=np.float64,
+                                executor=ex)
+        model.train()
+        Z = model(g, H)
+        dH = model.backward(np.sin(np.asarray(Z)))
+        outs[ex] = (np.asarray(Z), dH, {k: v.copy() for k, v in model.grads.items()},
+                    model.edge_attr_grad if edge_dim else None)
+    (Zc, dHc, gc, ec), (Zp, dHp, gp, ep) = outs["cpu"], outs["primitives"]
+    np.testing.assert_allclose(Zc, Zp, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dHc, dHp, rtol=1e-10, atol=1e-12)
+    assert gc.keys() == gp.keys()
+    for name in gc:
+        np.testing.assert_allclose(gc[name], gp[name], rtol=1e-10, atol=1e-12, err_msg=name)
+    if edge_dim:
+        np.testing.assert_allclose(ec, ep, rtol=1e-10, atol=1e-12)
