@@ -50,9 +50,22 @@ def test_scores_read_per_head_or_per_channel_alone_keep_the_loop_per_head():
     assert score_lanes(_plan(dot_plus_bias, 4, 8)) is None
 
 
-def test_the_light_row_pass_is_one_loop_over_the_lanes():
+def _kernel(text: str, name: str) -> str:
+    start = text.index(f"def {name}(")
+    end = text.find("\n@nb.njit", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_every_pass_walks_the_scores_lanes_in_one_loop():
     text = source(_plan(_gatv2_scores(4, 8), 4, 8))
-    rows = text[text.index("def column_rows"):]
+    forward, columns, rows = (_kernel(text, k) for k in ("forward", "column_pass",
+                                                          "column_rows"))
+    # the forward: each head's score summed over its lanes under a select, no loop per head
+    assert "R0l[i]" in forward and "C1l[j]" in forward and "P2l[" in forward
+    assert forward.count(" >= 24 else ") == 1 and "R0[i, 0]" not in forward
+    # the column pass: every head's eb, then one loop giving the columns' rows their share
+    assert "dC1l[j]" in columns and "C1[j, 0]" not in columns
+    # the light row pass: one loop over the lanes, no loop over the heads
     assert "in range(32):" in rows and "for hh in range(" not in rows
     assert "EB[p, 3]" in rows and "R0l[i]" in rows and "dP2l[i, " in rows
 

@@ -44,17 +44,19 @@ Together with the prefetch of the whole row
 row pass and the column pass of GAT 4 × 8 faster than the loop form, and the width written
 in makes them faster again (``docs/performance.md`` records the measurements).
 
-**The scores' lanes in the light row pass.** Where the scores are a channel sum of
-``(heads, f)`` values read from ``(heads, f)`` operands (GATv2's
-:math:`a_h \cdot \mathrm{LeakyReLU}(R_{i,h} + C_{j,h} + W_e e_{ji})`), the light row pass
-walks an edge's ``heads · f`` lanes in one loop instead of one loop of ``f`` per head
-(:func:`score_lanes`): lane ``c`` reads the flat rows ``R<s>l[i, c]``, ``C<s>l[j, c]``,
-``P<s>l[c]`` and its head's cotangent by selects on ``c``,
+**The scores' lanes.** Where the scores are a channel sum of ``(heads, f)`` values read
+from ``(heads, f)`` operands (GATv2's :math:`a_h \cdot \mathrm{LeakyReLU}(R_{i,h} + C_{j,h}
++ W_e e_{ji})`, :func:`score_lanes`), every pass walks an edge's ``heads · f`` lanes in one
+loop instead of one loop of ``f`` per head: lane ``c`` reads the flat rows ``R<s>l[i, c]``,
+``C<s>l[j, c]`` and ``P<s>l[c]``; the forward adds it to its head's score under a select on
+``c``, and the column pass and the light row pass give it its head's cotangent by selects,
 
-.. math:: \bar R_{i,c} \mathrel{+}= \bar s_{p,h(c)}\, \partial s / \partial R_{i,c},
+.. math:: s_{p,h} = \sum_{c:\,h(c) = h} y_{p,c}, \qquad
+          \bar R_{i,c} \mathrel{+}= \bar s_{p,h(c)}\, \partial y_{p,c} / \partial R_{i,c}.
 
-the same operations per lane in the same order as the per-head loops, so the same bits. A
-head's loop of ``f = 8`` ran scalar (``docs/performance.md`` has the measurement).
+The backward's lanes run the per-head loops' operations in their order (the same bits); a
+forward score may be associated differently (results agree to rounding). A head's loop of
+``f = 8`` ran scalar (``docs/performance.md`` has the measurement).
 
 **Softmax entries.** With a power-of-two number of heads the exponentials and the
 normalisation walk the row's ``heads · (hi − lo)`` entries of ``S`` flat, by an unsigned
@@ -187,9 +189,12 @@ class HeadUnrolling:
         e = self._edges(row)
         if k == self.p.softmaxes[0]:
             self._prefetch_rows(e, "col", "p")
-        code, scope = self.code(), ValueScope()
-        for h in range(n):
-            v = code.value(e, scope, self._stage_input(k), head_index(self.p, k, str(h)))
+        scores = self._lane_scores(e, k)
+        if scores is None:
+            code, scope = self.code(), ValueScope()
+            scores = [code.value(e, scope, self._stage_input(k), head_index(self.p, k, str(h)))
+                      for h in range(n)]
+        for h, v in enumerate(scores):
             e.emit(f"{self.at(s, str(h))} = {v}")
             self._running_max(e, f"m{h}", v)
         self._each_head(row, n, f"RM{k}[{{h}}, i] = m{{h}}")
@@ -284,12 +289,16 @@ class HeadUnrolling:
     def _forward_setup(self, body: SourceBlock) -> None:
         if _lanes(self.p):
             self._flat_rows(body, "X", "Z")
+        if self._forward_lanes() is not None:
+            self._lane_arrays(body, *self._forward_lanes())
         for k in self._flat_stages():
             body.emit(f"S{k}f = S{k}.reshape(S{k}.shape[0] * S{k}.shape[1])")
 
     def _column_setup(self, body: SourceBlock) -> None:
         if _lanes(self.p):
             self._flat_rows(body, "X", "dZ", "dX")
+            if self._column_score_lanes() is not None:
+                self._lane_arrays(body, *self._column_score_lanes(), grads={"col"})
 
     def _aggregate_heads(self, row: SourceBlock) -> bool:
         r"""The sink of a multi-head sum of weighted messages over the row's lanes, edge by
@@ -324,13 +333,23 @@ class HeadUnrolling:
         e.emit("xj = Xf[j]")
         for h in range(n):              # head h's lanes: h f, …, h f + f − 1
             e.emit(f"g{h} = _dot_at(dzi, xj, {h * f}, {f})")
+        lanes = self._column_score_lanes() if "col" in kinds else None
+        ebs = []
         for h in range(n):
             hv = head_index(p, self.s.root, str(h))
             e.emit(f"psi = S{p.softmax}[p, {h}]")
             e.emit(f"g = g{h}")
             factor = self._column_weight(e, hv)
             e.emit(f"w{h} = w")
-            self._column_cotangents(e, x, kinds, hv, str(h), factor)
+            if lanes is None:
+                self._column_cotangents(e, x, kinds, hv, str(h), factor)
+                continue
+            # each head's eb, then what they give the columns' operands over the lanes
+            self._column_cotangents(e, x, kinds - {"col"}, hv, str(h), factor)
+            ebs.append(e.fresh("eb"))
+            e.emit(f"{ebs[-1]} = eb")
+        if lanes is not None:
+            self._lane_reverse(e, x, ebs, {"col"}, *lanes)
         e.emit("dxj = dXf[j]")
         e.emit(f"for c in range({self._lane_count('dxj')}):")
         e.nested().emit(f"dxj[c] += {self._by_lane([f'w{h}' for h in range(n)])} * dzi[c]")
