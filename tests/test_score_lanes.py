@@ -1,6 +1,7 @@
-"""The light row pass over the scores' lanes (:func:`gblas_gnn.executors.cpu._head_unrolling.
-score_lanes`): which scores it takes, the loop it writes, and cotangents equal to the
-reference lowering's (GATv2 with several heads, with and without edge features)."""
+"""The passes over the scores' lanes (:func:`gblas_gnn.executors.cpu._head_unrolling.
+score_lanes`): which scores they take, the loops they write, and results equal to the
+reference lowering's (GATv2 with several heads, with and without edge features, and the
+Transformer's scaled dot)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ def _gatv2_scores(heads: int, width: int, a_shape=None):
     return (ops.leaky_relu(rep(R) + rep(C).T, 0.2) * a).sum(-1)
 
 
+def _kernel(text: str, name: str) -> str:
+    start = text.index(f"def {name}(")
+    end = text.find("\n@nb.njit", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
 @pytest.mark.parametrize("heads, width, lanes", [
     (4, 8, (4, 8)), (2, 3, (2, 3)), (8, 4, (8, 4)),
     (1, 32, None),                      # one head: its loop is all the lanes already
@@ -41,6 +48,15 @@ def test_the_lanes_of_gatv2s_scores(heads, width, lanes):
     assert score_lanes(_plan(_gatv2_scores(heads, width), heads, width)) == lanes
 
 
+def test_a_scaled_dot_has_lanes_and_its_scale_reaches_every_pass():
+    Q, K = (np.ones((3, 4, 8), np.float32) for _ in range(2))
+    p = _plan((rep(Q) * rep(K).T).sum(-1) * 0.25, 4, 8)      # the Transformer's q·k/√d
+    assert score_lanes(p) == (4, 8)
+    text = source(p)
+    assert _kernel(text, "forward").count("* np.float32(0.25)") == 4      # once a head
+    assert _kernel(text, "column_rows").count("* np.float32(0.25)") == 4
+
+
 def test_scores_read_per_head_or_per_channel_alone_keep_the_loop_per_head():
     shared = _gatv2_scores(4, 8, a_shape=(8,))              # one vector for every head
     assert score_lanes(_plan(shared, 4, 8)) is None
@@ -48,12 +64,6 @@ def test_scores_read_per_head_or_per_channel_alone_keep_the_loop_per_head():
     u = np.ones((3, 4), np.float32)
     dot_plus_bias = (rep(Q) * rep(K).T).sum(-1) + rep(u)     # not a channel sum alone
     assert score_lanes(_plan(dot_plus_bias, 4, 8)) is None
-
-
-def _kernel(text: str, name: str) -> str:
-    start = text.index(f"def {name}(")
-    end = text.find("\n@nb.njit", start)
-    return text[start:] if end < 0 else text[start:end]
 
 
 def test_every_pass_walks_the_scores_lanes_in_one_loop():
@@ -70,10 +80,12 @@ def test_every_pass_walks_the_scores_lanes_in_one_loop():
     assert "EB[p, 3]" in rows and "R0l[i]" in rows and "dP2l[i, " in rows
 
 
-@pytest.mark.parametrize("heads, out, edge_dim", [(4, 8, None), (4, 8, 3), (3, 5, 2)])
-def test_gatv2_over_lanes_equals_the_reference(heads, out, edge_dim):
+@pytest.mark.parametrize("layer, heads, out, edge_dim", [
+    ("gatv2", 4, 8, None), ("gatv2", 4, 8, 3), ("gatv2", 3, 5, 2), ("transformer", 4, 8, None)])
+def test_attention_over_lanes_equals_the_reference(layer, heads, out, edge_dim):
     """Forward and every cotangent (the edge features' included) on the cpu executor, which
     walks the lanes, equal the primitives executor's reference lowering (float64)."""
+    make = gg.nn.GATv2Conv if layer == "gatv2" else gg.nn.TransformerConv
     rng = np.random.default_rng(heads * out)
     n, m, k = 40, 200, 6
     pairs = sorted({(int(s), int(t)) for s, t in rng.integers(0, n, size=(m, 2))})
@@ -85,8 +97,7 @@ def test_gatv2_over_lanes_equals_the_reference(heads, out, edge_dim):
         g = gg.Graph.from_edges(src, dst, n, dtype=np.float64, edge_attr=attr)
         if edge_dim:
             g.edge_attr.requires_grad_()
-        model = gg.nn.GATv2Conv(k, out, heads=heads, edge_dim=edge_dim, dtype=np.float64,
-                                executor=ex)
+        model = make(k, out, heads=heads, edge_dim=edge_dim, dtype=np.float64, executor=ex)
         model.train()
         Z = model(g, H)
         dH = model.backward(np.sin(np.asarray(Z)))

@@ -69,9 +69,10 @@ from collections.abc import Callable
 
 from ...codegen.scalar import SourceBlock, ValueScope, edge_contractions
 from ...ir.plan import Plan, head_index
+from ...ir.program import Structure
 
-__all__ = ["UNROLLED_HEADS", "LANE", "head_counts", "lane_width", "score_lanes", "selects",
-           "HeadUnrolling"]
+__all__ = ["UNROLLED_HEADS", "LANE", "head_counts", "lane_width", "score_lanes", "scores_sum",
+           "selects", "HeadUnrolling"]
 
 #: the most heads a forward writes out (more: the loop over heads of the skeleton)
 UNROLLED_HEADS = 8
@@ -117,18 +118,33 @@ LANE = "hl"
 _LANE_KINDS = frozenset({"row", "col", "param", "const", "avals", "map", "zip"})
 
 
+def scores_sum(s: Structure, x: int) -> tuple[int, float]:
+    r"""The channel sum the scores ``x`` are, and the constant they scale it by: ``(x, 1)``,
+    or ``(sum, c)`` for scores ``sum · c`` (or ``c · sum``: the Transformer's
+    :math:`q \cdot k / \sqrt{d}`); ``(x, 1)`` for anything else (the caller checks that it
+    is a sum)."""
+    op = s.ops[x]
+    if op.kind == "zip" and op.args[0] == "mul" and len(op.inputs) == 2:
+        a, b = op.inputs
+        for total, const in ((a, b), (b, a)):
+            if s.ops[total].kind == "sum" and s.ops[const].kind == "const":
+                return total, float(s.ops[const].args[0])
+    return x, 1.0
+
+
 def score_lanes(p: Plan) -> tuple[int, int] | None:
-    """``(heads, f)`` where the light row pass of ``p`` walks the scores' lanes at once: the
-    column strategy with its heads written out, the scores (the softmax's input) a channel
-    sum of a ``(heads, f)`` value whose every operation is elementwise on ``(heads, f)``
-    (or one number an edge) and whose row, column and parameter reads are ``(heads, f)``
-    operands, or an edge contraction of that trail (read per lane from its scratch); None
-    otherwise. Part of the module's key (the lanes' count is written in)."""
+    """``(heads, f)`` where the passes of ``p`` walk the scores' lanes at once: the column
+    strategy with its heads written out, the scores (the softmax's input) a channel sum
+    (times a constant, :func:`scores_sum`) of a ``(heads, f)`` value whose every operation is
+    elementwise on ``(heads, f)`` (or one number an edge) and whose row, column and
+    parameter reads are ``(heads, f)`` operands, or an edge contraction of that trail (read
+    per lane from its scratch); None otherwise. Part of the module's key (the lanes' count
+    is written in)."""
     n = _unrolled(p.heads or 0)
     if not n or p.strategy != "column" or p.softmax is None:
         return None
     s = p.structure
-    x = s.ops[p.softmax].inputs[0]
+    x, _ = scores_sum(s, s.ops[p.softmax].inputs[0])
     if s.ops[x].kind != "sum" or len(s.ops[s.ops[x].inputs[0]].trail) != 2:
         return None
     y = s.ops[x].inputs[0]
