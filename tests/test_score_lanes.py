@@ -42,6 +42,7 @@ def _kernel(text: str, name: str) -> str:
 @pytest.mark.parametrize("heads, width, lanes", [
     (4, 8, (4, 8)), (2, 3, (2, 3)), (8, 4, (8, 4)),
     (1, 32, None),                      # one head: its loop is all the lanes already
+    (4, 1, None),                       # one channel a head: no loop to walk
     (9, 4, None),                       # more heads than a forward writes out
 ])
 def test_the_lanes_of_gatv2s_scores(heads, width, lanes):
@@ -81,7 +82,8 @@ def test_every_pass_walks_the_scores_lanes_in_one_loop():
 
 
 @pytest.mark.parametrize("layer, heads, out, edge_dim", [
-    ("gatv2", 4, 8, None), ("gatv2", 4, 8, 3), ("gatv2", 3, 5, 2), ("transformer", 4, 8, None)])
+    ("gatv2", 4, 8, None), ("gatv2", 4, 8, 3), ("gatv2", 3, 5, 2), ("gatv2", 4, 1, 2),
+    ("transformer", 4, 8, None)])
 def test_attention_over_lanes_equals_the_reference(layer, heads, out, edge_dim):
     """Forward and every cotangent (the edge features' included) on the cpu executor, which
     walks the lanes, equal the primitives executor's reference lowering (float64)."""
@@ -111,3 +113,29 @@ def test_attention_over_lanes_equals_the_reference(layer, heads, out, edge_dim):
         np.testing.assert_allclose(gc[name], gp[name], rtol=1e-10, atol=1e-12, err_msg=name)
     if edge_dim:
         np.testing.assert_allclose(ec, ep, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("f", [1, 2, 8])
+def test_a_composed_gatv2_of_two_heads_equals_the_reference(f):
+    """A GATv2 written with ``gg.ops`` (two heads of ``f`` channels: lanes from two channels
+    on, none for one) on the cpu executor equals the reference lowering, forward and
+    every cotangent."""
+    rng = np.random.default_rng(f)
+    n = 30
+    pairs = sorted({(int(s), int(t)) for s, t in rng.integers(0, n, size=(150, 2))})
+    src, dst = np.array(pairs).T
+    g = gg.Graph.from_edges(src, dst, n, dtype=np.float64)
+    args = [rng.standard_normal(s) for s in ((n, 2, f), (n, 2, f), (2, f))]
+    dZ = rng.standard_normal((n, 2, f))
+
+    def gatv2(A, Xl, Xr, a):
+        scores = (ops.leaky_relu(rep(Xr) + rep(Xl).T, 0.2) * a).sum(-1)
+        return ops.aggregate(ops.softmax(ops.structure(A) * scores), Xl)
+
+    def run(ex):
+        ex = gg.executors.get_executor(ex)
+        out, pull = gg.compose.vjp(gatv2, g.A, *args, executor=ex, vertex=(1, 2))
+        return [np.asarray(x) for x in (out, *pull(dZ)[1:])]
+
+    for got, want in zip(run("cpu"), run("primitives"), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

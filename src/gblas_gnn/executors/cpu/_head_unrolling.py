@@ -149,7 +149,7 @@ def score_lanes(p: Plan) -> tuple[int, int] | None:
         return None
     y = s.ops[x].inputs[0]
     lanes = s.ops[y].trail
-    if lanes[0] != n:
+    if lanes[0] != n or lanes[1] < 2:   # one channel a head: an axis of extent one broadcasts
         return None
     contractions = edge_contractions(s)
     stack, seen = [y], set()
