@@ -185,6 +185,8 @@ class HeadUnrolling:
     a multi-head stage's heads out; a single-head stage keeps the skeleton's code."""
 
     p: Plan
+    #: ``(heads, f)`` where the passes walk the scores' lanes (:func:`score_lanes`), else None
+    _score_lanes: tuple[int, int] | None
 
     def _stage_heads(self, k: int) -> int:
         return _unrolled(self.p.heads_of(k))
@@ -305,16 +307,17 @@ class HeadUnrolling:
     def _forward_setup(self, body: SourceBlock) -> None:
         if _lanes(self.p):
             self._flat_rows(body, "X", "Z")
-        if self._forward_lanes() is not None:
-            self._lane_arrays(body, *self._forward_lanes())
+        if self._score_lanes is not None:
+            self._lane_arrays(body, *self._score_lanes)
         for k in self._flat_stages():
             body.emit(f"S{k}f = S{k}.reshape(S{k}.shape[0] * S{k}.shape[1])")
 
     def _column_setup(self, body: SourceBlock) -> None:
         if _lanes(self.p):
             self._flat_rows(body, "X", "dZ", "dX")
-            if self._column_score_lanes() is not None:
-                self._lane_arrays(body, *self._column_score_lanes(), grads={"col"})
+            lanes = self._column_score_lanes()
+            if lanes is not None:
+                self._lane_arrays(body, *lanes, grads={"col"})
 
     def _aggregate_heads(self, row: SourceBlock) -> bool:
         r"""The sink of a multi-head sum of weighted messages over the row's lanes, edge by

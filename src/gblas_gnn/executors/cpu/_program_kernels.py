@@ -201,7 +201,7 @@ class _Leaves(_Read):
 
 
 class _LaneLeaves(_Leaves):
-    """The light row pass's leaves where an edge's scores are walked lane by lane
+    """The leaves of a pass that walks an edge's scores lane by lane
     (:func:`._head_unrolling.score_lanes`): the index ``(LANE, c)`` of a ``(heads, f)``
     operand is lane ``c`` of its flat row (``R<s>l[i]``, ``C<s>l[j]``, ``P<s>l``, and the
     cotangents ``dR<s>l[i]``, ``dP<s>l[<row>]``: :meth:`_Generator._lane_arrays`)."""
@@ -311,6 +311,8 @@ class _Generator(HeadUnrolling, ProgramSource):
         #: the parameters' partials are per column (block): the pass over columns of a
         #: backward that runs no row pass (columns_only)
         self._by_column = False
+        #: ``(heads, f)`` where the passes walk the scores' lanes (score_lanes), else None
+        self._score_lanes = score_lanes(p)
 
     # ------------------------------------------------------------------ helpers
 
@@ -694,12 +696,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         if not _leaf_kinds(p, x) & BY_ROW or (p.factor is not None
                                               and self._factor_kinds() & BY_ROW):
             return None
-        return score_lanes(p)
-
-    def _forward_lanes(self) -> tuple[int, int] | None:
-        """``(heads, f)`` where the forward sums the scores over their lanes
-        (:func:`._head_unrolling.score_lanes`), else None."""
-        return score_lanes(self.p)
+        return self._score_lanes
 
     def _column_score_lanes(self) -> tuple[int, int] | None:
         """``(heads, f)`` where the column pass gives the columns' operands their share of
@@ -707,7 +704,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         p = self.p
         if p.factor is not None or self._row_share(self._stage_input(p.softmax)) is not None:
             return None
-        return score_lanes(p)
+        return self._score_lanes
 
     def _lane_arrays(self, body: SourceBlock, heads: int, f: int,
                      grads: frozenset[str] | set[str] = frozenset()) -> None:
@@ -736,7 +733,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         ``heads · f`` lanes in one loop (:math:`s_{p,h} = \sum_{c:\,h(c) = h} y_{p,c}`,
         each head's sum under a select on ``c``, which vectorises), or None where the stage
         has no lanes (the caller sums each head's channels)."""
-        lanes = self._forward_lanes()
+        lanes = self._score_lanes
         if lanes is None or k != self.p.softmax:
             return None
         heads, f = lanes
