@@ -298,7 +298,9 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
                     help="git revision of the 'after' side (default: the working tree)")
     rv.add_argument("--case", required=True, choices=[c for c, v in CASES.items()
                                                       if v.kind == "layer"])
-    rv.add_argument("--layers", type=_layers, default=["gat", "gat-h4", "agnn"])
+    rv.add_argument("--layers", type=_layer_list((*LAYERS, "hgt")),
+                    default=["gat", "gat-h4", "agnn"],
+                    help="layer rows, and 'hgt' (HGT on the typed graph of 'bench hgt')")
     rv.add_argument("--reps", type=_positive(int), default=5)
     rv.add_argument("--threads", type=_positive(int), default=2)
     rv.add_argument("--name", default=None,

@@ -46,3 +46,86 @@ def test_the_array_module_path_equals_the_kernel(dtype):
     x = np.linspace(-5, 5, 41).astype(dtype)
     generic = 0.5 * x * (1 + _erf(np, x * dtype(np.sqrt(0.5))))
     np.testing.assert_allclose(ops.gelu(x, executor="cpu"), generic, rtol=1e-6, atol=1e-7)
+
+
+# ---------------------------------------------------------------- the float32 polynomials
+def _exact_derivative(x):
+    x = x.astype(np.float64)
+    return 0.5 * (1 + erf(x / np.sqrt(2))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi)
+
+
+def _f32_ulp(values):
+    return np.spacing(np.abs(values).astype(np.float32)).astype(np.float64)
+
+
+def test_the_float32_gelu_is_within_two_roundings_of_the_exact_value():
+    """On a dense grid through every piece (a < 1, 1 ≤ a < 4.5, beyond) and the tails."""
+    from gblas_gnn.ir.gelu import gelu
+
+    x = np.linspace(-14, 14, 1_400_001).astype(np.float32)
+    exact = _reference(x)
+    err = np.abs(gelu(x).astype(np.float64) - exact)
+    assert np.all(err <= 2 * _f32_ulp(exact) + 1e-9)
+
+
+def test_the_float32_gelu_cotangent_is_within_two_roundings_of_the_exact_one():
+    from gblas_gnn.ir.gelu import gelu_vjp
+
+    x = np.linspace(-14, 14, 1_400_001).astype(np.float32)
+    g = np.random.default_rng(0).uniform(-2, 2, x.size).astype(np.float32)
+    exact = g.astype(np.float64) * _exact_derivative(x)
+    err = np.abs(gelu_vjp(x, g).astype(np.float64) - exact)
+    assert np.all(err <= 2 * _f32_ulp(exact) + 2e-8 * np.abs(g))
+
+
+def test_the_polynomials_are_the_chebyshev_interpolants_the_module_names():
+    """The coefficients are reproducible: degree-8 interpolant of erf(√s)/√s on [0, 1] and
+    degree-12 of erfcx on [1, 4.5], as monomials (lowest degree first)."""
+    from numpy.polynomial import Polynomial
+    from numpy.polynomial import chebyshev as ch
+    from scipy.special import erfcx
+
+    from gblas_gnn.ir.gelu import ERF_SMALL, ERFCX_MID
+
+    def small(u):
+        s = (u + 1) / 2
+        return np.where(s > 0, erf(np.sqrt(s)) / np.sqrt(np.maximum(s, 1e-300)),
+                        2 / np.sqrt(np.pi))
+
+    in_s = Polynomial(ch.cheb2poly(ch.chebinterpolate(small, 8)))(Polynomial([-1, 2])).coef
+    np.testing.assert_allclose(ERF_SMALL, in_s, rtol=1e-12, atol=1e-15)
+    mid = ch.cheb2poly(ch.chebinterpolate(lambda u: erfcx(1.0 + 3.5 * (u + 1) / 2), 12))
+    np.testing.assert_allclose(ERFCX_MID, mid, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocks_of_zeros_take_the_short_way_with_the_same_numbers(dtype):
+    """Zeros in whole blocks (the stacked vertex set's source blocks) and scattered: the
+    value 0 and the cotangent g / 2, as the full formula gives."""
+    from gblas_gnn.ir.gelu import gelu, gelu_vjp
+
+    rng = np.random.default_rng(1)
+    x = np.zeros((40, 33), dtype)
+    x[3:9] = rng.standard_normal((6, 33))
+    x[20, 5] = 0.7
+    g = rng.standard_normal(x.shape).astype(dtype)
+    y, dx = gelu(x), gelu_vjp(x, g)
+    assert y.shape == x.shape and dx.shape == x.shape
+    assert np.all(y[x == 0] == 0) and np.all(dx[x == 0] == g[x == 0] / 2)
+    live = x != 0
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(y[live], _reference(x[live]), rtol=tol, atol=tol)
+    np.testing.assert_allclose(dx[live], g[live] * _exact_derivative(x[live]), rtol=tol,
+                               atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_fused_cotangent_is_the_derivative_times_g(dtype):
+    x = np.linspace(-6, 6, 301).astype(dtype)
+    g = np.random.default_rng(2).standard_normal(x.size).astype(dtype)
+    gelu_fn = UNARY["gelu"]
+    fused = gelu_fn.cotangent(np, x, None, g, None)
+    assert fused.dtype == dtype
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(fused, g * gelu_fn.derivative(np, x, None, None), rtol=tol,
+                               atol=tol)

@@ -75,3 +75,73 @@ class Bad(gg.nn.Module):
 def test_bad_input(shape, vertex, error, match):
     with pytest.raises(error, match=match):
         Bad(shape, vertex)(_graph(), np.zeros((N, 4)))
+
+
+# ---------------------------------------------------------------- several inputs
+class TwoInputs(gg.nn.Module):
+    """``[H | H²]`` through per-segment weight pairs, one segment reading only the second
+    array, and H read again afterwards (its cotangent sums several readers: the products add
+    into the sum the backward holds)."""
+
+    def __init__(self, executor=None):
+        super().__init__(np.float64, executor)
+        rng = np.random.default_rng(4)
+        self.add_param("A0", rng.standard_normal((4, 3)))
+        self.add_param("B0", rng.standard_normal((2, 3)))
+        self.add_param("b0", rng.standard_normal(3))
+        self.add_param("B1", rng.standard_normal((4, 3)))
+
+    def forward(self, g, H):
+        p = self.params
+        Q = H * H
+        Y = ops.segment_linear([H, Q], [(SEGMENTS[0], [p["A0"], p["B0"]], p["b0"]),
+                                        (SEGMENTS[1], [None, p["B1"]], None)], 3)
+        Y2 = ops.segment_linear(H, [(SEGMENTS[1], p["B1"], None)], 3)
+        return ops.aggregate(ops.structure(g), Y * Y + Y2, "sum") + H[:, :3]
+
+
+def test_several_inputs_equal_numpy(executor):
+    g = _graph()
+    H = np.random.default_rng(5).standard_normal((N, 4))
+    layer = TwoInputs(executor)
+    p = {k: gg.to_numpy(v) for k, v in layer.params.items()}
+    Q = H * H
+    Y, Y2 = np.zeros((N, 3)), np.zeros((N, 3))
+    Y[0:4] = H[0:4] @ p["A0"] + Q[0:4, :2] @ p["B0"] + p["b0"]
+    Y[[5, 7, 8]] = Q[[5, 7, 8]] @ p["B1"]
+    Y2[[5, 7, 8]] = H[[5, 7, 8]] @ p["B1"]
+    want = g.to_scipy() @ (Y * Y + Y2) + H[:, :3]
+    got = gg.to_numpy(layer(g, executor.asarray(H)))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.cpu_only
+def test_several_inputs_central_differences():
+    check_module_grads(TwoInputs(), _graph(), np.random.default_rng(6).standard_normal((N, 4)))
+
+
+class BadSegments(gg.nn.Module):
+    def __init__(self, segments, inputs):
+        super().__init__(np.float64)
+        self.add_param("W", np.ones((4, 2)))
+        self.segments, self.inputs = segments, inputs
+
+    def forward(self, g, H):
+        W = self.params["W"]
+        xs = {"one": H, "two": [H, H], "param": [H, W], "none": []}[self.inputs]
+        segs = [(rows, {"W": W, "pair": [W, W], "none": [None, None], "one": [W]}[w], None)
+                for rows, w in self.segments]
+        return ops.segment_linear(xs, segs, 2)
+
+
+@pytest.mark.parametrize("segments,inputs,match", [
+    ([(slice(0, 4), "W"), (slice(3, 6), "W")], "one", "overlap"),
+    ([(slice(0, 4), "W"), (np.array([1, 7]), "W")], "one", "overlap"),
+    ([(slice(0, 4), "one")], "two", "2 inputs"),
+    ([(slice(0, 4), "none")], "two", "at least one weight"),
+    ([(slice(0, 4), "pair")], "param", "2-D vertex-indexed"),
+    ([], "none", "at least one input"),
+])
+def test_bad_segments(segments, inputs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        BadSegments(segments, inputs)(_graph(), np.zeros((N, 4)))

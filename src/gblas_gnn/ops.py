@@ -48,8 +48,9 @@ from .compose.expr import (
     rep,
 )
 from .compose.relational import stacked_relational_linear, stacked_runs
+from .compose.segments import segment_linear
 from .compose.tape import in_scope
-from .compose.traced import Traced, apply_unary, lift, segment_linear, value_of, vertex_rows
+from .compose.traced import Traced, apply_unary, lift, value_of, vertex_rows
 from .compose.traced import concat as _concat
 from .edge_attr import EdgeFeatures
 from .executors import default, get_executor

@@ -239,8 +239,9 @@ def test_hgt_moves_what_the_formula_says(dex):
       partials ``dQ`` ``F·r``;
     * one reduction over vertices per region's weight (``inner``) and bias (``vertex_sum``):
       the queries' ``in·F`` and ``F`` per target type, the keys' and the values' ``in·F`` and
-      ``F`` each per source block, the output's ``F·F`` (``2F·F`` with the gated skip) and
-      ``F`` per target type.
+      ``F`` each per source block, the output's ``F·F`` and ``F`` per target type, and one
+      ``F·F`` more per target type with the gated skip (its own product, summed with the
+      output's without a concatenation).
 
     Nothing of the edges' size, and nothing at all on one process."""
     rng = np.random.default_rng(0)
@@ -269,11 +270,12 @@ def test_hgt_moves_what_the_formula_says(dex):
         sum(widths[k[0]] * 2 * F for k in blocks) + \
         sum((2 * F if widths[t] == F else F) * F for t in targets)
     segments = 2 * len(targets) + 2 * len(blocks)
+    products = segments + sum(widths[t] == F for t in targets)
     biases = len(targets) * F + len(blocks) * 2 * F + len(targets) * F
     table = program_table(grid, r, c, by_target=F, by_source=2 * F, out=F, heads=heads,
                           row_grad=F)
     table.update({
-        "inner": (weights, weights, segments) if rows else None,
+        "inner": (weights, weights, products) if rows else None,
         "vertex_sum": (biases, biases, segments) if rows else None,
     })
     want = in_bytes(table)

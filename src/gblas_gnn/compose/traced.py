@@ -32,7 +32,7 @@ from ..ir import functions as F
 from .tape import Summed, current
 
 __all__ = ["Lazy", "Traced", "ufunc_call", "lift", "value_of", "is_traced", "record", "concat",
-           "apply_unary", "apply_binary", "VertexTranspose", "vertex_rows", "segment_linear"]
+           "apply_unary", "apply_binary", "VertexTranspose", "vertex_rows"]
 
 
 def is_traced(x) -> bool:
@@ -160,7 +160,7 @@ def apply_unary(fn: str, x: Traced, alpha=None) -> Traced:
     y = F.unary(xp, fn, xv, alpha)
 
     def vjp(g):
-        return (g * F.UNARY[fn].derivative(xp, xv, y, alpha),)
+        return (F.UNARY[fn].cotangent(xp, xv, y, g, alpha),)
 
     return record(y, [x], vjp, x.vertex)
 
@@ -248,57 +248,6 @@ def vertex_rows(g, W) -> Traced:
     ids = getattr(g, "vertex_ids", None)
     value = W.value if ids is None else W.value[ids]
     return record(value, [W], lambda G: (ex.vertex_scatter(ids, G, n),), True)
-
-
-def segment_linear(X, segments, width: int) -> Traced:
-    r"""Rows by segment through their own parameters: :math:`Y_S = X_{S, :k} W + b` for each
-    segment ``(S, W, b)`` (``S`` a slice or index array of this process's rows, ``W`` of
-    shape ``(k, width)`` reading the first ``k`` columns of ``X``, ``b`` a row or None),
-    zero rows outside every segment. PyG's ``HeteroLinear``: a vertex type's projection on
-    that type's rows only, not on every row under a mask.
-
-    Segments hold the same rows on every process that holds the same vertices, so each
-    parameter's cotangent :math:`X_{S,:k}^\top \bar Y_S` is the executor's reduction over
-    vertices and :math:`\bar X_{S,:k} = \bar Y_S W^\top`, both from the executor's
-    :meth:`~gblas_gnn.executors.Executor.matmul_vjp` (on two cores at once on ``cpu``)."""
-    X = _as_traced(X)
-    if not isinstance(X, Traced) or not X.vertex or X.value.ndim != 2:
-        raise TypeError("segment_linear reads a 2-D vertex-indexed array")
-    ex = _scope().executor
-    xp = ex.xp
-    segs = [(rows, _as_traced(W), None if b is None else _as_traced(b))
-            for rows, W, b in segments]
-    for _, W, _b in segs:
-        if W.vertex or W.value.ndim != 2 or W.value.shape[1] != width \
-                or W.value.shape[0] > X.value.shape[1]:
-            raise ValueError(f"segment_linear: a weight of shape {W.value.shape} for rows of "
-                             f"{X.value.shape[1]} columns and {width} outputs")
-    Xv = X.value
-    dtype = np.result_type(Xv.dtype, *(W.value.dtype for _, W, _ in segs))
-    out = xp.zeros((Xv.shape[0], width), dtype)
-    pieces = []
-    for rows, W, b in segs:
-        piece = xp.ascontiguousarray(Xv[rows, :W.value.shape[0]])
-        pieces.append(piece)
-        y = ex.gemm(piece, W.value)
-        out[rows] = y if b is None else y + b.value
-
-    def vjp(G):
-        dX = xp.zeros_like(Xv)
-        grads = []
-        for (rows, W, b), piece in zip(segs, pieces, strict=True):
-            g = xp.ascontiguousarray(G[rows])
-            dx, dw = ex.matmul_vjp(g, W.value, piece)      # both products at once
-            dX[rows, :W.value.shape[0]] = dx
-            grads.append(dw)
-            if b is not None:
-                grads.append(ex.vertex_sum(g).reshape(b.value.shape))
-        return (dX, *grads)
-
-    parents = [X]
-    for _, W, b in segs:
-        parents += [W] if b is None else [W, b]
-    return record(out, parents, vjp, True)
 
 
 def concat(xs, axis: int = -1) -> Traced:

@@ -38,13 +38,13 @@ for ``minimum`` with ``u < v``.
 
 from __future__ import annotations
 
-import math
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
+
+from . import gelu as gelu_kernels
 
 __all__ = ["Unary", "UNARY", "BINARY", "unary", "binary_forward", "binary_vjp",
            "check_unary", "register_unary"]
@@ -69,6 +69,16 @@ class Unary:
     needs_alpha: bool = False
     code: str = ""
     code_derivative: str = ""
+    #: ``vjp(xp, x, y, g, a)``, the cotangent :math:`g\,f'(x)` in one step where a function
+    #: has a faster way than the derivative's array times ``g`` (GELU's one numba pass);
+    #: None: ``g * derivative(...)``
+    vjp: Callable | None = None
+
+    def cotangent(self, xp, x, y, g, a):
+        r""":math:`g\,f'(x)` for the cotangent ``g`` of :math:`y = f(x)`."""
+        if self.vjp is not None:
+            return self.vjp(xp, x, y, g, a)
+        return g * self.derivative(xp, x, y, a)
 
 
 def _t(x, value):
@@ -88,50 +98,27 @@ def _erf(xp, x):
     return erf(x)
 
 
-# The exact GELU on numpy float arrays: one parallel numba pass each for the value and the
-# derivative. numpy has no ``erf``; SciPy's is one thread and the derivative in numpy is five
-# passes with temporaries. HGT's GELU runs on the stacked vertex set, most of whose rows are
-# zero (the relations' source blocks): a zero skips the ``erf``.
-_RSQRT2 = 1.0 / math.sqrt(2.0)
-_RSQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-@nb.njit(cache=True, parallel=True)
-def _gelu_kernel(x, out):
-    for i in nb.prange(x.size):
-        v = x[i]
-        out[i] = 0.0 if v == 0 else 0.5 * v * (1.0 + math.erf(v * _RSQRT2))
-
-
-@nb.njit(cache=True, parallel=True)
-def _gelu_derivative_kernel(x, out):
-    for i in nb.prange(x.size):
-        v = x[i]
-        if v == 0:
-            out[i] = 0.5
-        else:
-            out[i] = 0.5 * (1.0 + math.erf(v * _RSQRT2)) + v * math.exp(-0.5 * v * v) * _RSQRT2PI
-
-
-def _apply(kernel, x: np.ndarray) -> np.ndarray:
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
-    kernel(flat, out)
-    return out.reshape(x.shape)
-
-
 def _gelu(xp, x):
     r""":math:`x \Phi(x) = \tfrac{x}{2}(1 + \mathrm{erf}(x / \sqrt 2))` (PyTorch's exact
-    GELU); one numba pass for a numpy float array."""
+    GELU); one numba pass for a numpy float array (:mod:`.gelu`)."""
     if xp is np and x.dtype in (np.float32, np.float64):
-        return _apply(_gelu_kernel, x)
+        return gelu_kernels.gelu(x)
     return _t(x, 0.5) * x * (_t(x, 1) + _erf(xp, x * _t(x, np.sqrt(0.5))))
+
+
+def _gelu_vjp(xp, x, g):
+    r"""The cotangent :math:`\bar y\,(\Phi(x) + x \varphi(x))`: one numba pass for numpy
+    float arrays of one dtype, no derivative array."""
+    if xp is np and x.dtype in (np.float32, np.float64) and g.dtype == x.dtype \
+            and g.shape == x.shape:
+        return gelu_kernels.gelu_vjp(x, g)
+    return g * _gelu_derivative(xp, x)
 
 
 def _gelu_derivative(xp, x):
     r""":math:`\Phi(x) + x \varphi(x)`; one numba pass for a numpy float array."""
     if xp is np and x.dtype in (np.float32, np.float64):
-        return _apply(_gelu_derivative_kernel, x)
+        return gelu_kernels.gelu_vjp(x, np.ones_like(x))
     phi = xp.exp(_t(x, -0.5) * x * x) * _t(x, 1 / np.sqrt(2 * np.pi))
     return _t(x, 0.5) * (_t(x, 1) + _erf(xp, x * _t(x, np.sqrt(0.5)))) + x * phi
 
@@ -171,6 +158,7 @@ UNARY: dict[str, Unary] = {
                  lambda xp, x, y, a: _t(x, a) * x ** _t(x, a - 1), True,
                  code="({x} ** {a})", code_derivative="({a} * {x} ** {am1})"),
     "gelu": Unary(lambda xp, x, a: _gelu(xp, x), lambda xp, x, y, a: _gelu_derivative(xp, x),
+                  vjp=lambda xp, x, y, g, a: _gelu_vjp(xp, x, g),
                   code="({half} * {x} * ({one} + math.erf({x} * {rsqrt2})))",
                   code_derivative="({half} * ({one} + math.erf({x} * {rsqrt2})) + {x} * "
                                   "math.exp(-{half} * {x} * {x}) * {rsqrt2pi})"),

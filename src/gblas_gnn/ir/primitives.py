@@ -258,7 +258,7 @@ class UnaryMap(Primitive):
     def vjp(self, ev, i, op, idx, g, adj, grads, t_for):
         fn, alpha = op.args
         x, y = ev.input(i, 0, idx), ev.value(i, idx)
-        ev.push(adj, i, 0, idx, g * F.UNARY[fn].derivative(ev.xp, ev.full(x), ev.full(y), alpha))
+        ev.push(adj, i, 0, idx, F.UNARY[fn].cotangent(ev.xp, ev.full(x), ev.full(y), g, alpha))
 
     def emit(self, c, block, scope, i, op, idx):
         fn, alpha = op.args

@@ -60,7 +60,8 @@ class HGTConv(PyGInterop, Module):
     and :math:`1/\sqrt d` folded into each block's key weight), one fused softmax and
     aggregation; no array has a row per edge. The output projection and the gated skip are
     one product per type, :math:`[\mathrm{GELU}(m) \,|\, x] [\sigma(s) W^o ; (1 -
-    \sigma(s)) I]`. The backward is derived.
+    \sigma(s)) I]` (two products summed, without the concatenation). The backward is
+    derived.
 
     Types that are never a target in ``metadata`` are absent from the output, as in PyG; a
     target vertex without in-edges gets :math:`a_i = b^{o}_{\tau(i)}`. (PyG adds
@@ -217,19 +218,19 @@ class HGTConv(PyGInterop, Module):
             M = QK.reshape(n, F) * 0.0
         A = ops.gelu(M)
         # the output projection and the gated skip z = σ(s) a + (1 − σ(s)) x in one product
-        # per type: [gelu(m) | x] [σ(s) W_out ; (1 − σ(s)) I] + σ(s) b_out
-        skips = [t for t in targets if self.in_channels[t] == F]
-        if skips:
-            A = ops.concat([A, H[:, :F]], 1)
+        # pair per type, [gelu(m) | x] [σ(s) W_out ; (1 − σ(s)) I] + σ(s) b_out, without
+        # the concatenation
         out = []
         for t in targets:
             W, b = p[f"W_out_{t}"], p[f"b_out_{t}"]
-            if t in skips:
+            if self.in_channels[t] == F:
                 gate = ops.sigmoid(p[f"skip_{t}"]).reshape(1, 1)
-                W = ops.concat([W * gate, (1.0 - gate) * np.eye(F, dtype=self.dtype)], 0)
+                weights = [W * gate, (1.0 - gate) * np.eye(F, dtype=self.dtype)]
                 b = b * gate.reshape(1)
-            out.append((hg.type_rows(t), W, b))
-        return ops.segment_linear(A, out, F)
+            else:
+                weights = [W, None]
+            out.append((hg.type_rows(t), weights, b))
+        return ops.segment_linear([A, H], out, F)
 
     def __repr__(self) -> str:
         return (f"HGTConv({self.in_channels}, {self.out_dim}, heads={self.heads}, "
