@@ -366,15 +366,22 @@ def test_bad_graphs_and_inputs():
 
 # ---------------------------------------------------------------------- ops.relational_linear
 class _RelationalLinear(gg.nn.Module):
-    """``ops.relational_linear`` alone, its weights (R, k, o) a parameter."""
+    """``ops.relational_linear`` alone, its weights (R, k, o) a parameter; with ``extras``
+    a root weight (k, o) and a bias (o,) too."""
 
-    def __init__(self, k, o, aggr, executor=None):
+    def __init__(self, k, o, aggr, executor=None, extras=False):
         super().__init__(np.float64, executor)
         self.aggr = aggr
-        self.add_param("W", np.random.default_rng(8).standard_normal((R, k, o)))
+        rng = np.random.default_rng(8)
+        self.add_param("W", rng.standard_normal((R, k, o)))
+        if extras:
+            self.add_param("root", rng.standard_normal((k, o)))
+            self.add_param("bias", rng.standard_normal(o))
 
     def forward(self, g, H):
-        return gg.ops.relational_linear(g, H, self.params["W"], self.aggr)
+        p = self.params
+        return gg.ops.relational_linear(g, H, p["W"], self.aggr, root=p.get("root"),
+                                        bias=p.get("bias"))
 
 
 def _relational_reference(ei, t, X, W, aggr, G):
@@ -397,33 +404,45 @@ def _relational_reference(ei, t, X, W, aggr, G):
 DIMS = [(4, 4), (3, 5), (5, 3)]      # the stacked form both ways round; composed (k > o)
 
 
+@pytest.mark.parametrize("extras", [False, True], ids=["bare", "root+bias"])
 @pytest.mark.parametrize("aggr", ["mean", "sum", "max"])
 @pytest.mark.parametrize("dims", DIMS, ids=lambda d: f"{d[0]}x{d[1]}")
-def test_relational_linear_equals_the_dense_reference(executor, aggr, dims):
+def test_relational_linear_equals_the_dense_reference(executor, aggr, dims, extras):
     g, ei, t = _graph(9)
     k, o = dims
     rng = np.random.default_rng(10)
     X, G = rng.standard_normal((N, k)), rng.standard_normal((N, o))
-    layer = _RelationalLinear(k, o, aggr, executor).train()
+    layer = _RelationalLinear(k, o, aggr, executor, extras).train()
     got = gg.to_numpy(layer(g, executor.asarray(X)))
-    W = gg.to_numpy(layer.params["W"])
-    Z, dX, dW = _relational_reference(ei, t, X, W, aggr, G)
+    p = {name: gg.to_numpy(v) for name, v in layer.params.items()}
+    Z, dX, dW = _relational_reference(ei, t, X, p["W"], aggr, G)
+    if extras:                      # + X root + b: dX += G rootᵀ, droot = Xᵀ G, db = Σ G
+        Z = Z + X @ p["root"] + p["bias"]
+        dX = None if dX is None else dX + G @ p["root"].T
     np.testing.assert_allclose(got, Z, rtol=1e-12, atol=1e-12)
     got_dX = gg.to_numpy(layer.backward(executor.asarray(G)))
     if dX is not None:
         np.testing.assert_allclose(got_dX, dX, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(gg.to_numpy(layer.grads["W"]), dW, rtol=1e-12, atol=1e-12)
+        if extras:
+            np.testing.assert_allclose(gg.to_numpy(layer.grads["root"]), X.T @ G, rtol=1e-12,
+                                       atol=1e-12)
+            np.testing.assert_allclose(gg.to_numpy(layer.grads["bias"]), G.sum(0),
+                                       rtol=1e-12, atol=1e-12)
     # outside a composed forward: the value alone
-    eager = gg.ops.relational_linear(g, executor.asarray(X), executor.asarray(W), aggr)
+    eager = gg.ops.relational_linear(g, executor.asarray(X), executor.asarray(p["W"]), aggr,
+                                     root=executor.asarray(p["root"]) if extras else None,
+                                     bias=executor.asarray(p["bias"]) if extras else None)
     np.testing.assert_allclose(gg.to_numpy(eager), Z, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("aggr,dims", [("sum", (4, 4)), ("mean", (4, 4)), ("mean", (3, 5)),
                                        ("max", (4, 4))])
-def test_relational_linear_central_differences(aggr, dims):
+@pytest.mark.parametrize("extras", [False, True], ids=["bare", "root+bias"])
+def test_relational_linear_central_differences(aggr, dims, extras):
     g, _, _ = _graph(11)
     X = np.random.default_rng(12).standard_normal((N, dims[0]))
-    check_module_grads(_RelationalLinear(*dims, aggr), g, X)
+    check_module_grads(_RelationalLinear(*dims, aggr, extras=extras), g, X)
 
 
 def test_stacked_relations_are_the_relations_rows():
@@ -439,6 +458,14 @@ def test_stacked_relations_are_the_relations_rows():
                 A = np.divide(A, deg, out=np.zeros_like(A), where=deg > 0)
             np.testing.assert_array_equal(targets[r::R], A)
             np.testing.assert_array_equal(sources[r::R], A.T)
+    for side in ("targets", "sources"):         # the identity stacked after the relations
+        looped = g.stacked_relations(side, True, loops=True).to_dense(fill_value=0)
+        assert looped.shape == (N * (R + 1), N)
+        np.testing.assert_array_equal(looped[R::R + 1], np.eye(N))
+        for r in range(R):
+            np.testing.assert_array_equal(looped[r::R + 1],
+                                          g.stacked_relations(side, True).to_dense(
+                                              fill_value=0)[r::R])
     assert g.stacked_relations() is g.stacked_relations("targets", False)     # built once
     with pytest.raises(ValueError, match="side must be 'targets' or 'sources'"):
         g.stacked_relations("rows")
@@ -464,5 +491,11 @@ def test_relational_linear_bad_input():
             gg.ops.relational_linear(g, X.astype(np.float32), W, aggr)
         with pytest.raises(TypeError, match="H is float64, W float32"):
             gg.ops.relational_linear(g, X, W.astype(np.float32), aggr)
+    with pytest.raises(ValueError, match=r"root must be of shape \(4, 3\), got \(3, 3\)"):
+        gg.ops.relational_linear(g, X, W, root=np.zeros((3, 3)))
+    with pytest.raises(ValueError, match=r"bias must be of shape \(3,\), got \(4,\)"):
+        gg.ops.relational_linear(g, X, W, bias=np.zeros(4))
+    with pytest.raises(TypeError, match="root float32; convert"):
+        gg.ops.relational_linear(g, X, W, root=np.zeros((4, 3), np.float32))
     with pytest.raises(ValueError, match="H has 14 rows, the graph 13 vertices"):
         gg.ops.relational_linear(g, np.zeros((N + 1, 4)), np.zeros((R, 4, 4)))

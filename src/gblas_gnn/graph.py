@@ -364,13 +364,15 @@ class Graph:
         """The relation id of every given edge, in the given order (None without)."""
         return None if self._rel is None else self._rel.edge_type
 
-    def stacked_relations(self, side: str = "targets", mean: bool = False) -> gb.Matrix:
+    def stacked_relations(self, side: str = "targets", mean: bool = False,
+                          loops: bool = False) -> gb.Matrix:
         r"""The relations' adjacencies stacked by rows, an :math:`nR \times n` matrix built once
         (:meth:`gblas_gnn.relations.Relations.stacked`): row :math:`iR + r` of the
         ``"targets"`` side is row ``i`` of :math:`A_r`, so one product aggregates every
         relation into an ``(n, R, k)`` array; the ``"sources"`` side stacks the
         :math:`A_r^\top` for the backward. With ``mean`` the entry of the edge ``j → i`` of
-        relation ``r`` is :math:`1/|N_r(i)|`, else 1.
+        relation ``r`` is :math:`1/|N_r(i)|`, else 1. With ``loops`` the identity follows as
+        relation ``R`` (an :math:`n(R + 1) \times n` matrix).
 
         Raises
         ------
@@ -380,7 +382,7 @@ class Graph:
         """
         if self._rel is None:
             raise ValueError(NO_RELATIONS)
-        return self._rel.stacked(side, mean)
+        return self._rel.stacked(side, mean, loops)
 
     def relation(self, r: int) -> Graph:
         """Relation ``r``'s adjacency ``A_r`` (``A_r[i, j]`` stored ⇔ an edge ``j → i`` of

@@ -259,21 +259,25 @@ def _aggregate_messages(S, M, aggr):
     return out if heads else out.reshape(out.shape[0], M.trail[-1])
 
 
-def relational_linear(g, H, W, aggr: str = "mean", executor=None):
-    r"""Every relation's aggregation through its own linear map (R-GCN's sum):
+def relational_linear(g, H, W, aggr: str = "mean", executor=None, root=None, bias=None):
+    r"""Every relation's aggregation through its own linear map (R-GCN's sum), with an
+    optional root term and bias:
 
     .. math::  Z_i = \sum_{r < R} \Big(\textstyle\bigoplus_{j \in N_r(i)} H_j\Big) W_r
+               \;[+\, H_i W_{root}]\;[+\, b]
 
     for a graph with relations ``g`` (``Graph.from_edge_index(..., edge_type=t)``), ``H``
-    (n, k) and ``W`` (R, k, o), traced or arrays; :math:`\bigoplus` is ``"sum"``,
-    ``"mean"`` (over the relation's in-edges; a vertex without any gets 0) or ``"max"``.
+    (n, k), ``W`` (R, k, o), ``root`` (k, o) and ``bias`` (o,), traced or arrays;
+    :math:`\bigoplus` is ``"sum"``, ``"mean"`` (over the relation's in-edges; a vertex
+    without any gets 0) or ``"max"``.
 
     One process with a sum or a mean and ``k ≤ o`` runs it as two products over the stacked
-    relations (:mod:`gblas_gnn.compose.relational`: one aggregation into (n, R·k), one
-    product with ``W`` stacked, and a backward as short). Anywhere else it is composed
-    relation by relation, :math:`\sum_r` ``aggregate(structure(g.relation(r)), H, aggr) @
-    W[r]`` (a sum or mean with ``k > o`` projects first, aggregating at the smaller width),
-    a relation without edges skipped: the same value and gradients.
+    relations (:mod:`gblas_gnn.compose.relational`: one aggregation into (n, R·k), the root
+    term's ``H`` a block beside them, one product with ``W`` and ``root`` stacked and the bias
+    added as it is written, and a backward as short). Anywhere else it is composed relation by
+    relation, :math:`\sum_r` ``aggregate(structure(g.relation(r)), H, aggr) @ W[r]`` (a sum
+    or mean with ``k > o`` projects first, aggregating at the smaller width), a relation
+    without edges skipped, then ``+ H @ root + bias``: the same value and gradients.
     """
     if not isinstance(aggr, str) or aggr not in ("sum", "mean", "max"):
         raise ValueError(f"relational_linear aggregates by 'sum', 'mean' or 'max', got {aggr!r}")
@@ -289,15 +293,26 @@ def relational_linear(g, H, W, aggr: str = "mean", executor=None):
     if Wv.ndim != 3 or Wv.shape[0] != R or Wv.shape[1] != Hv.shape[1]:
         raise ValueError(f"relational_linear: W must be (R={R}, k={Hv.shape[1]}, o), got "
                          f"{tuple(Wv.shape)}")
-    if not Hv.dtype == Wv.dtype == g.dtype:
-        raise TypeError(f"relational_linear: H is {Hv.dtype}, W {Wv.dtype} and the graph "
-                        f"{np.dtype(g.dtype)}; convert them to one dtype explicitly")
     k, o = Wv.shape[1], Wv.shape[2]
+    for name, x, shape in (("root", root, (k, o)), ("bias", bias, (o,))):
+        if x is not None and tuple(getattr(value_of(x), "shape", ())) != shape:
+            raise ValueError(f"relational_linear: {name} must be of shape {shape}, got "
+                             f"{getattr(value_of(x), 'shape', type(x).__name__)}")
+    dtypes = {np.dtype(d) for d in (Hv.dtype, Wv.dtype, g.dtype,
+                                    *(value_of(x).dtype for x in (root, bias)
+                                      if x is not None))}
+    if len(dtypes) != 1:
+        raise TypeError(f"relational_linear: H is {Hv.dtype}, W {Wv.dtype} and the graph "
+                        f"{np.dtype(g.dtype)}"
+                        + "".join(f", {name} {value_of(x).dtype}"
+                                  for name, x in (("root", root), ("bias", bias))
+                                  if x is not None)
+                        + "; convert them to one dtype explicitly")
     if k <= o and stacked_runs(ex, g, aggr):
         if Hv.shape[0] != g.n:
             raise ValueError(f"relational_linear: H has {Hv.shape[0]} rows, the graph {g.n} "
                              "vertices")
-        return stacked_relational_linear(ex, g, H, W, aggr)
+        return stacked_relational_linear(ex, g, H, W, aggr, root, bias)
     used = [r for r in range(R) if g.relation(r).nnz > 0] or [0]   # (0: computed as zeros)
     Z = None
     for r in used:
@@ -305,6 +320,10 @@ def relational_linear(g, H, W, aggr: str = "mean", executor=None):
         term = (aggregate(S, H @ W[r], aggr) if aggr != "max" and k > o
                 else aggregate(S, H, aggr) @ W[r])
         Z = term if Z is None else Z + term
+    if root is not None:
+        Z = Z + H @ root
+    if bias is not None:
+        Z = Z + bias
     return Z
 
 

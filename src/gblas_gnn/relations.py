@@ -132,9 +132,9 @@ class Relations:
             found = self._graphs[r] = build(src, dst, self.n, self.dtype)
         return found
 
-    def stacked(self, side: str, mean: bool = False) -> gb.Matrix:
+    def stacked(self, side: str, mean: bool = False, loops: bool = False) -> gb.Matrix:
         r"""The relations' adjacencies stacked by rows, an :math:`nR \times n` matrix (built
-        once per ``(side, mean)`` and kept).
+        once per ``(side, mean, loops)`` and kept).
 
         ``side="targets"``: row :math:`iR + r` is row ``i`` of :math:`A_r`, so
         :math:`(S H)_{iR + r} = \sum_{j \in N_r(i)} H_j`, every relation's aggregation at
@@ -142,8 +142,10 @@ class Relations:
         row ``j`` of :math:`A_r^\top`, the transposed products of the backward,
         :math:`(S G)_{jR + r} = \sum_{i:\, j \in N_r(i)} w_{ir} G_i`. The values
         :math:`w_{ir}` are 1, or with ``mean`` :math:`1 / |N_r(i)|` (the mean's row scaling
-        moved onto the edges)."""
-        key = (side, bool(mean))
+        moved onto the edges). With ``loops`` an identity is stacked after the relations as
+        relation ``R`` (an :math:`n(R + 1) \times n` matrix, value 1): R-GCN's root term
+        :math:`H W_{root}` as one more block of the same product."""
+        key = (side, bool(mean), bool(loops))
         found = self._stacks.get(key)
         if found is not None:
             return found
@@ -156,8 +158,14 @@ class Relations:
         if mean:
             counts = np.bincount(dst * R + t, minlength=n * R)
             values = (1.0 / counts[dst * R + t]).astype(self.dtype)
-        rows, cols = (dst * R + t, src) if side == "targets" else (src * R + t, dst)
-        found = self._stacks[key] = gb.Matrix.from_coo(rows, cols, values, nrows=n * R,
+        stride = R + 1 if loops else R
+        rows, cols = (dst * stride + t, src) if side == "targets" else (src * stride + t, dst)
+        if loops:
+            ids = np.arange(n, dtype=np.int64)
+            rows = np.concatenate([rows, ids * stride + R])
+            cols = np.concatenate([cols, ids])
+            values = np.concatenate([values, np.ones(n, self.dtype)])
+        found = self._stacks[key] = gb.Matrix.from_coo(rows, cols, values, nrows=n * stride,
                                                        ncols=n, dtype=self.dtype)
         return found
 

@@ -54,27 +54,47 @@ def stacked_runs(ex: Any, g: Any, aggr: str) -> bool:
             and aggr in STACKED_AGGREGATIONS)
 
 
-def stacked_relational_linear(ex: Any, g: Any, H, W, aggr: str):
-    r""":math:`Z = \sum_r (\bigoplus_{N_r} H) W_r` by the stacked relations (the module's
-    formulas); ``H`` (n, k) and ``W`` (R, k, o) traced or arrays. In a composed forward the
-    result is recorded with its backward; outside one it is the array."""
+def stacked_relational_linear(ex: Any, g: Any, H, W, aggr: str, root=None, bias=None):
+    r""":math:`Z = \sum_r (\bigoplus_{N_r} H) W_r\, [+ H W_{root}] [+ b]` by the stacked
+    relations (the module's formulas); ``H`` (n, k), ``W`` (R, k, o), ``root`` (k, o) and
+    ``bias`` (o,) traced or arrays. The root term is one more block of the same two products:
+    the identity stacked after the relations (:meth:`gblas_gnn.Graph.stacked_relations` with
+    ``loops``) puts ``H`` itself beside the aggregations in ``Y`` and ``W_root`` under the
+    ``W_r``, so no ``(n, o)`` term, sum or cotangent of its own exists; the bias is added as
+    each block of rows of the product is written. In a composed forward the result is recorded
+    with its backward; outside one it is the array."""
     Hv, Wv = value_of(H), value_of(W)
     n, k = Hv.shape
     R, o = g.num_relations, Wv.shape[2]
+    blocks = R if root is None else R + 1
+    loops = root is not None
     mean = aggr == "mean"
-    Y = ex.aggregate(g.stacked_relations("targets"), Hv, aggr).reshape(n, R * k)
+    Y = ex.aggregate(g.stacked_relations("targets", loops=loops), Hv, aggr).reshape(
+        n, blocks * k)
     Wcat = Wv.reshape(R * k, o)
-    Z = ex.gemm(Y, Wcat)
+    if loops:
+        Wcat = np.concatenate([Wcat, value_of(root)])
+    Z = ex.linear(Y, Wcat, None if bias is None else value_of(bias))
     if not in_scope():
         return Z
 
     def vjp(G):
-        dW = ex.inner(Y, G).reshape(R, k, o)
+        dWcat = ex.inner(Y, G)
         if o <= k:
-            U = ex.spmm(g.stacked_relations("sources", mean), G).reshape(n, R * o)
-            return ex.gemm(U, Wv.transpose(0, 2, 1).reshape(R * o, k)), dW
-        dY = ex.gemm(G, np.ascontiguousarray(Wcat.T)).reshape(n * R, k)
-        return ex.spmm_t(g.stacked_relations("targets", mean), dY), dW
+            U = ex.spmm(g.stacked_relations("sources", mean, loops), G).reshape(n, blocks * o)
+            WT = Wcat.reshape(blocks, k, o).transpose(0, 2, 1).reshape(blocks * o, k)
+            dH = ex.gemm(U, np.ascontiguousarray(WT))
+        else:
+            dY = ex.gemm(G, np.ascontiguousarray(Wcat.T)).reshape(n * blocks, k)
+            dH = ex.spmm_t(g.stacked_relations("targets", mean, loops), dY)
+        grads = [dH, dWcat[:R * k].reshape(R, k, o)]
+        if loops:
+            grads.append(dWcat[R * k:])
+        if bias is not None:
+            grads.append(ex.vertex_sum(G))
+        return tuple(grads)
 
-    H, W = (x if isinstance(x, Traced) else lift(x, vertex=i == 0) for i, x in enumerate((H, W)))
-    return record(Z, [H, W], vjp, True)
+    parents = [H, W] + ([] if root is None else [root]) + ([] if bias is None else [bias])
+    parents = [x if isinstance(x, Traced) else lift(x, vertex=i == 0)
+               for i, x in enumerate(parents)]
+    return record(Z, parents, vjp, True)

@@ -30,10 +30,11 @@ class RGCNConv(PyGInterop, Module):
     aggregation over one block of the typed graph, ``ops.aggregate(ops.structure(g.relation(r)),
     H, aggr)``. :math:`\bigoplus` is the mean (PyG's default: over the relation's in-edges
     only; a vertex without any aggregates to 0), the sum or the feature-wise maximum. With
-    input features and without blocks the whole sum is :func:`gblas_gnn.ops.relational_linear`:
-    on one process two products over the stacked relations (every relation aggregated into
-    an (n, R·in) array, then one product with the stacked :math:`W_r`), elsewhere these terms
-    relation by relation. The aggregation comes first, as in PyG; for mean and sum, which
+    input features and without blocks the whole of it, root term and bias included, is
+    :func:`gblas_gnn.ops.relational_linear`: on one process two products over the stacked
+    relations (every relation aggregated into an (n, R·in) array with ``H`` itself beside
+    them, then one product with the stacked :math:`W_r` and :math:`W_{root}`), elsewhere these
+    terms relation by relation. The aggregation comes first, as in PyG; for mean and sum, which
     commute with the projection, the terms aggregate at the smaller of ``in_dim`` and
     ``out_dim``.
 
@@ -141,11 +142,11 @@ class RGCNConv(PyGInterop, Module):
         p = self.params
         W = self._relation_weights()
         if H is not None and self.num_blocks is None:
-            terms = [ops.relational_linear(g, H, W[:R], self.aggr)]
-        else:
-            # a relation without edges adds 0 (nnz is the whole graph's: every rank skips
-            # alike)
-            terms = [self._message(g, r, H, W) for r in range(R) if g.relation(r).nnz > 0]
+            # the root term and the bias inside the relations' products
+            return ops.relational_linear(g, H, W[:R], self.aggr, root=p.get("root"),
+                                         bias=p.get("bias"))
+        # a relation without edges adds 0 (nnz is the whole graph's: every rank skips alike)
+        terms = [self._message(g, r, H, W) for r in range(R) if g.relation(r).nnz > 0]
         if self.root_weight:
             terms.append(ops.vertex_rows(g, p["root"]) if H is None else H @ p["root"])
         if not terms:                          # no edges and no root: 0, computed
