@@ -115,20 +115,10 @@ def _live(x, lo, hi):                          # pragma: no cover (numba)
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_CONTRACT)
-def _gelu32(x, out):                           # pragma: no cover (numba)
-    n = x.size
-    for b in nb.prange((n + _BLOCK - 1) // _BLOCK):
-        lo, hi = b * _BLOCK, min(n, (b + 1) * _BLOCK)
-        if _live(x, lo, hi):
-            for i in range(lo, hi):
-                v = np.float64(x[i])
-                out[i] = v * _phi_parts(v)[0]
-        else:
-            out[lo:hi] = 0
-
-
-@nb.njit(cache=True, parallel=True, fastmath=_CONTRACT)
-def _gelu_vjp32(x, g, out):                    # pragma: no cover (numba)
+def _gelu_pass32(x, g, out, cotangent):        # pragma: no cover (numba)
+    """``out = GELU(x)``, or with ``cotangent`` ``out = g · GELU'(x)`` (``g`` unread
+    without: LLVM takes the loop-invariant flag out of the loops, and the value's loop drops
+    the derivative's terms)."""
     n = x.size
     for b in nb.prange((n + _BLOCK - 1) // _BLOCK):
         lo, hi = b * _BLOCK, min(n, (b + 1) * _BLOCK)
@@ -136,10 +126,11 @@ def _gelu_vjp32(x, g, out):                    # pragma: no cover (numba)
             for i in range(lo, hi):
                 v = np.float64(x[i])
                 cdf, e = _phi_parts(v)
-                out[i] = np.float64(g[i]) * (cdf + v * e * _RSQRT2PI)
+                out[i] = np.float64(g[i]) * (cdf + v * e * _RSQRT2PI) if cotangent \
+                    else v * cdf
         else:
             for i in range(lo, hi):
-                out[i] = 0.5 * g[i]
+                out[i] = 0.5 * g[i] if cotangent else 0.0
 
 
 @nb.njit(cache=True, parallel=True)
@@ -168,7 +159,10 @@ def gelu(x: np.ndarray) -> np.ndarray:
     """:math:`x\\,\\Phi(x)` of a float32 or float64 array, a fresh array of its shape."""
     flat = _flat(x)
     out = np.empty_like(flat)
-    (_gelu32 if flat.dtype == np.float32 else _gelu64)(flat, out)
+    if flat.dtype == np.float32:
+        _gelu_pass32(flat, flat, out, False)
+    else:
+        _gelu64(flat, out)
     return out.reshape(x.shape)
 
 
@@ -178,5 +172,8 @@ def gelu_vjp(x: np.ndarray, g: np.ndarray) -> np.ndarray:
     no derivative array."""
     flat, gf = _flat(x), _flat(g)
     out = np.empty_like(flat)
-    (_gelu_vjp32 if flat.dtype == np.float32 else _gelu_vjp64)(flat, gf, out)
+    if flat.dtype == np.float32:
+        _gelu_pass32(flat, gf, out, True)
+    else:
+        _gelu_vjp64(flat, gf, out)
     return out.reshape(x.shape)
