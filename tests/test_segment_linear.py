@@ -38,24 +38,6 @@ def _graph():
     return gg.Graph.from_edges(src, dst, N, dtype=np.float64)
 
 
-def test_equals_numpy(executor):
-    g = _graph()
-    H = np.random.default_rng(2).standard_normal((N, 4))
-    layer = Typed(executor)
-    p = {k: gg.to_numpy(v) for k, v in layer.params.items()}
-    Y = np.zeros((N, 2))
-    Y[0:4] = H[0:4, :3] @ p["W0"] + p["b0"]
-    Y[[5, 7, 8]] = H[[5, 7, 8]] @ p["W1"]
-    want = g.to_scipy() @ (Y * Y)
-    got = gg.to_numpy(layer(g, executor.asarray(H)))
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.cpu_only
-def test_central_differences():
-    check_module_grads(Typed(), _graph(), np.random.default_rng(3).standard_normal((N, 4)))
-
-
 class Bad(gg.nn.Module):
     def __init__(self, shape, vertex=True):
         super().__init__(np.float64)
@@ -100,24 +82,39 @@ class TwoInputs(gg.nn.Module):
         return ops.aggregate(ops.structure(g), Y * Y + Y2, "sum") + H[:, :3]
 
 
-def test_several_inputs_equal_numpy(executor):
-    g = _graph()
-    H = np.random.default_rng(5).standard_normal((N, 4))
-    layer = TwoInputs(executor)
-    p = {k: gg.to_numpy(v) for k, v in layer.params.items()}
+def _typed_reference(A, H, p):
+    Y = np.zeros((N, 2))
+    Y[0:4] = H[0:4, :3] @ p["W0"] + p["b0"]
+    Y[[5, 7, 8]] = H[[5, 7, 8]] @ p["W1"]
+    return A @ (Y * Y)
+
+
+def _two_inputs_reference(A, H, p):
     Q = H * H
     Y, Y2 = np.zeros((N, 3)), np.zeros((N, 3))
     Y[0:4] = H[0:4] @ p["A0"] + Q[0:4, :2] @ p["B0"] + p["b0"]
     Y[[5, 7, 8]] = Q[[5, 7, 8]] @ p["B1"]
     Y2[[5, 7, 8]] = H[[5, 7, 8]] @ p["B1"]
-    want = g.to_scipy() @ (Y * Y + Y2) + H[:, :3]
+    return A @ (Y * Y + Y2) + H[:, :3]
+
+
+MODULES = [(Typed, _typed_reference), (TwoInputs, _two_inputs_reference)]
+
+
+@pytest.mark.parametrize("module,reference", MODULES, ids=["one-input", "two-inputs"])
+def test_equals_numpy(executor, module, reference):
+    g = _graph()
+    H = np.random.default_rng(2).standard_normal((N, 4))
+    layer = module(executor)
+    p = {k: gg.to_numpy(v) for k, v in layer.params.items()}
     got = gg.to_numpy(layer(g, executor.asarray(H)))
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, reference(g.to_scipy(), H, p), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.cpu_only
-def test_several_inputs_central_differences():
-    check_module_grads(TwoInputs(), _graph(), np.random.default_rng(6).standard_normal((N, 4)))
+@pytest.mark.parametrize("module", [m for m, _ in MODULES], ids=["one-input", "two-inputs"])
+def test_central_differences(module):
+    check_module_grads(module(), _graph(), np.random.default_rng(3).standard_normal((N, 4)))
 
 
 class BadSegments(gg.nn.Module):
