@@ -433,6 +433,31 @@ def test_the_tape_offers_only_sums_it_owns_and_each_once():
         t.add([x], lambda g, o: (g,), donate=True, adds=True)
 
 
+def test_the_tape_frees_what_a_vjp_held_as_soon_as_it_has_run():
+    """A forward value only a vjp reads (HGT's activations) is released when that vjp has
+    run, not when the whole backward ends; a spent vjp cannot run again."""
+    import weakref
+
+    from gblas_gnn.compose.tape import Tape
+
+    t = Tape()
+    x = t.leaf("x")
+    held = np.ones(3)
+    alive = weakref.ref(held)
+    seen = []
+    # recorded first, so its vjp runs last: after the one that holds the value
+    probe = t.add([x], lambda g: (seen.append(("probe", alive() is None)) or g,))
+    holder = t.add([x], lambda g, kept=held: (g * kept,))
+    del held
+    later = t.add([holder, probe],
+                  lambda g: (seen.append(("later", alive() is None)) or g, g))
+    t.backward(t.add([later], lambda g: (g,)), np.ones(3))
+    # there while its vjp may still run, gone as soon as it has
+    assert seen == [("later", False), ("probe", True)]
+    with pytest.raises(RuntimeError, match="ran twice"):
+        holder.vjp(np.ones(3))
+
+
 def test_functional_form_gives_gradients_in_the_structure_of_the_arguments(executor):
     g, H, _ = graph_and_inputs(6, 4, 1)
     w = np.linspace(-1, 1, 4)

@@ -83,6 +83,10 @@ def _no_vjp(_):
     return ()
 
 
+def _spent(*_):
+    raise RuntimeError("a vjp ran twice: the tape runs each node's once")
+
+
 class Summed:
     """What a vjp of :attr:`Node.adds` returns for a parent whose offered sum ``value`` it
     added its cotangent into (in place): the tape keeps ``value`` as that parent's sum."""
@@ -136,6 +140,10 @@ class Tape:
                 grads = node.vjp(g, _offers(node.parents, acc, owned, products))
             else:
                 grads = node.vjp(g)
+            # what only this vjp held (the forward's values it read) is freed now, not when
+            # the whole backward ends: HGT's activations go before its edge program's backward
+            node.vjp = _spent
+            del g
             for parent, pg in zip(node.parents, grads, strict=True):
                 if parent is None or pg is None:
                     continue
