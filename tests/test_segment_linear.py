@@ -98,10 +98,35 @@ def _two_inputs_reference(A, H, p):
     return A @ (Y * Y + Y2) + H[:, :3]
 
 
-MODULES = [(Typed, _typed_reference), (TwoInputs, _two_inputs_reference)]
+class Whole(gg.nn.Module):
+    """One segment over every row reading two arrays whole (SAGE's ``[AGG(H) | H] [W_l;
+    W_r] + b``): each input's cotangent is the segment's own product."""
+
+    def __init__(self, executor=None):
+        super().__init__(np.float64, executor)
+        rng = np.random.default_rng(7)
+        self.add_param("W", rng.standard_normal((4, 3)))
+        self.add_param("V", rng.standard_normal((4, 3)))
+        self.add_param("b", rng.standard_normal(3))
+
+    def forward(self, g, H):
+        p = self.params
+        M = ops.aggregate(ops.structure(g), H, "mean")
+        return ops.segment_linear([M, H], [(slice(0, N), [p["W"], p["V"]], p["b"])], 3)
 
 
-@pytest.mark.parametrize("module,reference", MODULES, ids=["one-input", "two-inputs"])
+def _whole_reference(A, H, p):
+    pattern = (A.toarray() != 0).astype(float)
+    M = pattern @ H / np.maximum(pattern.sum(axis=1, keepdims=True), 1)
+    return M @ p["W"] + H @ p["V"] + p["b"]
+
+
+MODULES = [(Typed, _typed_reference), (TwoInputs, _two_inputs_reference),
+           (Whole, _whole_reference)]
+IDS = ["one-input", "two-inputs", "whole-rows"]
+
+
+@pytest.mark.parametrize("module,reference", MODULES, ids=IDS)
 def test_equals_numpy(executor, module, reference):
     g = _graph()
     H = np.random.default_rng(2).standard_normal((N, 4))
@@ -112,7 +137,7 @@ def test_equals_numpy(executor, module, reference):
 
 
 @pytest.mark.cpu_only
-@pytest.mark.parametrize("module", [m for m, _ in MODULES], ids=["one-input", "two-inputs"])
+@pytest.mark.parametrize("module", [m for m, _ in MODULES], ids=IDS)
 def test_central_differences(module):
     check_module_grads(module(), _graph(), np.random.default_rng(3).standard_normal((N, 4)))
 

@@ -94,6 +94,17 @@ def _zeroed_outside(xp, shape: tuple, dtype, gaps: list):
     return out
 
 
+def _whole(segs: list, m: int, shape: tuple) -> bool:
+    """Whether input ``m`` is read by one segment, over all its rows and columns: its
+    cotangent is then that segment's product ``G Wᵀ`` itself."""
+    readers = [(rows, Ws[m]) for rows, Ws, _ in segs if Ws[m] is not None]
+    if len(readers) != 1:
+        return False
+    rows, w = readers[0]
+    return (isinstance(rows, slice) and rows.indices(shape[0]) == (0, shape[0], 1)
+            and w.value.shape[0] == shape[1])
+
+
 def _rows_cotangent(ex, xp, acc, rows, G, W, piece, add: bool):
     """``acc[rows, :k] += G Wᵀ`` with ``add``, else ``acc[rows, :k] = G Wᵀ`` (rows this
     segment alone writes), by the product itself where the rows are one C-contiguous block;
@@ -165,6 +176,8 @@ def segment_linear(X, segments, width: int) -> Traced:
             if (offer is not None and tuple(offer.shape) == tuple(v.shape)
                     and offer.dtype == np.result_type(v.dtype, G.dtype)):
                 accs.append((offer, True))
+            elif _whole(segs, m, v.shape):
+                accs.append((None, False))       # the one product's own array, below
             else:
                 # zero outside the rows and columns the segments write
                 acc = _zeroed_outside(xp, v.shape, np.result_type(v.dtype, G.dtype), gaps)
@@ -175,8 +188,15 @@ def segment_linear(X, segments, width: int) -> Traced:
         grads = []
         for (rows, Ws, b), ps in zip(segs, pieces, strict=True):
             g = xp.ascontiguousarray(G[rows])
-            for (acc, offered), w, p in zip(accs, Ws, ps, strict=True):
-                if w is not None:
+            for m, (w, p) in enumerate(zip(Ws, ps, strict=True)):
+                if w is None:
+                    continue
+                acc, offered = accs[m]
+                if acc is None:
+                    dx, dw = ex.matmul_vjp(g, w.value, p)
+                    accs[m] = (dx, False)
+                    grads.append(dw)
+                else:
                     grads.append(_rows_cotangent(ex, xp, acc, rows, g, w.value, p, offered))
             if b is not None:
                 grads.append(ex.vertex_sum(g).reshape(b.value.shape))

@@ -84,6 +84,13 @@ class SAGEConv(PyGInterop, Module):
         p = self.params
         X = ops.relu(H @ p["W_p"] + p["b_p"]) if self.project else H
         S = ops.structure(g)                    # the pattern: edge values are not read
+        if self.aggregates_first() and self.root_weight:
+            # [AGG(X) | H] [W_l; W_r] + b_l as one op over every row: the products summed and
+            # biased as they are written, no (n, out) term or sum of their own
+            rows = slice(0, H.shape[0])
+            Z = ops.segment_linear([ops.aggregate(S, X, self.aggr), H],
+                                   [(rows, [p["W_l"], p["W_r"]], p.get("b_l"))], self.out_dim)
+            return ops.normalize(Z) if self.normalize else Z
         if self.aggregates_first():
             Z = ops.aggregate(S, X, self.aggr) @ p["W_l"]
         else:
