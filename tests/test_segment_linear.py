@@ -121,9 +121,27 @@ def _whole_reference(A, H, p):
     return M @ p["W"] + H @ p["V"] + p["b"]
 
 
+class Unread(gg.nn.Module):
+    """A second input no segment reads (HGT without a gated skip): no cotangent from it."""
+
+    def __init__(self, executor=None):
+        super().__init__(np.float64, executor)
+        self.add_param("W", np.random.default_rng(9).standard_normal((4, 2)))
+
+    def forward(self, g, H):
+        return ops.segment_linear([H * H, H], [(SEGMENTS[0], [self.params["W"], None], None)],
+                                  2)
+
+
+def _unread_reference(A, H, p):
+    Y = np.zeros((N, 2))
+    Y[0:4] = (H * H)[0:4] @ p["W"]
+    return Y
+
+
 MODULES = [(Typed, _typed_reference), (TwoInputs, _two_inputs_reference),
-           (Whole, _whole_reference)]
-IDS = ["one-input", "two-inputs", "whole-rows"]
+           (Whole, _whole_reference), (Unread, _unread_reference)]
+IDS = ["one-input", "two-inputs", "whole-rows", "unread-input"]
 
 
 @pytest.mark.parametrize("module,reference", MODULES, ids=IDS)

@@ -170,37 +170,42 @@ def segment_linear(X, segments, width: int) -> Traced:
         out[rows] = y
 
     def vjp(G, into):
+        # per input: (its cotangent so far, how it is written): "offered" (the tape's sum,
+        # added into), "fresh" (zeroed outside what the segments write, written), "whole"
+        # (one segment reads it all: that product's own array), "unread" (None)
         accs = []
         for m, v in enumerate(values):
             offer = into[m]
-            if (offer is not None and tuple(offer.shape) == tuple(v.shape)
-                    and offer.dtype == np.result_type(v.dtype, G.dtype)):
-                accs.append((offer, True))
+            dtype = np.result_type(v.dtype, G.dtype)
+            if all(Ws[m] is None for _, Ws, _ in segs):
+                accs.append((None, "unread"))
+            elif (offer is not None and tuple(offer.shape) == tuple(v.shape)
+                    and offer.dtype == dtype):
+                accs.append((offer, "offered"))
             elif _whole(segs, m, v.shape):
-                accs.append((None, False))       # the one product's own array, below
+                accs.append((None, "whole"))
             else:
-                # zero outside the rows and columns the segments write
-                acc = _zeroed_outside(xp, v.shape, np.result_type(v.dtype, G.dtype), gaps)
+                acc = _zeroed_outside(xp, v.shape, dtype, gaps)
                 for rows, Ws, _ in segs:
                     cols = slice(None) if Ws[m] is None else slice(Ws[m].value.shape[0], None)
                     acc[rows if isinstance(rows, slice) else xp.asarray(rows), cols] = 0
-                accs.append((acc, False))
+                accs.append((acc, "fresh"))
         grads = []
         for (rows, Ws, b), ps in zip(segs, pieces, strict=True):
             g = xp.ascontiguousarray(G[rows])
             for m, (w, p) in enumerate(zip(Ws, ps, strict=True)):
                 if w is None:
                     continue
-                acc, offered = accs[m]
-                if acc is None:
+                acc, mode = accs[m]
+                if mode == "whole":
                     dx, dw = ex.matmul_vjp(g, w.value, p)
-                    accs[m] = (dx, False)
-                    grads.append(dw)
+                    accs[m] = (dx, "fresh")
                 else:
-                    grads.append(_rows_cotangent(ex, xp, acc, rows, g, w.value, p, offered))
+                    dw = _rows_cotangent(ex, xp, acc, rows, g, w.value, p, mode == "offered")
+                grads.append(dw)
             if b is not None:
                 grads.append(ex.vertex_sum(g).reshape(b.value.shape))
-        return (*(Summed(acc) if offered else acc for acc, offered in accs), *grads)
+        return (*(Summed(acc) if mode == "offered" else acc for acc, mode in accs), *grads)
 
     parents = list(xs)
     for _, Ws, b in segs:
