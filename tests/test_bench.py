@@ -366,12 +366,13 @@ def test_recorded_cuda_kernel_table_regenerates_byte_for_byte():
 
 def test_revisions_times_two_revisions_interleaved(tmp_path, capsys):
     """``bench revisions``: HEAD against the working tree on the tiny case, one row per
-    layer with both sides' runs (rows with edge features and with relations too); an
-    unknown revision is refused before any work."""
+    layer with both sides' runs (rows with edge features and with relations too, and HGT on
+    a typed graph); an unknown revision is refused before any work."""
     assert main(["revisions", "--before", "HEAD", "--case", "tiny", "--layers",
-                 "gat,gine,rgcn", "--reps", "2", "--threads", "1", "--out", str(tmp_path)]) == 0
+                 "gat,gine,rgcn,hgt", "--reps", "2", "--threads", "1",
+                 "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "revisions-tiny.json").read_text())
-    for name in ("gat", "gine", "rgcn"):
+    for name in ("gat", "gine", "rgcn", "hgt"):
         row = result["rows"][name]
         assert len(row["before"]["total"]["runs_ms"]) == 2
         assert len(row["after"]["total"]["runs_ms"]) == 2
