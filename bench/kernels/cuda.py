@@ -106,7 +106,7 @@ def run_cuda_kernels(cases: list[str], out: Path) -> dict:
 
     from gblas_gnn.gpu._catalogue import variants
     from gblas_gnn.gpu._program_catalogue import all_kernels
-    from gblas_gnn.gpu.compile import assemble, compile_kernel, occupancy, threads_per_block
+    from gblas_gnn.gpu.compile import assemble, compile_kernels, occupancy, threads_per_block
 
     t0 = time.perf_counter()
     kernels = []
@@ -116,8 +116,8 @@ def run_cuda_kernels(cases: list[str], out: Path) -> dict:
         label, signature = next(variants(spec))          # float32/int32: what M and L run
         row = {"kernel": spec.name, "launch": spec.launch, "types": label,
                "threads_per_block": threads_per_block(spec), "resources": {}}
-        for cc in ((8, 0), (9, 0)):
-            r = assemble(compile_kernel(spec, signature, cc), cc)
+        for cc, ptx in compile_kernels(spec, signature, ((8, 0), (9, 0))).items():
+            r = assemble(ptx, cc)
             r["occupancy"] = occupancy(r["registers"], r["shared_bytes"],
                                        row["threads_per_block"], cc)
             row["resources"][f"sm_{cc[0]}{cc[1]}"] = r
