@@ -1,5 +1,5 @@
 """Generated kernels equal the unfused reference on random expressions, forward and
-backward, on the executor under test (hypothesis): random elementwise chains over gathered
+backward, on the executor under test (seeded, one per sink): random elementwise chains over gathered
 rows, columns, parameters, A's values and dropout scales, rank-3 contractions, zero, one or
 two softmaxes, heads, every fused aggregation and semiring, row and column reductions, the
 transposed product, float32 and float64, graphs with empty rows and isolated vertices.
@@ -20,8 +20,6 @@ import dataclasses
 import numba
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from kernel_ast import Module
 
 import gblas_gnn as gg
@@ -126,36 +124,41 @@ def _run(fn, ex, g, arrays, P, R_seed):
         {k: to_numpy(v) for k, v in grads[4].items()}
 
 
-def _examples(executor) -> int:
-    return 2 if executor.name == "cuda" else 8
+TROPICAL = ("max", "min", "max_plus", "min_plus", "max_times", "min_times", "rows_max",
+            "rows_min")
+#: every sink once, alternately with one head and with two: a random formulation each
+REFERENCE_CASES = [(None if k % 2 == 0 else 2, sink) for k, sink in enumerate(SINKS)]
 
 
-@pytest.mark.parametrize("heads", [None, 2], ids=["one-head", "two-heads"])
-def test_generated_kernels_equal_the_reference(executor, heads):
+@pytest.mark.parametrize("heads, sink", REFERENCE_CASES,
+                         ids=[f"{'one-head' if h is None else 'two-heads'}-{s}"
+                              for h, s in REFERENCE_CASES])
+def test_generated_kernels_equal_the_reference(executor, heads, sink):
+    """A random formulation ending in ``sink`` (seeded by the case: the graph's size, its
+    edge count, empty graphs included, and the dtype too) equals the reference executor's,
+    forward and every gradient. The simulator runs every third case (it runs each kernel
+    launch in Python threads)."""
+    k = SINKS.index(sink)
+    if executor.name == "cuda" and k % 3:
+        pytest.skip("the simulator runs every third sink")
     reference = _reference_for(executor)
-
-    @settings(max_examples=_examples(executor), deadline=None)
-    @given(seed=st.integers(0, 2**20), n=st.integers(2, 9), edges=st.integers(0, 28),
-           sink=st.sampled_from(SINKS), dtype=st.sampled_from([np.float32, np.float64]))
-    def check(seed, n, edges, sink, dtype):
-        if sink in ("max", "min", "max_plus", "min_plus", "max_times", "min_times",
-                    "rows_max", "rows_min"):
-            dtype = np.float64          # near-ties must not flip between two roundings
-        fn = random_formulation(seed, heads, sink)
-        g, arrays, P = _inputs(seed, n, edges, heads, dtype)
-        got = _run(fn, executor, g, arrays, P, seed)
-        want = _run(fn, reference, g, arrays, P, seed)
-        tol = dict(rtol=2e-4, atol=2e-5) if dtype == np.float32 else \
-            dict(rtol=1e-9, atol=1e-11)
-        np.testing.assert_allclose(got[0], want[0], err_msg=f"{sink}: forward", **tol)
-        for k in range(4):
-            np.testing.assert_allclose(got[1][k], want[1][k], err_msg=f"{sink}: argument {k}",
-                                       **tol)
-        for key in P:
-            np.testing.assert_allclose(got[2][key], want[2][key],
-                                       err_msg=f"{sink}: parameter {key}", **tol)
-
-    check()
+    rng = np.random.default_rng(7919 * k + 11)
+    seed, n, edges = int(rng.integers(0, 2**20)), int(rng.integers(2, 10)), \
+        int(rng.integers(0, 29))
+    # near-ties of max and min must not flip between two roundings: float64 for those
+    dtype = np.float64 if sink in TROPICAL or rng.random() < 0.5 else np.float32
+    fn = random_formulation(seed, heads, sink)
+    g, arrays, P = _inputs(seed, n, edges, heads, dtype)
+    got = _run(fn, executor, g, arrays, P, seed)
+    want = _run(fn, reference, g, arrays, P, seed)
+    tol = dict(rtol=2e-4, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(got[0], want[0], err_msg=f"{sink}: forward", **tol)
+    for a in range(4):
+        np.testing.assert_allclose(got[1][a], want[1][a], err_msg=f"{sink}: argument {a}",
+                                   **tol)
+    for key in P:
+        np.testing.assert_allclose(got[2][key], want[2][key],
+                                   err_msg=f"{sink}: parameter {key}", **tol)
 
 
 MANY_SINKS = ["sum", "mean", "max", "rows_sum", "spmm_t"]
