@@ -37,6 +37,7 @@ import numba as nb
 import numpy as np
 
 from ._kernel_primitives import prefetch_row
+from ._lanes import lane_count, lanes_div, lanes_fma, lanes_load, lanes_splat, lanes_store
 
 __all__ = ["prefetch_distance", "spmm_rows", "spmm_tiled_rows", "transpose_csr"]
 
@@ -86,6 +87,12 @@ def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahea
     division by the row counts is this pass's, not one more over ``out``); the row gathered
     ``ahead`` entries later is prefetched (:func:`prefetch_distance`).
 
+    A row's sum is held in vector registers (:mod:`._lanes`): blocks of four vectors of
+    columns (32 float32 columns), then blocks of one, each block's terms summed over the
+    row's entries and stored once; the last ``k mod L`` columns are summed in the output row.
+    Every column's operations are the same in each form (a fused multiply-add per term, in
+    storage order), so the result does not depend on the width either.
+
     ``bounds``: chunks of rows (:func:`..patterns.balanced_bounds`); ``indptr`` and
     ``indices`` unsigned (:func:`..patterns.unsigned_view`: every index then goes without
     numba's wraparound of a negative one); ``X`` (ncols, k) and ``out`` (nrows, k)
@@ -97,15 +104,73 @@ def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahea
     step = np.uint64(ahead)
     one = np.uint64(1)
     divide = divisors.shape[0] > 0
+    k = np.uint64(X.shape[1])
+    lanes = np.uint64(lane_count(X))
+    block = np.uint64(4) * lanes
+    blocks_end = k // block * block             # columns in blocks of four vectors
+    vectors_end = k // lanes * lanes            # ... then of one vector
+    Xf = X.reshape(X.size)
+    of = out.reshape(out.size)
     for t in nb.prange(bounds.shape[0] - 1):
         for i in range(np.uint64(bounds[t]), np.uint64(bounds[t + 1])):
-            oi = out[i]
-            _start_row(oi, z0, X, i, alpha, use_self)
-            for p in range(indptr[i], indptr[i + one]):
-                prefetch_row(X[indices[min(p + step, last)]])
-                _add_row(oi, values[0] if iso else values[p], X[indices[p]])
-            if divide:
-                _divide_row(oi, divisors[i])
+            lo = indptr[i]
+            hi = indptr[i + one]
+            base = i * k
+            c = np.uint64(0)
+            while c < blocks_end:
+                c1, c2, c3 = c + lanes, c + np.uint64(2) * lanes, c + np.uint64(3) * lanes
+                a0 = lanes_load(z0, c)
+                a1 = lanes_load(z0, c1)
+                a2 = lanes_load(z0, c2)
+                a3 = lanes_load(z0, c3)
+                if use_self:
+                    s = lanes_splat(X, alpha)
+                    a0 = lanes_fma(s, lanes_load(Xf, base + c), a0)
+                    a1 = lanes_fma(s, lanes_load(Xf, base + c1), a1)
+                    a2 = lanes_fma(s, lanes_load(Xf, base + c2), a2)
+                    a3 = lanes_fma(s, lanes_load(Xf, base + c3), a3)
+                for p in range(lo, hi):
+                    if c == 0:
+                        prefetch_row(X[indices[min(p + step, last)]])
+                    w = lanes_splat(X, values[0] if iso else values[p])
+                    o = indices[p] * k
+                    a0 = lanes_fma(w, lanes_load(Xf, o + c), a0)
+                    a1 = lanes_fma(w, lanes_load(Xf, o + c1), a1)
+                    a2 = lanes_fma(w, lanes_load(Xf, o + c2), a2)
+                    a3 = lanes_fma(w, lanes_load(Xf, o + c3), a3)
+                if divide:
+                    d = lanes_splat(X, divisors[i])
+                    a0 = lanes_div(a0, d)
+                    a1 = lanes_div(a1, d)
+                    a2 = lanes_div(a2, d)
+                    a3 = lanes_div(a3, d)
+                lanes_store(of, base + c, a0)
+                lanes_store(of, base + c1, a1)
+                lanes_store(of, base + c2, a2)
+                lanes_store(of, base + c3, a3)
+                c += block
+            while c < vectors_end:
+                a0 = lanes_load(z0, c)
+                if use_self:
+                    a0 = lanes_fma(lanes_splat(X, alpha), lanes_load(Xf, base + c), a0)
+                for p in range(lo, hi):
+                    if c == 0:
+                        prefetch_row(X[indices[min(p + step, last)]])
+                    a0 = lanes_fma(lanes_splat(X, values[0] if iso else values[p]),
+                                   lanes_load(Xf, indices[p] * k + c), a0)
+                if divide:
+                    a0 = lanes_div(a0, lanes_splat(X, divisors[i]))
+                lanes_store(of, base + c, a0)
+                c += lanes
+            if c < k:
+                oi = out[i, c:]
+                _start_row(oi, z0[c:], X[:, c:], i, alpha, use_self)
+                for p in range(lo, hi):
+                    if c == 0:
+                        prefetch_row(X[indices[min(p + step, last)]])
+                    _add_row(oi, values[0] if iso else values[p], X[indices[p], c:])
+                if divide:
+                    _divide_row(oi, divisors[i])
 
 
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
