@@ -153,7 +153,9 @@ def segment_linear(X, segments, width: int) -> Traced:
     dtype = np.result_type(*(v.dtype for v in values),
                            *(w.value.dtype for _, Ws, _ in segs for w in Ws if w is not None))
     gaps = _row_cover(n, [rows for rows, _, _ in segs])
-    out = _zeroed_outside(xp, (n, width), dtype, gaps)
+    # one segment over every row (SAGE's [AGG(H) | H] [W_l; W_r]): its product is the output
+    whole = len(segs) == 1 and not gaps and isinstance(segs[0][0], slice)
+    out = None if whole else _zeroed_outside(xp, (n, width), dtype, gaps)
     pieces = []                                  # per segment, per input: the rows read
     for rows, Ws, b in segs:
         ps = [None if w is None else xp.ascontiguousarray(v[rows, :w.value.shape[0]])
@@ -167,7 +169,10 @@ def segment_linear(X, segments, width: int) -> Traced:
                 y = ex.linear(p, w.value, None if b is None else b.value)
             else:
                 y += ex.gemm(p, w.value)
-        out[rows] = y
+        if whole:
+            out = xp.ascontiguousarray(y, dtype=dtype)
+        else:
+            out[rows] = y
 
     def vjp(G, into):
         # per input: (its cotangent so far, how it is written): "offered" (the tape's sum,
