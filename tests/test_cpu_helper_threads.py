@@ -4,7 +4,9 @@ task order raised in the caller, a second caller served, a forked child given it
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -43,6 +45,32 @@ def test_the_first_failure_in_task_order_is_raised_and_the_helpers_go_on():
         run_all([lambda: None, fail("helper 1"), fail("helper 2")])
     with pytest.raises(ValueError, match="caller"):
         run_all([fail("caller"), fail("helper 1")])
+    done = []
+    run_all([_record(done), _record(done)])
+    assert len(done) == 2
+
+
+def test_ctrl_c_while_a_helper_works_is_raised_once_the_helper_is_done():
+    """SIGINT reaching the caller while it waits for a helper: ``KeyboardInterrupt`` comes
+    after the helper's task has ended (a caller unwinding with a helper inside a BLAS call
+    could leave the process to abort at exit), and the helpers serve the next call."""
+    caller = threading.get_ident()
+    finished = []
+
+    def helper():
+        time.sleep(0.2)                                  # the caller is waiting by now
+        signal.pthread_kill(caller, signal.SIGINT)
+        time.sleep(0.3)
+        finished.append(time.monotonic())
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_all([lambda: None, helper])
+        raised = time.monotonic()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert finished and finished[0] <= raised
     done = []
     run_all([_record(done), _record(done)])
     assert len(done) == 2
