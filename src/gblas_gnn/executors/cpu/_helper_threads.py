@@ -72,10 +72,11 @@ class _Helpers:
 def _collect(done: queue.SimpleQueue, outcomes: list, pending: int) -> None:
     """The helpers' outcomes into ``outcomes``, waiting for every one of them even when the
     wait is interrupted (Ctrl-C raises ``KeyboardInterrupt`` in the waiting thread): the
-    interruption is raised once no helper is left inside a task. A caller that unwound while
-    a helper still ran a BLAS product could end the process with the helper inside it, and
-    the interpreter's shutdown then aborted the process (SIGABRT instead of the command
-    line's exit status 130, seen once in a loaded test run)."""
+    interruption is raised once no helper is left inside a task. A caller that unwinds while
+    a helper still runs a BLAS product can end the process with the helper inside it, and
+    the interpreter's shutdown may then abort (a loaded test run once saw the command line
+    end by SIGABRT instead of its exit status 130 for Ctrl-C; this is the race found that
+    fits it)."""
     interrupted: BaseException | None = None
     while pending:
         try:
