@@ -121,6 +121,22 @@ def _whole_reference(A, H, p):
     return M @ p["W"] + H @ p["V"] + p["b"]
 
 
+class Reversed(gg.nn.Module):
+    """One segment over every row, given in reverse order: row ``i`` of the output is row
+    ``i``'s product all the same (not the reversed product written as the output)."""
+
+    def __init__(self, executor=None):
+        super().__init__(np.float64, executor)
+        self.add_param("W", np.random.default_rng(8).standard_normal((4, 3)))
+
+    def forward(self, g, H):
+        return ops.segment_linear(H * H, [(slice(None, None, -1), self.params["W"], None)], 3)
+
+
+def _reversed_reference(A, H, p):
+    return (H * H) @ p["W"]
+
+
 class Unread(gg.nn.Module):
     """A second input no segment reads (HGT without a gated skip): no cotangent from it."""
 
@@ -140,8 +156,9 @@ def _unread_reference(A, H, p):
 
 
 MODULES = [(Typed, _typed_reference), (TwoInputs, _two_inputs_reference),
-           (Whole, _whole_reference), (Unread, _unread_reference)]
-IDS = ["one-input", "two-inputs", "whole-rows", "unread-input"]
+           (Whole, _whole_reference), (Reversed, _reversed_reference),
+           (Unread, _unread_reference)]
+IDS = ["one-input", "two-inputs", "whole-rows", "reversed-rows", "unread-input"]
 
 
 @pytest.mark.parametrize("module,reference", MODULES, ids=IDS)

@@ -94,6 +94,12 @@ def _zeroed_outside(xp, shape: tuple, dtype, gaps: list):
     return out
 
 
+def _every_row(rows, n: int) -> bool:
+    """Whether ``rows`` is the slice of all ``n`` rows in order (not reversed, not an index
+    array): a product over them is then the whole array, row for row."""
+    return isinstance(rows, slice) and rows.indices(n) == (0, n, 1)
+
+
 def _whole(segs: list, m: int, shape: tuple) -> bool:
     """Whether input ``m`` is read by one segment, over all its rows and columns: its
     cotangent is then that segment's product ``G Wᵀ`` itself."""
@@ -101,8 +107,7 @@ def _whole(segs: list, m: int, shape: tuple) -> bool:
     if len(readers) != 1:
         return False
     rows, w = readers[0]
-    return (isinstance(rows, slice) and rows.indices(shape[0]) == (0, shape[0], 1)
-            and w.value.shape[0] == shape[1])
+    return _every_row(rows, shape[0]) and w.value.shape[0] == shape[1]
 
 
 def _rows_cotangent(ex, xp, acc, rows, G, W, piece, add: bool):
@@ -154,7 +159,7 @@ def segment_linear(X, segments, width: int) -> Traced:
                            *(w.value.dtype for _, Ws, _ in segs for w in Ws if w is not None))
     gaps = _row_cover(n, [rows for rows, _, _ in segs])
     # one segment over every row (SAGE's [AGG(H) | H] [W_l; W_r]): its product is the output
-    whole = len(segs) == 1 and not gaps and isinstance(segs[0][0], slice)
+    whole = len(segs) == 1 and _every_row(segs[0][0], n)
     out = None if whole else _zeroed_outside(xp, (n, width), dtype, gaps)
     pieces = []                                  # per segment, per input: the rows read
     for rows, Ws, b in segs:
