@@ -7,8 +7,10 @@ GAT with one and four heads (and with attention dropout, as it trains), AGNN, GA
 graph Transformer with four heads, GAT aggregating by ``max`` (the plan's ``"row"``
 strategy) and HGT with two heads on a typed graph, each in float32 and float64. Their edge
 programs are recorded from one forward on a tiny graph on the ``primitives`` executor (the
-reference lowering: nothing is compiled), and the kernels generated for them
-(:mod:`._program_kernels`) are typed from their argument names (:func:`argument_type`).
+reference lowering: no program is generated for the cpu, though its aggregation kernels run and
+are compiled the first time), and the kernels generated for them (:mod:`._program_kernels`)
+are typed from their argument names (:func:`argument_type`). Nothing is recorded on import:
+a test collection that lists the formulations stays cheap.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from ._catalogue import KERNELS, KernelSpec, contiguous
 from ._program_kernels import kernels
 from ._program_source import kernel_arguments
 
-__all__ = ["FORMULATIONS", "structures", "argument_type", "program_specs", "all_kernels"]
+__all__ = ["FORMULATIONS", "structures", "argument_type", "formulation_specs", "program_specs",
+           "all_kernels"]
 
 
 #: the formulations whose kernels are catalogued: name -> layer(dtype, executor)
@@ -110,20 +113,24 @@ def _typer(structure: Structure, names: tuple[str, ...]) -> Callable:
     return lambda F, I: tuple(argument_type(n, structure, F, I) for n in names)
 
 
+def formulation_specs(name: str, F) -> tuple[KernelSpec, ...]:
+    """A :class:`~._catalogue.KernelSpec` per generated kernel of formulation ``name`` in
+    float type ``F`` (named ``formulation:kernel``)."""
+    specs = []
+    for s in structures(name, str(np.dtype(F.name))):
+        p = plan(s)
+        mod = kernels(p)
+        for kernel, names in kernel_arguments(p).items():
+            specs.append(KernelSpec(f"{name}:{kernel}", getattr(mod, kernel), "group",
+                                    _typer(s, names), float_types=(F,)))
+    return tuple(specs)
+
+
 @cache
 def program_specs() -> tuple:
-    """A :class:`~._catalogue.KernelSpec` per generated kernel of every formulation and
-    float type (named ``formulation:kernel``; the float type is the variant's)."""
-    specs = []
-    for name in FORMULATIONS:
-        for F in (float32, float64):
-            for s in structures(name, str(np.dtype(F.name))):
-                p = plan(s)
-                mod = kernels(p)
-                for kernel, names in kernel_arguments(p).items():
-                    specs.append(KernelSpec(f"{name}:{kernel}", getattr(mod, kernel), "group",
-                                            _typer(s, names), float_types=(F,)))
-    return tuple(specs)
+    """:func:`formulation_specs` of every formulation and float type."""
+    return tuple(spec for name in FORMULATIONS for F in (float32, float64)
+                 for spec in formulation_specs(name, F))
 
 
 def all_kernels() -> list[KernelSpec]:
