@@ -155,17 +155,32 @@ LAUNCHERS = ("test_mpi.py", "test_notebooks.py", "test_suite_on_executors.py", "
              "test_cli_run.py")
 
 
+#: the files of the longest launches (sub-suites and notebooks, one to two minutes each, cold)
+LONGEST_FIRST = ("test_suite_on_executors.py", "test_mpi.py", "test_notebooks.py")
+
+
 def launches(item) -> bool:
     """Whether a test starts processes of its own (:data:`LAUNCHERS`, or marked slow)."""
     return item.path.name in LAUNCHERS or item.get_closest_marker("slow") is not None
 
 
+def run_order(item) -> tuple[bool, int]:
+    """Where a test runs in the session: the tests that launch processes last (by then the
+    in-process tests have compiled the kernels those processes share with them, and they load
+    them from the cache instead of compiling them again in every process: cold, a grid's
+    ranks compiled each kernel once per rank, and the 4-rank grid suite ran out of time at
+    600 s), and of those the longest (:data:`LONGEST_FIRST`) first. Workers steal queued
+    tests from the end of each other's queues, never a running one, so a queue that ends in
+    short tests lets both workers end together (cold, with a simulator suite last, one stood
+    idle for two minutes)."""
+    if not launches(item):
+        return (False, 0)
+    name = item.path.name
+    return (True, LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST))
+
+
 def pytest_collection_modifyitems(config, items):
-    # the tests that launch processes run last: by then the in-process tests have compiled
-    # the kernels those processes share with them, and they load them from the cache instead
-    # of compiling them again in every process (cold, a grid's ranks compiled each kernel
-    # once per rank; the 4-rank grid suite ran out of time at 600 s)
-    items.sort(key=launches)
+    items.sort(key=run_order)
     if not _real_gpu():
         no_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
         for item in items:
