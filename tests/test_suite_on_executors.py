@@ -11,7 +11,7 @@ launched from here (``python -m pytest --executor cuda`` in a subprocess), for t
   is chosen by ``NUMBA_ENABLE_CUDASIM`` when ``numba`` is imported, and the ordinary session
   imports it before any test (the cpu kernels are numba's). The ordinary session needs the
   real target: ``tests/test_gpu_compile.py`` compiles every kernel to PTX for sm_80 and sm_90
-  and assembles it with ``ptxas`` (133 tests), which the simulator cannot do (the file skips
+  and assembles it with ``ptxas``, which the simulator cannot do (the file skips
   itself under it); on a machine with a GPU the simulator would also hide the GPU.
 * The launch shape is fixed at import too (``gblas_gnn.gpu._device``: ``LANES`` lanes per
   group, 4 in the simulator, and the block sizes), and the generated kernels read it: the
