@@ -25,7 +25,7 @@ from kernel_ast import Module
 import gblas_gnn as gg
 from gblas_gnn import compose, ops
 from gblas_gnn.codegen.kernel_args import Layout
-from gblas_gnn.compose.expr import Masked, Softmax
+from gblas_gnn.compose.expr import EdgeDropout, Masked, Softmax, Zip
 from gblas_gnn.compose.lower import build
 from gblas_gnn.executors import CPUExecutor, PrimitivesExecutor, to_numpy
 from gblas_gnn.executors.cpu._program_kernels import signature_key, source
@@ -427,6 +427,9 @@ GENERATORS = _generators()
 
 @pytest.mark.parametrize("generator", sorted(GENERATORS))
 def test_two_formulations_never_share_a_kernel_module(generator):
+    """Another operation, function, sink or dtype: another module. Another constant: the
+    same module on the cpu (its kernels read the numbers at run time), another one for the
+    cuda generator (it writes them in)."""
     source, signature_key = GENERATORS[generator]
     g = gg.Graph.from_edges([0, 1], [1, 2], 3)
     X = np.ones((3, 2), np.float32)
@@ -444,7 +447,39 @@ def test_two_formulations_never_share_a_kernel_module(generator):
     d64 = d.astype(np.float64)
     keys.add(signature_key(_structure(g64.A, ops.leaky_relu(rep(d64) + rep(d64).T, 0.2),
                                       ("aggregate", "sum"), X.astype(np.float64))))
-    assert len(keys) == 4 * 3 + 1                     # every one its own module
+    formulations = 4 if generator == "cuda" else 3
+    assert len(keys) == formulations * 3 + 1
+
+
+def _numbered(slope, scale, p):
+    """A formulation with a LeakyReLU's slope, a constant and a dropout's probability."""
+    def fn(A, X, Y, u, v, P):
+        S = ops.softmax(A * (ops.leaky_relu(rep(u) + rep(v).T, slope) * scale))
+        return ops.aggregate(ops.edge_dropout(S, p, key=5), Y, "sum")
+    return fn
+
+
+def test_one_cpu_kernel_serves_every_value_of_its_numbers():
+    """Slopes, constants and dropout probabilities are read at run time: the formulation
+    at other values runs the kernels already compiled (no other module), and each gives the
+    reference's numbers, forward and every gradient. A slope above one is another module
+    (its LeakyReLU is a min, not a max)."""
+    g, arrays, P = _inputs(3, 9, 30, None, np.float32)
+    cpu, reference = CPUExecutor(), PrimitivesExecutor()
+    values = [(0.2, 1.0, 0.1), (0.0, 0.25, 0.5), (0.7, 3.0, 0.3)]
+    for slope, scale, p in values:
+        fn = _numbered(slope, scale, p)
+        got, want = _run(fn, cpu, g, arrays, P, 1), _run(fn, reference, g, arrays, P, 1)
+        np.testing.assert_allclose(got[0], want[0], rtol=2e-4, atol=2e-5)
+        for a in range(4):
+            np.testing.assert_allclose(got[1][a], want[1][a], rtol=2e-4, atol=2e-5)
+
+    def key(slope, scale, p):
+        e = ops.leaky_relu(rep(arrays[2]) + rep(arrays[3]).T, slope) * scale
+        S = Zip("mul", Softmax(Masked(g.A, e, True)), EdgeDropout(g.A, 5, p, None, np.float32))
+        return signature_key(plan(build(S, ("aggregate", "sum"), arrays[1]).structure))
+    assert len({key(*v) for v in values}) == 1
+    assert key(1.5, 1.0, 0.1) != key(0.2, 1.0, 0.1)
 
 
 @pytest.mark.parametrize("generator", sorted(GENERATORS))

@@ -53,9 +53,11 @@ def test_a_scaled_dot_has_lanes_and_its_scale_reaches_every_pass():
     Q, K = (np.ones((3, 4, 8), np.float32) for _ in range(2))
     p = _plan((rep(Q) * rep(K).T).sum(-1) * 0.25, 4, 8)      # the Transformer's q·k/√d
     assert score_lanes(p) == (4, 8)
+    assert p.structure.numbers == ((0.25, False),)          # read at run time, as nm0
     text = source(p)
-    assert _kernel(text, "forward").count("* np.float32(0.25)") == 4      # once a head
-    assert _kernel(text, "column_rows").count("* np.float32(0.25)") == 4
+    for kernel in ("forward", "column_rows"):
+        code = _kernel(text, kernel)
+        assert "nm0 = np.float32(NUM[0])" in code and code.count("* nm0") == 4   # per head
 
 
 def test_scores_read_per_head_or_per_channel_alone_keep_the_loop_per_head():

@@ -88,12 +88,11 @@ class ArrayLeaves(Leaves):
     def eattr(self, slot, idx):
         return f"EA{slot}[{self._index('p', idx)}]"
 
-    def dropout(self, op, idx):
-        slot, prob, heads = self.p.structure.ops[op].args
-        scale = literal(1.0 / (1.0 - prob), self.dtype)
+    def dropout(self, op, idx, p, scale):
+        slot = self.p.structure.ops[op].args[0]
         zero = literal(0.0, self.dtype)
         h = idx[0] if idx else "0"
-        return f"({scale} if _keep(K{slot}[0], {h}, rid[i], cid[j], {prob!r}) else {zero})"
+        return f"({scale} if _keep(K{slot}[0], {h}, rid[i], cid[j], {p}) else {zero})"
 
     def softmax(self, op, idx):
         return self.edge(f"S{op}", idx[0] if idx else "0")

@@ -213,8 +213,16 @@ class Leaves(ABC):
         """The features of operand ``slot`` at this edge (``idx``: the channel)."""
 
     @abstractmethod
-    def dropout(self, op: int, idx: tuple) -> str:
-        """The keep-scale of dropout ``op`` at this edge."""
+    def dropout(self, op: int, idx: tuple, p: str, scale: str) -> str:
+        """The keep-scale of dropout ``op`` at this edge (``p`` and ``scale``: the code of
+        its probability and of ``1 / (1 - p)``, :meth:`EdgeCode.number`)."""
+
+    def number(self, index: int, value: float, dtype: np.dtype) -> str:
+        """The code of number ``index`` of the structure
+        (:attr:`gblas_gnn.ir.program.Structure.numbers`), ``value`` in ``dtype``. The
+        default writes it into the source (one kernel per value); a generator that passes
+        the numbers to its kernels names them."""
+        return literal(value, dtype)
 
     @abstractmethod
     def softmax(self, op: int, idx: tuple) -> str:
@@ -494,14 +502,25 @@ class EdgeCode:
         c = op.inputs[k]
         return self.value(block, scope, c, child_index(idx, op.trail, self.ops[c].trail, "0"))
 
-    def fmt(self, template: str, x: str, y: str | None = None, alpha=None) -> str:
+    def number(self, i: int, k: int = 0) -> str:
+        """Number ``k`` of operation ``i`` read at run time
+        (:meth:`gblas_gnn.ir.primitives.Primitive.numbers`), in the program's dtype or, a
+        wide one, in float64: what :meth:`Leaves.number` names."""
+        at = self.s.number_at(i) + k
+        value, wide = self.s.numbers[at]
+        return self.leaves.number(at, value, np.dtype(np.float64) if wide else self.dtype)
+
+    def fmt(self, template: str, x: str, y: str | None = None, alpha=None,
+            a: str | None = None, am1: str | None = None) -> str:
         """A function's code template (:class:`gblas_gnn.ir.functions.Unary`) at ``x``
-        (``y``: its value there; ``alpha``: its constant)."""
-        a = self.lit(alpha) if alpha is not None else ""
-        am1 = self.lit(alpha - 1) if alpha is not None else ""
+        (``y``: its value there; ``alpha``: its constant, written in unless ``a`` and
+        ``am1`` give the code of it and of ``alpha - 1``)."""
+        if a is None and alpha is not None:
+            a, am1 = self.lit(alpha), self.lit(alpha - 1)
         pick = "max" if alpha is None or alpha <= 1 else "min"
-        return template.format(x=x, y=y or "", a=a, am1=am1, one=self.one, zero=self.zero,
-                               half=self.lit(0.5), pick=pick, rsqrt2=self.lit(np.sqrt(0.5)),
+        return template.format(x=x, y=y or "", a=a or "", am1=am1 or "", one=self.one,
+                               zero=self.zero, half=self.lit(0.5), pick=pick,
+                               rsqrt2=self.lit(np.sqrt(0.5)),
                                rsqrt2pi=self.lit(1 / np.sqrt(2 * np.pi)))
 
     def _expr(self, block, scope, i: int, idx: tuple) -> str:

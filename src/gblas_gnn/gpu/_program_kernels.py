@@ -31,8 +31,10 @@ def cache_dir() -> Path:
 
 def signature_key(p: Plan) -> str:
     """The module name of ``p``'s kernels (:func:`gblas_gnn.codegen.kernel_cache.
-    signature_key`)."""
-    return _signature_key(p, GENERATOR_VERSION, prefix="cuda_")
+    signature_key`), with the structure's numbers: the generator writes them into the
+    source (:meth:`gblas_gnn.codegen.scalar.Leaves.number`), where the cpu's kernels read
+    them at run time."""
+    return _signature_key(p, GENERATOR_VERSION, prefix="cuda_", extra=p.structure.numbers)
 
 
 _LOADED: dict[str, ModuleType] = {}

@@ -73,6 +73,10 @@ class Unary:
     #: has a faster way than the derivative's array times ``g`` (GELU's one numba pass);
     #: None: ``g * derivative(...)``
     vjp: Callable | None = None
+    #: whether the kernels have the constant written into their code (a power's exponent:
+    #: the compiler specialises ``x ** 2``), one kernel per value; else they read ``{a}``
+    #: and ``{am1}`` (``a - 1``) at run time, and one kernel serves every value
+    alpha_in_code: bool = False
 
     def cotangent(self, xp, x, y, g, a):
         r""":math:`g\,f'(x)` for the cotangent ``g`` of :math:`y = f(x)`."""
@@ -156,7 +160,8 @@ UNARY: dict[str, Unary] = {
                                  "else {zero}))"),
     "pow": Unary(lambda xp, x, a: x ** _t(x, a),
                  lambda xp, x, y, a: _t(x, a) * x ** _t(x, a - 1), True,
-                 code="({x} ** {a})", code_derivative="({a} * {x} ** {am1})"),
+                 code="({x} ** {a})", code_derivative="({a} * {x} ** {am1})",
+                 alpha_in_code=True),
     "gelu": Unary(lambda xp, x, a: _gelu(xp, x), lambda xp, x, y, a: _gelu_derivative(xp, x),
                   vjp=lambda xp, x, y, g, a: _gelu_vjp(xp, x, g),
                   code="({half} * {x} * ({one} + math.erf({x} * {rsqrt2})))",

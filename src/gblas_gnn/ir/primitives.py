@@ -11,7 +11,11 @@ An operation kind (:attr:`gblas_gnn.ir.program.Op.kind`) names a :class:`Primiti
   (:meth:`Primitive.emit_vjp`), read by both kernel generators through
   :class:`gblas_gnn.codegen.scalar.EdgeCode`;
 * the run-time **extent** of its axes in a kernel (:meth:`Primitive.extent`: kernels read
-  their sizes from their arrays).
+  their sizes from their arrays);
+* the **numbers** a kernel reads at run time (:meth:`Primitive.numbers`: a constant, a
+  LeakyReLU's slope, a dropout's probability) and its arguments as they shape a kernel's
+  code (:meth:`Primitive.kernel_args`: those numbers erased), so that one compiled kernel
+  serves every value of a hyperparameter.
 
 The reference evaluator ``ev`` and the code emitter ``c`` hand a primitive their public
 helpers (``ev.value``, ``ev.input``, ``ev.push``; ``c.value``, ``c.input``, ``c.push``, …); a
@@ -71,6 +75,19 @@ class Primitive:
     def extent(self, c, i: int, op, axis: int) -> str:
         """An expression for the extent of trailing axis ``axis`` in a kernel."""
         raise ValueError(f"no array gives the extent of axis {axis} of operation {i}")
+
+    # ------------------------------------------------------------------ kernel key
+    def numbers(self, op) -> tuple[tuple[float, bool], ...]:
+        """The numbers of ``op`` a kernel reads at run time rather than from its source,
+        as ``(value, wide)`` pairs: ``wide``, a float64 whatever the program's dtype; else
+        one in the program's dtype (:meth:`gblas_gnn.codegen.scalar.EdgeCode.number`)."""
+        return ()
+
+    def kernel_args(self, op) -> tuple:
+        """``op.args`` as they shape a kernel's code (a part of
+        :attr:`gblas_gnn.ir.program.Structure.kernel_signature`): its :meth:`numbers`
+        erased, and any extent a kernel reads from its arrays."""
+        return op.args
 
 
 #: every operation kind, by name
@@ -172,7 +189,13 @@ class Constant(Primitive):
         return ev.dtype.type(op.args[0])
 
     def emit(self, c, block, scope, i, op, idx):
-        return c.lit(op.args[0])
+        return c.number(i)
+
+    def numbers(self, op):
+        return ((float(op.args[0]), False),)
+
+    def kernel_args(self, op):
+        return (None,)
 
 
 class PatternValues(Primitive):
@@ -201,7 +224,9 @@ class EdgeValues(Primitive):
 
 class DropoutScale(Primitive):
     """Counter-based dropout scales (``args``: the key's slot, ``p``, heads): 0 or
-    ``1 / (1 - p)`` per edge and head, from the key alone (every executor draws the same)."""
+    ``1 / (1 - p)`` per edge and head, from the key alone (every executor draws the same).
+    A kernel reads ``p`` (float64, as the draw compares it) and the scale at run time, and
+    its head count from the key operand."""
 
     name = "dropout"
     role = "key"
@@ -213,10 +238,18 @@ class DropoutScale(Primitive):
         return scales[idx[0] if idx else 0]
 
     def emit(self, c, block, scope, i, op, idx):
-        return c.leaves.dropout(i, idx)
+        return c.leaves.dropout(i, idx, c.number(i, 0), c.number(i, 1))
 
     def extent(self, c, i, op, axis):
         return c.leaves.size(self.name, op.args[0], axis)
+
+    def numbers(self, op):
+        p = float(op.args[1])
+        return ((p, True), (1.0 / (1.0 - p), False))
+
+    def kernel_args(self, op):
+        slot, _, heads = op.args
+        return (slot, None, None if heads is None or heads == 1 else -1)
 
 
 # ---------------------------------------------------------------------- operations
@@ -247,9 +280,35 @@ class AppendAxis(Primitive):
 
 class UnaryMap(Primitive):
     """Elementwise function ``args = (fn, alpha)`` of its input (a row of
-    :data:`gblas_gnn.ir.functions.UNARY`)."""
+    :data:`gblas_gnn.ir.functions.UNARY`). A kernel reads ``alpha`` and ``alpha - 1`` at run
+    time, unless the function writes it into the code
+    (:attr:`~gblas_gnn.ir.functions.Unary.alpha_in_code`: a power's exponent); the code
+    depends on it only through ``{pick}`` (``alpha ≤ 1``), which stays in the key."""
 
     name = "map"
+
+    @staticmethod
+    def _read_at_run_time(op) -> bool:
+        fn, alpha = op.args
+        return alpha is not None and not F.UNARY[fn].alpha_in_code
+
+    def numbers(self, op):
+        if not self._read_at_run_time(op):
+            return ()
+        alpha = float(op.args[1])
+        return ((alpha, False), (alpha - 1, False))
+
+    def kernel_args(self, op):
+        if not self._read_at_run_time(op):
+            return op.args
+        fn, alpha = op.args
+        return (fn, alpha <= 1)
+
+    def _fmt(self, c, i, op, template, x, y=None):
+        fn, alpha = op.args
+        if self._read_at_run_time(op):
+            return c.fmt(template, x, y, alpha, a=c.number(i, 0), am1=c.number(i, 1))
+        return c.fmt(template, x, y, alpha)
 
     def evaluate(self, ev, i, op, idx):
         fn, alpha = op.args
@@ -261,14 +320,14 @@ class UnaryMap(Primitive):
         ev.push(adj, i, 0, idx, F.UNARY[fn].cotangent(ev.xp, ev.full(x), ev.full(y), g, alpha))
 
     def emit(self, c, block, scope, i, op, idx):
-        fn, alpha = op.args
-        return c.fmt(F.UNARY[fn].code, c.input(block, scope, i, 0, idx), alpha=alpha)
+        fn, _ = op.args
+        return self._fmt(c, i, op, F.UNARY[fn].code, c.input(block, scope, i, 0, idx))
 
     def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
-        fn, alpha = op.args
+        fn, _ = op.args
         x = c.input(block, scope, i, 0, idx)
         y = c.value(block, scope, i, idx)
-        d = c.fmt(F.UNARY[fn].code_derivative, x, y, alpha)
+        d = self._fmt(c, i, op, F.UNARY[fn].code_derivative, x, y)
         c.push(block, pending, i, 0, idx, f"{g} * {d}")
 
     def extent(self, c, i, op, axis):

@@ -14,7 +14,7 @@ Operations (``Op.kind``):
 ``row``       operand ``slot`` gathered by target: ``X[i, …]``
 ``col``       operand ``slot`` gathered by source: ``X[j, …]``
 ``param``     operand ``slot`` broadcast over every edge: ``a[…]``
-``const``     the number ``args[0]``
+``const``     the number ``args[0]`` (kernels read it at run time)
 ``avals``     the pattern's own values ``A[i, j]``
 ``edges``     the values of another edge tensor with the same pattern (operand ``slot``)
 ``dropout``   counter-based dropout scales (operand ``slot`` holds the key; ``args``:
@@ -41,7 +41,10 @@ forward or backward.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
+
+from .primitives import primitive
 
 __all__ = ["Op", "Operand", "Structure", "Program", "child_index", "depends_on"]
 
@@ -82,14 +85,28 @@ class Structure:
     @property
     def kernel_signature(self) -> tuple:
         """:attr:`signature` with every extent above one replaced by ``-1`` (a kernel reads
-        its sizes from its arrays; only broadcasting, extent one or not, shapes its code):
-        the key of compiled kernels."""
+        its sizes from its arrays; only broadcasting, extent one or not, shapes its code)
+        and every number a kernel reads at run time erased
+        (:meth:`~gblas_gnn.ir.primitives.Primitive.kernel_args`): the key of compiled
+        kernels."""
         def erase(shape):
             return tuple(1 if d == 1 else -1 for d in shape)
 
-        ops = tuple(Op(o.kind, _erase_args(o), o.inputs, erase(o.trail)) for o in self.ops)
+        ops = tuple(Op(o.kind, primitive(o.kind).kernel_args(o), o.inputs, erase(o.trail))
+                    for o in self.ops)
         roles = tuple((role, erase(shape)) for role, shape in self.roles)
         return (ops, self.root, self.sink, roles, self.dtype, self.constants)
+
+    @cached_property
+    def numbers(self) -> tuple[tuple[float, bool], ...]:
+        """The numbers the kernels read at run time, operation by operation
+        (:meth:`~gblas_gnn.ir.primitives.Primitive.numbers`: ``(value, wide)``); a kernel
+        takes their values as one float64 array, ``NUM``."""
+        return tuple(n for o in self.ops for n in primitive(o.kind).numbers(o))
+
+    def number_at(self, i: int) -> int:
+        """The position in :attr:`numbers` of operation ``i``'s first number."""
+        return sum(len(primitive(o.kind).numbers(o)) for o in self.ops[:i])
 
 
 @dataclass
@@ -113,15 +130,6 @@ class Program:
     @property
     def heads(self) -> int | None:
         return self.structure.heads
-
-
-def _erase_args(op: Op) -> tuple:
-    """An operation's constants as the kernels see them: a dropout's head count is read
-    from its key operand, not written into the code."""
-    if op.kind == "dropout":
-        slot, p, heads = op.args
-        return (slot, p, None if heads is None or heads == 1 else -1)
-    return op.args
 
 
 def child_index(idx: tuple, parent: tuple, child: tuple, zero: Any = 0) -> tuple:

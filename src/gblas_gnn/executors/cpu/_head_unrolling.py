@@ -118,18 +118,18 @@ LANE = "hl"
 _LANE_KINDS = frozenset({"row", "col", "param", "const", "avals", "map", "zip"})
 
 
-def scores_sum(s: Structure, x: int) -> tuple[int, float]:
-    r"""The channel sum the scores ``x`` are, and the constant they scale it by: ``(x, 1)``,
-    or ``(sum, c)`` for scores ``sum · c`` (or ``c · sum``: the Transformer's
-    :math:`q \cdot k / \sqrt{d}`); ``(x, 1)`` for anything else (the caller checks that it
-    is a sum)."""
+def scores_sum(s: Structure, x: int) -> tuple[int, int | None]:
+    r"""The channel sum the scores ``x`` are, and the constant operation that scales it:
+    ``(sum, c)`` for scores ``sum · c`` (or ``c · sum``: the Transformer's
+    :math:`q \cdot k / \sqrt{d}`; its value is read at run time), ``(x, None)`` for
+    anything else (the caller checks that it is a sum)."""
     op = s.ops[x]
     if op.kind == "zip" and op.args[0] == "mul" and len(op.inputs) == 2:
         a, b = op.inputs
         for total, const in ((a, b), (b, a)):
             if s.ops[total].kind == "sum" and s.ops[const].kind == "const":
-                return total, float(s.ops[const].args[0])
-    return x, 1.0
+                return total, const
+    return x, None
 
 
 def score_lanes(p: Plan) -> tuple[int, int] | None:

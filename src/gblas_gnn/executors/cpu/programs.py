@@ -24,12 +24,13 @@ A program the kernels do not cover (:func:`fused` is False) runs the reference l
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from ...ir.plan import BY_ROW, Plan, fusable, leaf_kinds, plan
+from ...ir.program import Structure
 from .. import program_runtime as runtime
 from ..alignment import aligned_empty
 from ..looped_values import LoopedValues
@@ -55,6 +56,7 @@ __all__ = ["ProgramContext", "Buffers", "RowBackward", "fused", "forward", "back
 
 _EMPTY_I = np.zeros(0, np.int64)
 _EMPTY_U = np.zeros(0, np.uint64)
+_NO_NUMBERS = np.zeros(0, np.float64)
 
 
 def fused(structure) -> bool:
@@ -77,6 +79,7 @@ class Buffers:
     heads: int
     x_shape: tuple | None = None    # the messages' original shape
     features: frozenset = frozenset()   # the slots of edge features
+    numbers: np.ndarray = field(default_factory=lambda: _NO_NUMBERS)   # NUM: run-time numbers
 
     @property
     def width(self) -> int:
@@ -100,7 +103,8 @@ class Buffers:
                 operands.extend(feature_args(v))
             else:
                 operands.append(v)
-        return [*map(unsigned_view, index), *self.ids, self.avals, *operands, *self.softmax]
+        return [*map(unsigned_view, index), *self.ids, self.avals, self.numbers, *operands,
+                *self.softmax]
 
 
 def feature_args(v) -> tuple:
@@ -179,7 +183,15 @@ def prepare(ex, prog, p: Plan, A, columns, ids=None) -> Buffers:
         np.zeros(0, dt)
     softmax = [np.empty((pattern.nnz, p.heads_of(k)), dt) for k in p.softmaxes]
     return Buffers(pattern, (pattern.indptr, pattern.indices), (), ids, avals, operands,
-                   softmax, p.heads, x_shape, frozenset(p.features))
+                   softmax, p.heads, x_shape, frozenset(p.features), run_time_numbers(s))
+
+
+def run_time_numbers(s: Structure) -> np.ndarray:
+    """The kernels' ``NUM``: the structure's numbers read at run time
+    (:attr:`~gblas_gnn.ir.program.Structure.numbers`), float64."""
+    if not s.numbers:
+        return _NO_NUMBERS
+    return np.array([v for v, _ in s.numbers], dtype=np.float64)
 
 
 def sink_outputs(p: Plan, b: Buffers, winners: bool = True) -> dict:
