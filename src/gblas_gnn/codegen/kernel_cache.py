@@ -5,10 +5,12 @@ module is written to a cache folder under a name that hashes that source, and im
 there, so a formulation is generated (and its kernels compiled, with the compiler's own cache
 beside the source) once per machine. In a process the module is found again by a key that
 hashes the structure's :attr:`~.program.Structure.kernel_signature` (every extent above one
-erased: the kernels read their sizes from their arrays), the generator's version and whatever
-else of the plan a generator writes into the source (the cpu's head counts). One formulation
-at several feature widths shares a module, and so do two structures whose kernels are the
-same text (the test suite's 302 modules were 257 sources): each is compiled once.
+erased: the kernels read their sizes from their arrays; and its numbers erased, which the
+cpu's kernels read at run time), the generator's version and whatever else of the plan a
+generator writes into the source (the cpu's head counts, the cuda generator's numbers). One
+formulation at several feature widths, or at several values of a slope, shares a module,
+and so do two structures whose kernels are the same text (the test suite's 302 modules were
+257 sources): each is compiled once.
 
 Processes that share the cache (the ranks of an MPI job, test workers, notebook kernels)
 compile each kernel once between them: :class:`LockedKernel` takes an exclusive lock per
