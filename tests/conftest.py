@@ -181,11 +181,11 @@ def run_order(item) -> tuple[bool, int]:
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=run_order)
-    if not _real_gpu():
+    needs_gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if needs_gpu and not _real_gpu():   # asked only then: numba.cuda's import is 0.2 s a rank
         no_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
-        for item in items:
-            if item.get_closest_marker("gpu") is not None:
-                item.add_marker(no_gpu)
+        for item in needs_gpu:
+            item.add_marker(no_gpu)
     # on a grid, layers take a DistGraph and row shares: tests/dist is the suite written so
     grid_only = pytest.mark.skip(reason="passes whole-graph inputs; the grid suite is "
                                         "tests/dist")
