@@ -271,6 +271,7 @@ def test_writing_into_the_output_changes_no_gradient(executor):
     np.testing.assert_array_equal(pulled[1], pulled[0])
 
 
+@pytest.mark.cpu_only
 def test_a_sum_keeps_nothing_for_its_backward():
     """A sum's (or difference's) gradient reads neither operand nor the result, so the tape
     keeps none of them: a layer's output ``Z + b`` lives only as long as its user holds it
@@ -291,6 +292,7 @@ def test_a_sum_keeps_nothing_for_its_backward():
     np.testing.assert_allclose(dW, X.T @ np.ones((50, 3)))
 
 
+@pytest.mark.cpu_only
 def test_cotangents_sum_into_a_products_own_array_and_nothing_else():
     """A product's cotangents are its own new arrays, so the tape sums X's other cotangents
     into them in place (issue 21); the caller's ``dout``, which reaches X unchanged through
@@ -341,6 +343,7 @@ def test_a_row_normalisation_writes_its_gradient_into_a_cotangent_the_backward_o
         assert overwrites[-1] is owned
 
 
+@pytest.mark.cpu_only
 def test_the_scores_product_adds_its_gradient_into_the_messages_cotangent():
     """GAT's shape: the messages ``X`` (one head) and the scores ``X B`` (two slices of one
     product). The backward holds ``X``'s cotangent from the aggregation, an array of the

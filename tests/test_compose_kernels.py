@@ -217,6 +217,7 @@ def _is_call(node, name: str, first: str | None = None) -> bool:
                                           and node.args[0].id == first))
 
 
+@pytest.mark.cpu_only
 def test_the_cpu_forward_writes_out_up_to_eight_heads():
     """The cpu module's key holds the head counts its forward writes out: 2 and 4 heads get
     modules of their own. From 2 to 8 heads the forward walks each row once per phase and the
@@ -276,6 +277,7 @@ def test_the_cpu_forward_writes_out_up_to_eight_heads():
 
 
 
+@pytest.mark.cpu_only
 def test_the_cpu_column_pass_prefetches_every_row_operand_it_gathers():
     """The column pass asks ahead for the row side's numbers of the edge it will reach, even
     one number a row (GAT's ``d_i``, one more random line beside ``dZ_i`` and ``Ψ``); the
@@ -351,6 +353,7 @@ def test_the_cpu_kernels_index_with_unsigned_integers_only(monkeypatch):
         assert calls[-1][1].dtype == np.uint64 and calls[-1][1].tolist() == [0, 1, 2]
 
 
+@pytest.mark.cpu_only
 def test_edge_features_read_as_data_are_prefetched_and_get_no_cotangent(monkeypatch):
     """Features that do not require their gradient are constants of the program: no kernel
     takes or writes a cotangent for them (no |E| × f array); with ``requires_grad_()`` the
@@ -381,6 +384,7 @@ def test_edge_features_read_as_data_are_prefetched_and_get_no_cotangent(monkeypa
         assert (f"d{features}" in m.arguments()) == wanted
 
 
+@pytest.mark.cpu_only
 def test_the_cpu_light_row_pass_sums_the_edges_shares_when_a_row_gets_one_number():
     """GAT's scores give the row operand ``d_i`` one number an edge and head: the column
     pass stores that share at the edge (where it has ``C_j`` for LeakyReLU's slope) and the
@@ -459,6 +463,7 @@ def _numbered(slope, scale, p):
     return fn
 
 
+@pytest.mark.cpu_only
 def test_one_cpu_kernel_serves_every_value_of_its_numbers():
     """Slopes, constants and dropout probabilities are read at run time: the formulation
     at other values runs the kernels already compiled (no other module), and each gives the
@@ -545,6 +550,7 @@ def test_one_array_in_every_role_of_the_column_strategy(executor, aggr):
     np.testing.assert_allclose(got[2]["beta"], want[2]["beta"], rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.cpu_only
 def test_a_column_backward_runs_once_per_forward():
     """The column pass writes the edges' cotangents over the forward's softmax cache (issue
     21: no CSC copy of it and no array of its own): a second backward of one context is
@@ -563,6 +569,7 @@ def test_a_column_backward_runs_once_per_forward():
         ex.program_backward(ctx, np.ones_like(out))
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("sink", ["sum", "max", "rows_sum", "spmm_t"])
 def test_the_threads_drivers_equal_the_reference(monkeypatch, sink):
     """The kernels through their drivers on shares (what a graph above the one-thread size
