@@ -488,6 +488,21 @@ def test_one_cpu_kernel_serves_every_value_of_its_numbers():
 
 
 @pytest.mark.parametrize("generator", sorted(GENERATORS))
+def test_infinite_and_nan_constants_reach_the_source_by_numpys_names(generator):
+    """A constant of ±inf or NaN: the cuda generator writes it as ``np.inf`` / ``np.nan``
+    (``repr`` would write a bare ``inf``, an undefined name), the cpu's kernels read it."""
+    source, _ = GENERATORS[generator]
+    g = gg.Graph.from_edges([0, 1], [1, 2], 3)
+    X = np.ones((3, 2), np.float32)
+    d = np.arange(3, dtype=np.float32)
+    for c in (np.inf, -np.inf, np.nan):
+        text = source(_structure(g.A, ops.maximum(rep(d) + rep(d).T, c), ("aggregate", "sum"),
+                                 X))
+        names = {n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
+        assert not names & {"inf", "nan"}, c
+
+
+@pytest.mark.parametrize("generator", sorted(GENERATORS))
 def test_generated_source_is_a_function_of_the_structure_alone(generator):
     """Equal structures built from different arrays give the same source (no value, no user
     text reaches it), and an operation outside the closed set is refused."""

@@ -29,9 +29,13 @@ __all__ = ["SourceBlock", "ValueScope", "Leaves", "EdgeCode", "literal", "EdgeCo
            "edge_contractions", "MAX_FEATURES_ONCE", "MAX_SCRATCH"]
 
 def literal(value: float, dtype: np.dtype) -> str:
-    """A float constant in the program's dtype (float32 work must stay float32)."""
+    """A float constant in the program's dtype (float32 work must stay float32); an infinity
+    or a NaN through numpy's names (``repr`` gives ``inf``, no name in a kernel's module)."""
     name = "np.float32" if np.dtype(dtype) == np.float32 else "np.float64"
-    return f"{name}({float(value)!r})"
+    v = float(value)
+    if np.isfinite(v):
+        return f"{name}({v!r})"
+    return f"{name}({'np.nan' if np.isnan(v) else ('np.inf' if v > 0 else '-np.inf')})"
 
 
 class SourceBlock:
