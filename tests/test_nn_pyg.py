@@ -257,6 +257,7 @@ def test_without_torch_one_clear_error(monkeypatch):
         gg.nn.GCNConv.from_pyg(object())
 
 
+@pytest.mark.cpu_only            # a fresh process on its default executor, cpu
 def test_the_core_library_never_imports_torch():
     """Training, inference and Graph.from_edge_index with numpy input run with torch
     unimportable; only the interop functions ask for it."""

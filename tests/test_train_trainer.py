@@ -295,6 +295,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.cpu_only            # a fresh process on its default executor, cpu
 def test_sigkill_then_resume_is_bit_identical(tmp_path):
     script = tmp_path / "job.py"
     script.write_text(SCRIPT.format(tests=str(REPO / "tests")))
