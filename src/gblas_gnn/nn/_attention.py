@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compose.segments import segment_linear
 from ..edge_attr import check_fill_value
 from ..executors.base import AGGREGATIONS, check_aggregation, is_named
 
@@ -128,7 +129,11 @@ def features_of(layer: str, g, edge_dim: int):
 
 def affine(params: dict, H, suffix: str):
     """``H W_s + b_s`` of the parameters ``W_<suffix>`` and (when declared) ``b_<suffix>``:
-    the projections of the composed attention layers."""
-    Y = H @ params[f"W_{suffix}"]
-    bias = params.get(f"b_{suffix}")
-    return Y if bias is None else Y + bias
+    the projections of the composed attention layers. With a bias, one op over every row
+    (:func:`~gblas_gnn.ops.segment_linear`): the bias is added to each block of the
+    product's rows as it is written, where ``H @ W + b`` made a second pass and an (n, k)
+    array of its own."""
+    W, bias = params[f"W_{suffix}"], params.get(f"b_{suffix}")
+    if bias is None:
+        return H @ W
+    return segment_linear(H, [(slice(0, H.shape[0]), W, bias)], W.shape[1])
