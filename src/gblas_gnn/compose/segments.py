@@ -157,9 +157,10 @@ def segment_linear(X, segments, width: int) -> Traced:
     values = [x.value for x in xs]
     dtype = np.result_type(*(v.dtype for v in values),
                            *(w.value.dtype for _, Ws, _ in segs for w in Ws if w is not None))
-    gaps = _row_cover(n, [rows for rows, _, _ in segs])
-    # one segment over every row (SAGE's [AGG(H) | H] [W_l; W_r]): its product is the output
+    # one segment over every row (SAGE's [AGG(H) | H] [W_l; W_r], a projection with a bias):
+    # its product is the output, and no row is left out
     whole = len(segs) == 1 and _every_row(segs[0][0], n)
+    gaps = [] if whole else _row_cover(n, [rows for rows, _, _ in segs])
     out = None if whole else _zeroed_outside(xp, (n, width), dtype, gaps)
     pieces = []                                  # per segment, per input: the rows read
     for rows, Ws, b in segs:

@@ -23,8 +23,8 @@ from ..edge_attr import check_fill_value
 from ..executors.base import AGGREGATIONS, check_aggregation, is_named
 
 __all__ = ["AGGREGATIONS", "ORDERS", "check_aggr", "is_named", "check_order",
-           "aggregates_first", "project_aggregate", "OrderMixin", "affine", "edge_dim_of",
-           "features_of", "check_edge_options"]
+           "aggregates_first", "project_aggregate", "OrderMixin", "affine", "project",
+           "edge_dim_of", "features_of", "check_edge_options"]
 
 ORDERS = ("auto", "aggregate_first", "project_first")
 
@@ -127,13 +127,17 @@ def features_of(layer: str, g, edge_dim: int):
     return feats
 
 
-def affine(params: dict, H, suffix: str):
-    """``H W_s + b_s`` of the parameters ``W_<suffix>`` and (when declared) ``b_<suffix>``:
-    the projections of the composed attention layers. With a bias, one op over every row
-    (:func:`~gblas_gnn.ops.segment_linear`): the bias is added to each block of the
-    product's rows as it is written, where ``H @ W + b`` made a second pass and an (n, k)
-    array of its own."""
-    W, bias = params[f"W_{suffix}"], params.get(f"b_{suffix}")
+def project(H, W, bias=None):
+    """``H W + b`` of a vertex-indexed ``H`` (``H W`` without a bias). With a bias, one op
+    over every row (:func:`~gblas_gnn.ops.segment_linear`): the bias is added to each block
+    of the product's rows as it is written, where ``H @ W + b`` made a second pass and an
+    (n, k) array of its own."""
     if bias is None:
         return H @ W
     return segment_linear(H, [(slice(0, H.shape[0]), W, bias)], W.shape[1])
+
+
+def affine(params: dict, H, suffix: str):
+    """``H W_s + b_s`` of the parameters ``W_<suffix>`` and (when declared) ``b_<suffix>``
+    (:func:`project`): the projections of the composed attention layers."""
+    return project(H, params[f"W_{suffix}"], params.get(f"b_{suffix}"))

@@ -21,6 +21,7 @@ from ._attention import (
     check_order,
     features_of,
     is_named,
+    project,
 )
 from ._interop import PyGInterop
 from .init import glorot, zeros
@@ -181,12 +182,11 @@ class GATConv(PyGInterop, Module):
         P = ops.softmax(ops.structure(A) * leaky_relu(C, self.negative_slope))
         if self.training and self.dropout > 0:
             P = ops.edge_dropout(P, self.dropout, draw_key(self.dropout_rng))
-        if agg_first:                               # (Ψ H) W with one head
+        if agg_first:                               # (Ψ H) W + b with one head
             Z = ops.aggregate(P, H.reshape(n, 1, self.in_dim), self.aggr)
-            Z = Z.reshape(n, self.in_dim) @ p["W"]
-        else:
-            Z = ops.aggregate(P, X.reshape(n, h, f), self.aggr)
-            Z = Z.reshape(n, h * f) if self.concat else Z.mean(axis=1)
+            return project(Z.reshape(n, self.in_dim), p["W"], p.get("bias"))
+        Z = ops.aggregate(P, X.reshape(n, h, f), self.aggr)
+        Z = Z.reshape(n, h * f) if self.concat else Z.mean(axis=1)
         return Z + p["bias"] if "bias" in p else Z
 
     def __repr__(self) -> str:

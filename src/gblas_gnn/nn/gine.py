@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import ops
 from ..ops import rep
-from ._attention import edge_dim_of, features_of
+from ._attention import edge_dim_of, features_of, project
 from ._interop import PyGInterop
 from .gin import _check_eps, _check_mlp_dims
 from .linear import Linear
@@ -87,7 +87,7 @@ class GINEConv(PyGInterop, Module):
         X = X + (H * (p["eps"] + 1.0) if self.train_eps else H * (1.0 + self._eps))
         last = len(self.mlp_dims) - 2
         for i in range(last + 1):
-            X = X @ p[f"lin{i}_W"] + p[f"lin{i}_bias"]
+            X = project(X, p[f"lin{i}_W"], p[f"lin{i}_bias"])
             if i < last:
                 X = ops.relu(X)
         return X

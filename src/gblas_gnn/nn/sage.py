@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import ops
 from .._validate import check_bools, positive_ints
+from ._attention import project
 from ._interop import PyGInterop
 from .init import glorot, zeros
 from .module import Module
@@ -82,7 +83,7 @@ class SAGEConv(PyGInterop, Module):
 
     def forward(self, g, H):
         p = self.params
-        X = ops.relu(H @ p["W_p"] + p["b_p"]) if self.project else H
+        X = ops.relu(project(H, p["W_p"], p["b_p"])) if self.project else H
         S = ops.structure(g)                    # the pattern: edge values are not read
         if self.aggregates_first() and self.root_weight:
             # [AGG(X) | H] [W_l; W_r] + b_l as one op over every row: the products summed and
