@@ -98,15 +98,24 @@ class Structure:
         return (ops, self.root, self.sink, roles, self.dtype, self.constants)
 
     @cached_property
+    def _number_layout(self) -> tuple[tuple, tuple[int, ...]]:
+        """:attr:`numbers` and the position of each operation's first one, found once."""
+        numbers, starts = [], []
+        for o in self.ops:
+            starts.append(len(numbers))
+            numbers.extend(primitive(o.kind).numbers(o))
+        return tuple(numbers), tuple(starts)
+
+    @property
     def numbers(self) -> tuple[tuple[float, bool], ...]:
         """The numbers the kernels read at run time, operation by operation
         (:meth:`~gblas_gnn.ir.primitives.Primitive.numbers`: ``(value, wide)``); a kernel
         takes their values as one float64 array, ``NUM``."""
-        return tuple(n for o in self.ops for n in primitive(o.kind).numbers(o))
+        return self._number_layout[0]
 
     def number_at(self, i: int) -> int:
         """The position in :attr:`numbers` of operation ``i``'s first number."""
-        return sum(len(primitive(o.kind).numbers(o)) for o in self.ops[:i])
+        return self._number_layout[1][i]
 
 
 @dataclass
