@@ -385,12 +385,14 @@ def test_the_scores_product_adds_its_gradient_into_the_messages_cotangent():
 def test_a_programs_cotangents_are_arrays_of_their_own():
     """The tape sums into a program's cotangents in place, so one that shares memory with
     the cotangent handed in or with an earlier one is copied; the others are kept as they
-    are."""
+    are, and one added into the sum it was offered goes back as that sum."""
     from gblas_gnn.compose.sinks import _own
+    from gblas_gnn.compose.tape import Summed
 
-    g, a, b = np.ones((4, 3)), np.zeros((4, 3)), np.zeros(3)
-    got = _own([a, g[:, :2], None, a.reshape(12), b], g, np)
+    g, a, b, s = np.ones((4, 3)), np.zeros((4, 3)), np.zeros(3), np.zeros((4, 3))
+    got = _own([a, g[:, :2], None, a.reshape(12), b, s], [False] * 5 + [True], g, np)
     assert got[0] is a and got[4] is b and got[2] is None
+    assert isinstance(got[5], Summed) and got[5].value is s
     for copied, was in ((got[1], g[:, :2]), (got[3], a.reshape(12))):
         assert not np.shares_memory(copied, was)
         np.testing.assert_array_equal(copied, was)

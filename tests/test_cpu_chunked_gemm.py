@@ -120,3 +120,35 @@ def test_linear_is_the_product_then_the_bias_then_the_rectifier(n, relu, dtype):
     np.testing.assert_array_equal(ex.linear(X, W), ex.gemm(X, W))
     # the executors' default (gemm, then numpy's passes) gives the same bits
     np.testing.assert_array_equal(super(CPUExecutor, ex).linear(X, W, b, relu=relu), want)
+
+
+@pytest.mark.parametrize("n", [10, 3 * ROWS + 17])        # one product; blocks on threads
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_add_sums_the_product_into_the_array_it_is_given(n, dtype):
+    """``Y += X W`` in place (BLAS's beta = 1 on each block of rows), the same bits on any
+    thread count, equal to the product and the sum in float64; an array BLAS cannot write
+    in place (a strided view) takes the default's product and sum."""
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n, 16)).astype(dtype)
+    W = rng.standard_normal((16, 24)).astype(dtype)
+    Y0 = rng.standard_normal((n, 24)).astype(dtype)
+    ex = CPUExecutor()
+    want = Y0.astype(np.float64) + X.astype(np.float64) @ W
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    before = numba.get_num_threads()
+    try:
+        outs = []
+        for threads in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(threads)
+            Y = Y0.copy()
+            assert ex.gemm_add(Y, X, W) is Y
+            outs.append(Y)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0], want, rtol=tol, atol=tol)
+    wide = np.zeros((n, 48), dtype)
+    wide[:, ::2] = Y0
+    view = wide[:, ::2]
+    assert ex.gemm_add(view, X, W) is view
+    np.testing.assert_allclose(wide[:, ::2], want, rtol=tol, atol=tol)

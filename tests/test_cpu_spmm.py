@@ -116,6 +116,48 @@ def test_the_mean_divides_each_row_as_it_is_written(spec, k):
     assert Z.dtype == dtype
 
 
+@SETTINGS
+@given(spec=matrices, k=WIDTHS, iso=st.booleans(), divide=st.booleans())
+def test_gathered_rows_scaled_and_added_into_a_sum(spec, k, iso, divide):
+    """``into + D⁻¹ S diag(s) X``: each gathered row scaled by its ``s_j`` (the mean's
+    backward), the result added into ``into`` in the pass (the tape's sum), which comes
+    back as the very array."""
+    rng, m, n, density, dtype, _ = spec
+    M = random_csr(rng, m, n, density, dtype)
+    ptr, idx = M.indptr.astype(np.int64), M.indices.astype(np.int32)
+    values = np.full(1, 0.5, dtype) if iso else M.data
+    X = rng.standard_normal((n, k)).astype(dtype)
+    s = rng.uniform(0.1, 2.0, n).astype(dtype)
+    d = rng.uniform(1, 4, m).astype(dtype) if divide else None
+    start = rng.standard_normal((m, k)).astype(dtype)
+    into = start.copy()
+    got = _spmm.spmm_run(ptr, idx, balanced_bounds(ptr, 5), values, iso, X, m, None, None,
+                         d, scale=s, into=into)
+    assert got is into
+    W = M.astype(np.float64)
+    if iso:
+        W.data[:] = 0.5
+    want = W @ (s[:, None].astype(np.float64) * X)
+    if divide:
+        want /= d[:, None]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, start + want, rtol=tol, atol=tol)
+
+
+def test_a_sum_that_shares_the_gathered_operand_is_refused():
+    X = np.ones((4, 3), np.float32)
+    ptr, idx = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 3, 0], np.int32)
+    with pytest.raises(ValueError, match="share memory"):
+        _spmm.spmm_run(ptr, idx, balanced_bounds(ptr), np.ones(1, np.float32), True, X, 4,
+                       None, None, into=X)
+    with pytest.raises(ValueError, match="into must be"):
+        _spmm.spmm_run(ptr, idx, balanced_bounds(ptr), np.ones(1, np.float32), True, X, 4,
+                       None, None, into=np.zeros((4, 3), np.float64))
+    with pytest.raises(ValueError, match="scale must have 4"):
+        _spmm.spmm_run(ptr, idx, balanced_bounds(ptr), np.ones(1, np.float32), True, X, 4,
+                       None, None, scale=np.ones(3, np.float32))
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
 def test_index_buffers_are_read_unsigned_without_a_copy(dtype):
     a = np.array([0, 3, 2**31 - 1], dtype)
@@ -192,7 +234,7 @@ def test_results_do_not_depend_on_threads_or_chunks():
         out = np.empty((3000, 16), np.float32)
         spmm_rows(balanced_bounds(pattern.indptr, chunk), unsigned_view(pattern.indptr),
                   unsigned_view(pattern.indices), values, False, H, np.float32(0), False, z0,
-                  32, np.empty(0, np.float32), out)
+                  32, np.empty(0, np.float32), np.empty(0, np.float32), False, out)
         np.testing.assert_array_equal(out, outs[0][0])
 
 
@@ -369,10 +411,17 @@ def test_a_large_operand_off_a_cache_line_is_gathered_from_an_aligned_copy():
 
 # ---------------------------------------------------------------------- column tiles
 def tiled_and_plain(ptr, idx, chunks, values, iso, X, nrows, tiles, width, **terms):
-    """The product of :func:`_spmm.spmm_run` over ``tiles(width)`` and without tiles."""
+    """The product of :func:`_spmm.spmm_run` over ``tiles(width)`` and without tiles (a
+    sum ``into`` is copied for each)."""
     args = (ptr, idx, chunks, values, iso, X, nrows, terms.get("self_weight"),
             terms.get("bias"), terms.get("divisors"))
-    return _spmm.spmm_run(*args, tiles, width), _spmm.spmm_run(*args)
+
+    def more():
+        into = terms.get("into")
+        return {"scale": terms.get("scale"), "into": None if into is None else into.copy()}
+
+    return (_spmm.spmm_run(*args, tiles, width, **more()),
+            _spmm.spmm_run(*args, **more()))
 
 
 @SETTINGS
@@ -394,7 +443,7 @@ def test_column_tiles_split_every_row_at_the_tile_bounds(spec, width):
 
 @SETTINGS
 @given(spec=matrices, k=WIDTHS, width=st.integers(1, 45), iso=st.booleans(),
-       terms=st.sampled_from(["none", "self", "bias", "divisors"]))
+       terms=st.sampled_from(["none", "self", "bias", "divisors", "scale", "into"]))
 def test_tiled_products_are_bitwise_the_plain_ones(spec, k, width, iso, terms):
     """Tiles of any width, down to one column (most of them empty, as are the drawn empty
     rows and columns), over the CSR of ``S`` and the CSC of ``Sᵀ``, weighted or iso, with
@@ -416,6 +465,8 @@ def test_tiled_products_are_bitwise_the_plain_ones(spec, k, width, iso, terms):
         extra = {"self": {"self_weight": 1.5},
                  "bias": {"bias": rng.standard_normal(k).astype(dtype)},
                  "divisors": {"divisors": rng.uniform(1, 4, rows).astype(dtype)},
+                 "scale": {"scale": rng.uniform(0.1, 2, cols).astype(dtype)},
+                 "into": {"into": rng.standard_normal((rows, k)).astype(dtype)},
                  "none": {}}[terms]
         X = rng.standard_normal((cols, k)).astype(dtype)
         got, want = tiled_and_plain(

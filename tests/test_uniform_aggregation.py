@@ -79,3 +79,41 @@ def test_only_constant_roots_of_sum_and_mean_take_the_path():
         is None                                     # the pattern's own values: weighted
     assert uniform_aggregation.weight(s([Op("const", (1.0,), (), (2,))],
                                         ("aggregate", "sum"))) is None       # heads
+
+
+@pytest.mark.parametrize("aggr", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_messages_cotangent_is_added_into_the_sum_the_backward_holds(aggr, dtype):
+    """``X`` read by the aggregation and by a product (SAGE's root term): the product's
+    cotangent comes first, and the aggregation's transposed pass adds ``Aᵀ D⁻¹ dZ`` into
+    that very array (each row of ``dZ`` scaled by ``1 / d_i`` as it is gathered): no array
+    of its own and no sum after it, and the gradient of dense numpy."""
+    n = 40
+    P = _pattern(3, n, n, 0.2)
+    coo = P.tocoo()
+    A = gb.Matrix.from_coo(coo.row, coo.col, np.ones(coo.nnz), nrows=n, ncols=n, dtype=dtype)
+    rng = np.random.default_rng(4)
+    X, R = rng.standard_normal((n, 5)).astype(dtype), rng.standard_normal((n, 5)).astype(dtype)
+    W = rng.standard_normal((5, 5)).astype(dtype)
+    D = P.toarray()
+    if aggr == "mean":
+        D = D / np.maximum(P.toarray().sum(axis=1, keepdims=True), 1)
+    offers = []
+    real = uniform_aggregation.backward
+
+    def spy(ex, ctx, dout, into=None):
+        got = real(ex, ctx, dout, into)
+        offers.append(into is not None and into[0] is not None and got[0] is into[0])
+        return got
+
+    uniform_aggregation.backward = spy
+    try:
+        out, pullback = compose.vjp(lambda X: ops.aggregate(ops.structure(A), X, aggr)
+                                    + X @ W, X, executor=get_executor("cpu"), vertex=(0,))
+        (dX,) = pullback(R)
+    finally:
+        uniform_aggregation.backward = real
+    assert offers == [True]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, D @ X + X @ W, rtol=tol, atol=tol)
+    np.testing.assert_allclose(dX, D.T @ R + R @ W.T, rtol=tol, atol=tol)

@@ -174,7 +174,7 @@ def segment_linear(X, segments, width: int) -> Traced:
             if y is None:
                 y = ex.linear(p, w.value, None if b is None else b.value)
             else:
-                y += ex.gemm(p, w.value)
+                y = ex.gemm_add(y, p, w.value)
         if whole:
             out = xp.ascontiguousarray(y, dtype=dtype)
         else:

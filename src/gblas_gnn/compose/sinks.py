@@ -15,7 +15,7 @@ import numpy as np
 
 from ..executors import get_executor
 from .lower import build
-from .tape import current
+from .tape import Summed, current
 from .traced import Traced, record, value_of
 
 if TYPE_CHECKING:
@@ -42,20 +42,27 @@ def run(root: Expr, sink: tuple, x=None):
 
     s.held.append(out)                  # the context may keep it (Scope.released)
 
-    def vjp(g):
-        return _own(ex.program_backward(ctx, g), g, ex.xp)
+    def vjp(g, into):
+        grads = ex.program_backward(ctx, g, into)
+        return _own(grads, [a is not None and a is o for a, o in zip(grads, into, strict=True)],
+                    g, ex.xp)
 
-    # its cotangents are arrays of its own (_own): the tape may sum into them in place
-    return record(out, traced, vjp, True, fresh=True)
+    # its cotangents are arrays of its own (_own), or the sums it was offered, added into
+    # (an executor's uniform aggregation): the tape may sum into them in place
+    return record(out, traced, vjp, True, fresh=True, adds=True)
 
 
-def _own(grads: list, g, xp) -> list:
-    """``grads``, each an array no other holds: one that may share memory with the
-    cotangent ``g`` or with an earlier one of ``grads`` is copied (an executor's backward
-    allocates its cotangents, so this copies nothing unless one is handed back twice)."""
+def _own(grads: list, summed: list[bool], g, xp) -> list:
+    """``grads``, each an array no other holds: one added into the sum it was offered
+    (``summed``) as :class:`~.tape.Summed`; one that may share memory with the cotangent
+    ``g`` or with an earlier one of ``grads`` is copied (an executor's backward allocates
+    its cotangents, so this copies nothing unless one is handed back twice)."""
     kept: list = [g]
     out = []
-    for a in grads:
+    for a, added in zip(grads, summed, strict=True):
+        if added:
+            out.append(Summed(a))
+            continue
         if a is not None and any(xp.may_share_memory(a, k) for k in kept):
             a = a.copy()
         if a is not None:

@@ -503,7 +503,7 @@ class DistExecutor(Executor):
         with self._op("program_forward"):
             return _programs.forward(self, program, keep)
 
-    def program_backward(self, ctx, dout):
+    def program_backward(self, ctx, dout, into=None):
         if not isinstance(ctx, (ProgramContext, _programs.ShardedContext)):
             return super().program_backward(ctx, dout)
         with self._op("program_backward"):

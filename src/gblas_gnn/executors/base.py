@@ -58,7 +58,7 @@ Semirings are meanings (:mod:`gblas_gnn.semirings`); each executor says how it r
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_args
@@ -102,8 +102,8 @@ PROCESS_TIER = ("is_root", "agree", "all_agree", "validation", "on_root", "gemm"
 #: tier (c): defaults built on tiers (a) and (b), right on every executor (an executor may
 #: override them with faster kernels giving the same result)
 DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "combine_rows", "spmm_affine",
-                "linear", "matmul_vjp", "lowers", "semiring_lowering", "generic_lowering",
-                "target_rows",
+                "linear", "gemm_add", "matmul_vjp", "lowers", "semiring_lowering",
+                "generic_lowering", "target_rows",
                 "program_forward", "program_backward", "aggregate", "row_counts",
                 "aggregate_backward", "softmax", "softmax_backward", "dropout_edges",
                 "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise", "row_scale",
@@ -232,6 +232,13 @@ class Executor(ABC):
         pass ``W.T`` for ``X Wᵀ``. Never a reduction over vertices."""
         self._one_process("gemm")
         return X @ W
+
+    def gemm_add(self, Y: DenseArray, X: DenseArray, W: DenseArray) -> DenseArray:
+        """``Y += X W`` in place, and ``Y`` (a vertex-indexed ``Y`` of the product's shape
+        and dtype, ``W`` small, as :meth:`gemm`): a sum of products without an array of
+        each (the cpu executor's BLAS sums each block as it forms it)."""
+        Y += self.gemm(X, W)
+        return Y
 
     def linear(self, X: DenseArray, W: DenseArray, bias: DenseArray | None = None,
                relu: bool = False) -> DenseArray:
@@ -538,9 +545,14 @@ class Executor(ABC):
 
         return reference.forward(self, program, keep)
 
-    def program_backward(self, ctx: Any, dout: Any) -> list[Any]:
+    def program_backward(self, ctx: Any, dout: Any, into: Sequence[Any] | None = None
+                         ) -> list[Any]:
         """The cotangents of a program's operands (None where there is none) for the
-        cotangent ``dout`` of its output."""
+        cotangent ``dout`` of its output. ``into``: per operand, the cotangent summed so far
+        where the caller owns it (else None); an executor may add the operand's cotangent
+        into it, in place, and return that very array in its place (the ``cpu`` executor's
+        uniform aggregations do: no array of their own and no second pass to sum them). The
+        reference lowering returns fresh arrays."""
         from ..ir import reference
 
         return reference.backward(self, ctx, dout)

@@ -217,7 +217,7 @@ class CUDAExecutor(Executor):
             return super().program_forward(program, keep)
         return _programs.forward(self, program, keep)
 
-    def program_backward(self, ctx, dout):
+    def program_backward(self, ctx, dout, into=None):
         if not isinstance(ctx, _programs.ProgramContext):
             return super().program_backward(ctx, dout)
         return _programs.backward(self, ctx, dout)

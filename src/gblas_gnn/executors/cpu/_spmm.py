@@ -160,13 +160,16 @@ def tile_width(ncols: int, row_bytes: int, llc_bytes: int | None = None) -> int 
 
 def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias,
              divisors: np.ndarray | None = None, tiles: TilesOf | None = None,
-             width: int | None = None) -> np.ndarray:
-    """``Z_i = (b + w X_i + Σ_{p ∈ row i} v_p X_{idx[p]}) / d_i`` over the CSR (or CSC)
-    buffers ``(ptr, idx)`` of ``nrows`` rows (``d_i = divisors[i]``, or no division) into a
-    64-byte-aligned output, chunks handed out one at a time: one :func:`spmm_rows` call
-    with the prefetch distance of the row width, or, when :func:`tile_width` asks for tiles
-    (``width`` forces a width) and ``tiles(width)`` gives them (they pay on this pattern),
-    one :func:`spmm_tiled_rows` call over them (bitwise the same result)."""
+             width: int | None = None, scale: np.ndarray | None = None,
+             into: np.ndarray | None = None) -> np.ndarray:
+    """``Z_i = (b + w X_i + Σ_{p ∈ row i} v_p s_{idx[p]} X_{idx[p]}) / d_i`` over the CSR
+    (or CSC) buffers ``(ptr, idx)`` of ``nrows`` rows (``d_i = divisors[i]``, or no
+    division; ``s = scale``, or 1) into a 64-byte-aligned output, or added into ``into``
+    (``into += Z``, in the pass: no array of ``Z``'s own), chunks handed out one at a time:
+    one :func:`spmm_rows` call with the prefetch distance of the row width, or, when
+    :func:`tile_width` asks for tiles (``width`` forces a width) and ``tiles(width)`` gives
+    them (they pay on this pattern), one :func:`spmm_tiled_rows` call over them (bitwise
+    the same result; ``into`` is then summed after it). Returns ``Z``, or ``into``."""
     dt = X.dtype
     k = X.shape[1]
     if bias is None:
@@ -181,24 +184,37 @@ def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias,
     divisors = np.empty(0, dt) if divisors is None else np.asarray(divisors, dt).reshape(-1)
     if divisors.size not in (0, nrows):
         raise ValueError(f"divisors must have {nrows} entries, got {divisors.size}")
-    out = aligned_empty((nrows, k), dt)   # 64-byte rows: a later gather reads 2 lines, not 3
+    scale = np.empty(0, dt) if scale is None else np.asarray(scale, dt).reshape(-1)
+    if scale.size not in (0, X.shape[0]):
+        raise ValueError(f"scale must have {X.shape[0]} entries, got {scale.size}")
+    if into is not None and (into.shape != (nrows, k) or into.dtype != dt
+                             or not into.flags.c_contiguous):
+        raise ValueError(f"into must be a C-contiguous {dt} array of shape {(nrows, k)}")
+    if into is not None and np.may_share_memory(into, X):
+        raise ValueError("into must not share memory with the gathered operand")
     values = values.astype(dt, copy=False)
     ahead = prefetch_distance(k * dt.itemsize)
     if width is None and tiles is not None:
         width = tile_width(X.shape[0], k * dt.itemsize)
     tiled = None if width is None or tiles is None else tiles(width)
+    # 64-byte rows: a later gather reads 2 lines, not 3
+    out = into if into is not None and tiled is None else aligned_empty((nrows, k), dt)
     with numba.parallel_chunksize(1):       # dynamic: one chunk of rows at a time
         if tiled is None:
             spmm_rows(chunks, unsigned_view(ptr), unsigned_view(idx), values, iso, X, alpha,
-                      self_weight is not None, z0, ahead, divisors, out)
-        else:
-            # rows whose entries in one tile number about the prefetch distance
-            per_row = max(idx.shape[0], 1) / max(nrows * tiled.count, 1)
-            spmm_tiled_rows(tiled.chunks, unsigned_view(ptr), tiled.offsets,
-                            unsigned_view(idx), values, iso, X, alpha,
-                            self_weight is not None, z0, max(1, round(ahead / per_row)),
-                            divisors, out)
-    return out
+                      self_weight is not None, z0, ahead, divisors, scale, into is not None,
+                      out)
+            return out
+        # rows whose entries in one tile number about the prefetch distance
+        per_row = max(idx.shape[0], 1) / max(nrows * tiled.count, 1)
+        spmm_tiled_rows(tiled.chunks, unsigned_view(ptr), tiled.offsets,
+                        unsigned_view(idx), values, iso, X, alpha,
+                        self_weight is not None, z0, max(1, round(ahead / per_row)),
+                        divisors, scale, out)
+    if into is None:
+        return out
+    into += out
+    return into
 
 
 def product(S, pattern: CSRPattern, X, self_weight=None, bias=None,

@@ -78,14 +78,27 @@ def _divide_row(oi, d):
         oi[c] /= d
 
 
+@nb.njit(inline="always")
+def _weight(values, iso, p, scale, j):
+    """The weight of entry ``p`` (column ``j``): ``values[0]`` when ``iso`` else
+    ``values[p]``, times ``scale[j]`` when ``scale`` is not empty."""
+    w = values[0] if iso else values[p]
+    if scale.shape[0] > 0:
+        w = w * scale[j]
+    return w
+
+
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
 def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahead, divisors,
-              out):
-    """``out[i] = (z0 + alpha·X[i] (if use_self) + Σ_{p ∈ row i} w_p X[indices[p]]) / d_i``,
-    with ``w_p = values[0]`` when ``iso`` (one value for every entry) else ``values[p]``, and
-    ``d_i = divisors[i]`` (no division when ``divisors`` is empty: the mean aggregation's
-    division by the row counts is this pass's, not one more over ``out``); the row gathered
-    ``ahead`` entries later is prefetched (:func:`prefetch_distance`).
+              scale, accumulate, out):
+    """``out[i] = s_i + (z0 + alpha·X[i] (if use_self) + Σ_{p ∈ row i} w_p X[indices[p]]) / d_i``,
+    with ``w_p = values[0]`` when ``iso`` (one value for every entry) else ``values[p]``,
+    times ``scale[indices[p]]`` when ``scale`` is not empty (a scale per gathered row: the
+    mean's backward divides each cotangent row by its count as it gathers it), ``d_i =
+    divisors[i]`` (no division when ``divisors`` is empty: the mean aggregation's division by
+    the row counts is this pass's, not one more over ``out``) and ``s_i`` the row ``out[i]``
+    holds on entry with ``accumulate`` (a cotangent added into the sum the backward holds),
+    else 0; the row gathered ``ahead`` entries later is prefetched (:func:`prefetch_distance`).
 
     A row's sum is held in vector registers (:mod:`._lanes`): blocks of four vectors of
     columns (32 float32 columns), then blocks of one, each block's terms summed over the
@@ -111,7 +124,9 @@ def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahea
     vectors_end = k // lanes * lanes            # ... then of one vector
     Xf = X.reshape(X.size)
     of = out.reshape(out.size)
+    one_v = lanes_splat(X, X.dtype.type(1))
     for t in nb.prange(bounds.shape[0] - 1):
+        tail = np.empty(k - vectors_end, X.dtype)     # the columns past the last vector
         for i in range(np.uint64(bounds[t]), np.uint64(bounds[t + 1])):
             lo = indptr[i]
             hi = indptr[i + one]
@@ -132,7 +147,7 @@ def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahea
                 for p in range(lo, hi):
                     if c == 0:
                         prefetch_row(X[indices[min(p + step, last)]])
-                    w = lanes_splat(X, values[0] if iso else values[p])
+                    w = lanes_splat(X, _weight(values, iso, p, scale, indices[p]))
                     o = indices[p] * k
                     a0 = lanes_fma(w, lanes_load(Xf, o + c), a0)
                     a1 = lanes_fma(w, lanes_load(Xf, o + c1), a1)
@@ -144,6 +159,11 @@ def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahea
                     a1 = lanes_div(a1, d)
                     a2 = lanes_div(a2, d)
                     a3 = lanes_div(a3, d)
+                if accumulate:
+                    a0 = lanes_fma(one_v, lanes_load(of, base + c), a0)
+                    a1 = lanes_fma(one_v, lanes_load(of, base + c1), a1)
+                    a2 = lanes_fma(one_v, lanes_load(of, base + c2), a2)
+                    a3 = lanes_fma(one_v, lanes_load(of, base + c3), a3)
                 lanes_store(of, base + c, a0)
                 lanes_store(of, base + c1, a1)
                 lanes_store(of, base + c2, a2)
@@ -156,26 +176,31 @@ def spmm_rows(bounds, indptr, indices, values, iso, X, alpha, use_self, z0, ahea
                 for p in range(lo, hi):
                     if c == 0:
                         prefetch_row(X[indices[min(p + step, last)]])
-                    a0 = lanes_fma(lanes_splat(X, values[0] if iso else values[p]),
+                    a0 = lanes_fma(lanes_splat(X, _weight(values, iso, p, scale, indices[p])),
                                    lanes_load(Xf, indices[p] * k + c), a0)
                 if divide:
                     a0 = lanes_div(a0, lanes_splat(X, divisors[i]))
+                if accumulate:
+                    a0 = lanes_fma(one_v, lanes_load(of, base + c), a0)
                 lanes_store(of, base + c, a0)
                 c += lanes
             if c < k:
                 oi = out[i, c:]
-                _start_row(oi, z0[c:], X[:, c:], i, alpha, use_self)
+                _start_row(tail, z0[c:], X[:, c:], i, alpha, use_self)
                 for p in range(lo, hi):
                     if c == 0:
                         prefetch_row(X[indices[min(p + step, last)]])
-                    _add_row(oi, values[0] if iso else values[p], X[indices[p], c:])
+                    _add_row(tail, _weight(values, iso, p, scale, indices[p]),
+                             X[indices[p], c:])
                 if divide:
-                    _divide_row(oi, divisors[i])
+                    _divide_row(tail, divisors[i])
+                for q in range(tail.shape[0]):
+                    oi[q] = oi[q] + tail[q] if accumulate else tail[q]
 
 
 @nb.njit(parallel=True, cache=True, fastmath=_FAST)
 def spmm_tiled_rows(bounds, indptr, offsets, indices, values, iso, X, alpha, use_self, z0,
-                    rows_ahead, divisors, out):
+                    rows_ahead, divisors, scale, out):
     r""":func:`spmm_rows` over the column tiles of the pattern
     (:class:`..patterns.ColumnTiles`: tile ``b``'s entries of row ``i`` are the positions
     ``indptr[i] + offsets[b, i]`` up to ``indptr[i] + offsets[b + 1, i]``): tiles in order on
@@ -189,7 +214,8 @@ def spmm_tiled_rows(bounds, indptr, offsets, indices, values, iso, X, alpha, use
     so that while one tile runs only its rows of ``X`` are gathered, and they stay in the
     last-level cache (the tile width: :func:`._spmm.tile_width`). The tiles are contiguous
     column ranges visited in order and a row's columns ascend, so every row's terms are
-    added in storage order, with the very operations of :func:`spmm_rows`: the result is
+    added in storage order, with the very operations of :func:`spmm_rows` (its weights'
+    ``scale`` too; its ``accumulate`` is the caller's sum after the pass): the result is
     bitwise the same. The entries of the same tile ``rows_ahead`` rows later are prefetched
     (a row's next entries in storage order lie in other tiles)."""
     tiles = np.uint64(offsets.shape[0] - 1)
@@ -207,7 +233,7 @@ def spmm_tiled_rows(bounds, indptr, offsets, indices, values, iso, X, alpha, use
                 for p in range(indptr[r] + offsets[b, r], indptr[r] + offsets[b + one, r]):
                     prefetch_row(X[indices[p]])
                 for p in range(indptr[i] + offsets[b, i], indptr[i] + offsets[b + one, i]):
-                    _add_row(oi, values[0] if iso else values[p], X[indices[p]])
+                    _add_row(oi, _weight(values, iso, p, scale, indices[p]), X[indices[p]])
                 if divide and b + one == tiles:
                     _divide_row(oi, divisors[i])
 

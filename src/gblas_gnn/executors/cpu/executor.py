@@ -58,26 +58,6 @@ _APPLY = {
 }
 
 
-def _gemm_into(into: np.ndarray, G: np.ndarray, W: np.ndarray) -> np.ndarray:
-    r"""``into += G Wᵀ`` by the GEMM itself (:math:`C \leftarrow G W^\top + 1 \cdot C`):
-    the product is summed as it is formed, with no array of its own and no second pass
-    (several times faster than ``np.matmul`` and the sum: ``docs/performance.md``). The
-    row-major ``into`` is the column-major ``intoᵀ = W Gᵀ``, which BLAS overwrites in place.
-    Returns ``into``."""
-    if into.dtype in (np.float32, np.float64) and into.flags.c_contiguous:
-        from scipy.linalg.blas import get_blas_funcs
-
-        gemm = get_blas_funcs("gemm", dtype=into.dtype)
-        out = gemm(1.0, W.astype(into.dtype, copy=False), G.T.astype(into.dtype, copy=False),
-                   beta=1.0, c=into.T, overwrite_c=True)
-        if out.ctypes.data == into.ctypes.data:
-            return into
-        into[...] = out.T                       # BLAS wrote a copy (not expected)
-        return into
-    into += G @ W.T
-    return into
-
-
 def _part_sums(a: np.ndarray) -> list:
     """The sums of ``a``'s contiguous parts, one per numba thread on the process's helper
     threads (numpy's sum leaves Python's lock), where ``a`` is C-contiguous with at least
@@ -115,6 +95,14 @@ class CPUExecutor(GraphBLASExecutor):
         # (GIN's MLP: two numpy passes over (n, k) an activation fewer)
         return _chunked_gemm.matmul(X, W, self.blas_threads, bias, relu)
 
+    def gemm_add(self, Y, X, W):
+        # summed by BLAS into each block of Y's rows as it is formed (beta = 1): no (n, k)
+        # product of its own and no second pass to add it
+        if (isinstance(Y, np.ndarray) and Y.flags.c_contiguous and Y.ndim == X.ndim == 2
+                and Y.dtype == np.result_type(X, W) and Y.dtype in (np.float32, np.float64)):
+            return _chunked_gemm.matmul_add(Y, X, W, self.blas_threads)
+        return super().gemm_add(Y, X, W)
+
     def all_finite(self, *arrays):
         # the sum first: finite only if every term is (a NaN stays NaN, an infinity stays
         # one or meets its opposite in a NaN), one read and no (n, k) mask, so faster than
@@ -137,7 +125,7 @@ class CPUExecutor(GraphBLASExecutor):
             if into is None:
                 return super().matmul_vjp(G, W, X)
             with _chunked_gemm.blas_limit(self.blas_threads):
-                return _gemm_into(into, G, W), self.inner(X, G)
+                return _chunked_gemm.gemm_into(into, G, W), self.inner(X, G)
         if into is not None and _dense_kernels.skinny(G, W, X, into):
             return into, _dense_kernels.skinny_matmul_vjp(G, W, X, into)
         gw = aligned_empty((X.shape[1], G.shape[1]), np.result_type(X, G))
@@ -148,7 +136,7 @@ class CPUExecutor(GraphBLASExecutor):
                 ga = aligned_empty((G.shape[0], W.shape[0]), np.result_type(G, W))
                 out.append(np.matmul(G, W.T, out=ga))         # aligned as gemm's
             else:
-                out.append(_gemm_into(into, G, W))
+                out.append(_chunked_gemm.gemm_into(into, G, W))
 
         with _chunked_gemm.blas_limit(1):
             run_all([cotangent, lambda: np.matmul(X.T, G, out=gw)])
@@ -179,9 +167,9 @@ class CPUExecutor(GraphBLASExecutor):
             return super().program_forward(programs.interleaved(self, program), keep)
         return programs.forward(self, program, keep)
 
-    def program_backward(self, ctx, dout):
+    def program_backward(self, ctx, dout, into=None):
         if isinstance(ctx, uniform_aggregation.UniformContext):
-            return uniform_aggregation.backward(self, ctx, dout)
+            return uniform_aggregation.backward(self, ctx, dout, into)
         if not isinstance(ctx, programs.ProgramContext):
             return super().program_backward(ctx, dout)
         return programs.backward(self, ctx, dout)

@@ -56,18 +56,21 @@ class UniformContext:
 
 
 def _product(pattern: CSRPattern, transposed: bool, X: np.ndarray, c: float,
-             divisors: np.ndarray | None = None) -> np.ndarray:
-    """``D⁻¹ c P X`` (``P``: the pattern, or its transpose over the kept CSC view; ``D = I``
-    without ``divisors``): the SpMM kernel's run with one value for every entry, dividing
-    each row as it is written, over the pattern's column tiles when ``X`` outgrows the
-    cache (:func:`._spmm.tile_width`)."""
+             divisors: np.ndarray | None = None, scale: np.ndarray | None = None,
+             into: np.ndarray | None = None) -> np.ndarray:
+    """``D⁻¹ c P diag(s) X`` (``P``: the pattern, or its transpose over the kept CSC view;
+    ``D = I`` without ``divisors``, ``s = 1`` without ``scale``), or that added into
+    ``into``: the SpMM kernel's run with one value for every entry, each gathered row
+    scaled and each output row divided as it is written, over the pattern's column tiles
+    when ``X`` outgrows the cache (:func:`._spmm.tile_width`)."""
     if transposed:
         ptr, _, idx = pattern.csc()
         chunks, nrows = pattern.column_chunks, pattern.ncols
     else:
         ptr, idx, chunks, nrows = pattern.indptr, pattern.indices, pattern.chunks, pattern.nrows
     return spmm_run(ptr, idx, chunks, np.array([c], X.dtype), True, X, nrows, None, None,
-                    divisors, functools.partial(pattern.column_tiles, transposed=transposed))
+                    divisors, functools.partial(pattern.column_tiles, transposed=transposed),
+                    scale=scale, into=into)
 
 
 def _width(shape: tuple) -> int:
@@ -93,10 +96,20 @@ def forward(ex, prog: Program, keep: bool):
     return Z.reshape((pattern.nrows, *np.shape(x)[1:])), ctx
 
 
-def backward(ex, ctx: UniformContext, dout) -> list:
-    """The messages' cotangent ``c Aᵀ (D⁻¹ dZ)``, as the one operand's."""
+def backward(ex, ctx: UniformContext, dout, into=None) -> list:
+    """The messages' cotangent ``c Aᵀ (D⁻¹ dZ)``, as the one operand's: each row of ``dZ``
+    scaled by ``c / d_i`` as the transposed product gathers it (no scaled copy of ``dZ``),
+    and added into ``into[0]`` when that is the operand's cotangent so far (an array of the
+    messages' shape and dtype): then ``into[0]`` itself is returned."""
     p = ctx.pattern
-    dZ = np.asarray(dout, dtype=ctx.dtype).reshape(p.nrows, _width(ctx.x_shape))
-    dZ = np.ascontiguousarray(dZ / ctx.divisors if ctx.divisors is not None else dZ)
-    dX = _product(p, True, dZ, ctx.c)
-    return [dX.reshape(ctx.x_shape)]
+    k = _width(ctx.x_shape)
+    dZ = np.ascontiguousarray(np.asarray(dout, dtype=ctx.dtype).reshape(p.nrows, k))
+    scale = None if ctx.divisors is None else ctx.c / ctx.divisors
+    offer = None if into is None else into[0]
+    acc = None
+    if (isinstance(offer, np.ndarray) and offer.shape == tuple(ctx.x_shape)
+            and offer.dtype == ctx.dtype and offer.flags.c_contiguous
+            and not np.may_share_memory(offer, dZ)):
+        acc = offer.reshape(p.ncols, k)
+    dX = _product(p, True, dZ, 1.0 if scale is not None else ctx.c, scale=scale, into=acc)
+    return [offer if acc is not None else dX.reshape(ctx.x_shape)]
