@@ -137,15 +137,16 @@ class GINConv(PyGInterop, Module):
     def backward(self, dout: np.ndarray) -> np.ndarray:
         cache = self._need_cache()
         A, one_eps = cache["A"], cache["one_eps"]
-        dout = self._check_dout(dout, (cache["rows"], self.out_dim))
+        # d: the cotangent of lin i's output, d_sum its sum over vertices (lin i's bias's)
+        d, d_sum = self._check_dout_summed(dout, (cache["rows"], self.out_dim))
         ex, W0 = self.executor, self.params["lin0.W"]
-        d = dout
         for i in range(len(self.mlp_dims) - 2, 0, -1):
             X = cache["acts"][i - 1]                            # the input of lin i
-            self.grads[f"lin{i}.bias"] = ex.vertex_sum(d)
+            self.grads[f"lin{i}.bias"] = d_sum
             d, self.grads[f"lin{i}.W"] = ex.matmul_vjp(d, self.params[f"lin{i}.W"], X)
             d *= X > 0                                          # ReLU' (d is ours)
-        self.grads["lin0.bias"] = ex.vertex_sum(d)
+            d_sum = ex.vertex_sum(d)
+        self.grads["lin0.bias"] = d_sum
         if self._project_first:
             G = ex.spmm_affine(A, d, self_weight=one_eps, transpose=True)  # ∂(H W0)
             dH, self.grads["lin0.W"] = ex.matmul_vjp(G, W0, cache["H"])

@@ -31,6 +31,12 @@ from ..hetero import TypedVertexSet
 from . import composed
 
 
+def _checked_later(_) -> bool:
+    """A finiteness test that leaves the test to the caller (:meth:`Module._check_dout_summed`
+    reads it off the sums it needs anyway)."""
+    return True
+
+
 class Module(ABC):
     """Parameters in ``params`` (dict of ndarrays), gradients in ``grads``."""
 
@@ -215,14 +221,16 @@ class Module(ABC):
         return dH
 
     # ------------------------------------------------------------------ helpers for layers
-    def _dense(self, x, name: str, **checks):
+    def _dense(self, x, name: str, finite=None, **checks):
         """``x`` validated as a finite 2-D array of the executor (a host array is moved to it
-        first); an error in any process is raised in every process."""
+        first; ``finite(x)`` says whether it is finite, by default the executor's
+        :meth:`~gblas_gnn.executors.Executor.all_finite`); an error in any process is raised
+        in every process."""
         ex = self.executor
         with ex.validation():
             if isinstance(x, np.ndarray) and self.xp is not np:
                 x = ex.asarray(x)
-            x = dense_matrix(x, name, xp=self.xp, finite=ex.all_finite, **checks)
+            x = dense_matrix(x, name, xp=self.xp, finite=finite or ex.all_finite, **checks)
         return x
 
     #: whether the module may be called without input features (``H=None``: PyG's
@@ -253,6 +261,22 @@ class Module(ABC):
             raise RuntimeError("backward needs a forward in training mode first "
                                "(module.train() and call it on the input)")
         return self._cache
+
+    def _check_dout_summed(self, dout: np.ndarray, shape: tuple[int, int]
+                           ) -> tuple[np.ndarray, np.ndarray]:
+        r"""``(dout, Σ_i dout_i)``: ``dout`` checked as :meth:`_check_dout` checks it, and its
+        sum over vertices (the gradient of an output bias), one pass over ``dout`` for both.
+        Its finiteness is read off the sums, as a NaN or an infinity in a column makes that
+        column's sum one; only sums that are not finite (finite values can overflow) get
+        the exact test."""
+        dout = self._dense(dout, "dout", finite=_checked_later, rows=shape[0], cols=shape[1],
+                           dtype=self.dtype)
+        ex = self.executor
+        sums = ex.vertex_sum(dout)             # every process's, after every one's checks
+        with ex.validation():
+            if not ex.all_finite(sums) and not ex.all_finite(dout):
+                raise ValueError("dout contains NaN or Inf")
+        return dout, sums
 
     def _check_dout(self, dout: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         """``dout`` as an array of the executor with the output's ``shape`` and the module's

@@ -1,0 +1,69 @@
+"""A layer's upstream gradient is checked before its backward runs: a NaN or an infinity
+anywhere is refused with a clear error on the layers whose finiteness test is read off the
+bias's gradient (the sums over vertices of ``dout``), and finite values whose sums overflow
+are not refused (the exact test decides)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gblas_gnn as gg
+from gblas_gnn import nn
+
+N = 12
+
+
+def _graph():
+    rng = np.random.default_rng(0)
+    return gg.Graph.from_edges(rng.integers(0, N, 40), rng.integers(0, N, 40), N)
+
+
+LAYERS = {
+    "gcn": lambda: nn.GCNConv(3, 2),
+    "sgc": lambda: nn.SGConv(3, 2, K=2),
+    "gin": lambda: nn.GINConv([3, 4, 2]),
+    "gin-one-linear": lambda: nn.GINConv([3, 2]),
+    "linear": lambda: nn.Linear(3, 2),
+}
+
+
+def _trained(name):
+    layer = LAYERS[name]()
+    layer.train()
+    H = np.random.default_rng(1).standard_normal((N, 3)).astype(np.float32)
+    Z = layer(_graph(), H)
+    return layer, Z
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_dout_is_refused(name, bad):
+    layer, Z = _trained(name)
+    dout = np.ones_like(Z)
+    dout[N // 2, 1] = bad
+    with pytest.raises(ValueError, match="dout contains NaN or Inf"):
+        layer.backward(dout)
+
+
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning",
+                            "ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_finite_values_whose_sums_overflow_are_accepted(name):
+    """float32's largest values in every row: each column's sum overflows to infinity, the
+    exact test finds every value finite, and the bias's gradient is that sum."""
+    layer, Z = _trained(name)
+    dout = np.full_like(Z, np.finfo(np.float32).max)
+    layer.backward(dout)
+    bias = "lin1.bias" if name == "gin" else "lin0.bias" if name.startswith("gin") else "bias"
+    assert np.isposinf(layer.grads[bias]).all()
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_the_bias_gradient_is_the_sum_of_dout_over_vertices(name):
+    layer, Z = _trained(name)
+    dout = np.random.default_rng(2).standard_normal(Z.shape).astype(np.float32)
+    layer.backward(dout)
+    bias = "lin1.bias" if name == "gin" else "lin0.bias" if name.startswith("gin") else "bias"
+    np.testing.assert_allclose(layer.grads[bias], dout.astype(np.float64).sum(0), rtol=1e-5,
+                               atol=1e-5)
