@@ -581,7 +581,8 @@ class Executor(ABC):
         return (Z, MeanContext(S, H, counts)) if keep_context else Z
 
     def row_counts(self, S: EdgeTensor, dtype: np.dtype) -> DenseArray:
-        """Stored entries per row of ``S`` as ``dtype``, an empty row counting 1."""
+        """Stored entries per row of ``S`` as ``dtype``, an empty row counting 1; not to be
+        written into (the ``cpu`` executor's are kept with the pattern, read-only)."""
         counts = self.row_reduce(self.pattern(S, 1.0, dtype), "sum")
         return self.xp.maximum(counts, dtype.type(1))
 

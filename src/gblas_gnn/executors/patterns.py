@@ -212,6 +212,7 @@ class CSRPattern:
         self._chunks = None
         self._column_chunks = None
         self._tiles: dict[tuple[bool, int], ColumnTiles | None] = {}
+        self._divisors: dict[np.dtype, np.ndarray] = {}
 
     @classmethod
     def of_buffers(cls, nrows: int, ncols: int, indptr: np.ndarray,
@@ -258,6 +259,17 @@ class CSRPattern:
     def row_counts(self) -> np.ndarray:
         """Stored entries per row (int64, length ``nrows``)."""
         return np.diff(self.indptr)
+
+    def divisors(self, dtype) -> np.ndarray:
+        r"""A mean's divisors :math:`\max(|\mathrm{row}\ i|, 1)` as ``dtype`` (an empty row
+        divides by 1), built once per dtype and kept, read-only (R-GCN's stacked mean at M:
+        2.8 ms a step when they were counted at every call)."""
+        dtype = np.dtype(dtype)
+        if dtype not in self._divisors:
+            d = np.maximum(self.row_counts, 1).astype(dtype)
+            d.setflags(write=False)
+            self._divisors[dtype] = d
+        return self._divisors[dtype]
 
     def rows(self) -> np.ndarray:
         """The row of every stored entry, CSR order (int64)."""

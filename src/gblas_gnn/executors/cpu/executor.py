@@ -184,8 +184,8 @@ class CPUExecutor(GraphBLASExecutor):
 
     # ------------------------------------------------------------------ aggregation
     def row_counts(self, S, dtype):
-        # the cached pattern's row lengths: no GraphBLAS reduction per call
-        return np.maximum(self.csr_pattern(S).row_counts, 1).astype(dtype)
+        # the cached pattern's divisors: no GraphBLAS reduction, and no count, per call
+        return self.csr_pattern(S).divisors(dtype)
 
     def aggregate(self, S, H, aggr, keep_context=False):
         if not (isinstance(aggr, str) and aggr == "mean"):

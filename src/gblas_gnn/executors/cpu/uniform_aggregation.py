@@ -90,7 +90,7 @@ def forward(ex, prog: Program, keep: bool):
     c = weight(s)
     divisors = None
     if s.sink[1] == "mean":
-        divisors = np.maximum(pattern.row_counts, 1).astype(dt)[:, None]
+        divisors = pattern.divisors(dt)[:, None]
     Z = _product(pattern, False, X, c, divisors)
     ctx = UniformContext(pattern, c, divisors, tuple(np.shape(x)), dt) if keep else None
     return Z.reshape((pattern.nrows, *np.shape(x)[1:])), ctx
