@@ -1,7 +1,8 @@
 """A layer's upstream gradient is checked before its backward runs: a NaN or an infinity
-anywhere is refused with a clear error on the layers whose finiteness test is read off the
-bias's gradient (the sums over vertices of ``dout``), and finite values whose sums overflow
-are not refused (the exact test decides)."""
+anywhere is refused with a clear error, the finiteness read off the bias's gradient (the sums
+over vertices of ``dout``), and finite values whose sums overflow are not refused (the exact
+test decides). A composed layer's tape hands those sums to its output bias: ``dout`` is
+summed once."""
 
 from __future__ import annotations
 
@@ -25,7 +26,12 @@ LAYERS = {
     "gin": lambda: nn.GINConv([3, 4, 2]),
     "gin-one-linear": lambda: nn.GINConv([3, 2]),
     "linear": lambda: nn.Linear(3, 2),
+    "gat": lambda: nn.GATConv(3, 2, heads=2),
+    "gatv2": lambda: nn.GATv2Conv(3, 2),
+    "sage": lambda: nn.SAGEConv(3, 2),
+    "transformer": lambda: nn.TransformerConv(3, 2, heads=2),
 }
+BIAS = {"gin": "lin1.bias", "gin-one-linear": "lin0.bias", "sage": "b_l", "transformer": "b_skip"}
 
 
 def _trained(name):
@@ -55,7 +61,7 @@ def test_finite_values_whose_sums_overflow_are_accepted(name):
     layer, Z = _trained(name)
     dout = np.full_like(Z, np.finfo(np.float32).max)
     layer.backward(dout)
-    bias = "lin1.bias" if name == "gin" else "lin0.bias" if name.startswith("gin") else "bias"
+    bias = BIAS.get(name, "bias")
     assert np.isposinf(layer.grads[bias]).all()
 
 
@@ -64,6 +70,25 @@ def test_the_bias_gradient_is_the_sum_of_dout_over_vertices(name):
     layer, Z = _trained(name)
     dout = np.random.default_rng(2).standard_normal(Z.shape).astype(np.float32)
     layer.backward(dout)
-    bias = "lin1.bias" if name == "gin" else "lin0.bias" if name.startswith("gin") else "bias"
+    bias = BIAS.get(name, "bias")
     np.testing.assert_allclose(layer.grads[bias], dout.astype(np.float64).sum(0), rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["gat", "gatv2", "sage", "transformer"])
+def test_a_composed_layer_sums_dout_once(name, monkeypatch):
+    """The check's sums are the output bias's gradient: ``dout`` is summed once and read by
+    no finiteness test of its own."""
+    layer, Z = _trained(name)
+    dout = np.random.default_rng(3).standard_normal(Z.shape).astype(np.float32)
+    ex = layer.executor
+    summed, checked = [], []
+    sums, finite = type(ex).vertex_sum, type(ex).all_finite
+    monkeypatch.setattr(type(ex), "vertex_sum",
+                        lambda self, X: summed.append(X is dout) or sums(self, X))
+    monkeypatch.setattr(type(ex), "all_finite", lambda self, *arrays: checked.extend(
+        a is dout for a in arrays) or finite(self, *arrays))
+    layer.backward(dout)
+    assert summed.count(True) == 1 and not any(checked)
+    np.testing.assert_allclose(layer.grads[BIAS.get(name, "bias")],
+                               dout.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)

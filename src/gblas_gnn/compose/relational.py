@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .tape import in_scope
+from .tape import in_scope, vertex_sum
 from .traced import Traced, lift, record, value_of
 
 __all__ = ["STACKED_AGGREGATIONS", "stacked_runs", "stacked_relational_linear"]
@@ -91,7 +91,7 @@ def stacked_relational_linear(ex: Any, g: Any, H, W, aggr: str, root=None, bias=
         if loops:
             grads.append(dWcat[R * k:])
         if bias is not None:
-            grads.append(ex.vertex_sum(G))
+            grads.append(vertex_sum(ex, G))
         return tuple(grads)
 
     parents = [H, W] + ([] if root is None else [root]) + ([] if bias is None else [bias])

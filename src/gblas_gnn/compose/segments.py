@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .tape import Summed
+from .tape import Summed, vertex_sum
 from .traced import Traced, _as_traced, _scope, record
 
 __all__ = ["segment_linear"]
@@ -203,7 +203,10 @@ def segment_linear(X, segments, width: int) -> Traced:
                 accs.append((acc, "fresh"))
         grads = []
         for (rows, Ws, b), ps in zip(segs, pieces, strict=True):
-            g = xp.ascontiguousarray(G[rows])
+            # the cotangent itself when the segment is every row of it, in order and
+            # contiguous (its sum over vertices may be known: tape.vertex_sum)
+            g = G if _every_row(rows, n) and G.flags.c_contiguous else \
+                xp.ascontiguousarray(G[rows])
             for m, (w, p) in enumerate(zip(Ws, ps, strict=True)):
                 if w is None:
                     continue
@@ -215,7 +218,7 @@ def segment_linear(X, segments, width: int) -> Traced:
                     dw = _rows_cotangent(ex, xp, acc, rows, g, w.value, p, mode == "offered")
                 grads.append(dw)
             if b is not None:
-                grads.append(ex.vertex_sum(g).reshape(b.value.shape))
+                grads.append(vertex_sum(ex, g).reshape(b.value.shape))
         return (*(Summed(acc) if mode == "offered" else acc for acc, mode in accs), *grads)
 
     parents = list(xs)

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 __all__ = ["Node", "Leaf", "Summed", "Tape", "Holder", "Scope", "current", "scope", "in_scope",
-           "frame", "hand_out"]
+           "frame", "hand_out", "vertex_sum"]
 
 
 class Node:
@@ -115,9 +116,19 @@ class Tape:
         self.nodes.append(node)
         return node
 
-    def backward(self, output: Node, cotangent) -> dict[Any, Any]:
+    def backward(self, output: Node, cotangent, sums=None) -> dict[Any, Any]:
         """Cotangents of every leaf reached from ``output`` (keyed by the leaf's key); a node
-        with a ``zero`` runs its vjp on it when no cotangent reaches it."""
+        with a ``zero`` runs its vjp on it when no cotangent reaches it. ``sums``: the
+        cotangent's sums over vertices when the caller has them, which :func:`vertex_sum`
+        gives the vjps that sum that very cotangent (it is never written into: the tape owns
+        only the sums it allocates)."""
+        token = _ROOT_SUMS.set(None if sums is None else (cotangent, sums))
+        try:
+            return self._backward(output, cotangent)
+        finally:
+            _ROOT_SUMS.reset(token)
+
+    def _backward(self, output: Node, cotangent) -> dict[Any, Any]:
         acc: dict[int, Any] = {output.index: cotangent}
         owned: set[int] = set()          # sums this backward allocated: added to in place
         products: set[int] = set()       # cotangents that are a product's own array
@@ -171,6 +182,21 @@ class Tape:
                     owned.add(k)
         self.nodes = []                  # one backward per forward: free what the vjps hold
         return leaves
+
+
+#: the cotangent the running backward started from and its sums over vertices, when its
+#: caller had them (:meth:`Tape.backward`)
+_ROOT_SUMS: ContextVar[tuple | None] = ContextVar("root_sums", default=None)
+
+
+def vertex_sum(ex, g):
+    """``ex.vertex_sum(g)``, or, when ``g`` is the very cotangent the running backward
+    started from and its caller handed its sums over vertices, a copy of those (each
+    gradient its own array): a module's check of ``dout`` read them off already."""
+    known = _ROOT_SUMS.get()
+    if known is not None and g is known[0]:
+        return known[1].copy()
+    return ex.vertex_sum(g)
 
 
 def _offers(parents: Sequence[Node | None], acc: dict, owned: set, products: set

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import functions as F
-from .tape import Summed, current
+from .tape import Summed, current, vertex_sum
 
 __all__ = ["Lazy", "Traced", "ufunc_call", "lift", "value_of", "is_traced", "record", "concat",
            "apply_unary", "apply_binary", "VertexTranspose", "vertex_rows"]
@@ -104,7 +104,7 @@ def _unbroadcast(ex, g, shape: tuple, operand_vertex: bool, result_vertex: bool)
     vertex_axis = result_vertex and not operand_vertex and g.ndim > 0 and \
         (extra > 0 or shape[0] == 1)
     if vertex_axis:
-        g = ex.vertex_sum(g)                     # drops axis 0
+        g = vertex_sum(ex, g)                    # drops axis 0
         if extra == 0:
             g = g[None]
         else:

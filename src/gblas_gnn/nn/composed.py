@@ -140,10 +140,12 @@ def call_opaque(module: Module, g: Any, H: Traced) -> Traced:
     return record(out, [H], vjp, True, zero=lambda: xp.zeros_like(out))
 
 
-def derive(recording: Recording, dout: Any, executor: Executor, dtype: np.dtype
-           ) -> tuple[Any, Any]:
-    """Replay ``recording`` backwards from the output cotangent ``dout`` (checked by the
+def derive(recording: Recording, dout: Any, executor: Executor, dtype: np.dtype,
+           dout_sums: Any = None) -> tuple[Any, Any]:
+    r"""Replay ``recording`` backwards from the output cotangent ``dout`` (checked by the
     caller): fills the ``grads`` of every composed module traced in the forward.
+    ``dout_sums``: :math:`\sum_i dout_i` when the caller has it (its check read them), for
+    the operations that would sum ``dout`` itself over vertices (an output bias's gradient).
 
     Returns
     -------
@@ -157,7 +159,7 @@ def derive(recording: Recording, dout: Any, executor: Executor, dtype: np.dtype
     """
     xp = executor.xp
     rec = recording
-    leaves = rec.tape.backward(rec.output, dout) if rec.output is not None else {}
+    leaves = rec.tape.backward(rec.output, dout, dout_sums) if rec.output is not None else {}
     for m in rec.modules:
         m.grads = {name: _grad(leaves.get((id(m), name)), value, xp)
                    for name, value in m.params.items()}
