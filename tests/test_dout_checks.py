@@ -92,3 +92,27 @@ def test_a_composed_layer_sums_dout_once(name, monkeypatch):
     assert summed.count(True) == 1 and not any(checked)
     np.testing.assert_allclose(layer.grads[BIAS.get(name, "bias")],
                                dout.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("make", [lambda: nn.GCNConv(3, 2, bias=False),
+                                  lambda: nn.SGConv(3, 2, bias=False),
+                                  lambda: nn.Linear(3, 2, bias=False)],
+                         ids=["gcn", "sgc", "linear"])
+def test_a_layer_without_a_bias_checks_dout_without_summing_it(make, monkeypatch):
+    """No bias, no sum over vertices (on a grid an allreduce nothing would read); a NaN is
+    refused all the same."""
+    layer = make()
+    layer.train()
+    H = np.random.default_rng(1).standard_normal((N, 3)).astype(np.float32)
+    Z = layer(_graph(), H)
+    ex = layer.executor
+    summed = []
+    sums = type(ex).vertex_sum
+    monkeypatch.setattr(type(ex), "vertex_sum", lambda self, X: summed.append(X) or sums(self, X))
+    layer.backward(np.ones_like(Z))
+    assert not summed and "bias" not in layer.grads
+    bad = np.ones_like(Z)
+    bad[0, 0] = np.nan
+    layer(_graph(), H)
+    with pytest.raises(ValueError, match="dout contains NaN or Inf"):
+        layer.backward(bad)

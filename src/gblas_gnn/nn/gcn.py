@@ -96,10 +96,10 @@ class GCNConv(PyGInterop, Module):
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         saved = self._need_cache()
-        dout, dbias = self._check_dout_summed(dout, (saved.rows, self.out_dim))
+        dout, dbias = self._check_dout_biased(dout, (saved.rows, self.out_dim))
         # project first: Âᵀ dZ on out_dim columns; else Âᵀ (dZ Wᵀ) on in_dim columns
         self.grads["W"], dH = project_propagate_backward(
             self.executor, saved, dout, self.params["W"], 1, self._project_first)
-        if "bias" in self.params:
+        if dbias is not None:
             self.grads["bias"] = dbias
         return dH

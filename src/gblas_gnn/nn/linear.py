@@ -46,10 +46,10 @@ class Linear(Module):
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         H = self._need_cache()["H"]
-        dout, dbias = self._check_dout_summed(dout, (H.shape[0], self.out_dim))
+        dout, dbias = self._check_dout_biased(dout, (H.shape[0], self.out_dim))
         ex = self.executor
         dH, self.grads["W"] = ex.matmul_vjp(dout, self.params["W"], H)  # dZ Wᵀ, Hᵀ dZ
-        if "bias" in self.params:
+        if dbias is not None:
             self.grads["bias"] = dbias                          # dZᵀ 1
         return dH
 

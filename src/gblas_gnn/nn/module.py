@@ -285,6 +285,15 @@ class Module(ABC):
                     raise ValueError("dout contains NaN or Inf")
         return dout, sums
 
+    def _check_dout_biased(self, dout: np.ndarray, shape: tuple[int, int]
+                           ) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(dout, its sums)`` by :meth:`_check_dout_summed` for a module with a parameter
+        ``bias`` (the sums are its gradient), else ``(dout, None)`` by :meth:`_check_dout`:
+        no sum over vertices, a collective on a grid, that nothing reads."""
+        if "bias" in self.params:
+            return self._check_dout_summed(dout, shape)
+        return self._check_dout(dout, shape), None
+
     def _check_dout(self, dout: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         """``dout`` as an array of the executor with the output's ``shape`` and the module's
         dtype, finite."""

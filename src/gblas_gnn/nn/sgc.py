@@ -115,11 +115,11 @@ class SGConv(PyGInterop, Module):
 
     def backward(self, dout: np.ndarray) -> np.ndarray:
         saved = self._need_cache()
-        dout, dbias = self._check_dout_summed(dout, (saved.rows, self.out_dim))
+        dout, dbias = self._check_dout_biased(dout, (saved.rows, self.out_dim))
         # the SpMM chain of dH runs on the narrower of in_dim, out_dim
         self.grads["W"], dH = project_propagate_backward(
             self.executor, saved, dout, self.params["W"], self.K, self._project_first,
             propagate_dout_first=self.out_dim <= self.in_dim)
-        if "bias" in self.params:
+        if dbias is not None:
             self.grads["bias"] = dbias
         return dH
