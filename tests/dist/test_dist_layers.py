@@ -222,6 +222,26 @@ def test_layer_input_errors_reach_every_rank(dex):
         layer(dg, bad)
 
 
+@pytest.mark.parametrize("layer_of", [
+    lambda dex: gg.nn.GCNConv(4, 2, dtype=np.float64, executor=dex),
+    lambda dex: gg.nn.GCNConv(4, 2, bias=False, dtype=np.float64, executor=dex),
+    lambda dex: gg.nn.GATConv(4, 2, dtype=np.float64, executor=dex)],
+    ids=["gcn", "gcn-no-bias", "gat"])
+def test_a_bad_dout_on_one_rank_reaches_every_rank(dex, layer_of):
+    """GCN reads dout's finiteness off its bias's sums (the same on every rank after their
+    allreduce, so every rank takes the exact test together), GCN without a bias and GAT on a
+    grid in a pass of their own: one rank's NaN is raised on every rank."""
+    g, H, _ = graph_and_inputs(2, 4, 1)
+    dg = dist.DistGraph.from_graph(g, dex.grid)
+    layer = layer_of(dex)
+    layer.train()
+    bad = np.ones_like(layer(dg, dg.scatter(H)))
+    if dex.grid.rank == 0 and bad.size:           # one rank's cotangent is bad: all raise
+        bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="dout contains NaN or Inf"):
+        layer.backward(bad)
+
+
 @pytest.mark.parametrize("featureless", [False, True], ids=["features", "featureless"])
 @pytest.mark.parametrize("relabel", [False, True])
 def test_relations_equal_one_process(dex, featureless, relabel):
