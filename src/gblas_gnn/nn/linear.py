@@ -38,9 +38,8 @@ class Linear(Module):
 
     def forward(self, g, H: np.ndarray) -> np.ndarray:
         H = self._dense(H, "H", cols=self.in_dim, dtype=self.dtype)
-        Z = self.executor.gemm(H, self.params["W"])
-        if "bias" in self.params:
-            Z += self.params["bias"]
+        # the bias added to each block of rows as the product writes it (Executor.linear)
+        Z = self.executor.linear(H, self.params["W"], self.params.get("bias"))
         self._cache = {"H": H} if self.training else None
         return Z
 
