@@ -49,9 +49,7 @@ def project_propagate(ex, S, H, W, bias, K: int, project_first: bool, P=None
         return Z, PropagateCache(S, Z.shape[0], H=H)
     if P is None:
         P = propagate(ex, S, H, K)
-    Z = ex.gemm(P, W)
-    if bias is not None:
-        Z += bias
+    Z = ex.linear(P, W, bias)          # the bias added to each block of rows as it is written
     return Z, PropagateCache(S, Z.shape[0], P=P)
 
 

@@ -92,12 +92,12 @@ class SAGEConv(PyGInterop, Module):
             Z = ops.segment_linear([ops.aggregate(S, X, self.aggr), H],
                                    [(rows, [p["W_l"], p["W_r"]], p.get("b_l"))], self.out_dim)
             return ops.normalize(Z) if self.normalize else Z
-        if self.aggregates_first():
-            Z = ops.aggregate(S, X, self.aggr) @ p["W_l"]
+        if self.aggregates_first():            # the bias added as the product writes its rows
+            Z = project(ops.aggregate(S, X, self.aggr), p["W_l"], p.get("b_l"))
         else:
             Z = ops.aggregate(S, X @ p["W_l"], self.aggr)
-        if "b_l" in p:
-            Z = Z + p["b_l"]
+            if "b_l" in p:
+                Z = Z + p["b_l"]
         if self.root_weight:
             Z = Z + H @ p["W_r"]
         return ops.normalize(Z) if self.normalize else Z
