@@ -34,12 +34,23 @@ LAYERS = {
 BIAS = {"gin": "lin1.bias", "gin-one-linear": "lin0.bias", "sage": "b_l", "transformer": "b_skip"}
 
 
-def _trained(name):
-    layer = LAYERS[name]()
+H0 = np.random.default_rng(1).standard_normal((N, 3)).astype(np.float32)
+
+
+def _trained(name_or_make):
+    """A layer (by its name in LAYERS, or made by a callable) after one training forward,
+    and that forward's output."""
+    make = LAYERS[name_or_make] if isinstance(name_or_make, str) else name_or_make
+    layer = make()
     layer.train()
-    H = np.random.default_rng(1).standard_normal((N, 3)).astype(np.float32)
-    Z = layer(_graph(), H)
-    return layer, Z
+    return layer, layer(_graph(), H0)
+
+
+def _spy(monkeypatch, ex, method: str, seen: list) -> None:
+    """Record every array handed to ``ex``'s ``method`` in ``seen`` (then call it)."""
+    real = getattr(type(ex), method)
+    monkeypatch.setattr(type(ex), method,
+                        lambda self, *arrays: seen.extend(arrays) or real(self, *arrays))
 
 
 @pytest.mark.parametrize("name", list(LAYERS))
@@ -81,15 +92,12 @@ def test_a_composed_layer_sums_dout_once(name, monkeypatch):
     no finiteness test of its own."""
     layer, Z = _trained(name)
     dout = np.random.default_rng(3).standard_normal(Z.shape).astype(np.float32)
-    ex = layer.executor
     summed, checked = [], []
-    sums, finite = type(ex).vertex_sum, type(ex).all_finite
-    monkeypatch.setattr(type(ex), "vertex_sum",
-                        lambda self, X: summed.append(X is dout) or sums(self, X))
-    monkeypatch.setattr(type(ex), "all_finite", lambda self, *arrays: checked.extend(
-        a is dout for a in arrays) or finite(self, *arrays))
+    _spy(monkeypatch, layer.executor, "vertex_sum", summed)
+    _spy(monkeypatch, layer.executor, "all_finite", checked)
     layer.backward(dout)
-    assert summed.count(True) == 1 and not any(checked)
+    assert [a is dout for a in summed].count(True) == 1
+    assert not any(a is dout for a in checked)
     np.testing.assert_allclose(layer.grads[BIAS.get(name, "bias")],
                                dout.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
 
@@ -101,18 +109,13 @@ def test_a_composed_layer_sums_dout_once(name, monkeypatch):
 def test_a_layer_without_a_bias_checks_dout_without_summing_it(make, monkeypatch):
     """No bias, no sum over vertices (on a grid an allreduce nothing would read); a NaN is
     refused all the same."""
-    layer = make()
-    layer.train()
-    H = np.random.default_rng(1).standard_normal((N, 3)).astype(np.float32)
-    Z = layer(_graph(), H)
-    ex = layer.executor
+    layer, Z = _trained(make)
     summed = []
-    sums = type(ex).vertex_sum
-    monkeypatch.setattr(type(ex), "vertex_sum", lambda self, X: summed.append(X) or sums(self, X))
+    _spy(monkeypatch, layer.executor, "vertex_sum", summed)
     layer.backward(np.ones_like(Z))
     assert not summed and "bias" not in layer.grads
     bad = np.ones_like(Z)
     bad[0, 0] = np.nan
-    layer(_graph(), H)
+    layer(_graph(), H0)
     with pytest.raises(ValueError, match="dout contains NaN or Inf"):
         layer.backward(bad)
