@@ -257,10 +257,19 @@ def test_composed_aggregate_forward_and_derived_backward(spec, k, aggr, weighted
         S = ops.structure(A) * (rep(u) + rep(v).T) if weighted else A
         return ops.aggregate(S, X, aggr)
 
+    kernels, modules = programs.kernels, []
+
+    def kept(p):
+        modules.append(kernels(p))
+        return modules[-1]
+
     # the generated kernels run it (not the reference lowering): spied on
-    with mock.patch.object(programs, "forward", wraps=programs.forward) as spy:
+    with mock.patch.object(programs, "forward", wraps=programs.forward) as spy, \
+            mock.patch.object(programs, "kernels", kept):
         out, pull = compose.vjp(fn, H, u, v, executor=ex, vertex=(0, 1, 2))
         dX, du, dv = pull(G)
+        forward = modules[0].forward
+        compiled = set(forward.signatures)
         evaluated = compose.evaluate(fn, H, u, v, executor=ex, vertex=(0, 1, 2))
     vals, pat = dense(A)
     if weighted:
@@ -272,6 +281,7 @@ def test_composed_aggregate_forward_and_derived_backward(spec, k, aggr, weighted
     if weighted:
         np.testing.assert_array_equal(du, dS_ref.sum(1))
         np.testing.assert_array_equal(dv, dS_ref.sum(0))
-    # no backward follows: the kernels run without winners
+    # no backward follows: the kernels run without winners, compiled for training already
     np.testing.assert_array_equal(evaluated, Z_ref)
     assert [c.args[2] for c in spy.call_args_list] == [True, False]
+    assert modules[-1].forward is forward and set(forward.signatures) == compiled

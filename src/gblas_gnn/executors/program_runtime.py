@@ -261,8 +261,8 @@ class _Aggregate(SinkRuntime):
         if weights is not None:
             out["W"] = weights
         if p.extreme:
-            out["ARG"] = platform.empty((n, H, features), platform.index_dtype(nnz)) \
-                if winners else None
+            out["ARG"] = platform.empty((n if winners else 0, H, features),
+                                        platform.index_dtype(nnz))
         if p.weighted_mean:
             out["DEN"] = platform.empty((n, H), dt)
             out["NEG"] = platform.xp.zeros(1, np.int64)
@@ -306,8 +306,9 @@ def sink_outputs(platform: Platform, p: Plan, n: int, nnz: int, features: int | 
     """The row pass's output arrays by kernel argument name: ``W`` (the root's values per
     head), ``OUT`` (a reduction; ``ARG`` its winners for max/min), or ``Z`` (the aggregate of
     ``features`` per head) with ``weights`` (a runtime's per-edge weight buffer, if its
-    kernels write one), ``ARG`` (max/min: the winner of every (row, head, feature), None
-    unless ``winners``) and ``DEN`` / ``NEG`` (the weighted mean's weight sums and its
+    kernels write one), ``ARG`` (max/min: the winner of every (row, head, feature); without
+    rows unless ``winners``, its type that of a training forward's, so that one compiled
+    kernel serves both) and ``DEN`` / ``NEG`` (the weighted mean's weight sums and its
     negative-weight flag)."""
     return SINK_RUNTIMES[p.sink[0]].outputs(platform, p, n, nnz, features, winners, weights)
 

@@ -206,7 +206,8 @@ def sink_outputs(p: Plan, b: Buffers, winners: bool = True) -> dict:
     winners : bool
         max / min: whether ``ARG`` records the winner of every (row, head, feature), as
         int32 CSR positions when they fit, which a backward or a grid's completion of the
-        rows needs; ``ARG`` is None otherwise (numba compiles the kernel without it).
+        rows needs; ``ARG`` has no rows otherwise (the kernel records nothing, and its
+        argument types are a training forward's: one compilation serves both).
     """
     f = b.operands[x_slot(p)].shape[2] if p.sink_rule.gathers_messages else None
     return runtime.sink_outputs(HOST, p, b.pattern.nrows, b.pattern.nnz, f, winners)
