@@ -144,6 +144,30 @@ def test_gathered_rows_scaled_and_added_into_a_sum(spec, k, iso, divide):
     np.testing.assert_allclose(got, start + want, rtol=tol, atol=tol)
 
 
+def test_read_only_and_writable_operands_share_one_compilation():
+    """The mean's cached divisors are read-only, a scale or a user's features may be either:
+    the kernel gets every operand it only reads as a read-only view, so one compilation
+    serves them all (numba types a read-only array apart)."""
+    ptr, idx = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 3, 0], np.int32)
+    X = np.arange(12, dtype=np.float32).reshape(4, 3)
+    frozen = np.full(4, 2, np.float32)
+    frozen.setflags(write=False)
+
+    def run(X, divisors=None, scale=None):
+        return _spmm.spmm_run(ptr, idx, balanced_bounds(ptr), np.ones(1, np.float32), True,
+                              X, 4, None, None, divisors, scale=scale)
+
+    want = X[idx] / 2
+    np.testing.assert_array_equal(run(X, frozen), want)
+    compiled = set(spmm_rows.signatures)
+    np.testing.assert_array_equal(run(X, np.full(4, 2, np.float32)), want)
+    np.testing.assert_array_equal(run(X, scale=np.full(4, 0.5, np.float32)), want)
+    X.setflags(write=False)
+    np.testing.assert_array_equal(run(X, frozen), want)
+    assert set(spmm_rows.signatures) == compiled
+    assert frozen.flags.writeable is False and X.flags.writeable is False
+
+
 def test_a_sum_that_shares_the_gathered_operand_is_refused():
     X = np.ones((4, 3), np.float32)
     ptr, idx = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 3, 0], np.int32)

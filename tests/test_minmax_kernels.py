@@ -125,7 +125,9 @@ def test_row_kernel_equals_the_per_vertex_loop(spec, k, is_max, is_times):
     rows = np.repeat(np.arange(n), k).reshape(n, k)
     ok = arg >= 0
     assert ((pattern.indptr[rows] <= arg) & (arg < pattern.indptr[rows + 1]))[ok].all()
+    compiled = set(mk.extreme_rows.signatures)
     np.testing.assert_array_equal(run(S, X, is_max, is_times, with_arg=False)[0], Z)
+    assert set(mk.extreme_rows.signatures) == compiled      # one compilation serves both
 
 
 @seed(21)

@@ -72,8 +72,8 @@ def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead,
         the item size: :func:`._kernel_primitives.prefetch_row`; ``docs/performance.md``,
         the aggregation path, has the measurement).
     out : (nrows, k) float array, written completely.
-    arg : (nrows, k) int array, or None (then no winner is recorded: numba compiles the
-        kernel without it).
+    arg : (nrows, k) int array, or one without rows (then no winner is recorded; the
+        kernel's types stay those of a run with winners: one compilation serves both).
     """
     last = np.uint64(max(indices.shape[0] - 1, 0))
     step = np.uint64(ahead)
@@ -83,7 +83,8 @@ def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead,
             oi = out[i]
             lo = indptr[i]
             hi = indptr[i + one]
-            if arg is not None:
+            rec = arg.shape[0] != 0
+            if rec:
                 ai = arg[i]
                 for c in range(ai.shape[0]):
                     ai[c] = np.int64(lo) if hi > lo else -1
@@ -100,12 +101,16 @@ def extreme_rows(bounds, indptr, indices, values, iso, X, sign, is_times, ahead,
                     prefetch_row(X[indices[min(p + step, last)]])
                 w = values[0] if iso else values[p]
                 xj = X[indices[p]]
-                for c in range(oi.shape[0]):
-                    v = sign * (w * xj[c] if is_times else w + xj[c])
-                    take = v > oi[c]
-                    oi[c] = v if take else oi[c]
-                    if arg is not None:
+                if rec:                 # the feature loop twice: each vectorises
+                    for c in range(oi.shape[0]):
+                        v = sign * (w * xj[c] if is_times else w + xj[c])
+                        take = v > oi[c]
+                        oi[c] = v if take else oi[c]
                         ai[c] = np.int64(p) if take else ai[c]
+                else:
+                    for c in range(oi.shape[0]):
+                        v = sign * (w * xj[c] if is_times else w + xj[c])
+                        oi[c] = v if v > oi[c] else oi[c]
             if sign < 0:
                 for c in range(oi.shape[0]):
                     oi[c] = -oi[c]
@@ -129,14 +134,14 @@ def run_extreme(pattern: CSRPattern, values: np.ndarray, iso: bool, X: np.ndarra
     """
     dt = X.dtype
     out = aligned_empty((pattern.nrows, X.shape[1]), dt)
-    arg = np.empty(out.shape, index_dtype(pattern.nnz)) if with_arg else None
+    arg = np.empty(out.shape if with_arg else (0, X.shape[1]), index_dtype(pattern.nnz))
     ahead = prefetch_distance(X.shape[1] * dt.itemsize)
     with numba.parallel_chunksize(1):       # dynamic: one chunk of rows at a time
         extreme_rows(pattern.chunks, unsigned_view(pattern.indptr),
                      unsigned_view(pattern.indices),
                      values.astype(dt, copy=False), bool(iso), X,
                      dt.type(1 if is_max else -1), bool(is_times), ahead, out, arg)
-    return out, arg
+    return out, arg if with_arg else None
 
 
 def run_spmm_minmax(pattern: CSRPattern, values: np.ndarray, iso: bool, X: np.ndarray, *,

@@ -158,6 +158,13 @@ def tile_width(ncols: int, row_bytes: int, llc_bytes: int | None = None) -> int 
     return None if tiles <= 1 else -(-int(ncols) // tiles)
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (``a`` itself unchanged)."""
+    view = a.view()
+    view.setflags(write=False)
+    return view
+
+
 def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias,
              divisors: np.ndarray | None = None, tiles: TilesOf | None = None,
              width: int | None = None, scale: np.ndarray | None = None,
@@ -192,7 +199,11 @@ def spmm_run(ptr, idx, chunks, values, iso, X, nrows, self_weight, bias,
         raise ValueError(f"into must be a C-contiguous {dt} array of shape {(nrows, k)}")
     if into is not None and np.may_share_memory(into, X):
         raise ValueError("into must not share memory with the gathered operand")
-    values = values.astype(dt, copy=False)
+    # the operands the kernels only read go in as read-only views: numba types a read-only
+    # array apart, and a cached, read-only divisor vector beside a fresh scale compiled the
+    # kernel twice in one process (5 s each)
+    values, X, z0, divisors, scale = (_read_only(a) for a in (
+        values.astype(dt, copy=False), X, z0, divisors, scale))
     ahead = prefetch_distance(k * dt.itemsize)
     if width is None and tiles is not None:
         width = tile_width(X.shape[0], k * dt.itemsize)
