@@ -83,7 +83,8 @@ def test_only_constant_roots_of_sum_and_mean_take_the_path():
 
 @pytest.mark.parametrize("aggr", ["sum", "mean"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_messages_cotangent_is_added_into_the_sum_the_backward_holds(aggr, dtype):
+def test_the_messages_cotangent_is_added_into_the_sum_the_backward_holds(aggr, dtype,
+                                                                        monkeypatch):
     """``X`` read by the aggregation and by a product (SAGE's root term): the product's
     cotangent comes first, and the aggregation's transposed pass adds ``Aᵀ D⁻¹ dZ`` into
     that very array (each row of ``dZ`` scaled by ``1 / d_i`` as it is gathered): no array
@@ -106,13 +107,10 @@ def test_the_messages_cotangent_is_added_into_the_sum_the_backward_holds(aggr, d
         offers.append(into is not None and into[0] is not None and got[0] is into[0])
         return got
 
-    uniform_aggregation.backward = spy
-    try:
-        out, pullback = compose.vjp(lambda X: ops.aggregate(ops.structure(A), X, aggr)
-                                    + X @ W, X, executor=get_executor("cpu"), vertex=(0,))
-        (dX,) = pullback(R)
-    finally:
-        uniform_aggregation.backward = real
+    monkeypatch.setattr(uniform_aggregation, "backward", spy)
+    out, pullback = compose.vjp(lambda X: ops.aggregate(ops.structure(A), X, aggr) + X @ W,
+                                X, executor=get_executor("cpu"), vertex=(0,))
+    (dX,) = pullback(R)
     assert offers == [True]
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, D @ X + X @ W, rtol=tol, atol=tol)
