@@ -136,8 +136,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ir", ("gblas_gnn.ir",)),
     ("codegen", ("gblas_gnn.codegen",)),
     ("executors", ("gblas_gnn.executors", "gblas_gnn.gpu")),
-    ("graphs", ("gblas_gnn.edge_attr", "gblas_gnn.relations", "gblas_gnn.graph",
-                "gblas_gnn.hetero", "gblas_gnn.data")),
+    ("graphs", ("gblas_gnn.edge_attr", "gblas_gnn.relations", "gblas_gnn.relation_segments",
+                "gblas_gnn.graph", "gblas_gnn.hetero", "gblas_gnn.data")),
     ("grid", ("gblas_gnn.dist",)),             # its executor runs on its graphs' blocks
     ("front end", ("gblas_gnn.compose",)),
     ("algebra", ("gblas_gnn.ops", "gblas_gnn.virtual")),

@@ -43,6 +43,7 @@ from .edge_attr import (
     with_loops,
 )
 from .executors.patterns import AdjacencyPattern, CSRPattern, csr_of, index_dtype
+from .relation_segments import SegmentedStack
 from .relations import NO_RELATIONS, Relations, check_edge_type
 
 __all__ = ["Graph", "as_graph"]
@@ -383,6 +384,25 @@ class Graph:
         if self._rel is None:
             raise ValueError(NO_RELATIONS)
         return self._rel.stacked(side, mean, loops)
+
+    def segmented_relations(self, side: str = "targets", mean: bool = False,
+                            loops: bool = False) -> SegmentedStack:
+        """The relations stacked group by group of vertices, each vertex with the blocks of
+        the relations it has edges of on ``side`` (:mod:`gblas_gnn.relation_segments`),
+        built once: a :class:`~gblas_gnn.relation_segments.SegmentedStack`. Where that
+        saves less than a quarter of :meth:`stacked_relations`' block rows (a graph whose
+        every vertex has most relations) it is :meth:`stacked_relations` as one segment.
+        Values and ``loops`` as :meth:`stacked_relations`.
+
+        Raises
+        ------
+        ValueError
+            The graph has no relations, or ``side`` is neither ``"targets"`` nor
+            ``"sources"``.
+        """
+        if self._rel is None:
+            raise ValueError(NO_RELATIONS)
+        return self._rel.segmented(side, mean, loops)
 
     def relation(self, r: int) -> Graph:
         """Relation ``r``'s adjacency ``A_r`` (``A_r[i, j]`` stored ⇔ an edge ``j → i`` of

@@ -23,6 +23,8 @@ from typing import Any
 import graphblas as gb
 import numpy as np
 
+from .relation_segments import Segment, SegmentedStack, segment_vertices, segmented_stack
+
 __all__ = ["Relations", "check_edge_type", "check_relation", "NO_RELATIONS"]
 
 #: the error of asking a graph without relations for one
@@ -110,7 +112,7 @@ class Relations:
         self._given = edge_type
         self.num_relations, self.n, self.dtype = int(num_relations), int(n), np.dtype(dtype)
         self._graphs: dict[int, Any] = {}
-        self._stacks: dict[tuple[str, bool], gb.Matrix] = {}
+        self._stacks: dict[tuple, Any] = {}
 
     @property
     def edge_type(self) -> np.ndarray:
@@ -149,6 +151,49 @@ class Relations:
         found = self._stacks.get(key)
         if found is not None:
             return found
+        vertex, other, t, values = self._side(side, mean)
+        R, n = self.num_relations, self.n
+        stride = R + 1 if loops else R
+        rows, cols = vertex * stride + t, other
+        if loops:
+            ids = np.arange(n, dtype=np.int64)
+            rows = np.concatenate([rows, ids * stride + R])
+            cols = np.concatenate([cols, ids])
+            values = np.concatenate([values, np.ones(n, self.dtype)])
+        found = self._stacks[key] = gb.Matrix.from_coo(rows, cols, values, nrows=n * stride,
+                                                       ncols=n, dtype=self.dtype)
+        return found
+
+    def segmented(self, side: str, mean: bool = False, loops: bool = False) -> SegmentedStack:
+        r"""The relations stacked group by group of vertices (:mod:`gblas_gnn.relation_segments`:
+        each vertex with the blocks of the relations it has edges of on ``side``), the same
+        entries and values as :meth:`stacked`. Where that grouping saves less than
+        :data:`~gblas_gnn.relation_segments.SAVING` of the block rows it is :meth:`stacked`
+        itself as one segment of every vertex and block. Built once per
+        ``(side, mean, loops)``; the grouping depends on ``(side, loops)`` alone."""
+        key = ("segmented", side, bool(mean), bool(loops))
+        found = self._stacks.get(key)
+        if found is not None:
+            return found
+        vertex, other, t, values = self._side(side, mean)
+        grouping = self._stacks.get(("grouping", side, bool(loops)), False)
+        if grouping is False:
+            grouping = self._stacks[("grouping", side, bool(loops))] = segment_vertices(
+                vertex, t, self.n, self.num_relations, loops)
+        if grouping is None:
+            whole = np.arange(self.num_relations + int(loops), dtype=np.int64)
+            found = SegmentedStack(self.stacked(side, mean, loops),
+                                   (Segment(slice(0, self.n), whole, 0, self.n),))
+        else:
+            found = segmented_stack(*grouping, vertex, other, t, values, self.n,
+                                    self.num_relations, loops, self.dtype)
+        self._stacks[key] = found
+        return found
+
+    def _side(self, side: str, mean: bool):
+        """``(vertex, other, relation, value)`` of every edge, ``vertex`` on ``side`` (the
+        target for ``"targets"``, the source for ``"sources"``); the value 1, or with ``mean``
+        :math:`1/|N_r(i)|` for the edge ``j → i``."""
         if side not in ("targets", "sources"):
             raise ValueError(f"side must be 'targets' or 'sources', got {side!r}")
         R, n = self.num_relations, self.n
@@ -158,16 +203,7 @@ class Relations:
         if mean:
             counts = np.bincount(dst * R + t, minlength=n * R)
             values = (1.0 / counts[dst * R + t]).astype(self.dtype)
-        stride = R + 1 if loops else R
-        rows, cols = (dst * stride + t, src) if side == "targets" else (src * stride + t, dst)
-        if loops:
-            ids = np.arange(n, dtype=np.int64)
-            rows = np.concatenate([rows, ids * stride + R])
-            cols = np.concatenate([cols, ids])
-            values = np.concatenate([values, np.ones(n, self.dtype)])
-        found = self._stacks[key] = gb.Matrix.from_coo(rows, cols, values, nrows=n * stride,
-                                                       ncols=n, dtype=self.dtype)
-        return found
+        return (dst, src, t, values) if side == "targets" else (src, dst, t, values)
 
     def astype(self, dtype) -> Relations:
         """The same relations whose graphs are ``dtype``."""

@@ -24,6 +24,12 @@ width ``o``. When ``o > k`` the narrower way round is taken instead: :math:`\bar
 W^\top` (n, R·k), then :math:`\bar H = S_w^\top \bar Y` with :math:`S_w` the weighted
 ``"targets"`` side.
 
+Both sides' stacks are :meth:`gblas_gnn.Graph.segmented_relations`: on a typed graph each
+group ``S`` of vertices with the same relations gets its own blocks, so ``Y`` is the groups'
+``Y_S`` (``(|S|, B_S·k)`` each) one after the other, ``Z_S = Y_S W_S`` with ``W_S`` the
+group's blocks of ``W``, :math:`\bar W_S = Y_S^\top \bar Z_S` summed into each block, and
+the backward's products likewise group by group.
+
 This runs where the stacked matrices are the executor's operands: one process whose edge
 tensors are ``graphblas`` matrices (:func:`stacked_runs`). Elsewhere (a grid, a GPU)
 :func:`gblas_gnn.ops.relational_linear` composes the same sum relation by relation.
@@ -54,6 +60,16 @@ def stacked_runs(ex: Any, g: Any, aggr: str) -> bool:
             and aggr in STACKED_AGGREGATIONS)
 
 
+def _slice(S, s, width: int):
+    """Segment ``s``'s rows of the aggregation ``S`` over its stack, ``(|S|, B_S·width)``."""
+    return S[s.offset:s.stop].reshape(s.size, len(s.blocks) * width)
+
+
+def _whole(stack, n: int) -> bool:
+    """Whether ``stack`` is one segment of every vertex (the plain stacking)."""
+    return len(stack.segments) == 1 and stack.segments[0].rows == slice(0, n)
+
+
 def stacked_relational_linear(ex: Any, g: Any, H, W, aggr: str, root=None, bias=None):
     r""":math:`Z = \sum_r (\bigoplus_{N_r} H) W_r\, [+ H W_{root}] [+ b]` by the stacked
     relations (the module's formulas); ``H`` (n, k), ``W`` (R, k, o), ``root`` (k, o) and
@@ -61,35 +77,43 @@ def stacked_relational_linear(ex: Any, g: Any, H, W, aggr: str, root=None, bias=
     the identity stacked after the relations (:meth:`gblas_gnn.Graph.stacked_relations` with
     ``loops``) puts ``H`` itself beside the aggregations in ``Y`` and ``W_root`` under the
     ``W_r``, so no ``(n, o)`` term, sum or cotangent of its own exists; the bias is added as
-    each block of rows of the product is written. In a composed forward the result is recorded
-    with its backward; outside one it is the array."""
+    each block of rows of the product is written.
+
+    The stacks are :meth:`gblas_gnn.Graph.segmented_relations`: on a graph whose vertices
+    have a few of the relations each (vertex types), each group of vertices is its own
+    product over the blocks it has, :math:`Z_S = Y_S\, [W_r]_{r \in \sigma_S}`, and likewise
+    each product of the backward; otherwise one group of all. In a composed forward the result
+    is recorded with its backward; outside one it is the array."""
     Hv, Wv = value_of(H), value_of(W)
     n, k = Hv.shape
     R, o = g.num_relations, Wv.shape[2]
-    blocks = R if root is None else R + 1
     loops = root is not None
     mean = aggr == "mean"
-    Y = ex.aggregate(g.stacked_relations("targets", loops=loops), Hv, aggr).reshape(
-        n, blocks * k)
-    Wcat = Wv.reshape(R * k, o)
-    if loops:
-        Wcat = np.concatenate([Wcat, value_of(root)])
-    Z = ex.linear(Y, Wcat, None if bias is None else value_of(bias))
+    Wb = Wv if not loops else np.concatenate([Wv, value_of(root)[None]])   # (blocks, k, o)
+    b = None if bias is None else value_of(bias)
+    targets = g.segmented_relations("targets", loops=loops)
+    Y = ex.aggregate(targets.matrix, Hv, aggr)
+    Z = None if _whole(targets, n) else np.empty((n, o), np.result_type(Y, Wb))
+    for s in targets.segments:
+        if not len(s.blocks):                       # no relation and no root: the bias alone
+            Z[s.rows] = 0 if b is None else b
+            continue
+        Zs = ex.linear(_slice(Y, s, k), Wb[s.blocks].reshape(-1, o), b)
+        if Z is None:
+            Z = Zs
+        else:
+            Z[s.rows] = Zs
     if not in_scope():
         return Z
 
     def vjp(G):
-        dWcat = ex.inner(Y, G)
-        if o <= k:
-            U = ex.spmm(g.stacked_relations("sources", mean, loops), G).reshape(n, blocks * o)
-            WT = Wcat.reshape(blocks, k, o).transpose(0, 2, 1).reshape(blocks * o, k)
-            dH = ex.gemm(U, np.ascontiguousarray(WT))
-        else:
-            dY = ex.gemm(G, np.ascontiguousarray(Wcat.T)).reshape(n * blocks, k)
-            dH = ex.spmm_t(g.stacked_relations("targets", mean, loops), dY)
-        grads = [dH, dWcat[:R * k].reshape(R, k, o)]
+        dWb = np.zeros_like(Wb)
+        for s in targets.segments:
+            if len(s.blocks):
+                dWb[s.blocks] += ex.inner(_slice(Y, s, k), G[s.rows]).reshape(-1, k, o)
+        grads = [_input_cotangent(ex, g, G, Wb, mean, loops, n, k, o), dWb[:R]]
         if loops:
-            grads.append(dWcat[R * k:])
+            grads.append(dWb[R])
         if bias is not None:
             grads.append(vertex_sum(ex, G))
         return tuple(grads)
@@ -98,3 +122,35 @@ def stacked_relational_linear(ex: Any, g: Any, H, W, aggr: str, root=None, bias=
     parents = [x if isinstance(x, Traced) else lift(x, vertex=i == 0)
                for i, x in enumerate(parents)]
     return record(Z, parents, vjp, True)
+
+
+def _input_cotangent(ex: Any, g: Any, G, Wb, mean: bool, loops: bool, n: int, k: int, o: int):
+    r""":math:`\bar H` for the cotangent ``G`` (the module's formulas), the narrower way
+    round: gathering ``G`` (width ``o``) over the ``"sources"`` stack when ``o ≤ k``, else
+    the products :math:`\bar Y_S = G_S W_S^\top` spread back over the ``"targets"`` one."""
+    dtype = np.result_type(G, Wb)
+    if o <= k:
+        sources = g.segmented_relations("sources", mean, loops)
+        U = ex.spmm(sources.matrix, G)
+        WT = Wb.transpose(0, 2, 1)                                       # (blocks, o, k)
+        dH = None if _whole(sources, n) else np.empty((n, k), dtype)
+        for s in sources.segments:
+            if not len(s.blocks):                   # a vertex no relation reads
+                dH[s.rows] = 0
+                continue
+            part = ex.gemm(_slice(U, s, o), np.ascontiguousarray(WT[s.blocks].reshape(-1, k)))
+            if dH is None:
+                dH = part
+            else:
+                dH[s.rows] = part
+        return dH
+    targets = g.segmented_relations("targets", mean, loops)
+    if _whole(targets, n):
+        dY = ex.gemm(G, np.ascontiguousarray(Wb.reshape(-1, o).T))
+    else:
+        dY = np.zeros((targets.matrix.nrows, k), dtype)
+        for s in targets.segments:
+            if len(s.blocks):
+                WT = np.ascontiguousarray(Wb[s.blocks].reshape(-1, o).T)
+                dY[s.offset:s.stop] = ex.gemm(G[s.rows], WT).reshape(-1, k)
+    return ex.spmm_t(targets.matrix, dY.reshape(-1, k))

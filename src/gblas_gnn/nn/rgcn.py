@@ -33,8 +33,10 @@ class RGCNConv(PyGInterop, Module):
     input features and without blocks the whole of it, root term and bias included, is
     :func:`gblas_gnn.ops.relational_linear`: on one process two products over the stacked
     relations (every relation aggregated into an (n, R·in) array with ``H`` itself beside
-    them, then one product with the stacked :math:`W_r` and :math:`W_{root}`), elsewhere these
-    terms relation by relation. The aggregation comes first, as in PyG; for mean and sum, which
+    them, then one product with the stacked :math:`W_r` and :math:`W_{root}`; on a graph with
+    vertex types, one such pair per group of vertices with the blocks of the relations that
+    reach them: :meth:`gblas_gnn.Graph.segmented_relations`), elsewhere these terms relation
+    by relation. The aggregation comes first, as in PyG; for mean and sum, which
     commute with the projection, the terms aggregate at the smaller of ``in_dim`` and
     ``out_dim``.
 
