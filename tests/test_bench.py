@@ -248,6 +248,35 @@ def test_the_pyg_worker_agrees_catches_a_wrong_weight_and_reports_errors(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.npz"]    # files cleaned up
 
 
+def test_a_typed_case_carries_its_relations(tmp_path):
+    """A typed case's edges are every relation's edges with their ids: our graph built from
+    them has the typed graph's relations, the ids survive the case file, PyG's inputs carry
+    them, the relation rows agree with PyG on them, and a row without relations is refused."""
+    from bench.core.cases import CASES, build_case_data, load_case_data, save_case_data
+    from bench.core.device import BenchDevice
+    from bench.layers.pair import LayerPair
+    from bench.layers.rows import ours_graph, pyg_inputs
+
+    g, data = build_case_data(CASES["tinyT"])
+    assert data.typed and data.edge_type.size == data.edge_index.shape[1] > g.nnz
+    ours = ours_graph("rgcn", g, data.edge_index, data.edge_type)
+    assert ours.num_relations == g.num_relations == 6
+    for r in range(6):
+        assert ours.relation(r).A.isequal(g.relation(r).A)
+    back = load_case_data(save_case_data(data, tmp_path / "t.npz"))
+    np.testing.assert_array_equal(back.edge_type, data.edge_type)
+    assert not load_case_data(save_case_data(build_case_data(CASES["tiny"])[1],
+                                             tmp_path / "u.npz")).typed
+    _, t = pyg_inputs("rgcn", data.edge_index, BenchDevice("host"), data.edge_type)
+    np.testing.assert_array_equal(t.numpy(), data.edge_type)
+    for row in ("rgcn", "rgcn-b4"):
+        assert "grad_root" in LayerPair(row, g, data, 16).check()
+    with pytest.raises(ValueError, match="a typed case's edges carry relations"):
+        ours_graph("gat", g, data.edge_index, data.edge_type)
+    with pytest.raises(ValueError, match="do not fit"):
+        pyg_inputs("rgcn", data.edge_index[:, :5], BenchDevice("host"), data.edge_type)
+
+
 def test_compare_judges_against_the_reference_scale():
     ref = {"Z": np.array([100.0, -50.0])}
     assert compare({"Z": np.array([100.001, -50.0])}, ref, tol=1e-4)["Z"]["ok"]

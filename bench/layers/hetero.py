@@ -4,7 +4,8 @@ The graph is seeded and typed like a citation graph, the shape issue 36 sets: th
 types (papers 50 %, authors 35 %, fields 15 % of ``n``) and six relations, three and their
 reverses (PyG's ``ToUndirected``: cites, writes, has_topic), with about ``n · degree``
 edges over them (cites and its reverse 20 % each, the others 15 % each), drawn by
-:func:`gblas_gnn.data.typed_random` (pairs uniform per relation, each once). Every type
+:func:`gblas_gnn.data.typed_random` (pairs uniform per relation, each once;
+:func:`bench.core.cases.typed_graph`, also the typed cases' graph). Every type
 has ``k`` features; the layer is ``HGTConv(k, k, metadata, heads)``, the same weights on
 both sides (``from_pyg``), float32. The run sets ``OMP_WAIT_POLICY=passive`` (torch's and
 numba's OpenMP threads otherwise spin against each other on two cores).
@@ -30,28 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.cases import typed_graph
 from ..core.environment import environment
 from ..core.rss import MIB, freed_memory_kept, hwm_bytes, keep_freed_memory, reset_hwm, rss_bytes
 from ..core.threads import set_threads
 from ..core.timing import Measured, interleaved
 
 __all__ = ["typed_graph", "run_hgt", "hgt_markdown", "PyGProcess"]
-
-#: (type, share of n)
-TYPES = (("paper", 0.50), ("author", 0.35), ("field", 0.15))
-#: (edge type, share of the edges): each with its reverse (as many edges again)
-RELATIONS = ((("paper", "cites", "paper"), 0.20), (("author", "writes", "paper"), 0.15),
-             (("paper", "has_topic", "field"), 0.15))
-
-
-def typed_graph(n: int, degree: int, seed: int = 0):
-    """The seeded typed graph (:func:`gblas_gnn.data.typed_random` with reverses)."""
-    from gblas_gnn.data import typed_random
-
-    nodes = {t: max(int(share * n), 1) for t, share in TYPES}
-    return typed_random(nodes, {key: int(share * n * degree) for key, share in RELATIONS},
-                        seed=seed, reverse=True)
-
 
 def _setup(n: int, degree: int, k: int, heads: int):
     """The graph, inputs, output cotangents, our layer and PyG's, one set of weights."""

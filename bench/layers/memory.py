@@ -64,7 +64,7 @@ def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str,
     H, dZ = data.H, np.ascontiguousarray(data.dZ[:, :k_out])
     if impl == "ours":
         g = ours_graph(layer, graph_from_csr(data.n, data.indptr, data.indices),
-                       data.edge_index)
+                       data.edge_index, data.edge_type)
         H, dZ = ours.executor.asarray(H), ours.executor.asarray(dZ)
         ours.train()
 
@@ -75,7 +75,7 @@ def _runner(impl: str, layer: str, data: CaseData, k_out: int, executor: str,
     pyg = make_pyg(layer, shared_params(layer, k_in, k_out, ours), k_in,
                    k_out).to(device.torch_device)
     pyg.train()
-    inputs = pyg_inputs(layer, data.edge_index, device)
+    inputs = pyg_inputs(layer, data.edge_index, device, data.edge_type)
     x = device.tensor(H, requires_grad=True)
     dZt = device.tensor(dZ)
 
@@ -99,11 +99,11 @@ def measure_layer(data_path: str, layer: str, impl: str, k_in: int, k_out: int,
     _runner(impl, layer, tiny_data(k_in, k_out), k_out, executor, device)()      # warm-up
     release_free_memory()
     baseline = rss_bytes()
-    parts = ("edge_index", "H", "dZ")
+    parts = ("edge_index", "edge_type", "H", "dZ")
     if impl == "ours":      # (the edge list only for a row with edge features or relations)
         row = get_row(layer)
-        parts = ("indptr", "indices", "H", "dZ") + (("edge_index",) if row.edge_dim or
-                                                    row.relations else ())
+        parts = ("indptr", "indices", "H", "dZ") + (("edge_index", "edge_type")
+                                                    if row.edge_dim or row.relations else ())
     data = load_case_data(data_path, parts)
     step = _runner(impl, layer, data, k_out, executor, device)
     del data

@@ -65,7 +65,7 @@ class LayerPair:
         self.params = shared_params(name, k_in, k_out, self.ours, seed)
         if self.ours is not None:
             ex = self.ours.executor
-            self.g = ours_graph(name, g, data.edge_index)
+            self.g = ours_graph(name, g, data.edge_index, data.edge_type)
             self.Hx, self.dZx = ex.asarray(self.H), ex.asarray(self.dZ)   # no copy on cpu
         self.pyg = self.pyg_remote = None
         self._ours_checked = None
@@ -79,7 +79,8 @@ class LayerPair:
             device = device or BenchDevice("host")
             self._torch = torch
             self.pyg = make_pyg(name, self.params, k_in, k_out).to(device.torch_device)
-            self.inputs = pyg_inputs(name, data.edge_index, device)   # edge_index[, attr]
+            # edge_index[, attr or relation ids]
+            self.inputs = pyg_inputs(name, data.edge_index, device, data.edge_type)
             self.Ht = device.tensor(self.H)
             self.Hleaf = device.tensor(self.H.copy(), requires_grad=True)
             self.dZt = device.tensor(self.dZ)

@@ -410,17 +410,32 @@ def edge_features(m: int, f: int) -> np.ndarray:
     return np.random.default_rng(2024).standard_normal((m, f), dtype=np.float32)
 
 
-def edge_types(m: int, relations: int) -> np.ndarray:
-    """Seeded relation ids in ``[0, relations)`` of a case's ``m`` stored edges (its
-    self-looped pattern, in ``edge_index``'s order): the same on every side."""
+def edge_types(m: int, relations: int, given: np.ndarray | None = None) -> np.ndarray:
+    """The relation ids of a case's ``m`` edges (in ``edge_index``'s order): a typed case's
+    own (``given``, :attr:`~bench.core.cases.CaseData.edge_type`), else seeded ids in
+    ``[0, relations)`` of its self-looped pattern; the same on every side."""
+    if given is not None and given.size:
+        if given.size != m or given.max() >= relations:
+            raise ValueError(f"the case's {given.size} relation ids in [0, {given.max() + 1}) "
+                             f"do not fit {m} edges of {relations} relations")
+        return given
     return np.random.default_rng(2025).integers(0, relations, m)
 
 
-def ours_graph(name: str, g, edge_index: np.ndarray | None = None):
+def _check_typed(row: Row, edge_type: np.ndarray | None) -> None:
+    if edge_type is not None and edge_type.size and not row.relations:
+        raise ValueError(f"{row.name}: a typed case's edges carry relations (a pair may appear "
+                         "once per relation); run its rows with relations (rgcn, rgcn-b4)")
+
+
+def ours_graph(name: str, g, edge_index: np.ndarray | None = None,
+               edge_type: np.ndarray | None = None):
     """The graph our layer of row ``name`` is called on: ``g``, its self-looped form, or for
     a row with ``edge_dim`` (``relations``) the self-looped ``edge_index`` (PyG's) carrying
-    :func:`edge_features` (:func:`edge_types`)."""
+    :func:`edge_features` (:func:`edge_types`; a typed case's ``edge_index`` and its own
+    ``edge_type``)."""
     row = get_row(name)
+    _check_typed(row, edge_type)
     if row.edge_dim or row.relations:
         if edge_index is None:
             raise ValueError(f"{name}: reads edge features or relations; pass the case's "
@@ -430,20 +445,23 @@ def ours_graph(name: str, g, edge_index: np.ndarray | None = None):
         m = edge_index.shape[1]
         if row.relations:
             return gg.Graph.from_edge_index(edge_index, g.n, edge_type=edge_types(
-                m, row.relations), num_relations=row.relations, dtype=np.float32)
+                m, row.relations, edge_type), num_relations=row.relations, dtype=np.float32)
         feats = edge_features(m, row.edge_dim)
         return gg.Graph.from_edge_index(edge_index, g.n, edge_attr=feats, dtype=np.float32)
     return g.with_self_loops() if row.looped else g
 
 
-def pyg_inputs(name: str, edge_index: np.ndarray, device) -> tuple:
+def pyg_inputs(name: str, edge_index: np.ndarray, device,
+               edge_type: np.ndarray | None = None) -> tuple:
     """What PyG's layer of row ``name`` takes after ``x``, on ``device`` (a
     :class:`~bench.core.device.BenchDevice`): ``(edge_index,)``, plus the
-    :func:`edge_features` for a row with ``edge_dim``."""
+    :func:`edge_features` for a row with ``edge_dim`` or the relation ids
+    (:func:`edge_types`, a typed case's ``edge_type``) for a row with relations."""
     row = get_row(name)
+    _check_typed(row, edge_type)
     ei = device.tensor(edge_index)
     if row.relations:
-        return ei, device.tensor(edge_types(edge_index.shape[1], row.relations))
+        return ei, device.tensor(edge_types(edge_index.shape[1], row.relations, edge_type))
     if not row.edge_dim:
         return (ei,)
     return ei, device.tensor(edge_features(edge_index.shape[1], row.edge_dim))

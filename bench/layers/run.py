@@ -68,6 +68,13 @@ class CaseAborted(RuntimeError):
         self.result = result
 
 
+def _edges_run(data) -> str:
+    """What the layers run on beyond ``A``: the self loops, or a typed case's edges."""
+    if data.typed:
+        return f"{data.nnz_looped} typed edges, {int(data.edge_type.max()) + 1} relations"
+    return f"+loops {data.nnz_looped}"
+
+
 def _log(msg: str, quiet: bool) -> None:
     if not quiet:
         print(f"[bench] {msg}", flush=True)
@@ -215,7 +222,7 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
     g, data = build_case_data(case)
     result["graph"] = {"n": data.n, "nnz": data.nnz, "nnz_with_self_loops": data.nnz_looped,
                        "build_seconds": time.perf_counter() - t}
-    _log(f"graph n={data.n} nnz={data.nnz} (+loops {data.nnz_looped}) built in "
+    _log(f"graph n={data.n} nnz={data.nnz} ({_edges_run(data)}) built in "
          f"{result['graph']['build_seconds']:.1f} s", quiet)
     data_path = (save_case_data(data, workdir / f"{case.name}.npz")
                  if memory or peers or pyg_process else None)
@@ -350,7 +357,7 @@ def _epoch_case(case: Case, reps: int, warmup: int, worker_args: list[str], tol:
     result["graph"] = {"n": data.n, "nnz": data.nnz, "nnz_with_self_loops": data.nnz_looped,
                        "build_seconds": time.perf_counter() - t}
     data_path = save_case_data(data, workdir / f"{case.name}.npz")
-    _log(f"graph n={data.n} nnz={data.nnz} (+loops {data.nnz_looped}) built in "
+    _log(f"graph n={data.n} nnz={data.nnz} ({_edges_run(data)}) built in "
          f"{result['graph']['build_seconds']:.1f} s", quiet)
     del g, data
     gc.collect()

@@ -173,23 +173,23 @@ def _conv(row: str, k_in: int, k_out: int, heads: int, config: dict):
     raise ValueError(f"DGL has no layer for row {row!r}")
 
 
-def relation_arguments(graph, relations: int) -> tuple:
-    """``(etypes, norm)`` of ``RelGraphConv`` on ``graph``: the rows' seeded relation ids in
-    edge order (:func:`bench.layers.rows.edge_types`) and PyG's per-relation mean,
-    ``1/|N_r(dst)|`` per edge, as the (m, 1) norm."""
+def relation_arguments(graph, relations: int, edge_type: np.ndarray | None = None) -> tuple:
+    """``(etypes, norm)`` of ``RelGraphConv`` on ``graph``: the rows' relation ids in edge
+    order (:func:`bench.layers.rows.edge_types`: a typed case's ``edge_type``, else seeded)
+    and PyG's per-relation mean, ``1/|N_r(dst)|`` per edge, as the (m, 1) norm."""
     import torch
 
     from ..layers.rows import edge_types
 
     dst = graph.edges()[1].numpy().astype(np.int64)
-    t = edge_types(dst.size, relations)
+    t = edge_types(dst.size, relations, edge_type)
     counts = np.bincount(dst * relations + t, minlength=graph.num_nodes() * relations)
     norm = (1.0 / counts[dst * relations + t]).astype(np.float32)[:, None]
     return torch.from_numpy(t), torch.from_numpy(norm)
 
 
 def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config: dict,
-          params: dict[str, np.ndarray]) -> Any:
+          params: dict[str, np.ndarray], edge_type: np.ndarray | None = None) -> Any:
     """DGL implementation ``impl`` of ``row`` on ``graph`` with our ``params`` copied in.
 
     Parameters
@@ -204,6 +204,8 @@ def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config:
         The row's extra settings (``K`` for ``sgc``).
     params : dict of ndarray
         The row's shared weights in our layout.
+    edge_type : ndarray, optional
+        A typed case's relation ids in ``graph``'s edge order.
 
     Returns
     -------
@@ -230,8 +232,8 @@ def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config:
         if weighted:
             src, dst = (t.numpy() for t in graph.edges())
             weight = torch.from_numpy(both_to_pyg_weight(src, dst, graph.num_nodes()))
-        extra = (relation_arguments(graph, config["relations"]) if "relations" in config
-                 else ())
+        extra = (relation_arguments(graph, config["relations"], edge_type)
+                 if "relations" in config else ())
         module = Bound(conv, graph, weight, bias, extra)
     load_params(module, DGL[row, impl], params)
     return module

@@ -59,7 +59,8 @@ class DGLSide(Side):
         super().__init__()
         torch.set_num_threads(threads)
         self.torch = torch
-        data = load_case_data(data_path, ("edge_index", "H", "dZ"))
+        data = load_case_data(data_path, ("edge_index", "edge_type", "H", "dZ"))
+        self.edge_type = data.edge_type
         src, dst = (torch.from_numpy(np.ascontiguousarray(a)) for a in data.edge_index)
         self.graph = dgl.graph((src, dst), num_nodes=data.n)
         self.H, self.dZ = torch.from_numpy(data.H), torch.from_numpy(data.dZ)
@@ -72,7 +73,7 @@ class DGLSide(Side):
         from .dgl_layers import build
 
         module = build(row, impl, self.graph, k_in, k_out, heads, config,
-                       read_weights(params))
+                       read_weights(params), self.edge_type)
         self.layers[impl] = (row, module, self.dZ[:, :k_out].contiguous())
         return {"built": impl, "row": row}
 

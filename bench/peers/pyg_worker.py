@@ -46,8 +46,8 @@ class PyGSide(Side):
         torch.set_num_threads(threads)
         self.torch = torch
         self.host = BenchDevice("host")
-        data = load_case_data(data_path, ("edge_index", "H", "dZ"))
-        self.edge_index = data.edge_index
+        data = load_case_data(data_path, ("edge_index", "edge_type", "H", "dZ"))
+        self.edge_index, self.edge_type = data.edge_index, data.edge_type
         self.H, self.dZ = torch.from_numpy(data.H), torch.from_numpy(data.dZ)
         self.Hleaf = self.H.clone().requires_grad_(True)
 
@@ -55,7 +55,7 @@ class PyGSide(Side):
               config: dict) -> dict:
         """PyG's layer of ``row`` with the weights in file ``params``."""
         module = make_pyg(row, read_weights(params), k_in, k_out)
-        inputs = pyg_inputs(row, self.edge_index, self.host)
+        inputs = pyg_inputs(row, self.edge_index, self.host, self.edge_type)
         self.layers[impl] = (row, module, self.dZ[:, :k_out].contiguous(), inputs)
         return {"built": impl, "row": row}
 

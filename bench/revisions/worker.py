@@ -53,7 +53,8 @@ def _ours(name: str, data, g, k_in: int, k_out: int) -> tuple:
         layer = make_ours(name, k_in, k_out, seed=0)
         shared_params(name, k_in, k_out, ours=layer, seed=0)
         layer.train()
-        gl = ours_graph(name, g, data.edge_index)   # rows with edge features or relations
+        # rows with edge features or relations
+        gl = ours_graph(name, g, data.edge_index, data.edge_type)
 
         dZ = np.ascontiguousarray(data.dZ[:, :layer(gl, data.H).shape[1]])
 
