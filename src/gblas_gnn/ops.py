@@ -271,11 +271,15 @@ def relational_linear(g, H, W, aggr: str = "mean", executor=None, root=None, bia
     :math:`\bigoplus` is ``"sum"``, ``"mean"`` (over the relation's in-edges; a vertex
     without any gets 0) or ``"max"``.
 
-    One process with a sum or a mean and ``k ≤ o`` runs it as two products over the stacked
-    relations (:mod:`gblas_gnn.compose.relational`: one aggregation into (n, R·k), the root
-    term's ``H`` a block beside them, one product with ``W`` and ``root`` stacked and the bias
-    added as it is written, and a backward as short). Anywhere else it is composed relation by
-    relation, :math:`\sum_r` ``aggregate(structure(g.relation(r)), H, aggr) @ W[r]`` (a sum
+    One process with a sum or a mean runs it over the stacked relations
+    (:mod:`gblas_gnn.compose.relational`): with ``k ≤ o`` one aggregation into (n, R·k), the
+    root term's ``H`` a block beside them, one product with ``W`` and ``root`` stacked and the
+    bias added as it is written; with ``k > o`` the projections first, each vertex's through
+    the blocks of the relations it is a source of, and one aggregation at width ``o``; a
+    backward as short either way, and on a typed graph each group of vertices with the
+    blocks of its own relations (:meth:`gblas_gnn.Graph.segmented_relations`). Anywhere
+    else it is composed relation by relation, :math:`\sum_r`
+    ``aggregate(structure(g.relation(r)), H, aggr) @ W[r]`` (a sum
     or mean with ``k > o`` projects first, aggregating at the smaller width), a relation
     without edges skipped, then ``+ H @ root + bias``: the same value and gradients.
     """
@@ -308,7 +312,7 @@ def relational_linear(g, H, W, aggr: str = "mean", executor=None, root=None, bia
                                   for name, x in (("root", root), ("bias", bias))
                                   if x is not None)
                         + "; convert them to one dtype explicitly")
-    if k <= o and stacked_runs(ex, g, aggr):
+    if stacked_runs(ex, g, aggr):
         if Hv.shape[0] != g.n:
             raise ValueError(f"relational_linear: H has {Hv.shape[0]} rows, the graph {g.n} "
                              "vertices")
