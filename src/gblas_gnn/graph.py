@@ -381,9 +381,7 @@ class Graph:
             The graph has no relations, or ``side`` is neither ``"targets"`` nor
             ``"sources"``.
         """
-        if self._rel is None:
-            raise ValueError(NO_RELATIONS)
-        return self._rel.stacked(side, mean, loops)
+        return self._relations().stacked(side, mean, loops)
 
     def segmented_relations(self, side: str = "targets", mean: bool = False,
                             loops: bool = False) -> SegmentedStack:
@@ -392,17 +390,14 @@ class Graph:
         built once: a :class:`~gblas_gnn.relation_segments.SegmentedStack`. Where that
         saves less than a quarter of :meth:`stacked_relations`' block rows (a graph whose
         every vertex has most relations) it is :meth:`stacked_relations` as one segment.
-        Values and ``loops`` as :meth:`stacked_relations`.
+        Values, ``loops`` and errors as :meth:`stacked_relations`."""
+        return self._relations().segmented(side, mean, loops)
 
-        Raises
-        ------
-        ValueError
-            The graph has no relations, or ``side`` is neither ``"targets"`` nor
-            ``"sources"``.
-        """
+    def _relations(self) -> Relations:
+        """This graph's relations; ``ValueError`` for a graph built without them."""
         if self._rel is None:
             raise ValueError(NO_RELATIONS)
-        return self._rel.segmented(side, mean, loops)
+        return self._rel
 
     def relation(self, r: int) -> Graph:
         """Relation ``r``'s adjacency ``A_r`` (``A_r[i, j]`` stored ⇔ an edge ``j → i`` of
@@ -416,10 +411,8 @@ class Graph:
             The graph has no relations (built without ``edge_type``), or ``r`` is not in
             ``[0, R)``.
         """
-        if self._rel is None:
-            raise ValueError(NO_RELATIONS)
-        return self._rel.graph(r, lambda src, dst, n, dtype: Graph.from_edges(src, dst, n,
-                                                                               dtype=dtype))
+        return self._relations().graph(r, lambda src, dst, n, dtype: Graph.from_edges(
+            src, dst, n, dtype=dtype))
 
     def __repr__(self) -> str:
         feats = "" if self._attr is None else f", edge_attr={self._attr.f}"
