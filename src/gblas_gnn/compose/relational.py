@@ -22,7 +22,10 @@ cotangent :math:`\bar Z` and :math:`w_{ir} = 1/|N_r(i)|` for the mean, else 1:
 ``U`` is one product of the ``"sources"`` side with :math:`\bar Z` itself, gathering rows of
 width ``o``. When ``o > k`` the narrower way round is taken instead: :math:`\bar Y = \bar Z
 W^\top` (n, R·k), then :math:`\bar H = S_w^\top \bar Y` with :math:`S_w` the weighted
-``"targets"`` side.
+``"targets"`` side. When ``k > o`` the projections come first, :math:`P_{(j, r)} = H_j W_r`
+on the ``"sources"`` side (one product per group of vertices, below), and
+:math:`Z = S_w^\top P` is one aggregation at width ``o``; its backward is the same ``U``,
+with :math:`\bar W_r = \sum_j H_j^\top U_{(j, r)}`.
 
 Both sides' stacks are :meth:`gblas_gnn.Graph.segmented_relations`: on a typed graph each
 group ``S`` of vertices with the same relations gets its own blocks, so ``Y`` is the groups'
