@@ -183,3 +183,27 @@ def test_products_over_the_groups_equal_the_plain_stacking(seed, aggr, dims, ext
         want = _products(plain, X, W, root, bias, aggr, G)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(gg.to_numpy(a), gg.to_numpy(b), rtol=1e-12, atol=1e-12)
+
+
+def test_a_graph_of_many_relations_takes_the_loop_over_relations(monkeypatch):
+    """A stack of more than 16 blocks a vertex (20 relations on random ids: little to group
+    by) is not built into the stacked form's arrays: the loop over relations runs, with the
+    values of a per-relation reference; a typed graph still takes the stacked form."""
+    rng = np.random.default_rng(4)
+    n, R = 60, 20
+    ei = np.unique(np.stack([rng.integers(0, n, 3000), rng.integers(0, n, 3000)]), axis=1)
+    g = gg.Graph.from_edge_index(ei, n, edge_type=rng.integers(0, R, ei.shape[1]),
+                                 num_relations=R, dtype=np.float64)
+    assert g.segmented_relations().matrix.nrows > 16 * n
+    X, W = rng.standard_normal((n, 3)), rng.standard_normal((R, 3, 4))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the stacked form ran")
+    monkeypatch.setattr(gg.ops, "stacked_relational_linear", refuse)
+    want = sum(A @ X @ W[r] for r, A in enumerate(_dense(g, "targets", True)))
+    np.testing.assert_allclose(gg.to_numpy(gg.ops.relational_linear(g, X, W, "mean")), want,
+                               rtol=1e-12, atol=1e-12)
+    typed = _typed(1)
+    with pytest.raises(AssertionError, match="the stacked form ran"):
+        gg.ops.relational_linear(typed, np.zeros((typed.n, 3)),
+                                 np.zeros((typed.num_relations, 3, 4)), "mean")

@@ -55,13 +55,25 @@ __all__ = ["STACKED_AGGREGATIONS", "stacked_runs", "stacked_relational_linear"]
 STACKED_AGGREGATIONS = ("sum", "mean")
 
 
-def stacked_runs(ex: Any, g: Any, aggr: str) -> bool:
+#: the most block rows the stacked form may hold per vertex: an array of that many rows per
+#: vertex, ``k`` or ``o`` wide, lives while it runs (R-GCN on a knowledge graph of hundreds of
+#: relations, no vertex types to group by, takes the loop over relations instead)
+MAX_BLOCKS_PER_VERTEX = 16
+
+
+def stacked_runs(ex: Any, g: Any, aggr: str, k: int, o: int, loops: bool) -> bool:
     """Whether :func:`stacked_relational_linear` runs for graph ``g`` on executor ``ex``:
-    one process, host arrays, a :class:`~gblas_gnn.Graph` with relations, a sum or mean."""
-    return (getattr(ex, "processes", 1) == 1 and ex.xp is np
+    one process, host arrays, a :class:`~gblas_gnn.Graph` with relations, a sum or mean, and
+    a stack of at most :data:`MAX_BLOCKS_PER_VERTEX` block rows per vertex (the
+    ``"targets"`` one for ``k ≤ o``, else the ``"sources"`` one)."""
+    if not (getattr(ex, "processes", 1) == 1 and ex.xp is np
             and getattr(g, "num_relations", None) is not None
-            and callable(getattr(g, "stacked_relations", None))
-            and aggr in STACKED_AGGREGATIONS)
+            and callable(getattr(g, "segmented_relations", None))
+            and aggr in STACKED_AGGREGATIONS):
+        return False
+    stack = (g.segmented_relations("targets", loops=loops) if k <= o
+             else g.segmented_relations("sources", aggr == "mean", loops))
+    return stack.matrix.nrows <= MAX_BLOCKS_PER_VERTEX * max(g.n, 1)
 
 
 def _slice(S, s, width: int):
