@@ -60,7 +60,9 @@ def _header(r: dict) -> list[str]:
     commit = (git.get("commit") or "?")[:10] + (" (dirty)" if git.get("dirty") else "")
     lines = [f"## Case {c['name']}: {c['description']}", ""]
     if g:
-        lines.append(f"n = {g['n']:,}, edges = {g['nnz']:,} ({g['nnz_with_self_loops']:,} "
+        lines.append(f"n = {g['n']:,}, edges = {g['nnz']:,} ({g['typed_edges']:,} in "
+                     f"{g['relations']} relations), " if "typed_edges" in g else
+                     f"n = {g['n']:,}, edges = {g['nnz']:,} ({g['nnz_with_self_loops']:,} "
                      "with self loops), ")
     if "executor" in r:       # results recorded before the option keep their header
         lines[-1] += f"executor = {r['executor']}, "

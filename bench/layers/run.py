@@ -68,11 +68,19 @@ class CaseAborted(RuntimeError):
         self.result = result
 
 
-def _edges_run(data) -> str:
-    """What the layers run on beyond ``A``: the self loops, or a typed case's edges."""
+def _graph_record(data, seconds: float, quiet: bool) -> dict:
+    """The case's graph as the result records it (a typed case: its typed edges and
+    relations, no self loops), logged."""
+    record = {"n": data.n, "nnz": data.nnz}
     if data.typed:
-        return f"{data.nnz_looped} typed edges, {int(data.edge_type.max()) + 1} relations"
-    return f"+loops {data.nnz_looped}"
+        record.update(typed_edges=data.nnz_looped, relations=int(data.edge_type.max()) + 1)
+        extra = f"{data.nnz_looped} typed edges, {record['relations']} relations"
+    else:
+        record["nnz_with_self_loops"] = data.nnz_looped
+        extra = f"+loops {data.nnz_looped}"
+    record["build_seconds"] = seconds
+    _log(f"graph n={data.n} nnz={data.nnz} ({extra}) built in {seconds:.1f} s", quiet)
+    return record
 
 
 def _log(msg: str, quiet: bool) -> None:
@@ -220,10 +228,7 @@ def _layer_case(case: Case, layers: list[str], reps: int, warmup: int,
     executor = result["executor"]
     t = time.perf_counter()
     g, data = build_case_data(case)
-    result["graph"] = {"n": data.n, "nnz": data.nnz, "nnz_with_self_loops": data.nnz_looped,
-                       "build_seconds": time.perf_counter() - t}
-    _log(f"graph n={data.n} nnz={data.nnz} ({_edges_run(data)}) built in "
-         f"{result['graph']['build_seconds']:.1f} s", quiet)
+    result["graph"] = _graph_record(data, time.perf_counter() - t, quiet)
     data_path = (save_case_data(data, workdir / f"{case.name}.npz")
                  if memory or peers or pyg_process else None)
     ctx = {"case": case, "g": g, "data": data, "data_path": data_path, "reps": reps,
@@ -354,11 +359,8 @@ def _epoch_case(case: Case, reps: int, warmup: int, worker_args: list[str], tol:
         raise CaseAborted(str(exc), result) from exc
     t = time.perf_counter()
     g, data = build_case_data(case)
-    result["graph"] = {"n": data.n, "nnz": data.nnz, "nnz_with_self_loops": data.nnz_looped,
-                       "build_seconds": time.perf_counter() - t}
+    result["graph"] = _graph_record(data, time.perf_counter() - t, quiet)
     data_path = save_case_data(data, workdir / f"{case.name}.npz")
-    _log(f"graph n={data.n} nnz={data.nnz} ({_edges_run(data)}) built in "
-         f"{result['graph']['build_seconds']:.1f} s", quiet)
     del g, data
     gc.collect()
     runs = {}
