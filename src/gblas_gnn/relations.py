@@ -113,6 +113,9 @@ class Relations:
         self.num_relations, self.n, self.dtype = int(num_relations), int(n), np.dtype(dtype)
         self._graphs: dict[int, Any] = {}
         self._stacks: dict[tuple, Any] = {}
+        #: :func:`~gblas_gnn.relation_segments.segment_vertices` per ``(side, loops)`` (None:
+        #: no grouping pays)
+        self._groupings: dict[tuple[str, bool], Any] = {}
 
     @property
     def edge_type(self) -> np.ndarray:
@@ -176,10 +179,10 @@ class Relations:
         if found is not None:
             return found
         vertex, other, t, values = self._side(side, mean)
-        grouping = self._stacks.get(("grouping", side, bool(loops)), False)
-        if grouping is False:
-            grouping = self._stacks[("grouping", side, bool(loops))] = segment_vertices(
-                vertex, t, self.n, self.num_relations, loops)
+        if (side, bool(loops)) not in self._groupings:
+            self._groupings[side, bool(loops)] = segment_vertices(vertex, t, self.n,
+                                                                  self.num_relations, loops)
+        grouping = self._groupings[side, bool(loops)]
         if grouping is None:
             whole = np.arange(self.num_relations + int(loops), dtype=np.int64)
             found = SegmentedStack(self.stacked(side, mean, loops),
@@ -210,5 +213,5 @@ class Relations:
         out = Relations.__new__(Relations)
         out.src, out.dst, out.offsets, out._given = self.src, self.dst, self.offsets, self._given
         out.num_relations, out.n, out.dtype = self.num_relations, self.n, np.dtype(dtype)
-        out._graphs, out._stacks = {}, {}
+        out._graphs, out._stacks, out._groupings = {}, {}, {}
         return out
