@@ -34,6 +34,11 @@ edge ``j → i``; no layer adds a loop. Conventions, each checked by the agreeme
   "basis", num_bases=4``), called with the rows' relation ids and PyG's per-relation mean as
   its edge ``norm`` (:func:`relation_arguments`); it applies each edge's ``W_r`` to the
   source before summing (``TypedLinear``), PyG and we aggregate first.
+* ``gine``: ``GINEConv(Sequential(Linear, ReLU, Linear), learn_eps=True)``, the very model
+  of PyG's ``GINEConv(edge_dim=8)``: DGL's layer adds the edge features as they are, so the
+  wrapper (:class:`EdgeProjected`) applies PyG's ``lin`` (our ``W_e``, ``b_e``) to the
+  row's seeded features (:func:`bench.layers.rows.edge_features`, in edge order) first, one
+  ``(|E|, 8) × (8, k)`` product a call.
 
 ``GATConv``, ``GATv2Conv``, ``AGNNConv``, ``GraphConv`` and ``SGConv`` check for a vertex
 without in-edges on every forward (DGL's default, kept: it is part of what their users run).
@@ -47,7 +52,8 @@ import numpy as np
 
 from .mapping import DGL
 
-__all__ = ["IMPLS", "build", "gcn_edge_weight", "both_to_pyg_weight", "SparseGAT"]
+__all__ = ["IMPLS", "build", "gcn_edge_weight", "both_to_pyg_weight", "SparseGAT",
+           "EdgeProjected", "edge_feature_arguments"]
 
 #: DGL implementations a row can have
 IMPLS = ("dgl", "dgl.sparse")
@@ -134,12 +140,29 @@ def _module_classes():
             Z = dglsp.bspmm(P, Hp.transpose(1, 2).contiguous())    # (n, f, h)
             return Z.transpose(1, 2).reshape(n, h * f) + self.bias
 
-    return Bound, SparseGATModule
+    class EdgeProjected(torch.nn.Module):
+        """``conv(graph, x, lin(e))``: a layer that adds edge features of the vertices' width
+        as they are, after the edge features' own linear map (PyG's ``lin`` of
+        ``GINEConv(edge_dim=…)``)."""
+
+        def __init__(self, conv, lin):
+            super().__init__()
+            self.conv, self.lin = conv, lin
+
+        def forward(self, graph, x, e):
+            return self.conv(graph, x, self.lin(e))
+
+    return Bound, SparseGATModule, EdgeProjected
 
 
 def SparseGAT(A, k_in: int, f: int, heads: int):
     """The ``dgl.sparse`` GAT module on sparse matrix ``A`` (see :func:`build`)."""
     return _module_classes()[1](A, k_in, f, heads)
+
+
+def EdgeProjected(conv, lin):
+    """``conv`` reading ``lin(e)`` as its edge features (see :func:`build`)."""
+    return _module_classes()[2](conv, lin)
 
 
 def _conv(row: str, k_in: int, k_out: int, heads: int, config: dict):
@@ -162,6 +185,11 @@ def _conv(row: str, k_in: int, k_out: int, heads: int, config: dict):
         mlp = torch.nn.Sequential(torch.nn.Linear(k_in, k_out), torch.nn.ReLU(),
                                   torch.nn.Linear(k_out, k_out))
         return dnn.GINConv(mlp, "sum", init_eps=0.0, learn_eps=True), False, None
+    if row == "gine":
+        mlp = torch.nn.Sequential(torch.nn.Linear(k_in, k_out), torch.nn.ReLU(),
+                                  torch.nn.Linear(k_out, k_out))
+        return EdgeProjected(dnn.GINEConv(mlp, init_eps=0.0, learn_eps=True),
+                             torch.nn.Linear(config["edge_dim"], k_in)), False, None
     if row == "sage":
         return dnn.SAGEConv(k_in, k_out, "mean"), False, None
     if row in ("rgcn", "rgcn-b4"):
@@ -186,6 +214,16 @@ def relation_arguments(graph, relations: int, edge_type: np.ndarray | None = Non
     counts = np.bincount(dst * relations + t, minlength=graph.num_nodes() * relations)
     norm = (1.0 / counts[dst * relations + t]).astype(np.float32)[:, None]
     return torch.from_numpy(t), torch.from_numpy(norm)
+
+
+def edge_feature_arguments(graph, edge_dim: int) -> tuple:
+    """``(e,)``: the rows' seeded features of every edge of ``graph``, ``(|E|, edge_dim)``
+    in its edge order (the order of the case's ``edge_index``, which PyG and we read too)."""
+    import torch
+
+    from ..layers.rows import edge_features
+
+    return (torch.from_numpy(edge_features(graph.num_edges(), edge_dim)),)
 
 
 def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config: dict,
@@ -219,7 +257,7 @@ def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config:
     if (row, impl) not in DGL:
         raise ValueError(f"no DGL implementation {impl!r} of row {row!r}; there are "
                          f"{sorted(DGL)}")
-    Bound, _ = _module_classes()
+    Bound = _module_classes()[0]
     if impl == "dgl.sparse":
         import dgl.sparse as dglsp
 
@@ -233,7 +271,9 @@ def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config:
             src, dst = (t.numpy() for t in graph.edges())
             weight = torch.from_numpy(both_to_pyg_weight(src, dst, graph.num_nodes()))
         extra = (relation_arguments(graph, config["relations"], edge_type)
-                 if "relations" in config else ())
+                 if "relations" in config else
+                 edge_feature_arguments(graph, config["edge_dim"]) if "edge_dim" in config
+                 else ())
         module = Bound(conv, graph, weight, bias, extra)
     load_params(module, DGL[row, impl], params)
     return module
