@@ -97,8 +97,9 @@ def test_tiny_all_layers_agree_without_memory_runs(tmp_path, monkeypatch):
 
 def test_sage_the_edge_feature_and_relation_rows_agree_with_pyg(tmp_path):
     # one attention row and GINE carry the features to both sides (the other rows' maps are
-    # loaded by test_bench_peers.py, their layers held to PyG by test_nn_edge_features.py)
-    rows = ["sage", "gat-e", "gine", "rgcn-b4"]
+    # loaded by test_bench_peers.py, their layers held to PyG by test_nn_edge_features.py);
+    # the composed EdgeGAT matches its PyG twin in every parameter's gradient
+    rows = ["sage", "gat-e", "gine", "rgcn-b4", "edgegat"]
     code, r = _run(tmp_path, "--case", "tiny", "--reps", "1", "--no-memory", "--no-plot",
                    "--pyg-in-process", "--layers", ",".join(rows))
     assert code == 0 and list(r["layers"]) == rows
@@ -108,6 +109,8 @@ def test_sage_the_edge_feature_and_relation_rows_agree_with_pyg(tmp_path):
     assert {"grad_comp", "grad_weight", "grad_root"} <= set(r["layers"]["rgcn-b4"]["agreement"])
     assert "grad_att_edge" in r["layers"]["gat-e"]["agreement"]
     assert {"grad_b_e", "grad_eps"} <= set(r["layers"]["gine"]["agreement"])
+    assert {f"grad_{k}" for k in ("W", "att_src", "att_dst", "att_edge", "W_e", "W_res",
+                                  "bias")} <= set(r["layers"]["edgegat"]["agreement"])
 
 
 def test_tiny_case_on_the_primitives_executor(tmp_path):

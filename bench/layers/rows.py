@@ -23,6 +23,9 @@ row              ours                                  PyG (``add_self_loops=Fal
 ``transformer-e`` carries every edge's features)      without bias)
 ``gine``         ``GINEConv([k_in, k_out, k_out],      ``GINEConv(MLP, train_eps=True,
                  train_eps=True, edge_dim=8)``         edge_dim=8)``
+``edgegat``      DGL's ``EdgeGATConv`` (4 heads,       the same model as a
+                 ``edge_dim=8``) composed              ``MessagePassing``
+                 (:mod:`.edge_gat`)                    (:mod:`.edge_gat`)
 ``rgcn``,        ``RGCNConv(k_in, k_out, 6)`` (mean;   ``RGCNConv(k_in, k_out, 6)`` (its loop
 ``rgcn-b4``      ``num_bases=4``)                      path: per-relation mean)
 ===============  ====================================  ======================================
@@ -66,6 +69,7 @@ from typing import Any
 import numpy as np
 
 from ..peers.mapping import PYG, load_params, read_params
+from .edge_gat import edge_gat_init, edge_gat_ours, edge_gat_pyg
 
 __all__ = ["Row", "ROWS", "LAYERS", "DEFAULT_LAYERS", "EDGE_DIM", "RELATIONS", "make_ours",
            "make_pyg", "shared_params", "ours_graph", "pyg_inputs", "edge_features",
@@ -350,6 +354,9 @@ ROWS: dict[str, Row] = {
                          heads=4, zero=("grad_b_k",), edge_dim=EDGE_DIM),
     "gine": Row("gine", _gine_pyg, _gine_ours, edge_dim=EDGE_DIM, tol=1e-1,
                 config={"edge_dim": EDGE_DIM}, dgl=("dgl",)),
+    "edgegat": Row("edgegat", edge_gat_pyg(4, EDGE_DIM), edge_gat_ours(4, EDGE_DIM),
+                   init=edge_gat_init(4, EDGE_DIM), heads=4, edge_dim=EDGE_DIM,
+                   config={"edge_dim": EDGE_DIM}, dgl=("dgl",)),
     "rgcn": Row("rgcn", _rgcn_pyg(None), _rgcn_ours(None), relations=RELATIONS,
                 config={"relations": RELATIONS}, dgl=("dgl",)),
     "rgcn-b4": Row("rgcn-b4", _rgcn_pyg(4), _rgcn_ours(4), relations=RELATIONS,

@@ -40,6 +40,10 @@ edge ``j → i``; no layer adds a loop. Conventions, each checked by the agreeme
   row's seeded features (:func:`bench.layers.rows.edge_features`, in edge order) first, one
   ``(|E|, 8) × (8, k)`` product a call.
 
+* ``edgegat``: ``EdgeGATConv(k_in, 8, k_out/4, 4)`` (residual and bias, DGL's defaults)
+  with the row's seeded edge features: the model the row's other sides compose
+  (:mod:`bench.layers.edge_gat`).
+
 ``GATConv``, ``GATv2Conv``, ``AGNNConv``, ``GraphConv`` and ``SGConv`` check for a vertex
 without in-edges on every forward (DGL's default, kept: it is part of what their users run).
 """
@@ -192,6 +196,8 @@ def _conv(row: str, k_in: int, k_out: int, heads: int, config: dict):
                              torch.nn.Linear(config["edge_dim"], k_in)), False, None
     if row == "sage":
         return dnn.SAGEConv(k_in, k_out, "mean"), False, None
+    if row == "edgegat":
+        return dnn.EdgeGATConv(k_in, config["edge_dim"], f, heads), False, None
     if row in ("rgcn", "rgcn-b4"):
         basis = row == "rgcn-b4"
         return dnn.RelGraphConv(k_in, k_out, config["relations"],

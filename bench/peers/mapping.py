@@ -50,6 +50,12 @@ def _gin(prefix: str, stride: int, layers: int = 2, sep: str = ".") -> Map:
     return {**out, "eps": ("eps", "id")}
 
 
+#: DGL's EdgeGATConv (and the PyG twin of it, which keeps its names)
+_EDGE_GAT: Map = {"W": ("fc.weight", "T"), "att_src": ("attn_l", "heads"),
+                  "att_dst": ("attn_r", "heads"), "att_edge": ("attn_edge", "heads"),
+                  "W_e": ("fc_edge.weight", "T"), "W_res": ("res_fc.weight", "T"),
+                  "bias": ("bias", "id")}
+
 #: PyG: row name → map (see :mod:`bench.layers.rows` for the rows)
 PYG: dict[str, Map] = {
     "gat": _GAT_PYG, "gat-h4": _GAT_PYG, "gcn": _LIN_PYG, "agnn": {"beta": ("beta", "id")},
@@ -65,6 +71,8 @@ PYG: dict[str, Map] = {
     "gatv2-e": {**_GATV2_PYG, "W_e": ("lin_edge.weight", "T")},
     "transformer-e": {**_TRANSFORMER_PYG, "W_e": ("lin_edge.weight", "T")},
     "gine": {**_gin("nn.lins", 1, sep="_"), "W_e": ("lin.weight", "T"), "b_e": ("lin.bias", "id")},
+    # DGL's EdgeGATConv, its twin written with PyG under DGL's names (bench.layers.edge_gat)
+    "edgegat": _EDGE_GAT,
     # R-GCN: PyG's names and shapes are ours
     "rgcn": {k: (k, "id") for k in ("weight", "root", "bias")},
     "rgcn-b4": {k: (k, "id") for k in ("weight", "comp", "root", "bias")},
@@ -99,6 +107,7 @@ DGL: dict[tuple[str, str], Map] = {
     ("sgc", "dgl"): _in("conv", {"W": ("fc.weight", "T"), "bias": ("fc.bias", "id")}),
     ("gin", "dgl"): _in("conv", _gin("apply_func", 2)),  # Sequential(Linear, ReLU, Linear)
     # GINEConv inside the wrapper that projects the edge features first (PyG's lin)
+    ("edgegat", "dgl"): _in("conv", _EDGE_GAT),
     ("gine", "dgl"): _in("conv", {**_in("conv", _gin("apply_func", 2, sep="_")),
                                   "W_e": ("lin.weight", "T"), "b_e": ("lin.bias", "id")}),
     ("gatv2", "dgl"): _GATV2_DGL, ("gatv2-h4", "dgl"): _GATV2_DGL,
