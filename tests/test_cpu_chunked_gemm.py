@@ -123,6 +123,29 @@ def test_linear_is_the_product_then_the_bias_then_the_rectifier(n, relu, dtype):
 
 
 @pytest.mark.parametrize("n", [10, 3 * ROWS + 17])        # one product; blocks on threads
+def test_linear_writes_a_block_of_rows_it_is_given(n):
+    """``linear(..., out=)`` writes the same bits as without into a block of rows of a larger
+    array (the rows around it untouched) and returns it, on the cpu executor's path and the
+    executors' default; an ``out`` of another shape, dtype or layout is refused."""
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n, 16)).astype(np.float32)
+    W = rng.standard_normal((16, 24)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    ex = CPUExecutor()
+    want = ex.linear(X, W, b, relu=True)
+    for linear in (ex.linear, super(CPUExecutor, ex).linear):
+        big = np.full((n + 7, 24), 5.0, np.float32)
+        got = linear(X, W, b, relu=True, out=big[3:3 + n])
+        assert np.shares_memory(got, big)
+        np.testing.assert_array_equal(big[3:3 + n], want)
+        assert (big[:3] == 5).all() and (big[3 + n:] == 5).all()
+    for bad in (np.empty((n, 23), np.float32), np.empty((n, 24), np.float64),
+                np.empty((24, n), np.float32).T):
+        with pytest.raises(ValueError, match="C-contiguous"):
+            ex.linear(X, W, b, out=bad)
+
+
+@pytest.mark.parametrize("n", [10, 3 * ROWS + 17])        # one product; blocks on threads
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gemm_add_sums_the_product_into_the_array_it_is_given(n, dtype):
     """``Y += X W`` in place (BLAS's beta = 1 on each block of rows), the same bits on any

@@ -125,6 +125,12 @@ def test_matmul_backward_alone_and_summed_into_a_cotangent(case, k, k2):
     assert ga is into
     close(into, P + G @ W.T, case.dtype, k2 + 1)
     close(gw, X.T @ G, case.dtype, case.n)
+    # with ``out`` (its values unread) the first is written there and comes back as it
+    out = ex.asarray(P.copy())
+    ga, gw = ex.matmul_vjp(ex.asarray(G), ex.asarray(W), ex.asarray(X), out=out)
+    assert ga is out
+    close(out, G @ W.T, case.dtype, k2)
+    close(gw, X.T @ G, case.dtype, case.n)
 
 
 @SETTINGS

@@ -98,7 +98,14 @@ def _by_vertex(ex: Any, stack, n: int, width: int, dtype, X_of, W_of, fill=0):
         return ex.linear(X_of(s), W_of(s), bias)
     out = np.empty((n, width), dtype)
     for s in stack.segments:
-        out[s.rows] = ex.linear(X_of(s), W_of(s), bias) if len(s.blocks) else fill
+        if not len(s.blocks):
+            out[s.rows] = fill
+            continue
+        X, W = X_of(s), W_of(s)
+        if isinstance(s.rows, slice) and np.result_type(X, W) == out.dtype:
+            ex.linear(X, W, bias, out=out[s.rows])   # a block of rows: the product writes it
+        else:
+            out[s.rows] = ex.linear(X, W, bias)
     return out
 
 
@@ -203,5 +210,9 @@ def _input_cotangent(ex: Any, g: Any, G, Hv, Wb, dWb, mean: bool, loops: bool,
         for s in targets.segments:
             if len(s.blocks):
                 WT = np.ascontiguousarray(Wb[s.blocks].reshape(-1, o).T)
-                dY[s.offset:s.stop] = ex.gemm(G[s.rows], WT).reshape(-1, k)
+                block = dY[s.offset:s.stop].reshape(s.size, -1)
+                if np.result_type(G, WT) == dtype:     # the product writes the block
+                    ex.linear(G[s.rows], WT, out=block)
+                else:
+                    block[...] = ex.gemm(G[s.rows], WT)
     return ex.spmm_t(targets.matrix, dY.reshape(-1, k))

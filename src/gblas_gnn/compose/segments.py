@@ -111,15 +111,15 @@ def _whole(segs: list, m: int, shape: tuple) -> bool:
 
 
 def _rows_cotangent(ex, xp, acc, rows, G, W, piece, add: bool):
-    """``acc[rows, :k] += G Wᵀ`` with ``add`` (by the product itself where the rows are one
-    C-contiguous block), else ``acc[rows, :k] = G Wᵀ`` (rows this segment alone writes) from
-    the product's own array, which is faster than zeroing the block and having the product
-    add into it (HGT's backward 289 → 222 ms, an A/B of 9); returns the weight's cotangent
-    ``pieceᵀ G``."""
+    """``acc[rows, :k] += G Wᵀ`` with ``add``, else ``acc[rows, :k] = G Wᵀ`` (rows this
+    segment alone writes), by the product itself where the rows are one C-contiguous block
+    (summed into it, or written there: faster than zeroing the block and having the product
+    add into it, HGT's backward 289 → 222 ms in an A/B of 9, and than a copy of the
+    product's own array); returns the weight's cotangent ``pieceᵀ G``."""
     k = W.shape[0]
-    block = acc[rows, :k] if add and isinstance(rows, slice) else None
+    block = acc[rows, :k] if isinstance(rows, slice) else None
     if block is not None and block.flags.c_contiguous:
-        return ex.matmul_vjp(G, W, piece, into=block)[1]
+        return ex.matmul_vjp(G, W, piece, **{"into" if add else "out": block})[1]
     dx, dw = ex.matmul_vjp(G, W, piece)
     index = (rows if isinstance(rows, slice) else xp.asarray(rows), slice(0, k))
     if add:
@@ -167,17 +167,24 @@ def segment_linear(X, segments, width: int) -> Traced:
         ps = [None if w is None else xp.ascontiguousarray(v[rows, :w.value.shape[0]])
               for v, w in zip(values, Ws, strict=True)]
         pieces.append(ps)
+        # a block of rows of the output is written by the products themselves (no array of
+        # the segment's own, no copy of it)
+        into = out[rows] if isinstance(rows, slice) and out is not None else None
+        if into is not None and not into.flags.c_contiguous:     # a reversed slice
+            into = None
         y = None
         for p, w in zip(ps, Ws, strict=True):
             if w is None:
                 continue
             if y is None:
-                y = ex.linear(p, w.value, None if b is None else b.value)
+                direct = into is not None and np.result_type(p.dtype, w.value.dtype) == dtype
+                y = ex.linear(p, w.value, None if b is None else b.value,
+                              out=into if direct else None)
             else:
                 y = ex.gemm_add(y, p, w.value)
         if whole:
             out = xp.ascontiguousarray(y, dtype=dtype)
-        else:
+        elif y is not into:
             out[rows] = y
 
     def vjp(G, into):

@@ -241,18 +241,23 @@ class Executor(ABC):
         return Y
 
     def linear(self, X: DenseArray, W: DenseArray, bias: DenseArray | None = None,
-               relu: bool = False) -> DenseArray:
+               relu: bool = False, out: DenseArray | None = None) -> DenseArray:
         r"""A layer's dense step :math:`Z = X W + \mathbf{1} b^\top`, then
         :math:`\max(Z, 0)` with ``relu``: :meth:`gemm`, the row bias and the rectifier in
         place (the cpu executor applies them to each block of rows its product has just
         written, while it is in cache). Bitwise :meth:`gemm` followed by ``+ b`` and
-        ``max(·, 0)``."""
+        ``max(·, 0)``. With ``out`` (an array of the product's shape and dtype, e.g. a block
+        of rows of a larger one) ``Z`` is written there and ``out`` returned: the cpu
+        executor's product writes it directly, with no array of its own to copy."""
         Z = self.gemm(X, W)
         if bias is not None:
             Z += bias
         if relu:
             Z = self.xp.maximum(Z, 0, out=Z)
-        return Z
+        if out is None:
+            return Z
+        out[...] = Z
+        return out
 
     def inner(self, X: DenseArray, Y: DenseArray) -> DenseArray:
         r"""The reduction over vertices :math:`X^\top Y = \sum_i X_i^\top Y_i` (weight
@@ -261,7 +266,8 @@ class Executor(ABC):
         return X.T @ Y
 
     def matmul_vjp(self, G: DenseArray, W: DenseArray, X: DenseArray,
-                   into: DenseArray | None = None) -> tuple[DenseArray, DenseArray]:
+                   into: DenseArray | None = None,
+                   out: DenseArray | None = None) -> tuple[DenseArray, DenseArray]:
         r"""The two products of the backward of :math:`Y = X W` (a vertex-indexed ``X``)
         for the cotangent ``G`` of ``Y``: :math:`(G W^\top, X^\top G)`, the cotangents of
         ``X`` and of ``W`` (:meth:`gemm` and :meth:`inner`, which an executor may run at
@@ -271,11 +277,15 @@ class Executor(ABC):
         caller owns, the cotangent of ``X`` summed so far) the first product is added into
         it, :math:`\text{into} \mathrel{+}= G W^\top`, and ``into`` is returned in its
         place (an executor may have the product accumulate there itself, with no array of
-        its own)."""
+        its own). With ``out`` (such an array whose values do not matter: a block of rows of
+        a larger one) :math:`G W^\top` is written there, and ``out`` returned in its place."""
         ga = self.gemm(G, W.T)
         if into is not None:
             into += ga
             ga = into
+        elif out is not None:
+            out[...] = ga
+            ga = out
         return ga, self.inner(X, G)
 
     def vertex_sum(self, X: DenseArray) -> DenseArray:

@@ -162,12 +162,18 @@ def matmul_add(Y: np.ndarray, X: np.ndarray, W: np.ndarray, blas_threads: int) -
 
 
 def matmul(X: np.ndarray, W: np.ndarray, blas_threads: int, bias: np.ndarray | None = None,
-           relu: bool = False) -> np.ndarray:
-    """``X @ W`` (``+ b``, then ``max(·, 0)`` with ``relu``: :func:`epilogue`) into a fresh
-    64-byte aligned array, OpenBLAS held at ``blas_threads``. On one BLAS thread a 2-D product
-    of at least :data:`PAIR_WORK` runs as blocks of rows on numba's thread count
+           relu: bool = False, out: np.ndarray | None = None) -> np.ndarray:
+    """``X @ W`` (``+ b``, then ``max(·, 0)`` with ``relu``: :func:`epilogue`) into ``out``
+    (a C-contiguous array of the product's shape and dtype) or else a fresh 64-byte aligned
+    array, OpenBLAS held at ``blas_threads``. On one BLAS thread a 2-D product of at least
+    :data:`PAIR_WORK` runs as blocks of rows on numba's thread count
     (:func:`chunked_matmul`); any other is one BLAS call."""
-    out = aligned_empty((X.shape[0], W.shape[1]), np.result_type(X, W))
+    shape, dtype = (X.shape[0], W.shape[1]), np.result_type(X, W)
+    if out is None:
+        out = aligned_empty(shape, dtype)
+    elif out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
+        raise ValueError(f"matmul: out must be a C-contiguous {dtype} array of shape {shape}, "
+                         f"got {out.dtype} {out.shape}")
     if bias is not None:
         bias = np.asarray(bias)
     with blas_limit(blas_threads):

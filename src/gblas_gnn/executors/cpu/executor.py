@@ -90,10 +90,11 @@ class CPUExecutor(GraphBLASExecutor):
     name = "cpu"
 
     # ------------------------------------------------------------------ dense
-    def linear(self, X, W, bias=None, relu=False):
+    def linear(self, X, W, bias=None, relu=False, out=None):
         # gemm's product, each block of rows biased and rectified as soon as it is written
-        # (GIN's MLP: two numpy passes over (n, k) an activation fewer)
-        return _chunked_gemm.matmul(X, W, self.blas_threads, bias, relu)
+        # (GIN's MLP: two numpy passes over (n, k) an activation fewer); into ``out`` when
+        # given (a block of rows of a larger array: no product array and no copy of it)
+        return _chunked_gemm.matmul(X, W, self.blas_threads, bias, relu, out)
 
     def gemm_add(self, Y, X, W):
         # summed by BLAS into each block of Y's rows as it is formed (beta = 1): no (n, k)
@@ -116,31 +117,32 @@ class CPUExecutor(GraphBLASExecutor):
                 return False
         return True
 
-    def matmul_vjp(self, G, W, X, into=None):
+    def matmul_vjp(self, G, W, X, into=None, out=None):
         # G Wᵀ and Xᵀ G on the two cores at once, each on one OpenBLAS thread (one BLAS call
         # with two threads loses more to their spin-waits than it gains, see gemm), the
-        # second on the process's helper thread
+        # second on the process's helper thread; G Wᵀ written into ``out`` when given
         if (self.blas_threads != 1
                 or G.shape[0] * (G.shape[1] + X.shape[1]) < _chunked_gemm.PAIR_WORK):
             if into is None:
-                return super().matmul_vjp(G, W, X)
+                return super().matmul_vjp(G, W, X, out=out)
             with _chunked_gemm.blas_limit(self.blas_threads):
                 return _chunked_gemm.gemm_into(into, G, W), self.inner(X, G)
         if into is not None and _dense_kernels.skinny(G, W, X, into):
             return into, _dense_kernels.skinny_matmul_vjp(G, W, X, into)
         gw = aligned_empty((X.shape[1], G.shape[1]), np.result_type(X, G))
-        out = []
+        done = []
 
         def cotangent() -> None:
-            if into is None:
-                ga = aligned_empty((G.shape[0], W.shape[0]), np.result_type(G, W))
-                out.append(np.matmul(G, W.T, out=ga))         # aligned as gemm's
-            else:
-                out.append(_chunked_gemm.gemm_into(into, G, W))
+            if into is not None:
+                done.append(_chunked_gemm.gemm_into(into, G, W))
+                return
+            ga = out if out is not None else aligned_empty((G.shape[0], W.shape[0]),
+                                                           np.result_type(G, W))
+            done.append(np.matmul(G, W.T, out=ga))            # aligned as gemm's
 
         with _chunked_gemm.blas_limit(1):
             run_all([cotangent, lambda: np.matmul(X.T, G, out=gw)])
-        return out[0], gw
+        return done[0], gw
 
     def combine_rows(self, a, X, b=None, Y=None, overwrite=False):
         # one pass instead of numpy's pass and temporary per operation
