@@ -72,8 +72,15 @@ def test_stack_copies_the_sources_and_the_gradient_adds_them_back():
     np.testing.assert_array_equal(grad["author"], 3 * x["author"])     # writes, reviews
     np.testing.assert_array_equal(grad["paper"], 2 * x["paper"])       # cites
     np.testing.assert_array_equal(grad["venue"], x["venue"])
+    np.testing.assert_array_equal(X, hg.stack(x, widths, np.float64))   # dX left as it was
     only = hg.stack({"paper": x["paper"]}, widths, np.float64, types=["paper"], copies=False)
     assert np.count_nonzero(only[:3]) == 0 and np.count_nonzero(only[7:]) == 0
+    # one width for every type: each row is some region's, the array written whole
+    same = {t: 3 for t in NODES}
+    x3 = {t: rng.standard_normal((n, 3)) for t, n in NODES.items()}
+    want = np.concatenate([x3[r if isinstance(r, str) else r[0]] for r in hg.regions])
+    np.testing.assert_array_equal(hg.stack(x3, same, np.float64), want)
+    np.testing.assert_array_equal(hg.stack(x3, same, np.float64, copies=False)[9:], 0)
 
 
 def test_astype_widens_and_keeps_the_structure():

@@ -197,9 +197,15 @@ class TypedVertexSet(ABC):
             raise ValueError(f"{name} has the vertex type(s) {unknown} that the graph does not "
                              f"(types: {list(self.node_types)})")
         width = max([widths[t] for t in self.node_types] + [1])
-        out = xp.zeros((self.n_local, width), dtype)
+        every_type = types is None
         types = self.node_types if types is None else types
-        for region in (*types, *(self.blocks if copies else ())):
+        regions = (*types, *(self.blocks if copies else ()))
+        # written whole (every row a region's, every region as wide as the array): no zeros
+        whole = (every_type and (copies or not self.blocks)
+                 and all(widths[t] == width for t in self.node_types)
+                 and sum(self.held(r) for r in regions) == self.n_local)
+        out = (xp.empty if whole else xp.zeros)((self.n_local, width), dtype)
+        for region in regions:
             source = region if isinstance(region, str) else region[0]
             if source not in x_dict:
                 raise ValueError(f"{name} lacks the vertex type {source!r}")
@@ -394,8 +400,12 @@ class HeteroGraph(TypedVertexSet):
     def input_gradient(self, dX, widths: dict[str, int]) -> dict:
         """``{t: dX_t}``: a type's rows plus the rows of every source block copied from it."""
         out = self.split(dX, self.node_types, widths)
+        copied = set()
         for key in self.blocks:
-            out[key[0]] = out[key[0]] + dX[self.type_rows(key), :widths[key[0]]]
+            t = key[0]
+            if t not in copied:                   # a sum of its own, then added into
+                out[t], copied = out[t].copy(), copied | {t}
+            out[t] += dX[self.type_rows(key), :widths[t]]
         return out
 
     def __repr__(self) -> str:
