@@ -112,10 +112,11 @@ def _whole(segs: list, m: int, shape: tuple) -> bool:
 
 def _rows_cotangent(ex, xp, acc, rows, G, W, piece, add: bool):
     """``acc[rows, :k] += G Wᵀ`` with ``add``, else ``acc[rows, :k] = G Wᵀ`` (rows this
-    segment alone writes), by the product itself where the rows are one C-contiguous block
-    (summed into it, or written there: faster than zeroing the block and having the product
-    add into it, HGT's backward 289 → 222 ms in an A/B of 9, and than a copy of the
-    product's own array); returns the weight's cotangent ``pieceᵀ G``."""
+    segment alone writes), by the product itself where the rows are one C-contiguous block:
+    summed into it, or written there, with no array of the product's own to copy in
+    (zeroing the block and having the product add into it was slower than such a copy:
+    HGT's backward 289 → 222 ms in an A/B of 9); returns the weight's cotangent
+    ``pieceᵀ G``."""
     k = W.shape[0]
     block = acc[rows, :k] if isinstance(rows, slice) else None
     if block is not None and block.flags.c_contiguous:
