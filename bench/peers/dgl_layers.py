@@ -39,7 +39,6 @@ edge ``j → i``; no layer adds a loop. Conventions, each checked by the agreeme
   wrapper (:class:`EdgeProjected`) applies PyG's ``lin`` (our ``W_e``, ``b_e``) to the
   row's seeded features (:func:`bench.layers.rows.edge_features`, in edge order) first, one
   ``(|E|, 8) × (8, k)`` product a call.
-
 * ``edgegat``: ``EdgeGATConv(k_in, 8, k_out/4, 4)`` (residual and bias, DGL's defaults)
   with the row's seeded edge features: the model the row's other sides compose
   (:mod:`bench.layers.edge_gat`).

@@ -107,9 +107,10 @@ DGL: dict[tuple[str, str], Map] = {
     ("sgc", "dgl"): _in("conv", {"W": ("fc.weight", "T"), "bias": ("fc.bias", "id")}),
     ("gin", "dgl"): _in("conv", _gin("apply_func", 2)),  # Sequential(Linear, ReLU, Linear)
     # GINEConv inside the wrapper that projects the edge features first (PyG's lin)
-    ("edgegat", "dgl"): _in("conv", _EDGE_GAT),
     ("gine", "dgl"): _in("conv", {**_in("conv", _gin("apply_func", 2, sep="_")),
                                   "W_e": ("lin.weight", "T"), "b_e": ("lin.bias", "id")}),
+    # EdgeGATConv as it ships (its names are the row's PyG twin's)
+    ("edgegat", "dgl"): _in("conv", _EDGE_GAT),
     ("gatv2", "dgl"): _GATV2_DGL, ("gatv2-h4", "dgl"): _GATV2_DGL,
     # SAGEConv('mean'): fc_neigh the neighbours' map (PyG's lin_l), fc_self the root's with
     # the bias (PyG's lin_r, whose bias is lin_l's)
