@@ -15,7 +15,7 @@
     python -m bench gpu [--cases M,L] [--layers gat,...] [--reps 5] [--budget 470]
                         [--workers 8] [--dry-run] [--out bench/results/current]
     python -m bench peers [--setup [--dry-run]]
-    python -m bench hgt [--n 100000] [--degree 16] [--k 32] [--heads 2] [--reps 5]
+    python -m bench hgt [--n 100000] [--degree 16] [--k 32] [--heads 2] [--reps 5] [--peers dgl]
                         [--threads 2] [--no-memory] [--name M-hetero] [--out bench/results/current]
                         [--omp-wait-policy passive] [--hand-back-memory]
     python -m bench revisions --before REV [--after REV] --case M [--layers gat,agnn]
@@ -317,6 +317,9 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
     hg.add_argument("--no-memory", dest="memory", action="store_false")
     hg.add_argument("--hand-back-memory", dest="keep_freed", action="store_false",
                     help=HAND_BACK_HELP)
+    hg.add_argument("--peers", choices=["dgl"], default=None,
+                    help="also time DGL's HGTConv (another model: a reference, not compared "
+                         "for equality; its environment: python -m bench peers --setup)")
     hg.add_argument("--name", default="M-hetero")
     hg.add_argument("--out", type=Path, default=DEFAULT_OUT)
     hg.add_argument("--omp-wait-policy", choices=POLICIES, default="passive",
@@ -493,7 +496,16 @@ def _aggregation(a) -> int:
 def _hgt(a) -> int:
     from .layers.hetero import hgt_markdown, run_hgt, write
 
-    result = run_hgt(a.n, a.degree, a.k, a.heads, a.reps, a.threads, a.memory, a.keep_freed)
+    if a.peers:
+        from .peers.env import PeerMissing, require
+
+        try:
+            require(a.peers)
+        except PeerMissing as exc:
+            print(f"error: --peers {a.peers}: {exc}", file=sys.stderr)
+            return 2
+    result = run_hgt(a.n, a.degree, a.k, a.heads, a.reps, a.threads, a.memory, a.keep_freed,
+                     dgl=a.peers == "dgl")
     print(hgt_markdown(result))
     print("wrote " + ", ".join(str(p) for p in write(result, a.out, a.name)))
     return 0

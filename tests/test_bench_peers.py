@@ -67,6 +67,10 @@ def test_missing_environment_says_how_to_make_it(no_peers, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--peers dgl" in err and "python -m bench peers --setup" in err
     assert not out.exists()                                   # nothing ran
+    assert main(["hgt", "--n", "300", "--peers", "dgl", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--peers dgl" in err and "python -m bench peers --setup" in err
+    assert not out.exists()
 
 
 def test_unknown_peer_and_layer_are_usage_errors(capsys):
@@ -185,6 +189,19 @@ def test_every_dgl_layer_agrees_with_ours_or_pyg(tmp_path):
     md = (tmp_path / "tiny.md").read_text()
     assert "| gat | DGL sparse GAT |" in md and "| gat | **DGL / ours** |" in md
     assert "| gatv2 | **DGL / ours** |" in md and "DGL 2.1.0 with torch 2.2.1" in md
+
+
+@needs_dgl
+def test_dgl_hgt_is_timed_beside_ours_as_a_reference(tmp_path):
+    """``bench hgt --peers dgl``: DGL's ``HGTConv`` on the same typed graph, its vertex and
+    edge types given, timed in the same interleaving; the report names it another model."""
+    assert main(["hgt", "--n", "300", "--degree", "4", "--reps", "2", "--threads", "1",
+                 "--no-memory", "--peers", "dgl", "--name", "t", "--out", str(tmp_path)]) == 0
+    r = json.loads((tmp_path / "t.json").read_text())
+    assert r["times"]["dgl fwd+bwd"]["runs"] == 2 and r["times"]["dgl fwd"]["median_ms"] > 0
+    assert r["environment"]["peers"]["dgl"]["dgl"] == "2.1.0"
+    md = (tmp_path / "t.md").read_text()
+    assert "| DGL (another model) |" in md and "not compared for equality" in md
 
 
 @needs_dgl

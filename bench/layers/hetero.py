@@ -162,15 +162,58 @@ def _memory_worker(side: str, n: int, degree: int, k: int, heads: int, threads: 
     return {"peak_growth_mib": (hwm_bytes() - before) / MIB, "rss_mib": hwm_bytes() / MIB}
 
 
+def _dgl_worker(stack, hg, x: dict, dout: dict, k: int, heads: int, threads: int,
+                keep_freed: bool, workdir: Path):
+    """DGL's ``HGTConv`` on the same typed graph in a worker of DGL's environment (entered on
+    ``stack``), built: the reference row (:mod:`bench.peers.dgl_layers`, ``hgt``). It gets the
+    homogeneous graph, every edge's relation, each type's vertex count and the same inputs
+    and output cotangents, stacked type after type."""
+    from ..core.cases import CaseData, save_case_data
+    from ..peers.client import PeerWorker
+
+    g, _ = hg.to_homogeneous()
+    src, dst, rel = [], [], []
+    for r, (key, ei) in enumerate(hg.edge_index_dict.items()):
+        src.append(ei[0] + hg.type_rows(key[0]).start)
+        dst.append(ei[1] + hg.type_rows(key[2]).start)
+        rel.append(np.full(ei.shape[1], r, np.int64))
+    types = list(hg.num_nodes_dict)
+    H = np.concatenate([x[t] for t in types])
+    dZ = np.concatenate([dout.get(t, np.zeros((hg.num_nodes_dict[t], k), np.float32))
+                         for t in types])
+    empty = np.zeros(0, np.int64)
+    data = CaseData(g.n, empty, empty, np.stack([np.concatenate(src), np.concatenate(dst)]),
+                    H, dZ, np.zeros(g.n, np.int64), np.concatenate(rel))
+    path = save_case_data(data, workdir / "hgt-case.npz")
+    worker = stack.enter_context(PeerWorker(path, threads, workdir, keep_freed=keep_freed))
+    params = workdir / "hgt-params.npz"
+    np.savez(params)                     # no shared weights: DGL's own, seeded
+    worker.call("build", row="hgt", impl="dgl", params=str(params), k_in=k, k_out=k,
+                heads=heads, config={"ntypes": [hg.num_nodes_dict[t] for t in types],
+                                     "relations": len(hg.edge_types)})
+    return worker
+
+
 def run_hgt(n: int, degree: int, k: int, heads: int, reps: int, threads: int,
-            memory: bool = True, keep_freed: bool = True) -> dict:
+            memory: bool = True, keep_freed: bool = True, dgl: bool = False) -> dict:
     """The study (module docstring); the result as a dict. With ``keep_freed`` both timing
-    processes keep their freed memory (:func:`~bench.core.rss.keep_freed_memory`: why)."""
+    processes keep their freed memory (:func:`~bench.core.rss.keep_freed_memory`: why).
+    With ``dgl``, DGL's ``HGTConv`` is timed in the same interleaving as a reference (another
+    model: :func:`_dgl_worker`), its outputs not compared."""
+    import contextlib
+    import tempfile
+
     set_threads(threads)
     env = environment()
     hg, x, dout, ours, _, _, edges = _setup(n, degree, k, heads)
-    with PyGProcess(n, degree, k, heads, threads, keep_freed) as pyg, \
+    with contextlib.ExitStack() as stack, \
+            PyGProcess(n, degree, k, heads, threads, keep_freed) as pyg, \
             freed_memory_kept(keep_freed):
+        peer = None
+        if dgl:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            peer = _dgl_worker(stack, hg, x, dout, k, heads, threads, keep_freed, workdir)
+            env["peers"] = {"dgl": peer.versions}
         got, dx = ours(hg, x), ours.backward(dout)
         want, want_dx = pyg.outputs()
         agreement = {"forward": max(_rel(got[t], want[t]) for t in got),
@@ -185,9 +228,13 @@ def run_hgt(n: int, degree: int, k: int, heads: int, reps: int, threads: int,
             ours(hg, x)
             ours.backward(dout)
 
-        times = interleaved({"ours fwd": ours_fwd, "pyg fwd": lambda: pyg.call("fwd"),
-                             "ours fwd+bwd": ours_both,
-                             "pyg fwd+bwd": lambda: pyg.call("fwd+bwd")}, reps)
+        sides = {"ours fwd": ours_fwd, "pyg fwd": lambda: pyg.call("fwd"),
+                 "ours fwd+bwd": ours_both, "pyg fwd+bwd": lambda: pyg.call("fwd+bwd")}
+        if peer is not None:
+            for what in ("fwd", "fwd+bwd"):
+                sides[f"dgl {what}"] = (lambda w=what: Measured(
+                    peer.call("time", impl="dgl", what=w)["seconds"]))
+        times = interleaved(sides, reps)
     result = {"n": int(sum(hg.num_nodes_dict.values())),
               "edges": int(sum(e.shape[1] for e in edges.values())),
               "nodes": hg.num_nodes_dict, "relations": {"__".join(k_): int(e.shape[1])
@@ -232,7 +279,10 @@ def hgt_markdown(r: dict) -> str:
              "| impl | fwd | fwd+bwd | peak RSS growth of fwd+bwd, MiB |",
              "|---|---|---|---|"]
     mem = r.get("memory", {})
-    for side, label in (("ours", "ours"), ("pyg", "PyG")):
+    dgl = "dgl fwd" in t
+    for side, label in (("ours", "ours"), ("pyg", "PyG"), ("dgl", "DGL (another model)")):
+        if side == "dgl" and not dgl:
+            continue
         growth = f"{mem[side]['peak_growth_mib']:.0f}" if side in mem else "–"
         lines.append(f"| {label} | {_ms(t[side + ' fwd'])} | {_ms(t[side + ' fwd+bwd'])} | "
                      f"{growth} |")
@@ -240,8 +290,17 @@ def hgt_markdown(r: dict) -> str:
              ("fwd", "fwd+bwd")]
     mratio = (f"{mem['pyg']['peak_growth_mib'] / max(mem['ours']['peak_growth_mib'], 1e-9):.1f}×"
               if mem else "–")
-    lines += [f"| **PyG / ours** | **{ratio[0]:.2f}×** | **{ratio[1]:.2f}×** | **{mratio}** |",
-              "",
+    lines.append(f"| **PyG / ours** | **{ratio[0]:.2f}×** | **{ratio[1]:.2f}×** | **{mratio}** |")
+    if dgl:
+        dratio = [t[f"dgl {p}"]["median_ms"] / t[f"ours {p}"]["median_ms"] for p in
+                  ("fwd", "fwd+bwd")]
+        lines += [f"| DGL / ours | {dratio[0]:.2f}× | {dratio[1]:.2f}× | – |", "",
+                  "DGL's `HGTConv` is another model than PyG's and ours (no biases, no GELU, "
+                  "its own residual; DGL's seeded weights, dropout 0): a reference time, not "
+                  "compared for equality. It ran with " + ", ".join(
+                      f"{k_} {v}" for k_, v in r["environment"]["peers"]["dgl"].items()
+                      if k_ in ("dgl", "torch")) + " in its own environment."]
+    lines += ["",
               f"Agreement (max relative Δ to PyG): output {r['agreement']['forward']:.1e}, "
               f"input gradient {r['agreement']['input_gradient']:.1e}.",
               "",

@@ -42,6 +42,11 @@ edge ``j → i``; no layer adds a loop. Conventions, each checked by the agreeme
 * ``edgegat``: ``EdgeGATConv(k_in, 8, k_out/4, 4)`` (residual and bias, DGL's defaults)
   with the row's seeded edge features: the model the row's other sides compose
   (:mod:`bench.layers.edge_gat`).
+* ``hgt`` (``python -m bench hgt --peers dgl``, not a row of ``bench run``): ``HGTConv(k_in,
+  k_out/h, h, types, relations, dropout=0)`` on the homogeneous typed graph with its
+  vertex and edge types (:func:`type_arguments`). Another model than PyG's (no biases, no
+  GELU, its own residual), so a reference time with DGL's own seeded weights, never
+  compared for equality.
 
 ``GATConv``, ``GATv2Conv``, ``AGNNConv``, ``GraphConv`` and ``SGConv`` check for a vertex
 without in-edges on every forward (DGL's default, kept: it is part of what their users run).
@@ -56,7 +61,7 @@ import numpy as np
 from .mapping import DGL
 
 __all__ = ["IMPLS", "build", "gcn_edge_weight", "both_to_pyg_weight", "SparseGAT",
-           "EdgeProjected", "edge_feature_arguments"]
+           "EdgeProjected", "edge_feature_arguments", "type_arguments"]
 
 #: DGL implementations a row can have
 IMPLS = ("dgl", "dgl.sparse")
@@ -197,6 +202,10 @@ def _conv(row: str, k_in: int, k_out: int, heads: int, config: dict):
         return dnn.SAGEConv(k_in, k_out, "mean"), False, None
     if row == "edgegat":
         return dnn.EdgeGATConv(k_in, config["edge_dim"], f, heads), False, None
+    if row == "hgt":
+        torch.manual_seed(0)                # its own weights, the same in every run
+        return dnn.HGTConv(k_in, f, heads, len(config["ntypes"]), config["relations"],
+                           dropout=0.0), False, None
     if row in ("rgcn", "rgcn-b4"):
         basis = row == "rgcn-b4"
         return dnn.RelGraphConv(k_in, k_out, config["relations"],
@@ -219,6 +228,20 @@ def relation_arguments(graph, relations: int, edge_type: np.ndarray | None = Non
     counts = np.bincount(dst * relations + t, minlength=graph.num_nodes() * relations)
     norm = (1.0 / counts[dst * relations + t]).astype(np.float32)[:, None]
     return torch.from_numpy(t), torch.from_numpy(norm)
+
+
+def type_arguments(graph, ntypes: list[int], edge_type: np.ndarray | None) -> tuple:
+    """``(ntype, etype)`` of ``HGTConv`` on a typed case's graph: each vertex's type (the
+    homogeneous numbering holds the types one after the other, ``ntypes`` vertices each)
+    and each edge's relation, in ``graph``'s edge order."""
+    import torch
+
+    if edge_type is None or edge_type.size != graph.num_edges() or sum(ntypes) != \
+            graph.num_nodes():
+        raise ValueError("hgt runs on a typed case: a relation id per edge and the vertex "
+                         "types' counts summing to the vertices")
+    ntype = np.repeat(np.arange(len(ntypes)), ntypes)
+    return torch.from_numpy(ntype), torch.from_numpy(np.asarray(edge_type, np.int64))
 
 
 def edge_feature_arguments(graph, edge_dim: int) -> tuple:
@@ -275,7 +298,8 @@ def build(row: str, impl: str, graph, k_in: int, k_out: int, heads: int, config:
         if weighted:
             src, dst = (t.numpy() for t in graph.edges())
             weight = torch.from_numpy(both_to_pyg_weight(src, dst, graph.num_nodes()))
-        extra = (relation_arguments(graph, config["relations"], edge_type)
+        extra = (type_arguments(graph, config["ntypes"], edge_type) if "ntypes" in config
+                 else relation_arguments(graph, config["relations"], edge_type)
                  if "relations" in config else
                  edge_feature_arguments(graph, config["edge_dim"]) if "edge_dim" in config
                  else ())

@@ -111,6 +111,8 @@ DGL: dict[tuple[str, str], Map] = {
                                   "W_e": ("lin.weight", "T"), "b_e": ("lin.bias", "id")}),
     # EdgeGATConv as it ships (its names are the row's PyG twin's)
     ("edgegat", "dgl"): _in("conv", _EDGE_GAT),
+    # HGTConv: another model than PyG's, timed with its own seeded weights (bench hgt)
+    ("hgt", "dgl"): {},
     ("gatv2", "dgl"): _GATV2_DGL, ("gatv2-h4", "dgl"): _GATV2_DGL,
     # SAGEConv('mean'): fc_neigh the neighbours' map (PyG's lin_l), fc_self the root's with
     # the bias (PyG's lin_r, whose bias is lin_l's)
