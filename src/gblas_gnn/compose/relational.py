@@ -101,11 +101,19 @@ def _by_vertex(ex: Any, stack, n: int, width: int, dtype, X_of, W_of, fill=0):
         if not len(s.blocks):
             out[s.rows] = fill
             continue
-        X, W = X_of(s), W_of(s)
-        if isinstance(s.rows, slice) and np.result_type(X, W) == out.dtype:
-            ex.linear(X, W, bias, out=out[s.rows])   # a block of rows: the product writes it
+        if isinstance(s.rows, slice):               # a block of rows: the product writes it
+            _product_into(ex, X_of(s), W_of(s), out[s.rows], bias)
         else:
-            out[s.rows] = ex.linear(X, W, bias)
+            out[s.rows] = ex.linear(X_of(s), W_of(s), bias)
+    return out
+
+
+def _product_into(ex: Any, X, W, out, bias=None):
+    """``out[...] = X W (+ b)`` for a C-contiguous block ``out`` of a larger array: written
+    by the product itself where ``out`` has the product's dtype, else copied in."""
+    if np.result_type(X, W) == out.dtype:
+        return ex.linear(X, W, bias, out=out)
+    out[...] = ex.linear(X, W, bias)
     return out
 
 
@@ -149,13 +157,17 @@ def stacked_relational_linear(ex: Any, g: Any, H, W, aggr: str, root=None, bias=
                        lambda s: Wb[s.blocks].reshape(-1, o), 0 if b is None else b)
     else:                                            # project, then aggregate at width o
         stack = g.segmented_relations("sources", mean, loops)
-        # aligned: the aggregation gathers its rows (a copy otherwise)
+        # aligned: the aggregation gathers its rows (a copy otherwise); each segment's
+        # product writes its rows, and the rows that align the segments are zero
         P = aligned_empty((stack.matrix.nrows, o), dtype)
-        P.fill(0)                                    # (the rows that align the segments too)
+        done = 0
         for s in stack.segments:
+            P[done:s.offset] = 0
             if len(s.blocks):
-                ex.gemm_add(P[s.offset:s.stop].reshape(s.size, -1), Hv[s.rows],
-                            _side_by_side(Wb, s.blocks, k))
+                _product_into(ex, Hv[s.rows], _side_by_side(Wb, s.blocks, k),
+                              P[s.offset:s.stop].reshape(s.size, -1))
+            done = s.stop
+        P[done:] = 0
         Z = ex.spmm_t(stack.matrix, P)
         if b is not None:
             Z += b
@@ -209,10 +221,6 @@ def _input_cotangent(ex: Any, g: Any, G, Hv, Wb, dWb, mean: bool, loops: bool,
         dY = np.zeros((targets.matrix.nrows, k), dtype)
         for s in targets.segments:
             if len(s.blocks):
-                WT = np.ascontiguousarray(Wb[s.blocks].reshape(-1, o).T)
-                block = dY[s.offset:s.stop].reshape(s.size, -1)
-                if np.result_type(G, WT) == dtype:     # the product writes the block
-                    ex.linear(G[s.rows], WT, out=block)
-                else:
-                    block[...] = ex.gemm(G[s.rows], WT)
+                _product_into(ex, G[s.rows], np.ascontiguousarray(Wb[s.blocks].reshape(-1, o).T),
+                              dY[s.offset:s.stop].reshape(s.size, -1))
     return ex.spmm_t(targets.matrix, dY.reshape(-1, k))
