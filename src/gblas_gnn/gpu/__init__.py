@@ -15,6 +15,13 @@ its registers, shared memory, spills and occupancy.
 
 from __future__ import annotations
 
+import numpy as _np
+
+if not hasattr(_np, "row_stack"):
+    # numba-cuda 0.30 registers an overload for np.row_stack whenever numpy >= 2.0, and
+    # numpy 2.5 removed the name: the alias keeps its registries loadable on that numpy.
+    _np.row_stack = _np.vstack
+
 from ._device import LANES, SIMULATOR, CUDAUnavailableError, Transfers
 from ._pattern import EdgeTensor
 from .executor import CUDAExecutor
