@@ -123,3 +123,9 @@ def finite_real(value, name: str, low: float | None = None, high: float | None =
             f"in [{low:g}, {high:g}{')' if open_high else ']'}"
         raise ValueError(f"{name} must be {bounds}, got {value}")
     return v
+
+
+def in_device_memory(x: object) -> bool:
+    """Whether ``x`` is an array in a GPU's memory: one with the CUDA array interface (CuPy,
+    numba-cuda), or the CUDA simulator's stand-in for one (``in_device_memory`` set)."""
+    return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "in_device_memory", False))

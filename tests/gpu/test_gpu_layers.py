@@ -128,6 +128,18 @@ def test_results_stay_on_the_device_and_parameters_are_device_arrays(cuda):
     assert all(isinstance(p, cuda.xp.ndarray) for p in layer.grads.values())
 
 
+def test_a_host_executor_refuses_a_device_array_by_name(cpu, cuda):
+    """A device array handed to the cpu executor (a parameter built on the wrong executor)
+    is refused with the executor's name, on a GPU as in the simulator, where numpy would
+    otherwise take it silently and CuPy's own message names no array."""
+    device = cuda.asarray(np.ones((3, 2)))
+    with pytest.raises(TypeError, match="GPU's memory was given to the 'cpu' executor"):
+        cpu.asarray(device)
+    with pytest.raises(TypeError, match="'cpu' executor"):
+        gg.nn.Linear(2, 2, dtype=np.float64, executor="cpu").add_param("extra", device)
+    np.testing.assert_array_equal(cpu.asarray(to_numpy(device)), np.ones((3, 2)))
+
+
 def test_a_host_array_given_to_gg_ops_is_copied_to_the_device_and_counted(cuda):
     """gg.ops takes a host numpy array on the cuda executor as a layer does: one counted copy
     to the device for the call, a device result, the cpu executor's values."""

@@ -67,6 +67,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from .. import semirings
+from .._validate import in_device_memory
 from ..ir import functions
 from ..semirings.aggregations import AGGREGATIONS, check_aggregation, is_named
 from ..semirings.algebra import Algebra
@@ -169,6 +170,7 @@ class Lowering:
 
     spmm: Product
     spmm_t: Product
+
 
 
 class Executor(ABC):
@@ -417,7 +419,13 @@ class Executor(ABC):
     # ================================================================== (c) defaults
     # ------------------------------------------------------------------ arrays
     def asarray(self, x: ArrayLike, dtype: DTypeLike | None = None) -> DenseArray:
-        """``x`` (a host array, or already one of ours) as an array of :attr:`xp`."""
+        """``x`` (a host array, or already one of ours) as an array of :attr:`xp`; an array
+        in a GPU's memory given to a host executor is refused (``TypeError``), as CuPy
+        refuses the implicit copy, whose message would not say which array it was."""
+        if self.xp is np and in_device_memory(x):
+            raise TypeError(f"a {type(x).__name__} in a GPU's memory was given to the "
+                            f"{self.name!r} executor, which takes host arrays: copy it with "
+                            "gg.to_numpy first")
         return self.xp.asarray(x, dtype=dtype)
 
     def to_numpy(self, x: DenseArray, reason: str = "to_numpy") -> np.ndarray:

@@ -10,8 +10,9 @@ Here the executor's device arrays are :class:`DeviceArray`, an ``ndarray`` subcl
 behaves as CuPy's arrays do where it matters:
 
 * arithmetic, ufuncs and numpy functions on device arrays give device arrays (reductions give
-  0-d arrays, as CuPy's do); an ``ndarray`` that is not one among their operands is a host
-  array and raises ``TypeError``, as CuPy does (0-d arrays and scalars are allowed);
+  0-d arrays, as CuPy's do); an ``ndarray`` that is not one among their operands, or among
+  the values written into one, is a host array and raises ``TypeError``, as CuPy does (0-d
+  arrays and scalars are allowed);
 * :data:`xp` (the simulator's stand-in for ``cupy``) creates device arrays, refuses host
   arrays in its functions, and its ``ndarray`` is :class:`DeviceArray`, so
   ``isinstance(x, executor.xp.ndarray)`` tells a device array from a host one;
@@ -98,6 +99,9 @@ def _device(x):
 class DeviceArray(np.ndarray):
     """An array in (simulated) device memory; see the module docstring."""
 
+    #: what a host executor looks for before it takes an array (it refuses this one)
+    in_device_memory = True
+
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
         if any(_foreign(x) for x in inputs):
             return NotImplemented            # the other operand's own override decides
@@ -122,6 +126,7 @@ class DeviceArray(np.ndarray):
         return _device(self.view(np.ndarray)[_plain(key)])
 
     def __setitem__(self, key, value) -> None:
+        _refuse_host("__setitem__", (value,))      # CuPy: "cannot be used for fill"
         self.view(np.ndarray)[_plain(key)] = _plain(value)
 
     # implicit reads on the host: a synchronising copy each on a GPU

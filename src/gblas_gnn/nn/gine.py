@@ -59,14 +59,15 @@ class GINEConv(PyGInterop, Module):
         self.train_eps, self._eps = bool(train_eps), eps
         seeds = np.random.SeedSequence(seed).generate_state(len(dims))
         for i in range(len(dims) - 1):
-            lin = Linear(dims[i], dims[i + 1], bias=True, seed=int(seeds[i]), dtype=self.dtype)
+            lin = Linear(dims[i], dims[i + 1], bias=True, seed=int(seeds[i]), dtype=self.dtype,
+                         executor=self.executor)
             for k, v in lin.params.items():
                 self.add_param(f"lin{i}_{k}", v)
         if self.train_eps:
             self.add_param("eps", np.array([eps], dtype=self.dtype))
         if self.edge_dim is not None:
             lin = Linear(self.edge_dim, self.in_dim, bias=True, seed=int(seeds[-1]),
-                         dtype=self.dtype)
+                         dtype=self.dtype, executor=self.executor)
             self.add_param("W_e", lin.params["W"])
             self.add_param("b_e", lin.params["bias"])
 
