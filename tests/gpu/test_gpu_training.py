@@ -95,6 +95,24 @@ def test_a_training_step_copies_nothing_but_the_numbers_it_reads(cuda, model_nam
     assert cuda.transfers.by_reason == want
 
 
+def test_the_progress_bars_warm_up_slices_the_features_on_the_device(cuda):
+    """``fit(..., progress=True)`` first runs the model on a small ring with the first rows
+    of ``x``: on the device those rows are sliced there. A host copy of device features is
+    what CuPy refuses (the first GPU run failed so), and what the simulator's numpy took
+    silently: the model then copied the rows back, which is counted here."""
+    from gblas_gnn.train.progress import warm_up
+
+    data = csbm(**SMALL, dtype=np.float32)
+    model = gg.nn.models.build("gat", data.x.shape[1], data.num_classes, seed=0,
+                               executor=cuda)
+    x = cuda.asarray(data.x)
+    assert warm_up(model, data.graph, x)        # (the layers' constants move once, here)
+    cuda.transfers.reset()
+    assert warm_up(model, data.graph, x)
+    # the ring's structure moves, and the finiteness checks read one number each
+    assert set(cuda.transfers.by_reason) <= {"graph", "finite"}, cuda.transfers
+
+
 @pytest.mark.parametrize("first, second", [("cuda", "cpu"), ("cpu", "cuda")])
 def test_a_checkpoint_resumes_on_the_other_executor(cpu, cuda, data, tmp_path, first, second):
     executors = {"cpu": cpu, "cuda": cuda}
@@ -134,3 +152,13 @@ def test_a_model_file_trains_on_the_device_and_infers_on_the_host(cuda, tmp_path
     assert main(["infer", "--executor", "cpu", "--checkpoint", str(ck), "--model",
                  model]) == 0
     assert f"{acc * 100:.2f}%" in capsys.readouterr().out
+
+
+def test_the_loss_names_the_executor_a_host_array_missed(cuda):
+    """Host logits given to the cuda executor's loss are refused by name (they read as a
+    shape error before)."""
+    logits, y, mask = np.zeros((3, 2)), np.array([0, 1, 1]), np.ones(3, bool)
+    with pytest.raises(TypeError, match=r"'cuda' executor \(cupy.ndarray\), got a numpy"):
+        cross_entropy(logits, y, mask, cuda)
+    loss, _ = cross_entropy(cuda.asarray(logits), y, mask, cuda)
+    assert loss == pytest.approx(np.log(2))

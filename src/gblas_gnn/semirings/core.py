@@ -30,6 +30,7 @@ import numpy as np
 from graphblas import Matrix
 
 from .._graphblas_adapter import is_transposed_matrix, is_user_defined_type
+from .._validate import in_device_memory
 from .algebra import Algebra
 
 __all__ = ["Semiring", "check_operands", "negative_weight_error", "install_executor_resolver",
@@ -99,7 +100,8 @@ def check_operands(
     S : graphblas.Matrix
         ``S`` itself, or the conversion of a scipy.sparse input / of ``A.T``.
     H : numpy.ndarray
-        ``H`` as a C-contiguous array of its own dtype (a copy only if it was not).
+        ``H`` as a C-contiguous array of its own dtype (a copy only if it was not); an array
+        in a GPU's memory (for the cuda executor) as it is.
 
     Raises
     ------
@@ -111,8 +113,9 @@ def check_operands(
         values, or (``nonnegative=True``) a negative weight in ``S`` (the message names
         the semiring ``name``, see :func:`negative_weight_error`).
     """
-    if not isinstance(H, np.ndarray):
-        raise TypeError(f"H must be a numpy.ndarray, not {type(H).__name__}")
+    if not isinstance(H, np.ndarray) and not in_device_memory(H):
+        raise TypeError(f"H must be a numpy.ndarray (or a GPU array for the cuda executor), "
+                        f"not {type(H).__name__}")
     if H.ndim != 2:
         raise ValueError(f"H must be 2-D (n, k); got shape {H.shape}")
     if H.dtype not in _FLOAT_DTYPES:
@@ -140,7 +143,7 @@ def check_operands(
     signed = sd.name.startswith(("FP", "INT"))
     if nonnegative and signed and S.nvals and S.reduce_scalar(gb.monoid.min[sd]).new().value < 0:
         raise negative_weight_error(name)
-    return S, np.ascontiguousarray(H)
+    return S, (H if in_device_memory(H) else np.ascontiguousarray(H))
 
 
 def _identity(x):
@@ -247,7 +250,7 @@ class Semiring:
         S, H = check_operands(S, H, transpose=transpose, nonnegative=self.nonnegative_weights,
                               name=self.name)
         m = S.ncols if transpose else S.nrows
-        if S.nvals == 0 or m == 0 or H.shape[1] == 0:
-            return np.zeros((m, H.shape[1]), dtype=H.dtype)
         ex = resolve_executor(executor)
+        if S.nvals == 0 or m == 0 or H.shape[1] == 0:
+            return ex.xp.zeros((m, H.shape[1]), dtype=H.dtype)
         return (ex.spmm_t if transpose else ex.spmm)(S, H, self)

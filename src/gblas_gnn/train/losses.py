@@ -38,6 +38,10 @@ def _read(ex, x, kind=float, reason: str = "loss"):
 
 def _check_local(logits, y, mask, ex) -> None:
     xp = ex.xp
+    if hasattr(logits, "ndim") and not isinstance(logits, xp.ndarray):
+        raise TypeError(f"logits must be an array of the {ex.name!r} executor "
+                        f"({xp.__name__}.ndarray), got a {type(logits).__module__}."
+                        f"{type(logits).__name__}: move it with the executor's asarray")
     if not isinstance(logits, xp.ndarray) or logits.ndim != 2:
         raise ValueError("logits must be a 2-D array (n, num_classes), got "
                          f"{getattr(logits, 'shape', type(logits).__name__)}")

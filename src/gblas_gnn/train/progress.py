@@ -59,7 +59,7 @@ def warm_up(model: Module, g: Graph, x: np.ndarray) -> bool:
     ring = np.arange(m)
     tiny = Graph.from_edges(np.r_[ring, (ring + 1) % m], np.r_[(ring + 1) % m, ring], m,
                             dtype=g.dtype)
-    h = np.ascontiguousarray(x[:m])
+    h = x[:m].copy()                   # on x's device: numpy and CuPy alike
     try:
         states = rng_states(model)
     except TypeError:           # a generator checkpoints cannot capture: leave it untouched
