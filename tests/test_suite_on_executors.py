@@ -38,11 +38,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from executor_suites import ON_A_DEVICE
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_SUITE = ["tests/gpu", "tests/test_executor_conformance.py", "tests/test_ops.py",
-             "tests/test_virtual.py", "tests/test_compose.py", "tests/test_compose_rules.py",
-             "tests/test_compose_kernels.py"]
+GPU_SUITE = ["tests/gpu", *(f"tests/{name}" for name in ON_A_DEVICE)]
 
 
 def run_suite(executor: str, timeout: int, suite=GPU_SUITE, workers: int = 1,

@@ -1,9 +1,11 @@
 """The GPU correctness suite, run by the study in pytest subprocesses on the device.
 
 Two sessions (:data:`SUITES`), each ``python -m pytest --executor cuda`` on one set of test
-files: ``gpu`` is the cuda executor's own suite (``tests/gpu``, its ``gpu``-marked tests on
-graphs of tens of thousands of vertices included), ``executor`` the layer, composition, ops
-and training suites with ``cuda`` as the default executor. Every session has a wall-clock
+files: ``gpu`` is the cuda executor's own suite (``tests/gpu``: every layer, training step,
+checkpoint and the command line against the cpu executor, its ``gpu``-marked tests on graphs
+of tens of thousands of vertices included), ``executor`` the executor-neutral operation,
+composition and conformance suites with ``cuda`` as the default executor: the files the
+simulator's sessions run too (``tests/executor_suites.ON_A_DEVICE``). Every session has a wall-clock
 budget: the lent machine's minutes are few, so a session that runs over is stopped and the
 tests it finished are still counted (read off its ``-v`` lines, which xdist prints as each
 test ends).
@@ -24,22 +26,22 @@ __all__ = ["SUITES", "DRY_SUITES", "EXECUTOR_SUITES", "run_suite", "count_outcom
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _every_executor() -> tuple[str, ...]:
-    """The tests' own list of the suites every executor runs (``tests/executor_suites.py``)."""
+def _on_a_device() -> tuple[str, ...]:
+    """The tests' own list of the executor-neutral files the cuda executor runs
+    (``tests/executor_suites.py``: the simulator's sessions run the same)."""
     spec = importlib.util.spec_from_file_location("executor_suites",
                                                   ROOT / "tests" / "executor_suites.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return tuple(module.EVERY_EXECUTOR)
+    return tuple(module.ON_A_DEVICE)
 
 
-#: the suites every executor runs: the layer, composition, ops and training suites
-EXECUTOR_SUITES = _every_executor()
+#: the executor-neutral operation, composition and conformance files the cuda executor runs
+EXECUTOR_SUITES = _on_a_device()
 #: session name → test files (relative to the repository root), real device
 SUITES = {
     "gpu": ["tests/gpu"],
-    "executor": sorted(str(p.relative_to(ROOT)) for pattern in EXECUTOR_SUITES
-                       for p in (ROOT / "tests").glob(pattern)),
+    "executor": [f"tests/{name}" for name in EXECUTOR_SUITES],
 }
 #: the dry run's sessions (Numba's simulator: one small file, to prove the plumbing)
 DRY_SUITES = {"gpu": ["tests/gpu/test_gpu_bench.py", "-k", "agrees and gat"]}
