@@ -89,7 +89,7 @@ def test_lowering_once_for_both_architectures_changes_no_resource(spec):
 def test_the_catalogue_lists_every_kernel_the_executor_launches():
     from numba.cuda.dispatcher import CUDADispatcher
 
-    launched = {id(k) for k, _ in SHIPPED.values()}
+    launched = {id(k) for kernels, _ in SHIPPED.values() for k in kernels}
     for module in (_sparse_kernels, _edge_kernels):
         launched |= {id(v) for v in vars(module).values()
                      if isinstance(v, CUDADispatcher) and not v.targetoptions.get("device")}

@@ -23,11 +23,12 @@ __all__ = ["KernelProfile"]
 
 def _name(kernel) -> str:
     """The kernel's name; a shipped semiring's SpMM by its semiring (``spmm_plus_times``),
-    as the kernel catalogue names it, since they share one generated function's name."""
+    since they share one generated function's name: its three kernels (the rows, the long
+    rows' chunks and their combination) under that one name, as one product's time."""
     from gblas_gnn.gpu._semiring_kernels import SHIPPED
 
     for algebra, (shipped, _) in SHIPPED.items():
-        if kernel is shipped:
+        if any(kernel is k for k in shipped):
             return f"spmm_{algebra.label}"
     fn = getattr(kernel, "py_func", None) or kernel
     return getattr(fn, "__name__", str(kernel))

@@ -18,6 +18,7 @@ import gblas_gnn as gg
 from gblas_gnn import ops, semirings
 from gblas_gnn.executors import to_numpy
 from gblas_gnn.gpu import LANES, SIMULATOR, EdgeTensor
+from gblas_gnn.gpu._device import SPLIT_EDGES
 from gblas_gnn.ops import rep
 
 #: examples per property: at the full warp width (32 lanes, a session of its own in the
@@ -134,6 +135,40 @@ def test_wide_semiring_products(cpu, cuda, name):
     for fn in ("spmm", "spmm_t"):
         close(getattr(cuda, fn)(E, cuda.asarray(H), name), getattr(cpu, fn)(E, H, name),
               np.float64, 8)
+
+
+def _hub_graph() -> gg.Graph:
+    """Row 0 hears from every vertex and column 1 speaks to every vertex (a power-law
+    graph's hubs, each more than three folds long), row 2 has exactly one fold of edges and
+    row 3 one more; random weights."""
+    L = SPLIT_EDGES
+    n = 3 * L + 5
+    pairs = {(j, 0) for j in range(n)} | {(1, i) for i in range(n)}
+    # (with the hub column's edges into them: L and L + 1)
+    pairs |= {(j, 2) for j in range(4, 3 + L)} | {(j, 3) for j in range(4, 4 + L)}
+    src, dst = np.array(sorted(pairs)).T
+    w = np.random.default_rng(7).uniform(0.5, 2.0, src.size)
+    return gg.Graph.from_edges(src, dst, n, values=w, dtype=np.float64)
+
+
+@pytest.mark.parametrize("name", ["plus_times", "min_plus", "max_plus", "max_times",
+                                  "min_times", "gpu_test_sum_of_squares"])
+def test_rows_longer_than_a_fold_are_chunked_and_combined_in_order(cpu, cuda, name):
+    """The rows (and, for the transpose, columns) longer than SPLIT_EDGES are folded in
+    chunks by separate groups and the chunks combined in order: equal to the cpu executor
+    both ways, for every shipped semiring and a user one compiled for the device."""
+    sr = _user_semirings()[name] if name.startswith("gpu_test") else name
+    g = _hub_graph()
+    L, n = SPLIT_EDGES, g.n
+    split = cuda.device_pattern(g.A).split
+    assert to_numpy(split.rows).tolist() == [0, 3]          # row 2 (exactly L) is one fold
+    assert to_numpy(split.first).tolist() == [0, -(-n // L), -(-n // L) + 2]
+    assert (to_numpy(split.hi) - to_numpy(split.lo)).max() == L
+    H = feats(n, LANES + 3, np.float64, 3)
+    for fn in ("spmm", "spmm_t"):
+        close(getattr(cuda, fn)(g.A, cuda.asarray(H), sr), getattr(cpu, fn)(g.A, H, sr),
+              np.float64, 8)
+    assert to_numpy(cuda.device_pattern(g.A).csc_split().rows).tolist() == [1]
 
 
 def _user_semirings():

@@ -16,10 +16,11 @@ are stored once, in CSR order. Edge values are ``(heads, nnz)``.
 from __future__ import annotations
 
 import math
+from typing import Any, NamedTuple
 
 from numba import cuda
 
-from ._device import GROUPS_PER_BLOCK, LANES
+from ._device import GROUPS_PER_BLOCK, LANES, inline_device
 from ._lanes import (
     group,
     group_max,
@@ -33,7 +34,7 @@ from ._lanes import (
 )
 
 __all__ = ["segment_reduce", "edge_dots", "softmax_rows", "softmax_backward_rows", "head_dots",
-           "make_spmm", "spmm_avg", "argext_forward", "argext_features", "REDUCE_SUM",
+           "SpMM", "make_spmm", "spmm_avg", "argext_forward", "argext_features", "REDUCE_SUM",
            "REDUCE_MAX", "REDUCE_MIN"]
 
 REDUCE_SUM, REDUCE_MAX, REDUCE_MIN = 0, 1, 2
@@ -147,19 +148,53 @@ def softmax_backward_rows(indptr, psi, dpsi, out):
             out[e] = psi[e] * (dpsi[e] - t)
 
 
-def make_spmm(add, mul):
-    r"""The SpMM kernel of the semiring ``(add, mul)`` (device functions of two scalars):
+class SpMM(NamedTuple):
+    """The kernels of one semiring's SpMM (:func:`make_spmm`): ``rows`` folds every row of
+    at most ``split`` edges; ``chunks`` folds each chunk of the longer rows
+    (:class:`~._pattern.SplitRows`) into a row of partials; ``combine`` folds each long
+    row's partials, in order, into its output row."""
+
+    rows: Any
+    chunks: Any
+    combine: Any
+
+
+def make_spmm(add, mul) -> SpMM:
+    r"""The SpMM kernels of the semiring ``(add, mul)`` (device functions of two scalars):
 
     .. math:: Z_{i,c} = \bigoplus_{q \in \mathrm{segment}\ i} \mathrm{vals}[e(q)] \otimes
               H_{\mathrm{idx}[q], c} \quad (\text{empty segment} \to 0)
 
     over a CSR view (``Z = S ⊕ H``) or the CSC view (``Z = Sᵀ ⊕ H``). Item: (segment,
-    tile of LANES feature columns). The segment's edge values and columns are staged in
-    shared memory, LANES at a time, by a coalesced load (one edge per lane); then every lane
-    reads them from there while it gathers its feature column.
+    tile of LANES feature columns), or (chunk, tile) for the segments longer than
+    ``split``, whose chunks are folded by separate groups and then combined in order (no
+    atomics: the result is deterministic; ⊕ is associative, so the grouping changes a sum
+    only by rounding). A group stages its edges' values and columns in shared memory,
+    LANES at a time, by a coalesced load (one edge per lane); then every lane reads them
+    from there while it gathers its feature column, over a full stage in a loop of constant
+    length, which the compiler unrolls so that the stage's gathers are in flight together.
     """
+    @inline_device
+    def fold(lo, hi, idx, perm, use_perm, vals, H, c, acc, sval, scol, g, ln):
+        k = H.shape[1]
+        for base in range(lo, hi, LANES):
+            q = base + ln
+            if q < hi:
+                sval[g, ln] = vals[perm[q] if use_perm else q]
+                scol[g, ln] = idx[q]
+            group_sync()
+            if c < k:
+                if hi - base >= LANES:
+                    for t in range(LANES):
+                        acc = add(acc, mul(sval[g, t], H[scol[g, t], c]))
+                else:
+                    for t in range(hi - base):
+                        acc = add(acc, mul(sval[g, t], H[scol[g, t], c]))
+            group_sync()
+        return acc
+
     @cuda.jit
-    def spmm(ptr, idx, perm, use_perm, vals, H, identity, Z):
+    def spmm(ptr, idx, perm, use_perm, vals, H, identity, split, Z):
         sval = cuda.shared.array((GROUPS_PER_BLOCK, LANES), H.dtype)
         scol = cuda.shared.array((GROUPS_PER_BLOCK, LANES), idx.dtype)
         g = cuda.threadIdx.x // LANES
@@ -169,21 +204,41 @@ def make_spmm(add, mul):
         for item in range(group(), Z.shape[0] * tiles, groups()):
             i, c = split_tile(item, tiles)
             start, end = ptr[i], ptr[i + 1]
-            acc = identity
-            for base in range(start, end, LANES):
-                q = base + ln
-                if q < end:
-                    sval[g, ln] = vals[perm[q] if use_perm else q]
-                    scol[g, ln] = idx[q]
-                group_sync()
-                if c < k:
-                    for t in range(min(LANES, end - base)):
-                        acc = add(acc, mul(sval[g, t], H[scol[g, t], c]))
-                group_sync()
+            if end - start > split:
+                continue                      # the chunks' kernel folds it
+            acc = fold(start, end, idx, perm, use_perm, vals, H, c, identity, sval, scol,
+                       g, ln)
             if c < k:
                 Z[i, c] = acc if end > start else H.dtype.type(0)
 
-    return spmm
+    @cuda.jit
+    def spmm_chunks(lo, hi, idx, perm, use_perm, vals, H, identity, P):
+        sval = cuda.shared.array((GROUPS_PER_BLOCK, LANES), H.dtype)
+        scol = cuda.shared.array((GROUPS_PER_BLOCK, LANES), idx.dtype)
+        g = cuda.threadIdx.x // LANES
+        k = P.shape[1]
+        tiles = tile_count(k)
+        ln = lane()
+        for item in range(group(), P.shape[0] * tiles, groups()):
+            q, c = split_tile(item, tiles)
+            acc = fold(lo[q], hi[q], idx, perm, use_perm, vals, H, c, identity, sval, scol,
+                       g, ln)
+            if c < k:
+                P[q, c] = acc
+
+    @cuda.jit
+    def spmm_combine(rows, first, P, Z):
+        k = Z.shape[1]
+        tiles = tile_count(k)
+        for item in range(group(), rows.shape[0] * tiles, groups()):
+            h, c = split_tile(item, tiles)
+            if c < k:
+                acc = P[first[h], c]
+                for q in range(first[h] + 1, first[h + 1]):
+                    acc = add(acc, P[q, c])
+                Z[rows[h], c] = acc
+
+    return SpMM(spmm, spmm_chunks, spmm_combine)
 
 
 @cuda.jit

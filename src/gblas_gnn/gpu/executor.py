@@ -51,6 +51,7 @@ from . import _sparse_kernels as sparse
 from ._device import LANES as _LANES
 from ._device import (
     SIMULATOR,
+    SPLIT_EDGES,
     Transfers,
     array_module,
     check_available,
@@ -297,14 +298,27 @@ class CUDAExecutor(Executor):
             raise ValueError(f"H must have {inner} rows, got shape {tuple(H.shape)}")
         if transpose:
             ptr, perm, idx = p.csc()
+            split = p.csc_split()
         else:
             ptr, perm, idx = p.indptr, p.indices, p.indices   # perm unread
+            split = p.split
         Z = self.xp.empty((m, H.shape[1]), H.dtype)
-        if Z.size:
-            args = (ptr, idx, perm, transpose, self.device_values(E, H.dtype), H)
-            if identity is not None:
-                args += (H.dtype.type(identity),)
-            self.launch(kernel, group_grid(m * _tiles(H.shape[1])), *args, Z)
+        if not Z.size:
+            return Z
+        values = self.device_values(E, H.dtype)
+        tiles = _tiles(H.shape[1])
+        if not isinstance(kernel, sparse.SpMM):           # the averaging kernel
+            self.launch(kernel, group_grid(m * tiles), ptr, idx, perm, transpose, values, H, Z)
+            return Z
+        zero = H.dtype.type(identity)
+        self.launch(kernel.rows, group_grid(m * tiles), ptr, idx, perm, transpose, values, H,
+                    zero, SPLIT_EDGES, Z)
+        if split is not None:           # the long rows: their chunks, then each row's fold
+            partial = self.xp.empty((split.chunks, H.shape[1]), H.dtype)
+            self.launch(kernel.chunks, group_grid(split.chunks * tiles), split.lo, split.hi,
+                        idx, perm, transpose, values, H, zero, partial)
+            self.launch(kernel.combine, group_grid(int(split.rows.shape[0]) * tiles),
+                        split.rows, split.first, partial, Z)
         return Z
 
     def kernel_lowering(self, kernel, identity):
