@@ -156,9 +156,13 @@ def test_a_model_file_trains_on_the_device_and_infers_on_the_host(cuda, tmp_path
 
 def test_the_loss_names_the_executor_a_host_array_missed(cuda):
     """Host logits given to the cuda executor's loss are refused by name (they read as a
-    shape error before)."""
+    shape error before); host labels and mask are taken, each by one counted copy (the
+    first GPU run indexed the host labels with the device mask, which CuPy refuses)."""
     logits, y, mask = np.zeros((3, 2)), np.array([0, 1, 1]), np.ones(3, bool)
     with pytest.raises(TypeError, match=r"'cuda' executor \(cupy.ndarray\), got a numpy"):
         cross_entropy(logits, y, mask, cuda)
-    loss, _ = cross_entropy(cuda.asarray(logits), y, mask, cuda)
+    logits = cuda.asarray(logits)
+    cuda.transfers.reset()
+    loss, _ = cross_entropy(logits, y, mask, cuda)
     assert loss == pytest.approx(np.log(2))
+    assert cuda.transfers.by_reason.get("asarray") == 2, cuda.transfers

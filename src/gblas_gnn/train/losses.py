@@ -20,10 +20,9 @@ __all__ = ["cross_entropy", "accuracy"]
 
 def _check(logits, y, mask, ex) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Validated ``(logits, masked labels, mask, global count of masked nodes)``."""
-    xp = ex.xp
+    y, mask = ex.asarray(y), ex.asarray(mask)       # host labels: one counted copy each
     with ex.validation():
         _check_local(logits, y, mask, ex)
-    y, mask = xp.asarray(y), xp.asarray(mask)
     count = _read(ex, ex.vertex_sum(mask.astype(np.int64)), int)
     if count == 0:
         raise ValueError("mask selects no node")
@@ -57,7 +56,7 @@ def _check_local(logits, y, mask, ex) -> None:
     if tuple(mask.shape) != (n,) or mask.dtype != np.bool_:
         raise ValueError(f"mask must be a boolean array of shape ({n},), got "
                          f"{mask.dtype} {tuple(mask.shape)}")
-    ym = y[xp.asarray(mask)]
+    ym = y[mask]
     if ym.size and _read(ex, ((ym < 0) | (ym >= c)).any(), bool, "labels"):
         low, high = (_read(ex, v, int, "labels") for v in (ym.min(), ym.max()))
         raise ValueError(f"labels of the masked nodes must lie in [0, {c}), got "
