@@ -63,10 +63,15 @@ def test_the_gpu_study_dry_run_through_its_shell_entry_point(tmp_path):
         assert entry["kernels"] and all(k["launches"] > 0 and k["bytes"] > 0
                                         for k in entry["kernels"].values())
     assert any(k.startswith("spmm_plus_times") for k in case["layers"]["gcn"]["kernels"])
+    where = r["where"]                  # the whole step profiled, blocking launches
+    assert where["case"] == "dry" and (out / where["file"]).read_text() == where["text"]
+    assert "## gat:" in where["text"] and "## gcn:" in where["text"]
+    assert "by inclusive time" in where["text"] and "gblas_gnn/nn/" in where["text"]
     suite = r["suites"]["gpu"]
     assert suite["complete"] and suite["passed"] >= 1 and suite["failed"] == 0
     md = (out / "gpu-simulator.md").read_text()
     assert "dry run: simulator, not a measurement" in md and "## Targets" in md
+    assert "## Where a step's time goes (dry, blocking launches)" in md
     assert done.stdout.endswith((out / "gpu-study.log").read_text())   # the study's own log
     last = done.stdout.strip().splitlines()
     assert any(line.startswith("GPU study on simulator (dry run):") for line in last[-12:])
@@ -109,8 +114,9 @@ def _result(share_bytes_per_s: float | None, speedups: dict, memory: tuple) -> d
                                     "error": 0}}}
 
 
-def test_targets_are_read_at_the_last_case():
+def test_targets_are_read_at_l_else_at_the_last_case():
     r = _result(600.0, {"gat": 2.5, "gatv2": 2.9, "transformer": 4.0, "gcn": 1.0}, (10, 100))
+    r["cases"]["ER1M"] = {"layers": {}}         # a case after L: the targets stay at L
     got = {t["name"]: (t["value"], t["met"]) for t in gpu_targets(r)}
     assert got["GAT fwd+bwd speedup over PyG (L)"] == (2.5, True)
     assert got["GAT peak device memory ours / PyG (L)"] == (0.1, True)
@@ -123,6 +129,8 @@ def test_targets_are_read_at_the_last_case():
     assert missing.pop("GAT fwd+bwd speedup over PyG (L)") is False      # measured, not met
     assert all(met is None for name, met in missing.items()          # unmeasured: unknown
                if not name.startswith("suite"))
+    del r["cases"]["L"]
+    assert all("(ER1M)" in t["name"] for t in gpu_targets(r) if "suite" not in t["name"])
 
 
 def test_card_names_for_file_names():

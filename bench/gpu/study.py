@@ -16,8 +16,10 @@ Steps, each recorded in the result:
    PyG; everything the side holds on the device counted, its inputs included), and a kernel
    profile of one forward+backward of ours (:mod:`.profile`);
 4. **bandwidth**: each kernel's bytes over its time against the copy bandwidth;
-5. **correctness**: the GPU suites (:mod:`.suite`) in the time left of ``budget``;
-6. the results file ``OUT/gpu-<card>.json`` and ``.md`` (:mod:`.report`), and a short table
+5. **where the time goes**: a forward+backward of :data:`WHERE_ROWS` at the targets' case
+   profiled with blocking launches, everything timed (:mod:`.where`, ``OUT/where-<case>.txt``);
+6. **correctness**: the GPU suites (:mod:`.suite`) in the time left of ``budget``;
+7. the results file ``OUT/gpu-<card>.json`` and ``.md`` (:mod:`.report`), and a short table
    printed last.
 
 The timings come before the suites: the suites' length on a device is unknown until they
@@ -38,15 +40,19 @@ from pathlib import Path
 from ..layers.run import CaseAborted, run_case
 from .ceilings import ceilings
 from .profile import KernelProfile
-from .report import gpu_markdown, gpu_table, gpu_targets
+from .report import gpu_markdown, gpu_table, gpu_targets, target_case
 from .suite import DRY_SUITES, SUITES, run_suite
 from .versions import card_name, gpu_environment
+from .where import run_where
 
 __all__ = ["run_gpu_study", "ROWS", "DEFAULT_CASES"]
 
 #: the rows timed on the device (:data:`bench.layers.rows.ROWS`)
 ROWS = ("gat", "gat-h4", "agnn", "gatv2", "transformer", "gcn", "sage")
 DEFAULT_CASES = ("M", "L")
+#: the rows whose whole step is profiled with blocking launches (:mod:`.where`): the plain
+#: aggregation and an attention layer
+WHERE_ROWS = ("gcn", "gatv2")
 _DRY = {"cases": ("dry",), "rows": ("gat", "gcn"), "reps": 1}
 
 
@@ -178,6 +184,14 @@ def run_gpu_study(out: Path, cases: list[str] | None = None, rows: list[str] | N
         result["cases"][case] = _time_case(case, rows, reps, out / "tmp", hook)
         _log(f"case {case} timed in {time.perf_counter() - t:.0f} s")
     _release(device)
+    where_case = target_case(result) if result["cases"] else None
+    if where_case is not None:                      # where the step's time goes, all of it
+        t = time.perf_counter()
+        found = run_where(where_case, list(_DRY["rows"] if dry_run else WHERE_ROWS), out,
+                          timeout=120.0)
+        result["where"] = ({"case": where_case, "file": found.name,
+                            "text": found.read_text()} if found else None)
+        _log(f"where {where_case}: {found} in {time.perf_counter() - t:.0f} s")
     result["suites"] = {}
     suites = DRY_SUITES if dry_run else SUITES
     for i, (name, files) in enumerate(suites.items()):
