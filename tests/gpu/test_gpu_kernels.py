@@ -171,6 +171,30 @@ def test_rows_longer_than_a_fold_are_chunked_and_combined_in_order(cpu, cuda, na
     assert to_numpy(cuda.device_pattern(g.A).csc_split().rows).tolist() == [1]
 
 
+@pytest.mark.parametrize("make", [
+    lambda ex: gg.nn.GATConv(5, 3, heads=2, dtype=np.float64, executor=ex),
+    lambda ex: gg.nn.GATv2Conv(5, 3, heads=2, dtype=np.float64, executor=ex),
+    lambda ex: gg.nn.AGNNConv(5, dtype=np.float64, executor=ex),
+    lambda ex: gg.nn.TransformerConv(5, 3, heads=2, dtype=np.float64, executor=ex)],
+    ids=["gat", "gatv2", "agnn", "transformer"])
+def test_long_columns_of_the_attention_backward_are_walked_in_chunks(cpu, cuda, make):
+    """The column pass skips the columns longer than SPLIT_EDGES; ``column_chunks`` walks
+    their chunks into partial rows of the messages' and the scores' cotangents, combined in
+    order: every gradient equals the cpu executor's, on a graph whose hub column (and row)
+    is several chunks long."""
+    g = _hub_graph()
+    assert to_numpy(cuda.device_pattern(g.with_self_loops().A).csc_split().rows).size
+    rng = np.random.default_rng(4)
+    H = rng.standard_normal((g.n, 5))
+    got, want = make(cuda), make(cpu)
+    Z = want(g, H)
+    dZ = rng.standard_normal(Z.shape)
+    close(got(g, cuda.asarray(H)), Z, np.float64)
+    close(got.backward(cuda.asarray(dZ)), want.backward(dZ), np.float64, 8)
+    for name, grad in want.grads.items():
+        close(got.grads[name], grad, np.float64, 8)
+
+
 def _user_semirings():
     found = {}
     for name, args in (("gpu_test_sum_of_squares", (lambda a, b: a + b,

@@ -29,13 +29,14 @@ __all__ = ["DevicePattern", "EdgeTensor", "SplitRows", "index_dtype"]
 class SplitRows:
     """The rows of a pattern view longer than :data:`~._device.SPLIT_EDGES` edges, cut into
     chunks of at most that many (device arrays): chunk ``q`` covers the view's positions
-    ``lo[q]:hi[q]``; the chunks of heavy row ``rows[h]`` are ``first[h]:first[h + 1]``, in
-    order."""
+    ``lo[q]:hi[q]`` of row ``row_of[q]``; the chunks of heavy row ``rows[h]`` are
+    ``first[h]:first[h + 1]``, in order."""
 
     rows: Any
     first: Any
     lo: Any
     hi: Any
+    row_of: Any
 
     @property
     def chunks(self) -> int:
@@ -57,7 +58,7 @@ def split_rows(ptr: np.ndarray, put: Callable[[np.ndarray, str], Any],
     owner = np.repeat(np.arange(rows.size), per_row)
     lo = ptr[rows][owner] + (np.arange(first[-1]) - first[owner]) * limit
     hi = np.minimum(lo + limit, ptr[rows + 1][owner])
-    return SplitRows(*(put(a, "graph") for a in (rows, first, lo, hi)))
+    return SplitRows(*(put(a, "graph") for a in (rows, first, lo, hi, rows[owner])))
 
 
 class DevicePattern:

@@ -85,8 +85,12 @@ def argument_type(name: str, structure: Structure, F, I):
     type ``I``: C-contiguous arrays, ``phase`` an integer."""
     stem, slot = re.fullmatch(r"([A-Za-z]+?)(\d*)", name).groups()
     roles = structure.roles
-    if stem in ("indptr", "colptr", "rid", "cid"):
+    if stem in ("indptr", "colptr", "rid", "cid", "clo", "chi", "ccol"):
         return int64[::1]
+    if stem == "split":
+        return int64
+    if stem in ("pdX", "pdC"):                 # a long column's chunks' partials
+        stem = stem[1:]
     if stem in ("indices", "perm", "crow"):
         return I[::1]
     if stem == "phase":

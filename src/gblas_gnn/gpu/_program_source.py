@@ -27,8 +27,9 @@ Kernels (argument lists as the cpu generator's, :mod:`gblas_gnn.codegen.kernel_a
 aggregation also keeps its weights ``W``, which its backward reads):
 
 * ``forward``: the row pass, in phases (``phase`` ``-1`` runs all of them);
-* ``column_pass`` / ``column_rows`` (strategy ``"column"``) and ``row_pass`` (phased) /
-  ``row_columns`` (strategy ``"row"``).
+* ``column_pass`` / ``column_rows`` (strategy ``"column"``), with ``column_chunks`` for the
+  columns longer than :data:`~._device.SPLIT_EDGES` (:func:`_with_column_chunks`), and
+  ``row_pass`` (phased) / ``row_columns`` (strategy ``"row"``).
 
 The skeleton of those passes is the cpu generator's too
 (:class:`gblas_gnn.codegen.kernel_source.ProgramSource`); this module says how a lane group
@@ -471,11 +472,64 @@ SINK_CODE: dict[str, _SinkCode] = {
     "rows": _RowReductionCode()}
 
 
+_COLUMN_LOOP = re.compile(r"^( *)for j in range\(group\(\), colptr\.shape\[0\] - 1, "
+                          r"groups\(\)\):\n", re.M)
+_COLUMN_EDGES = "range(colptr[j], colptr[j + 1])"
+
+
+def _with_column_chunks(text: str, arguments: dict) -> str:
+    """``text`` with the column pass skipping the columns longer than its argument ``split``
+    and a kernel ``column_chunks`` that runs the same pass over chunks of them.
+
+    Item of ``column_chunks``: chunk ``qq`` of column ``j = ccol[qq]`` (its CSC positions
+    ``clo[qq]:chi[qq]``, :class:`~._pattern.SplitRows`). It reads as the column pass does
+    and writes every edge's cotangents as it does; what the column pass accumulates into
+    column ``j`` (``dX[j]`` and the cotangents read by source, ``dC<slot>[j]``) it writes into
+    row ``qq`` of the partials ``pdX`` and ``pdC<slot>``, which the runtime combines in
+    order (:func:`~._programs.backward`). A long column is then walked by as many groups as
+    it has chunks, as the semiring SpMM's long rows are (:func:`~._sparse_kernels.make_spmm`).
+    """
+    start = text.index("@cuda.jit(cache=True)\ndef column_pass(")
+    end = text.find("\n@cuda.jit", start + 1)
+    end = len(text) if end < 0 else end
+    kernel = text[start:end]
+    loop = _COLUMN_LOOP.search(kernel)
+    if loop is None or kernel.count(_COLUMN_EDGES) != 1:
+        raise AssertionError("the column pass's loops are not the ones column_chunks rewrites")
+    names = arguments["column_pass"]
+    col = names[names.index("GF") + 1:]
+    inner = loop.group(1) + "    "
+    skip = (f"{inner}if colptr[j + 1] - colptr[j] > split:\n{inner}    continue  "
+            "# column_chunks walks it\n")
+    main = kernel[:loop.end()] + skip + kernel[loop.end():]
+    main = main.replace(f"def column_pass({', '.join(names)}):",
+                        f"def column_pass({', '.join(names)}, split):")
+    arguments["column_pass"] = (*names, "split")
+    header = f"def column_pass({', '.join(names)}):\n"
+    body = kernel[kernel.index(header) + len(header):]
+    body = body.replace(loop.group(0), f"{loop.group(1)}for qq in range(group(), "
+                        f"clo.shape[0], groups()):\n{inner}j = ccol[qq]\n")
+    body = body.replace(_COLUMN_EDGES, "range(clo[qq], chi[qq])")
+    for name in ("dX", *col):
+        body = re.sub(rf"\b{name}\[j\b", f"p{name}[qq", body)
+        if re.search(rf"\b{name}\[", body):
+            raise AssertionError(f"the column pass indexes {name} by more than its column")
+        body = re.sub(rf"\b{name}\b", f"p{name}", body)       # (its shape)
+    renamed = tuple(f"p{n}" if n in ("dX", *col) else n for n in names)
+    arguments["column_chunks"] = ("clo", "chi", "ccol", *renamed)
+    chunk = (kernel[:kernel.index(header)] +
+             f"def column_chunks({', '.join(arguments['column_chunks'])}):\n" + body)
+    return text[:start] + main + "\n\n" + chunk + text[end:]
+
+
 def _generate(p: Plan) -> tuple[str, dict[str, tuple[str, ...]]]:
     out = SourceBlock()
     gen = _Generator(p)
     gen.write(out)
-    return HEADER + "\n\n" + out.text() + "\n", gen.arguments
+    text = out.text()
+    if "column_pass" in gen.arguments:
+        text = _with_column_chunks(text, gen.arguments)
+    return HEADER + "\n\n" + text + "\n", gen.arguments
 
 
 def source(p: Plan) -> str:

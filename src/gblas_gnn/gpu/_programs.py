@@ -21,8 +21,11 @@ import numpy as np
 from ..executors import program_runtime as runtime
 from ..executors.program_runtime import ProgramContext, finish_grads, heads_view, x_slot
 from ..ir.plan import BY_ROW, Plan, plan
+from ..semirings.algebra import PLUS_TIMES
+from . import _semiring_kernels as srk
 from . import _sparse_kernels as sparse
-from ._device import group_grid
+from ._device import LANES, SPLIT_EDGES, group_grid
+from ._pattern import SplitRows
 from ._program_kernels import kernels
 
 __all__ = ["forward", "backward", "ProgramContext"]
@@ -171,11 +174,33 @@ def _column(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
     GF = xp.empty((H, nnz), dt) if p.factor is not None else xp.empty((1, 1), dt)
     col = _zeros(ex, p, b, {"col"})
     _launch(ex, mod.column_pass, b.pattern.ncols, *b.args(), dZ, T, dX, EB, GF,
-            *col.values())
+            *col.values(), SPLIT_EDGES)
+    split = b.pattern.csc_split()
+    if split is not None:
+        _column_chunks(ex, mod, b, split, (dZ, T, dX, EB, GF), col)
     row = _zeros(ex, p, b, BY_ROW)
     if row:
         _launch(ex, mod.column_rows, n, *b.args(), EB, GF, *row.values())
     return {**col, **row, x_slot(p): dX}
+
+
+def _column_chunks(ex, mod, b: _Buffers, split: SplitRows, args: tuple, col: dict) -> None:
+    """The columns longer than :data:`~._device.SPLIT_EDGES`, which the column pass skips:
+    ``column_chunks`` folds each chunk into a row of partials of ``dX`` and of the
+    cotangents read by source, and each long column's partials are then combined in order
+    into its row (the plus-times SpMM's combining kernel: deterministic, no atomics)."""
+    xp = ex.xp
+    dZ, T, dX, EB, GF = args
+    partial = [xp.empty((split.chunks, *dX.shape[1:]), dX.dtype),
+               *(xp.zeros((split.chunks, *v.shape[1:]), v.dtype) for v in col.values())]
+    _launch(ex, mod.column_chunks, split.chunks, split.lo, split.hi, split.row_of, *b.args(),
+            dZ, T, partial[0], EB, GF, *partial[1:])
+    combine = srk.SHIPPED[PLUS_TIMES][0].combine
+    heavy = int(split.rows.shape[0])
+    for part, whole in zip(partial, (dX, *col.values()), strict=True):
+        width = int(np.prod(whole.shape[1:]))
+        _launch(ex, combine, heavy * -(-width // LANES), split.rows, split.first,
+                part.reshape(split.chunks, width), whole.reshape(whole.shape[0], width))
 
 
 def _row(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
