@@ -137,18 +137,20 @@ def test_wide_semiring_products(cpu, cuda, name):
               np.float64, 8)
 
 
-def _hub_graph() -> gg.Graph:
+def _hub_graph(edge_dim: int | None = None) -> gg.Graph:
     """Row 0 hears from every vertex and column 1 speaks to every vertex (a power-law
     graph's hubs, each more than three folds long), row 2 has exactly one fold of edges and
-    row 3 one more; random weights."""
+    row 3 one more; random weights (and ``edge_dim`` random features an edge)."""
     L = SPLIT_EDGES
     n = 3 * L + 5
     pairs = {(j, 0) for j in range(n)} | {(1, i) for i in range(n)}
     # (with the hub column's edges into them: L and L + 1)
     pairs |= {(j, 2) for j in range(4, 3 + L)} | {(j, 3) for j in range(4, 4 + L)}
     src, dst = np.array(sorted(pairs)).T
-    w = np.random.default_rng(7).uniform(0.5, 2.0, src.size)
-    return gg.Graph.from_edges(src, dst, n, values=w, dtype=np.float64)
+    rng = np.random.default_rng(7)
+    w = rng.uniform(0.5, 2.0, src.size)
+    features = None if edge_dim is None else rng.standard_normal((src.size, edge_dim))
+    return gg.Graph.from_edges(src, dst, n, values=w, dtype=np.float64, edge_attr=features)
 
 
 @pytest.mark.parametrize("name", ["plus_times", "min_plus", "max_plus", "max_times",
@@ -175,18 +177,21 @@ def test_rows_longer_than_a_fold_are_chunked_and_combined_in_order(cpu, cuda, na
     lambda ex: gg.nn.GATConv(5, 3, heads=2, dtype=np.float64, executor=ex),
     lambda ex: gg.nn.GATv2Conv(5, 3, heads=2, dtype=np.float64, executor=ex),
     lambda ex: gg.nn.AGNNConv(5, dtype=np.float64, executor=ex),
-    lambda ex: gg.nn.TransformerConv(5, 3, heads=2, dtype=np.float64, executor=ex)],
-    ids=["gat", "gatv2", "agnn", "transformer"])
+    lambda ex: gg.nn.TransformerConv(5, 3, heads=2, dtype=np.float64, executor=ex),
+    lambda ex: gg.nn.GATConv(5, 3, heads=2, edge_dim=2, dtype=np.float64, executor=ex)],
+    ids=["gat", "gatv2", "agnn", "transformer", "gat-edge-features"])
 def test_long_columns_of_the_attention_backward_are_walked_in_chunks(cpu, cuda, make):
-    """The column pass skips the columns longer than SPLIT_EDGES; ``column_chunks`` walks
-    their chunks into partial rows of the messages' and the scores' cotangents, combined in
-    order: every gradient equals the cpu executor's, on a graph whose hub column (and row)
-    is several chunks long."""
-    g = _hub_graph()
-    assert to_numpy(cuda.device_pattern(g.with_self_loops().A).csc_split().rows).size
+    """The column pass skips the columns longer than SPLIT_EDGES and the light row pass the
+    rows; ``column_chunks`` and ``row_chunks`` walk their chunks into partial rows of the
+    cotangents they accumulate, combined in order: every gradient equals the cpu
+    executor's, on a graph whose hub column and hub row are several chunks long."""
+    layer = make(cpu)
+    g = _hub_graph(getattr(layer, "edge_dim", None))
+    pattern = cuda.device_pattern(g.with_self_loops().A)
+    assert 0 in to_numpy(pattern.split.rows) and 1 in to_numpy(pattern.csc_split().rows)
     rng = np.random.default_rng(4)
     H = rng.standard_normal((g.n, 5))
-    got, want = make(cuda), make(cpu)
+    got, want = make(cuda), layer
     Z = want(g, H)
     dZ = rng.standard_normal(Z.shape)
     close(got(g, cuda.asarray(H)), Z, np.float64)

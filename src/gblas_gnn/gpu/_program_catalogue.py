@@ -85,11 +85,11 @@ def argument_type(name: str, structure: Structure, F, I):
     type ``I``: C-contiguous arrays, ``phase`` an integer."""
     stem, slot = re.fullmatch(r"([A-Za-z]+?)(\d*)", name).groups()
     roles = structure.roles
-    if stem in ("indptr", "colptr", "rid", "cid", "clo", "chi", "ccol"):
+    if stem in ("indptr", "colptr", "rid", "cid", "clo", "chi", "cof", "rlo", "rhi", "rof"):
         return int64[::1]
     if stem == "split":
         return int64
-    if stem in ("pdX", "pdC"):                 # a long column's chunks' partials
+    if stem in ("pdX", "pdC", "pdR", "pdP"):    # a long item's chunks' partials
         stem = stem[1:]
     if stem in ("indices", "perm", "crow"):
         return I[::1]

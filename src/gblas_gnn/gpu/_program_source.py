@@ -27,9 +27,10 @@ Kernels (argument lists as the cpu generator's, :mod:`gblas_gnn.codegen.kernel_a
 aggregation also keeps its weights ``W``, which its backward reads):
 
 * ``forward``: the row pass, in phases (``phase`` ``-1`` runs all of them);
-* ``column_pass`` / ``column_rows`` (strategy ``"column"``), with ``column_chunks`` for the
-  columns longer than :data:`~._device.SPLIT_EDGES` (:func:`_with_column_chunks`), and
-  ``row_pass`` (phased) / ``row_columns`` (strategy ``"row"``).
+* ``column_pass`` / ``column_rows`` (strategy ``"column"``), with ``column_chunks`` /
+  ``row_chunks`` for the columns / rows longer than :data:`~._device.SPLIT_EDGES`
+  (:func:`_with_long_items_chunked`), and ``row_pass`` (phased) / ``row_columns`` (strategy
+  ``"row"``).
 
 The skeleton of those passes is the cpu generator's too
 (:class:`gblas_gnn.codegen.kernel_source.ProgramSource`); this module says how a lane group
@@ -472,54 +473,68 @@ SINK_CODE: dict[str, _SinkCode] = {
     "rows": _RowReductionCode()}
 
 
-_COLUMN_LOOP = re.compile(r"^( *)for j in range\(group\(\), colptr\.shape\[0\] - 1, "
-                          r"groups\(\)\):\n", re.M)
-_COLUMN_EDGES = "range(colptr[j], colptr[j + 1])"
+def _with_chunks(text: str, arguments: dict, kernel: str, chunks: str, item: str, ptr: str,
+                 prefix: str, outputs: tuple[str, ...]) -> str:
+    """``text`` with the pass ``kernel`` (a group per ``item``, its range
+    ``ptr[item]:ptr[item + 1]``) skipping the items longer than its argument ``split``, and
+    a kernel ``chunks`` that runs the same pass over chunks of them.
 
-
-def _with_column_chunks(text: str, arguments: dict) -> str:
-    """``text`` with the column pass skipping the columns longer than its argument ``split``
-    and a kernel ``column_chunks`` that runs the same pass over chunks of them.
-
-    Item of ``column_chunks``: chunk ``qq`` of column ``j = ccol[qq]`` (its CSC positions
-    ``clo[qq]:chi[qq]``, :class:`~._pattern.SplitRows`). It reads as the column pass does
-    and writes every edge's cotangents as it does; what the column pass accumulates into
-    column ``j`` (``dX[j]`` and the cotangents read by source, ``dC<slot>[j]``) it writes into
-    row ``qq`` of the partials ``pdX`` and ``pdC<slot>``, which the runtime combines in
-    order (:func:`~._programs.backward`). A long column is then walked by as many groups as
-    it has chunks, as the semiring SpMM's long rows are (:func:`~._sparse_kernels.make_spmm`).
+    Item of ``chunks``: chunk ``qq`` of ``item = <prefix>of[qq]`` (its positions
+    ``<prefix>lo[qq]:<prefix>hi[qq]`` of the view, :class:`~._pattern.SplitRows`). It reads
+    as the pass does and writes every edge's cotangents as it does; what the pass
+    accumulates into the item's row of ``outputs`` it writes into row ``qq`` of their
+    partials ``p<name>``, which the runtime combines in order (:func:`~._programs.backward`).
+    A long row or column is then walked by as many groups as it has chunks, as the semiring
+    SpMM's long rows are (:func:`~._sparse_kernels.make_spmm`).
     """
-    start = text.index("@cuda.jit(cache=True)\ndef column_pass(")
+    start = text.index(f"@cuda.jit(cache=True)\ndef {kernel}(")
     end = text.find("\n@cuda.jit", start + 1)
     end = len(text) if end < 0 else end
-    kernel = text[start:end]
-    loop = _COLUMN_LOOP.search(kernel)
-    if loop is None or kernel.count(_COLUMN_EDGES) != 1:
-        raise AssertionError("the column pass's loops are not the ones column_chunks rewrites")
-    names = arguments["column_pass"]
-    col = names[names.index("GF") + 1:]
+    source = text[start:end]
+    loop = re.compile(rf"^( *)for {item} in range\(group\(\), {ptr}\.shape\[0\] - 1, "
+                      r"groups\(\)\):\n", re.M).search(source)
+    lo, hi = f"{ptr}[{item}]", f"{ptr}[{item} + 1]"
+    if loop is None or lo not in source[loop.end():] or hi not in source[loop.end():]:
+        raise AssertionError(f"the loops of {kernel} are not the ones {chunks} rewrites")
+    names = arguments[kernel]
+    header = f"def {kernel}({', '.join(names)}):\n"
     inner = loop.group(1) + "    "
-    skip = (f"{inner}if colptr[j + 1] - colptr[j] > split:\n{inner}    continue  "
-            "# column_chunks walks it\n")
-    main = kernel[:loop.end()] + skip + kernel[loop.end():]
-    main = main.replace(f"def column_pass({', '.join(names)}):",
-                        f"def column_pass({', '.join(names)}, split):")
-    arguments["column_pass"] = (*names, "split")
-    header = f"def column_pass({', '.join(names)}):\n"
-    body = kernel[kernel.index(header) + len(header):]
+    main = (source[:loop.end()] + f"{inner}if {hi} - {lo} > split:\n{inner}    continue  "
+            f"# {chunks} walks it\n" + source[loop.end():])
+    main = main.replace(header, f"def {kernel}({', '.join(names)}, split):\n")
+    arguments[kernel] = (*names, "split")
+    body = source[source.index(header) + len(header):]
     body = body.replace(loop.group(0), f"{loop.group(1)}for qq in range(group(), "
-                        f"clo.shape[0], groups()):\n{inner}j = ccol[qq]\n")
-    body = body.replace(_COLUMN_EDGES, "range(clo[qq], chi[qq])")
-    for name in ("dX", *col):
-        body = re.sub(rf"\b{name}\[j\b", f"p{name}[qq", body)
+                        f"{prefix}lo.shape[0], groups()):\n{inner}{item} = {prefix}of[qq]\n")
+    body = body.replace(lo, f"{prefix}lo[qq]").replace(hi, f"{prefix}hi[qq]")
+    for name in outputs:
+        body = re.sub(rf"\b{name}\[{item}\b", f"p{name}[qq", body)
         if re.search(rf"\b{name}\[", body):
-            raise AssertionError(f"the column pass indexes {name} by more than its column")
+            raise AssertionError(f"{kernel} indexes {name} by more than its {item}")
         body = re.sub(rf"\b{name}\b", f"p{name}", body)       # (its shape)
-    renamed = tuple(f"p{n}" if n in ("dX", *col) else n for n in names)
-    arguments["column_chunks"] = ("clo", "chi", "ccol", *renamed)
-    chunk = (kernel[:kernel.index(header)] +
-             f"def column_chunks({', '.join(arguments['column_chunks'])}):\n" + body)
+    arguments[chunks] = (f"{prefix}lo", f"{prefix}hi", f"{prefix}of",
+                         *(f"p{n}" if n in outputs else n for n in names))
+    chunk = (source[:source.index(header)] +
+             f"def {chunks}({', '.join(arguments[chunks])}):\n" + body)
     return text[:start] + main + "\n\n" + chunk + text[end:]
+
+
+def _with_long_items_chunked(text: str, arguments: dict) -> str:
+    """The column strategy's passes with their long items walked in chunks
+    (:func:`_with_chunks`): the column pass's long columns (``column_chunks``: the messages'
+    cotangent ``dX`` and the cotangents read by source), the light row pass's long rows
+    (``row_chunks``: the cotangents read by target and the parameters' row partials; the
+    edge features' cotangents ``dEA`` are an edge's own, written as the pass writes them)."""
+    if "column_pass" in arguments:
+        names = arguments["column_pass"]
+        text = _with_chunks(text, arguments, "column_pass", "column_chunks", "j", "colptr",
+                            "c", ("dX", *names[names.index("GF") + 1:]))
+    if "column_rows" in arguments:
+        names = arguments["column_rows"]
+        by_row = tuple(n for n in names[names.index("GF") + 1:] if not n.startswith("dEA"))
+        text = _with_chunks(text, arguments, "column_rows", "row_chunks", "i", "indptr", "r",
+                            by_row)
+    return text
 
 
 def _generate(p: Plan) -> tuple[str, dict[str, tuple[str, ...]]]:
@@ -527,8 +542,7 @@ def _generate(p: Plan) -> tuple[str, dict[str, tuple[str, ...]]]:
     gen = _Generator(p)
     gen.write(out)
     text = out.text()
-    if "column_pass" in gen.arguments:
-        text = _with_column_chunks(text, gen.arguments)
+    text = _with_long_items_chunked(text, gen.arguments)
     return HEADER + "\n\n" + text + "\n", gen.arguments
 
 

@@ -173,34 +173,36 @@ def _column(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
     EB = xp.empty((H, nnz), dt)
     GF = xp.empty((H, nnz), dt) if p.factor is not None else xp.empty((1, 1), dt)
     col = _zeros(ex, p, b, {"col"})
-    _launch(ex, mod.column_pass, b.pattern.ncols, *b.args(), dZ, T, dX, EB, GF,
-            *col.values(), SPLIT_EDGES)
-    split = b.pattern.csc_split()
-    if split is not None:
-        _column_chunks(ex, mod, b, split, (dZ, T, dX, EB, GF), col)
+    args = [*b.args(), dZ, T, dX, EB, GF, *col.values()]
+    _launch(ex, mod.column_pass, b.pattern.ncols, *args, SPLIT_EDGES)
+    _walk_chunks(ex, mod.column_chunks, b.pattern.csc_split(), args, [dX, *col.values()])
     row = _zeros(ex, p, b, BY_ROW)
     if row:
-        _launch(ex, mod.column_rows, n, *b.args(), EB, GF, *row.values())
+        args = [*b.args(), EB, GF, *row.values()]
+        _launch(ex, mod.column_rows, n, *args, SPLIT_EDGES)
+        by_row = [v for slot, v in row.items() if slot not in p.eattrs]   # (dEA: per edge)
+        _walk_chunks(ex, mod.row_chunks, b.pattern.split, args, by_row)
     return {**col, **row, x_slot(p): dX}
 
 
-def _column_chunks(ex, mod, b: _Buffers, split: SplitRows, args: tuple, col: dict) -> None:
-    """The columns longer than :data:`~._device.SPLIT_EDGES`, which the column pass skips:
-    ``column_chunks`` folds each chunk into a row of partials of ``dX`` and of the
-    cotangents read by source, and each long column's partials are then combined in order
-    into its row (the plus-times SpMM's combining kernel: deterministic, no atomics)."""
-    xp = ex.xp
-    dZ, T, dX, EB, GF = args
-    partial = [xp.empty((split.chunks, *dX.shape[1:]), dX.dtype),
-               *(xp.zeros((split.chunks, *v.shape[1:]), v.dtype) for v in col.values())]
-    _launch(ex, mod.column_chunks, split.chunks, split.lo, split.hi, split.row_of, *b.args(),
-            dZ, T, partial[0], EB, GF, *partial[1:])
+def _walk_chunks(ex, kernel, split: SplitRows | None, args: list, outputs: list) -> None:
+    """The long items a pass skipped (none when ``split`` is None): ``kernel`` (its
+    ``*_chunks`` twin) walks each chunk with the pass's ``args``, every array of ``outputs``
+    replaced by zeroed partials, a row per chunk; each long item's partials are then added
+    in order into its row of the output (the plus-times SpMM's combining kernel:
+    deterministic, no atomics)."""
+    if split is None:
+        return
+    partial = {id(w): ex.xp.zeros((split.chunks, *w.shape[1:]), w.dtype) for w in outputs}
+    _launch(ex, kernel, split.chunks, split.lo, split.hi, split.row_of,
+            *(partial.get(id(a), a) for a in args))
     combine = srk.SHIPPED[PLUS_TIMES][0].combine
     heavy = int(split.rows.shape[0])
-    for part, whole in zip(partial, (dX, *col.values()), strict=True):
+    for whole in outputs:
         width = int(np.prod(whole.shape[1:]))
         _launch(ex, combine, heavy * -(-width // LANES), split.rows, split.first,
-                part.reshape(split.chunks, width), whole.reshape(whole.shape[0], width))
+                partial[id(whole)].reshape(split.chunks, width),
+                whole.reshape(whole.shape[0], width))
 
 
 def _row(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
