@@ -376,10 +376,11 @@ def test_k_sets_the_width_of_a_layer_case(tmp_path):
 
 def test_cuda_kernel_byte_model_covers_every_kernel():
     pytest.importorskip("numba.cuda")
-    from bench.kernels.cuda import BYTES, _sizes
+    from bench.kernels.cuda import BY_DEGREES, BYTES, _sizes
     from gblas_gnn.gpu._catalogue import KERNELS
 
-    assert set(BYTES) == {spec.name for spec in KERNELS}
+    assert set(BYTES) | BY_DEGREES == {spec.name for spec in KERNELS}
+    assert not set(BYTES) & BY_DEGREES
     sizes = _sizes(10, 40, 4)
     assert all(set(a) | set(b) <= set(sizes) for a, b in BYTES.values())
 

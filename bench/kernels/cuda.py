@@ -34,7 +34,8 @@ from pathlib import Path
 
 from ..core.environment import environment
 
-__all__ = ["run_cuda_kernels", "cuda_kernels_markdown", "BYTES", "H100_BANDWIDTH"]
+__all__ = ["run_cuda_kernels", "cuda_kernels_markdown", "BYTES", "BY_DEGREES",
+           "H100_BANDWIDTH"]
 
 #: HBM3 bandwidth of an H100 SXM5 (NVIDIA's datasheet), bytes per second
 H100_BANDWIDTH = 3.35e12
@@ -46,6 +47,7 @@ def _sizes(n: int, m: int, k: int) -> dict[str, float]:
             "arg": n * k * _ARG, "g": m * k * _F}
 
 
+_SEMIRINGS = ("plus_times", "min_plus", "max_plus", "max_times", "min_times")
 #: kernel → (compulsory, gathered) bytes as coefficients of the sizes of :func:`_sizes`
 BYTES = {
     "segment_reduce": (dict(ptr=1, e=1, v=1), {}),
@@ -54,7 +56,7 @@ BYTES = {
     "softmax_rows": (dict(ptr=1, e=2), {}),
     "softmax_backward_rows": (dict(ptr=1, e=3), {}),
     **{f"spmm_{name}": (dict(ptr=1, ix=1, e=1, x=2), dict(g=1))
-       for name in ("plus_times", "min_plus", "max_plus", "max_times", "min_times", "avg")},
+       for name in (*_SEMIRINGS, "avg")},
     "argext_forward": (dict(ptr=1, ix=1, e=1, x=2, arg=1), dict(g=1)),
     "argext_features": (dict(ptr=1, ix=2, e=1, arg=1, x=2), dict(g=1)),
     "edge_unary": (dict(e=2), {}),
@@ -65,6 +67,13 @@ BYTES = {
     "dropout_edges": (dict(ix=2, e=1), {}),
     "keep_mask": (dict(v=2, x=0.25), {}),          # int64 row ids, one byte per entry
 }
+
+
+#: hand-written kernels whose bytes depend on how many rows are longer than
+#: ``gpu._device.SPLIT_EDGES`` (an SpMM's chunks of its long rows and their combination): not
+#: modelled from ``(n, m, k)``
+BY_DEGREES = frozenset(f"spmm_{name}_{part}" for name in _SEMIRINGS
+                       for part in ("chunks", "combine"))
 
 
 def _bytes(coefficients: dict[str, float], sizes: dict[str, float]) -> float:
@@ -125,7 +134,7 @@ def run_cuda_kernels(cases: list[str], out: Path) -> dict:
     sizes = {name: _case_size(name, out) for name in cases}
     for row in kernels:
         row["bytes"] = {}
-        if row["kernel"] not in BYTES:                   # generated: not modelled
+        if row["kernel"] not in BYTES:            # generated, or BY_DEGREES: not modelled
             continue
         compulsory, gathered = BYTES[row["kernel"]]
         for name, s in sizes.items():
@@ -158,8 +167,9 @@ def cuda_kernels_markdown(r: dict) -> str:
              "built-in attention layer (`gat`: GATConv with 1 head, `gat4` with 4, "
              "`gat4-dropout` with attention dropout, `gat4-max` aggregating by max, `agnn`, "
              "`gatv2-4`, `transformer4`, `hgt2`: HGTConv with 2 heads on a typed graph): "
-             "`forward` is the row pass, `column_pass` / "
-             "`column_rows` and `row_pass` / `row_columns` the backward.", "",
+             "`forward` is the row pass, `column_pass` / `column_rows` (with their twins "
+             "for long items, `column_chunks` / `row_chunks`) and `row_pass` / "
+             "`row_columns` the backward.", "",
              "| kernel | threads/block | registers sm_80 / sm_90 | shared B | spills B | "
              "occupancy sm_80 / sm_90 |", "|---|---|---|---|---|---|"]
     for row in r["kernels"]:
