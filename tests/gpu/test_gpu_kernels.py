@@ -178,13 +178,18 @@ def test_rows_longer_than_a_fold_are_chunked_and_combined_in_order(cpu, cuda, na
     lambda ex: gg.nn.GATv2Conv(5, 3, heads=2, dtype=np.float64, executor=ex),
     lambda ex: gg.nn.AGNNConv(5, dtype=np.float64, executor=ex),
     lambda ex: gg.nn.TransformerConv(5, 3, heads=2, dtype=np.float64, executor=ex),
-    lambda ex: gg.nn.GATConv(5, 3, heads=2, edge_dim=2, dtype=np.float64, executor=ex)],
-    ids=["gat", "gatv2", "agnn", "transformer", "gat-edge-features"])
+    lambda ex: gg.nn.GATConv(5, 3, heads=2, edge_dim=2, dtype=np.float64, executor=ex),
+    lambda ex: gg.nn.GATConv(5, 3, heads=2, aggr="max", dtype=np.float64, executor=ex),
+    lambda ex: gg.nn.SAGEConv(5, 3, dtype=np.float64, executor=ex),
+    lambda ex: gg.nn.SAGEConv(5, 3, aggr="max", dtype=np.float64, executor=ex)],
+    ids=["gat", "gatv2", "agnn", "transformer", "gat-edge-features", "gat-max", "sage",
+         "sage-max"])
 def test_long_columns_of_the_attention_backward_are_walked_in_chunks(cpu, cuda, make):
-    """The column pass skips the columns longer than SPLIT_EDGES and the light row pass the
-    rows; ``column_chunks`` and ``row_chunks`` walk their chunks into partial rows of the
-    cotangents they accumulate, combined in order: every gradient equals the cpu
-    executor's, on a graph whose hub column and hub row are several chunks long."""
+    """The column passes skip the columns longer than SPLIT_EDGES and the light row pass
+    the rows; their twins (``column_chunks``, ``row_column_chunks``, ``row_chunks``) walk
+    the chunks into partial rows of the cotangents they accumulate, combined in order:
+    every gradient equals the cpu executor's, on a graph whose hub column and hub row are
+    several chunks long (both strategies: GAT by max and SAGE run the row strategy)."""
     layer = make(cpu)
     g = _hub_graph(getattr(layer, "edge_dim", None))
     pattern = cuda.device_pattern(g.with_self_loops().A)

@@ -27,10 +27,10 @@ Kernels (argument lists as the cpu generator's, :mod:`gblas_gnn.codegen.kernel_a
 aggregation also keeps its weights ``W``, which its backward reads):
 
 * ``forward``: the row pass, in phases (``phase`` ``-1`` runs all of them);
-* ``column_pass`` / ``column_rows`` (strategy ``"column"``), with ``column_chunks`` /
-  ``row_chunks`` for the columns / rows longer than :data:`~._device.SPLIT_EDGES`
-  (:func:`_with_long_items_chunked`), and ``row_pass`` (phased) / ``row_columns`` (strategy
-  ``"row"``).
+* ``column_pass`` / ``column_rows`` (strategy ``"column"``) and ``row_pass`` (phased) /
+  ``row_columns`` (strategy ``"row"``); the twins ``column_chunks``, ``row_chunks`` and
+  ``row_column_chunks`` walk the columns / rows longer than :data:`~._device.SPLIT_EDGES`
+  (:func:`_with_long_items_chunked`).
 
 The skeleton of those passes is the cpu generator's too
 (:class:`gblas_gnn.codegen.kernel_source.ProgramSource`); this module says how a lane group
@@ -519,21 +519,25 @@ def _with_chunks(text: str, arguments: dict, kernel: str, chunks: str, item: str
     return text[:start] + main + "\n\n" + chunk + text[end:]
 
 
+#: the passes whose long items are walked in chunks: pass → (its twin, the item's variable,
+#: the view's pointer array, the chunk tables' prefix, what the pass accumulates per item)
+_CHUNKED = {
+    "column_pass": ("column_chunks", "j", "colptr", "c", re.compile(r"dX|dC\d+")),
+    "row_columns": ("row_column_chunks", "j", "colptr", "c", re.compile(r"dX|dC\d+")),
+    "column_rows": ("row_chunks", "i", "indptr", "r", re.compile(r"d[RP]\d+")),
+}
+
+
 def _with_long_items_chunked(text: str, arguments: dict) -> str:
-    """The column strategy's passes with their long items walked in chunks
-    (:func:`_with_chunks`): the column pass's long columns (``column_chunks``: the messages'
-    cotangent ``dX`` and the cotangents read by source), the light row pass's long rows
-    (``row_chunks``: the cotangents read by target and the parameters' row partials; the
-    edge features' cotangents ``dEA`` are an edge's own, written as the pass writes them)."""
-    if "column_pass" in arguments:
-        names = arguments["column_pass"]
-        text = _with_chunks(text, arguments, "column_pass", "column_chunks", "j", "colptr",
-                            "c", ("dX", *names[names.index("GF") + 1:]))
-    if "column_rows" in arguments:
-        names = arguments["column_rows"]
-        by_row = tuple(n for n in names[names.index("GF") + 1:] if not n.startswith("dEA"))
-        text = _with_chunks(text, arguments, "column_rows", "row_chunks", "i", "indptr", "r",
-                            by_row)
+    """The backward's passes with their long items walked in chunks (:func:`_with_chunks`):
+    the column passes' long columns (``dX`` and the cotangents read by source), the light
+    row pass's long rows (the cotangents read by target and the parameters' row partials;
+    the edge features' cotangents ``dEA`` are an edge's own, written as the pass writes
+    them). The row strategy's row pass keeps a row to one group."""
+    for kernel, (twin, item, ptr, prefix, accumulated) in _CHUNKED.items():
+        if kernel in arguments:
+            outputs = tuple(n for n in arguments[kernel] if accumulated.fullmatch(n))
+            text = _with_chunks(text, arguments, kernel, twin, item, ptr, prefix, outputs)
     return text
 
 

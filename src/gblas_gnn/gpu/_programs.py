@@ -224,8 +224,10 @@ def _row(ex, p: Plan, ctx: ProgramContext, dZ) -> dict:
     col = _zeros(ex, p, b, {"col"})
     dX = xp.empty(b.operands[x_slot(p)].shape, dt) if rule.gathers_messages else \
         xp.empty((1, 1, 1), dt)
-    _launch(ex, mod.row_columns, b.pattern.ncols, *b.args(), dZ, GB, Z, *stage, *extra, dX,
-            *col.values())
+    args = [*b.args(), dZ, GB, Z, *stage, *extra, dX, *col.values()]
+    _launch(ex, mod.row_columns, b.pattern.ncols, *args, SPLIT_EDGES)
+    _walk_chunks(ex, mod.row_column_chunks, b.pattern.csc_split(), args,
+                 [*([dX] if rule.gathers_messages else []), *col.values()])
     grads = {**row, **col}
     if rule.gathers_messages:
         grads[x_slot(p)] = dX
