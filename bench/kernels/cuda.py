@@ -167,9 +167,9 @@ def cuda_kernels_markdown(r: dict) -> str:
              "built-in attention layer (`gat`: GATConv with 1 head, `gat4` with 4, "
              "`gat4-dropout` with attention dropout, `gat4-max` aggregating by max, `agnn`, "
              "`gatv2-4`, `transformer4`, `hgt2`: HGTConv with 2 heads on a typed graph): "
-             "`forward` is the row pass, `column_pass` / `column_rows` (with their twins "
-             "for long items, `column_chunks` / `row_chunks`) and `row_pass` / "
-             "`row_columns` the backward.", "",
+             "`forward` is the row pass, `column_pass` / `column_rows` and `row_pass` / "
+             "`row_columns` the backward, with the twins that walk long items in chunks "
+             "(`column_chunks`, `row_chunks`, `row_column_chunks`).", "",
              "| kernel | threads/block | registers sm_80 / sm_90 | shared B | spills B | "
              "occupancy sm_80 / sm_90 |", "|---|---|---|---|---|---|"]
     for row in r["kernels"]:
