@@ -175,7 +175,12 @@ def make_spmm(add, mul) -> SpMM:
     length, which the compiler unrolls so that the stage's gathers are in flight together.
     """
     @inline_device
-    def fold(lo, hi, idx, perm, use_perm, vals, H, c, acc, sval, scol, g, ln):
+    def fold(lo, hi, idx, perm, use_perm, vals, H, c, acc):
+        # (a kernel's static shared memory: every call of a group uses the same two rows)
+        sval = cuda.shared.array((GROUPS_PER_BLOCK, LANES), H.dtype)
+        scol = cuda.shared.array((GROUPS_PER_BLOCK, LANES), idx.dtype)
+        g = cuda.threadIdx.x // LANES
+        ln = lane()
         k = H.shape[1]
         for base in range(lo, hi, LANES):
             q = base + ln
@@ -195,34 +200,24 @@ def make_spmm(add, mul) -> SpMM:
 
     @cuda.jit
     def spmm(ptr, idx, perm, use_perm, vals, H, identity, split, Z):
-        sval = cuda.shared.array((GROUPS_PER_BLOCK, LANES), H.dtype)
-        scol = cuda.shared.array((GROUPS_PER_BLOCK, LANES), idx.dtype)
-        g = cuda.threadIdx.x // LANES
         k = Z.shape[1]
         tiles = tile_count(k)
-        ln = lane()
         for item in range(group(), Z.shape[0] * tiles, groups()):
             i, c = split_tile(item, tiles)
             start, end = ptr[i], ptr[i + 1]
             if end - start > split:
                 continue                      # the chunks' kernel folds it
-            acc = fold(start, end, idx, perm, use_perm, vals, H, c, identity, sval, scol,
-                       g, ln)
+            acc = fold(start, end, idx, perm, use_perm, vals, H, c, identity)
             if c < k:
                 Z[i, c] = acc if end > start else H.dtype.type(0)
 
     @cuda.jit
     def spmm_chunks(lo, hi, idx, perm, use_perm, vals, H, identity, P):
-        sval = cuda.shared.array((GROUPS_PER_BLOCK, LANES), H.dtype)
-        scol = cuda.shared.array((GROUPS_PER_BLOCK, LANES), idx.dtype)
-        g = cuda.threadIdx.x // LANES
         k = P.shape[1]
         tiles = tile_count(k)
-        ln = lane()
         for item in range(group(), P.shape[0] * tiles, groups()):
             q, c = split_tile(item, tiles)
-            acc = fold(lo[q], hi[q], idx, perm, use_perm, vals, H, c, identity, sval, scol,
-                       g, ln)
+            acc = fold(lo[q], hi[q], idx, perm, use_perm, vals, H, c, identity)
             if c < k:
                 P[q, c] = acc
 
