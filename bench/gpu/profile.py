@@ -23,8 +23,9 @@ __all__ = ["KernelProfile"]
 
 def _name(kernel) -> str:
     """The kernel's name; a shipped semiring's SpMM by its semiring (``spmm_plus_times``),
-    since they share one generated function's name: its three kernels (the rows, the long
-    rows' chunks and their combination) under that one name, as one product's time."""
+    since they share one generated function's name: its kernels (the fold of the rows and
+    of the long rows' chunks, and the chunks' combination) under that one name, as one
+    product's time."""
     from gblas_gnn.gpu._semiring_kernels import SHIPPED
 
     for algebra, (shipped, _) in SHIPPED.items():

@@ -70,10 +70,9 @@ BYTES = {
 
 
 #: hand-written kernels whose bytes depend on how many rows are longer than
-#: ``gpu._device.SPLIT_EDGES`` (an SpMM's chunks of its long rows and their combination): not
-#: modelled from ``(n, m, k)``
-BY_DEGREES = frozenset(f"spmm_{name}_{part}" for name in _SEMIRINGS
-                       for part in ("chunks", "combine"))
+#: ``gpu._device.SPLIT_EDGES`` (the combination of an SpMM's partial rows): not modelled from
+#: ``(n, m, k)``
+BY_DEGREES = frozenset(f"spmm_{name}_combine" for name in _SEMIRINGS)
 
 
 def _bytes(coefficients: dict[str, float], sizes: dict[str, float]) -> float:

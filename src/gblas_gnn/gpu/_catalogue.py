@@ -45,11 +45,12 @@ _c = contiguous
 
 
 def _spmm_args(F, I):
-    return (_c(int64), _c(I), _c(I), boolean, _c(F), _c(F, 2), F, int64, _c(F, 2))
+    return (_c(int64), _c(int64), _c(I), _c(I), boolean, _c(F), _c(F, 2), F, int64,
+            _c(F, 2))
 
 
-def _spmm_chunk_args(F, I):
-    return (_c(int64), _c(int64), _c(I), _c(I), boolean, _c(F), _c(F, 2), F, _c(F, 2))
+def _spmm_avg_args(F, I):
+    return (_c(int64), _c(I), _c(I), boolean, _c(F), _c(F, 2), _c(F, 2))
 
 
 def _spmm_combine_args(F, I):
@@ -57,12 +58,11 @@ def _spmm_combine_args(F, I):
 
 
 def _spmm_specs() -> list[KernelSpec]:
-    """The three kernels of every shipped semiring's SpMM (:class:`~._sparse_kernels.SpMM`)."""
+    """The two kernels of every shipped semiring's SpMM (:class:`~._sparse_kernels.SpMM`)."""
     specs = []
     for algebra, (kernels, _) in srk.SHIPPED.items():
         name = f"spmm_{algebra.label}"
-        specs += [KernelSpec(name, kernels.rows, "group", _spmm_args),
-                  KernelSpec(f"{name}_chunks", kernels.chunks, "group", _spmm_chunk_args),
+        specs += [KernelSpec(name, kernels.fold, "group", _spmm_args),
                   KernelSpec(f"{name}_combine", kernels.combine, "group", _spmm_combine_args)]
     return specs
 
@@ -81,8 +81,7 @@ def _specs() -> list[KernelSpec]:
         KernelSpec("softmax_backward_rows", sparse.softmax_backward_rows, "group",
                    lambda F, I: (p64, f1(F), f1(F), f1(F))),
         *_spmm_specs(),
-        KernelSpec("spmm_avg", sparse.spmm_avg, "group",
-                   lambda F, I: _spmm_args(F, I)[:6] + (f2(F),)),
+        KernelSpec("spmm_avg", sparse.spmm_avg, "group", _spmm_avg_args),
         KernelSpec("argext_forward", sparse.argext_forward, "group",
                    lambda F, I: (p64, i1(I), f1(F), f2(F), boolean, f2(F), _c(int64, 2))),
         KernelSpec("argext_features", sparse.argext_features, "group",

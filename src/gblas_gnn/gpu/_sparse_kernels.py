@@ -149,13 +149,12 @@ def softmax_backward_rows(indptr, psi, dpsi, out):
 
 
 class SpMM(NamedTuple):
-    """The kernels of one semiring's SpMM (:func:`make_spmm`): ``rows`` folds every row of
-    at most ``split`` edges; ``chunks`` folds each chunk of the longer rows
-    (:class:`~._pattern.SplitRows`) into a row of partials; ``combine`` folds each long
-    row's partials, in order, into its output row."""
+    """The kernels of one semiring's SpMM (:func:`make_spmm`): ``fold`` folds segments
+    (the rows of at most ``split`` edges, or the chunks of the longer ones,
+    :class:`~._pattern.SplitRows`); ``combine`` folds each long row's partials, in order,
+    into its output row."""
 
-    rows: Any
-    chunks: Any
+    fold: Any
     combine: Any
 
 
@@ -165,14 +164,16 @@ def make_spmm(add, mul) -> SpMM:
     .. math:: Z_{i,c} = \bigoplus_{q \in \mathrm{segment}\ i} \mathrm{vals}[e(q)] \otimes
               H_{\mathrm{idx}[q], c} \quad (\text{empty segment} \to 0)
 
-    over a CSR view (``Z = S ⊕ H``) or the CSC view (``Z = Sᵀ ⊕ H``). Item: (segment,
-    tile of LANES feature columns), or (chunk, tile) for the segments longer than
-    ``split``, whose chunks are folded by separate groups and then combined in order (no
-    atomics: the result is deterministic; ⊕ is associative, so the grouping changes a sum
-    only by rounding). A group stages its edges' values and columns in shared memory,
-    LANES at a time, by a coalesced load (one edge per lane); then every lane reads them
-    from there while it gathers its feature column, over a full stage in a loop of constant
-    length, which the compiler unrolls so that the stage's gathers are in flight together.
+    over a CSR view (``Z = S ⊕ H``) or the CSC view (``Z = Sᵀ ⊕ H``). ``fold``'s item:
+    (segment ``lo[i]:hi[i]``, tile of LANES feature columns), a segment longer than
+    ``split`` skipped: the rows are segments (``lo, hi = ptr[:-1], ptr[1:]``), and so are
+    the chunks of the longer rows, folded by separate groups into partial rows that
+    ``combine`` folds in order (no atomics: the result is deterministic; ⊕ is associative,
+    so the grouping changes a sum only by rounding). A group stages its edges' values and
+    columns in shared memory, LANES at a time, by a coalesced load (one edge per lane);
+    then every lane reads them from there while it gathers its feature column, over a full
+    stage in a loop of constant length, which the compiler unrolls so that the stage's
+    gathers are in flight together.
     """
     @inline_device
     def fold(lo, hi, idx, perm, use_perm, vals, H, c, acc):
@@ -199,27 +200,17 @@ def make_spmm(add, mul) -> SpMM:
         return acc
 
     @cuda.jit
-    def spmm(ptr, idx, perm, use_perm, vals, H, identity, split, Z):
+    def spmm(lo, hi, idx, perm, use_perm, vals, H, identity, split, Z):
         k = Z.shape[1]
         tiles = tile_count(k)
         for item in range(group(), Z.shape[0] * tiles, groups()):
             i, c = split_tile(item, tiles)
-            start, end = ptr[i], ptr[i + 1]
+            start, end = lo[i], hi[i]
             if end - start > split:
-                continue                      # the chunks' kernel folds it
+                continue                      # folded in chunks
             acc = fold(start, end, idx, perm, use_perm, vals, H, c, identity)
             if c < k:
                 Z[i, c] = acc if end > start else H.dtype.type(0)
-
-    @cuda.jit
-    def spmm_chunks(lo, hi, idx, perm, use_perm, vals, H, identity, P):
-        k = P.shape[1]
-        tiles = tile_count(k)
-        for item in range(group(), P.shape[0] * tiles, groups()):
-            q, c = split_tile(item, tiles)
-            acc = fold(lo[q], hi[q], idx, perm, use_perm, vals, H, c, identity)
-            if c < k:
-                P[q, c] = acc
 
     @cuda.jit
     def spmm_combine(rows, first, P, Z):
@@ -233,7 +224,7 @@ def make_spmm(add, mul) -> SpMM:
                     acc = add(acc, P[q, c])
                 Z[rows[h], c] = acc
 
-    return SpMM(spmm, spmm_chunks, spmm_combine)
+    return SpMM(spmm, spmm_combine)
 
 
 @cuda.jit

@@ -311,12 +311,12 @@ class CUDAExecutor(Executor):
             self.launch(kernel, group_grid(m * tiles), ptr, idx, perm, transpose, values, H, Z)
             return Z
         zero = H.dtype.type(identity)
-        self.launch(kernel.rows, group_grid(m * tiles), ptr, idx, perm, transpose, values, H,
-                    zero, SPLIT_EDGES, Z)
+        self.launch(kernel.fold, group_grid(m * tiles), ptr[:-1], ptr[1:], idx, perm,
+                    transpose, values, H, zero, SPLIT_EDGES, Z)
         if split is not None:           # the long rows: their chunks, then each row's fold
             partial = self.xp.empty((split.chunks, H.shape[1]), H.dtype)
-            self.launch(kernel.chunks, group_grid(split.chunks * tiles), split.lo, split.hi,
-                        idx, perm, transpose, values, H, zero, partial)
+            self.launch(kernel.fold, group_grid(split.chunks * tiles), split.lo, split.hi,
+                        idx, perm, transpose, values, H, zero, SPLIT_EDGES, partial)
             self.launch(kernel.combine, group_grid(int(split.rows.shape[0]) * tiles),
                         split.rows, split.first, partial, Z)
         return Z
