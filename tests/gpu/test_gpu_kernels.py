@@ -285,3 +285,33 @@ def test_a_host_array_never_reaches_a_kernel(cuda):
     np.testing.assert_array_equal(to_numpy(out), [[2, 2, 2, 2]])
     with pytest.raises(TypeError):
         D + H                                   # as CuPy refuses it
+
+
+_LIGHT_ROWS = ("@cuda.jit(cache=True)\ndef column_rows(indptr, EB, GF, dR0):\n"
+               "    for i in range(group(), indptr.shape[0] - 1, groups()):\n"
+               "        lo = indptr[i]\n        hi = indptr[i + 1]\n"
+               "        for p in range(lo, hi):\n            dR0[i, 0] += EB[0, p]\n")
+
+
+def _chunked_rows(text: str) -> str:
+    from gblas_gnn.gpu._program_source import _with_chunks
+
+    return _with_chunks(text, {"column_rows": ("indptr", "EB", "GF", "dR0")}, "column_rows",
+                        "row_chunks", "i", "indptr", "r", ("dR0",))
+
+
+def test_the_chunked_twin_of_a_pass_is_the_pass_over_a_chunk():
+    """The rewrite behind the twins, on a small pass: the pass skips long rows, the twin
+    walks a chunk's range and accumulates into its partial row; a pass that reads its row's
+    range other than by walking it (its length here) is refused, since a chunk would read
+    its own."""
+    out = _chunked_rows(_LIGHT_ROWS)
+    assert "def column_rows(indptr, EB, GF, dR0, split):" in out
+    assert "        if indptr[i + 1] - indptr[i] > split:\n" in out
+    assert "def row_chunks(rlo, rhi, rof, indptr, EB, GF, pdR0):" in out
+    assert "        i = rof[qq]\n        lo = rlo[qq]\n        hi = rhi[qq]\n" in out
+    assert "            pdR0[qq, 0] += EB[0, p]\n" in out
+    with pytest.raises(AssertionError, match="range beyond walking it"):
+        _chunked_rows(_LIGHT_ROWS.replace("EB[0, p]\n", "EB[0, p] / (hi - lo)\n"))
+    with pytest.raises(AssertionError, match="indexes dR0 by more than its i"):
+        _chunked_rows(_LIGHT_ROWS.replace("dR0[i, 0]", "dR0[p, 0]"))

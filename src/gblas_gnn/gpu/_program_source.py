@@ -507,6 +507,9 @@ def _with_chunks(text: str, arguments: dict, kernel: str, chunks: str, item: str
     body = body.replace(loop.group(0), f"{loop.group(1)}for qq in range(group(), "
                         f"{prefix}lo.shape[0], groups()):\n{inner}{item} = {prefix}of[qq]\n")
     body = body.replace(lo, f"{prefix}lo[qq]").replace(hi, f"{prefix}hi[qq]")
+    if re.search(r"\b(lo|hi)\b", _ITEM_RANGES.sub("", body)):
+        raise AssertionError(f"{kernel} reads its {item}'s range beyond walking it: a chunk "
+                             "would read its own")
     for name in outputs:
         body = re.sub(rf"\b{name}\[{item}\b", f"p{name}[qq", body)
         if re.search(rf"\b{name}\[", body):
@@ -518,6 +521,11 @@ def _with_chunks(text: str, arguments: dict, kernel: str, chunks: str, item: str
              f"def {chunks}({', '.join(arguments[chunks])}):\n" + body)
     return text[:start] + main + "\n\n" + chunk + text[end:]
 
+
+#: the uses of an item's range ``lo:hi`` that a chunk's range can take: its bounds' own
+#: lines and the loops over its edges (all of them, or a lane's); any other (its length, its
+#: emptiness) would read the chunk's where the pass meant the item's
+_ITEM_RANGES = re.compile(r"(lo|hi) = [cr](lo|hi)\[qq\]|range\(lo(?: \+ ln)?, hi(?:, LANES)?\)")
 
 #: the passes whose long items are walked in chunks: pass → (its twin, the item's variable,
 #: the view's pointer array, the chunk tables' prefix, what the pass accumulates per item)
