@@ -228,7 +228,7 @@ def build_parser(prog: str = "python -m bench") -> argparse.ArgumentParser:
                                     "vs PyG with device memory and kernel bandwidth, the "
                                     "GPU suites (bench/gpu/run.sh on a lent machine)")
     gp.add_argument("--cases", type=lambda t: [c for c in t.split(",") if c], default=None,
-                    help="layer cases, comma list (default M,L)")
+                    help="layer cases, comma list (default M,L,ER1M)")
     gp.add_argument("--layers", type=_layers, default=None,
                     help="rows to time (default gat,gat-h4,agnn,gatv2,transformer,gcn,sage)")
     gp.add_argument("--reps", type=_positive(int), default=5)

@@ -7,7 +7,7 @@ Steps, each recorded in the result:
    (:mod:`.versions`);
 2. **ceilings**: the device's copy bandwidth and one float32 matrix product
    (:mod:`.ceilings`);
-3. **timings**: for every case (default M then L) and row (default :data:`ROWS`), ours on
+3. **timings**: for every case (default M, L, then ER1M) and row (default :data:`ROWS`), ours on
    the cuda executor against PyG on the same GPU, through :func:`bench.layers.run.run_case`:
    agreement first (a disagreement stops the row, the others go on), then warm-up and
    interleaved repetitions of forward and forward+backward, each call ended by a device
@@ -49,7 +49,8 @@ __all__ = ["run_gpu_study", "ROWS", "DEFAULT_CASES"]
 
 #: the rows timed on the device (:data:`bench.layers.rows.ROWS`)
 ROWS = ("gat", "gat-h4", "agnn", "gatv2", "transformer", "gcn", "sage")
-DEFAULT_CASES = ("M", "L")
+#: M, L and ER1M: L's size with uniform degrees, beside which L's power-law tail shows
+DEFAULT_CASES = ("M", "L", "ER1M")
 #: the rows whose whole step is profiled with blocking launches (:mod:`.where`): the plain
 #: aggregation and an attention layer
 WHERE_ROWS = ("gcn", "gatv2")

@@ -125,7 +125,12 @@ class Row:
         features flips the same way on an AMD EPYC box (4 heads × 8 at M: 0.8 % of the input
         gradient's scale at one vertex, the same at the commit before any of this work; PyG
         rounds ``W_l h_j + W_r h_i`` through another BLAS there), while on the Intel box it
-        agreed to 5e-6: its rows carry the floor too.
+        agreed to 5e-6: its rows carry the floor too. So do GAT's, whose LeakyReLU reads
+        ``a_dst·x_i + a_src·x_j``: at ER1M (17 M pre-activations) one in-edge of vertex
+        80 922 has the input 2.0e-8 (float64), and the two libraries' float32 rounding
+        takes it to either side, moving 58 input-gradient entries of two vertices by up to
+        1.4e-3 of the largest (GAT 4×8: 3.2e-3, and ``att_dst``'s gradient by 1.1e-4), on
+        the cpu executor and on an H200 alike; at M and L they agree to 4e-6.
     """
 
     name: str
@@ -322,8 +327,9 @@ def _transformer_pyg(heads: int, edge_dim: int = 0):
 
 
 ROWS: dict[str, Row] = {
-    "gat": Row("gat", _gat_pyg(1), _gat_ours(1), dgl=("dgl", "dgl.sparse")),
-    "gat-h4": Row("gat-h4", _gat_pyg(4), _gat_ours(4), heads=4, dgl=("dgl", "dgl.sparse")),
+    "gat": Row("gat", _gat_pyg(1), _gat_ours(1), dgl=("dgl", "dgl.sparse"), tol=1e-2),
+    "gat-h4": Row("gat-h4", _gat_pyg(4), _gat_ours(4), heads=4, dgl=("dgl", "dgl.sparse"),
+                  tol=1e-2),
     "agnn": Row("agnn", lambda k_in, k_out: _pyg_nn().AGNNConv(requires_grad=True,
                                                                add_self_loops=False),
                 _agnn_ours, dgl=("dgl",)),
@@ -346,7 +352,7 @@ ROWS: dict[str, Row] = {
     "sage": Row("sage", lambda k_in, k_out: _pyg_nn().SAGEConv(k_in, k_out, aggr="mean"),
                 _sage_ours, looped=True, dgl=("dgl",)),
     "gat-e": Row("gat-e", _gat_pyg(4, EDGE_DIM), _gat_ours(4, EDGE_DIM), heads=4,
-                 edge_dim=EDGE_DIM),
+                 edge_dim=EDGE_DIM, tol=1e-2),
     "gatv2-e": Row("gatv2-e", _gatv2_pyg(4, EDGE_DIM), _gatv2_ours(4, EDGE_DIM),
                    init=_gatv2_init(4, EDGE_DIM), heads=4, edge_dim=EDGE_DIM, tol=2e-2),
     "transformer-e": Row("transformer-e", _transformer_pyg(4, EDGE_DIM),
