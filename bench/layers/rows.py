@@ -130,7 +130,9 @@ class Row:
         80 922 has the input 2.0e-8 (float64), and the two libraries' float32 rounding
         takes it to either side, moving 58 input-gradient entries of two vertices by up to
         1.4e-3 of the largest (GAT 4×8: 3.2e-3, and ``att_dst``'s gradient by 1.1e-4), on
-        the cpu executor and on an H200 alike; at M and L they agree to 4e-6.
+        the cpu executor and on an H200 alike; at M and L they agree to 4e-6. Their floor,
+        5e-3, stays under what a 1 % error in ``att_src`` moves (7.5e-3 in the output, 3e-2
+        to 9e-2 in the gradients: ``test_weight_mismatch_aborts_the_case``).
     """
 
     name: str
@@ -327,9 +329,9 @@ def _transformer_pyg(heads: int, edge_dim: int = 0):
 
 
 ROWS: dict[str, Row] = {
-    "gat": Row("gat", _gat_pyg(1), _gat_ours(1), dgl=("dgl", "dgl.sparse"), tol=1e-2),
+    "gat": Row("gat", _gat_pyg(1), _gat_ours(1), dgl=("dgl", "dgl.sparse"), tol=5e-3),
     "gat-h4": Row("gat-h4", _gat_pyg(4), _gat_ours(4), heads=4, dgl=("dgl", "dgl.sparse"),
-                  tol=1e-2),
+                  tol=5e-3),
     "agnn": Row("agnn", lambda k_in, k_out: _pyg_nn().AGNNConv(requires_grad=True,
                                                                add_self_loops=False),
                 _agnn_ours, dgl=("dgl",)),
