@@ -172,7 +172,6 @@ class Lowering:
     spmm_t: Product
 
 
-
 class Executor(ABC):
     """Abstract executor: tier (a) abstract, tiers (b) and (c) defaults (see the module
     docstring and :data:`CORE_TIER`, :data:`PROCESS_TIER`, :data:`DEFAULT_TIER`)."""
