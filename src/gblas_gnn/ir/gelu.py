@@ -117,20 +117,28 @@ def _live(x, lo, hi):                          # pragma: no cover (numba)
 @nb.njit(cache=True, parallel=True, fastmath=_CONTRACT)
 def _gelu_pass32(x, g, out, cotangent):        # pragma: no cover (numba)
     """``out = GELU(x)``, or with ``cotangent`` ``out = g · GELU'(x)`` (``g`` unread
-    without: LLVM takes the loop-invariant flag out of the loops, and the value's loop drops
-    the derivative's terms)."""
+    without). The flag is tested outside the element loops, each loop its own: a choice
+    inside one loop kept LLVM from vectorising it (scalar float64 code, 48 ms a pass on
+    one thread at HGT's 3.2 M activations, AMD EPYC, AVX2)."""
     n = x.size
     for b in nb.prange((n + _BLOCK - 1) // _BLOCK):
         lo, hi = b * _BLOCK, min(n, (b + 1) * _BLOCK)
-        if _live(x, lo, hi):
+        live = _live(x, lo, hi)
+        if live and cotangent:
             for i in range(lo, hi):
                 v = np.float64(x[i])
                 cdf, e = _phi_parts(v)
-                out[i] = np.float64(g[i]) * (cdf + v * e * _RSQRT2PI) if cotangent \
-                    else v * cdf
+                out[i] = np.float64(g[i]) * (cdf + v * e * _RSQRT2PI)
+        elif live:
+            for i in range(lo, hi):
+                v = np.float64(x[i])
+                out[i] = v * _phi_parts(v)[0]
+        elif cotangent:
+            for i in range(lo, hi):
+                out[i] = 0.5 * g[i]
         else:
             for i in range(lo, hi):
-                out[i] = 0.5 * g[i] if cotangent else 0.0
+                out[i] = 0.0
 
 
 @nb.njit(cache=True, parallel=True)
