@@ -385,6 +385,32 @@ def test_edge_features_read_as_data_are_prefetched_and_get_no_cotangent(monkeypa
 
 
 @pytest.mark.cpu_only
+def test_a_reverse_mode_computes_and_prefetches_only_what_reaches_a_write(monkeypatch):
+    """TransformerConv with edge features read as data: the second aggregation's pass over
+    columns (row strategy) gives its softmax's cotangent to the keys alone, ``dK_j +=
+    eb · Q_i``. It reads the queries and nothing else of the scores (no key, no projected
+    query of the edge term, no features: no score is summed again for a cotangent nothing
+    reads), and asks ahead for the queries' row and the edge's ``EB`` line, which it reads,
+    not for rows or features it does not."""
+    from gblas_gnn.executors.cpu import programs
+
+    plans = []
+    real = programs.kernels
+    monkeypatch.setattr(programs, "kernels", lambda p: plans.append(p) or real(p))
+    g = gg.Graph.from_edges([0, 1, 2, 2, 0], [1, 2, 0, 1, 2], 3, edge_attr=np.ones((5, 2)),
+                            dtype=np.float64)
+    layer = gg.nn.TransformerConv(3, 4, heads=2, edge_dim=2, dtype=np.float64, executor="cpu")
+    layer.backward(np.ones_like(layer(g, np.ones((3, 3)))))
+    p = next(p for p in plans if p.strategy == "row")         # the features' aggregation
+    columns = _module(p)["row_columns"]
+    (queries,) = [r for r in _operands(p, "row") if columns.reads(r)]
+    assert not any(columns.reads(c) for c in _operands(p, "col"))
+    (stage,) = p.softmaxes
+    assert {sub.value.id for sub in columns.prefetched()} == {queries, f"EB{stage}"}
+    assert not columns.calls("prefetch_feature_row")
+
+
+@pytest.mark.cpu_only
 def test_the_cpu_light_row_pass_sums_the_edges_shares_when_a_row_gets_one_number():
     """GAT's scores give the row operand ``d_i`` one number an edge and head: the column
     pass stores that share at the edge (where it has ``C_j`` for LeakyReLU's slope) and the

@@ -125,6 +125,11 @@ class ArrayLeaves(Leaves):
             return f"S{ref}.shape[{0 if self.head_major else 1}]"
         return template.format(ref=ref, a=axis, a1=1 + axis)
 
+    def receives(self, kind, ref):
+        if kind == "eattr":
+            return "eattr" in self.accumulate and ref in self.p.eattrs
+        return kind in self.accumulate
+
     def add_to(self, block: SourceBlock, target: str, idx: tuple, g: str) -> None:
         """Emit ``target += g`` (a generator may guard the update)."""
         block.emit(f"{target} += {g}")

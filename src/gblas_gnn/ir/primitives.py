@@ -272,7 +272,8 @@ class AppendAxis(Primitive):
         return c.value(block, scope, op.inputs[0], idx[:-1])
 
     def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
-        c.accumulate(block, pending, (op.inputs[0], idx[:-1]), g)
+        if c.wants(op.inputs[0]):
+            c.accumulate(block, pending, (op.inputs[0], idx[:-1]), g)
 
     def extent(self, c, i, op, axis):
         return c.size(op.inputs[0], axis)
@@ -324,6 +325,8 @@ class UnaryMap(Primitive):
         return self._fmt(c, i, op, F.UNARY[fn].code, c.input(block, scope, i, 0, idx))
 
     def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
+        if not c.wants(op.inputs[0]):
+            return
         fn, _ = op.args
         x = c.input(block, scope, i, 0, idx)
         y = c.value(block, scope, i, idx)
@@ -358,13 +361,19 @@ class BinaryZip(Primitive):
         return F.binary(op.args[0]).code.format(a=a, b=b)
 
     def emit_vjp(self, c, block, scope, i, op, idx, g, pending):
-        a = c.input(block, scope, i, 0, idx)
-        b = c.input(block, scope, i, 1, idx)
-        out = c.value(block, scope, i, idx)
-        ga, gb = (t.format(a=a, b=b, out=out, g=g, zero=c.zero)
-                  for t in F.binary(op.args[0]).code_vjp)
-        c.push(block, pending, i, 0, idx, ga)
-        c.push(block, pending, i, 1, idx, gb)
+        """The cotangent of each input a write wants (:meth:`EdgeCode.wants`), computing
+        only the values its rule reads."""
+        rules = F.binary(op.args[0]).code_vjp
+        wanted = [k for k in (0, 1) if c.wants(op.inputs[k])]
+        read = "".join(rules[k] for k in wanted)
+        names = {"g": g, "zero": c.zero}
+        for name, k in (("a", 0), ("b", 1)):
+            if f"{{{name}}}" in read:
+                names[name] = c.input(block, scope, i, k, idx)
+        if "{out}" in read:
+            names["out"] = c.value(block, scope, i, idx)
+        for k in wanted:
+            c.push(block, pending, i, k, idx, rules[k].format(**names))
 
     def extent(self, c, i, op, axis):
         for k in op.inputs:                            # an input with this axis
@@ -424,6 +433,8 @@ class ChannelSum(Primitive):
         """A loop whose body is the reverse mode of one channel; what it gives to values
         outside the loop is summed into accumulators declared before it."""
         child = op.inputs[0]
+        if not c.wants(child):
+            return
         var = block.fresh("c")
         channels, split = c.channels(var, child, len(op.trail))
         outer = c.channel_loop_reverse(block, scope, var, channels,
