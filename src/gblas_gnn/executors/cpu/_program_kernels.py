@@ -409,9 +409,9 @@ class _Generator(HeadUnrolling, ProgramSource):
         reads where no softmax stage of the forward does (:meth:`_prefetch`): without a
         softmax, and in the row strategy's row pass. Without it GINE's messages
         ``ReLU(x_j + W e_ji)`` spent a large part of their row pass waiting on ``x_j``, and
-        TransformerConv's with edge
-        features on ``k_j``, ``v_j``; in the forward's stages a second prefetch cost more
-        than it saved (``docs/performance.md`` records the measurements)."""
+        TransformerConv's with edge features on ``k_j``, ``v_j``; in the forward's stages a
+        second prefetch cost more than it saved (``docs/performance.md`` records the
+        measurements)."""
         row.emit("for p in range(lo, hi):")
         e = row.loop_body()
         e.emit("j = indices[p]")
