@@ -397,10 +397,11 @@ def test_a_reverse_mode_computes_and_prefetches_only_what_reaches_a_write(monkey
     plans = []
     real = programs.kernels
     monkeypatch.setattr(programs, "kernels", lambda p: plans.append(p) or real(p))
-    g = gg.Graph.from_edges([0, 1, 2, 2, 0], [1, 2, 0, 1, 2], 3, edge_attr=np.ones((5, 2)),
+    g = gg.Graph.from_edges([0, 1, 2, 2, 0], [1, 2, 0, 1, 2], 3, edge_attr=np.ones((5, 3)),
                             dtype=np.float64)
-    layer = gg.nn.TransformerConv(3, 4, heads=2, edge_dim=2, dtype=np.float64, executor="cpu")
-    layer.backward(np.ones_like(layer(g, np.ones((3, 3)))))
+    # the kernels of test_nn_edge_features' TransformerConv (compiled once for both)
+    layer = gg.nn.TransformerConv(5, 4, heads=2, edge_dim=3, dtype=np.float64, executor="cpu")
+    layer.backward(np.ones_like(layer(g, np.ones((3, 5)))))
     p = next(p for p in plans if p.strategy == "row")         # the features' aggregation
     columns = _module(p)["row_columns"]
     (queries,) = [r for r in _operands(p, "row") if columns.reads(r)]
