@@ -391,7 +391,7 @@ def test_a_reverse_mode_computes_and_prefetches_only_what_reaches_a_write(monkey
     eb · Q_i``. It reads the queries and nothing else of the scores (no key, no projected
     query of the edge term, no features: no score is summed again for a cotangent nothing
     reads), and asks ahead for the queries' row and the edge's ``EB`` line, which it reads,
-    not for rows or features it does not."""
+    not for rows or features it does not; nor does the messages' pass over columns."""
     from gblas_gnn.executors.cpu import programs
 
     plans = []
@@ -409,6 +409,14 @@ def test_a_reverse_mode_computes_and_prefetches_only_what_reaches_a_write(monkey
     (stage,) = p.softmaxes
     assert {sub.value.id for sub in columns.prefetched()} == {queries, f"EB{stage}"}
     assert not columns.calls("prefetch_feature_row")
+    # the messages' aggregation (column strategy): its pass over columns asks ahead for
+    # exactly the target's rows its body reads (the projected queries' it does not)
+    p = next(p for p in plans if p.strategy == "column")
+    columns = _module(p)["column_pass"]
+    asked = {id(sub) for sub in columns.prefetched()}
+    for row in _operands(p, "row"):
+        read = any(id(sub) not in asked for sub in columns.reads(row))
+        assert read == any(sub.value.id == row for sub in columns.prefetched()), row
 
 
 @pytest.mark.cpu_only
