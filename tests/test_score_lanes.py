@@ -87,7 +87,7 @@ def test_every_pass_walks_the_scores_lanes_in_one_loop():
 def test_below_four_heads_the_lanes_count_is_read_at_run_time(heads, width):
     """With two or three heads every loop over the scores' lanes takes its trip count from
     an operand's shape (``nl``): written in, LLVM unrolled it whole and left it scalar (HGT's
-    light row pass 45 against 28 ms on one thread); from four heads on it stays a literal
+    light row pass 52 against 29 ms on one thread); from four heads on it stays a literal
     (the test above)."""
     text = source(_plan(_gatv2_scores(heads, width), heads, width))
     for name in ("forward", "column_pass", "column_rows"):

@@ -325,6 +325,9 @@ class _Generator(HeadUnrolling, ProgramSource):
         self._by_column = False
         #: ``(heads, f)`` where the passes walk the scores' lanes (score_lanes), else None
         self._score_lanes = score_lanes(p)
+        #: ``(block, edge loop body, fill)``: prefetches for the edge ahead, written by
+        #: ``fill(block, the body's source)`` once the whole module is (:meth:`write`)
+        self._asks_ahead: list = []
 
     # ------------------------------------------------------------------ helpers
 
@@ -418,8 +421,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         self._feature_rows(e)
         if self._gather_ahead and self._row_operands("col"):
             # the source rows this loop's body reads (not those of another phase's loop)
-            self._asks_ahead.append((e.reserve(), e, lambda ahead, body: self._prefetch_rows(
-                ahead, "col", "p", messages=False, read=lambda name: _reads(body, name))))
+            self._rows_read_ahead(e, "col", "p", messages=False)
         e.prologue = e.reserve()          # the edge's contractions, once (EdgeCode.value)
         return e
 
@@ -465,10 +467,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             self._prefetch_heads(e.nested(), "X")
 
     def write(self, out: SourceBlock) -> None:
-        #: ``(block, edge loop body, fill)``: prefetches for the edge ahead, written by
-        #: ``fill(block, body's source)`` once the whole module is (they depend on what the
-        #: body reads)
-        self._asks_ahead: list = []
+        self._asks_ahead = []
         super().write(out)
         for ahead, edge, fill in self._asks_ahead:    # the body, and its end of every edge
             fill(ahead, edge.text() + "\n" + (edge.epilogue.text() if edge.epilogue else ""))
@@ -482,6 +481,14 @@ class _Generator(HeadUnrolling, ProgramSource):
         self._asks_ahead.append((e.reserve(), e, self._ask_ahead))
         e.prologue = e.reserve()          # the edge's contractions, once (EdgeCode.value)
         return e
+
+    def _rows_read_ahead(self, e: SourceBlock, kind: str, at: str, always: tuple = (),
+                         **options) -> None:
+        """:meth:`_prefetch_rows` for the edge loop ``e``, written once the module is and
+        asking only for the rows its body reads (and those named in ``always``)."""
+        self._asks_ahead.append((e.reserve(), e, lambda ahead, body: self._prefetch_rows(
+            ahead, kind, at, read=lambda name: name in always or _reads(body, name),
+            **options)))
 
     def _ask_ahead(self, ahead: SourceBlock, body: str) -> None:
         r"""Prefetch, for the edge :data:`PREFETCH_AHEAD` slots on in a walk over columns,
@@ -696,9 +703,7 @@ class _Generator(HeadUnrolling, ProgramSource):
         # the target's rows this pass's body reads (its reverse mode may read fewer than the
         # scores do: TransformerConv-e's reads no row of Qe), and dZ's, which every column
         # pass reads (so that nxt is always set for the lines below)
-        self._asks_ahead.append((e.reserve(), e, lambda ahead, body: self._prefetch_rows(
-            ahead, "row", "q", narrow=True,
-            read=lambda name: name == "dZ" or _reads(body, name))))
+        self._rows_read_ahead(e, "row", "q", always=("dZ",), narrow=True)
         if p.heads > 1:
             # the softmax term t_i of the edge ahead: a row of T holds a number per head,
             # (n, heads) outgrows L2, so several heads gain from it; with one head it cost
@@ -795,8 +800,8 @@ class _Generator(HeadUnrolling, ProgramSource):
         four heads on, else ``nl``, read at run time from a lane operand's shape (which
         :meth:`_lane_arrays` sets), as :meth:`HeadUnrolling._lane_count` does for the
         messages' lanes: with two heads of 16 written in, LLVM unrolled the loop whole and
-        left it scalar, and HGT's light row pass took 45 ms on one thread at M against 28
-        with the count read at run time (AMD EPYC)."""
+        left it scalar, and HGT's light row pass took 52 ms on one thread at M against 29
+        with the count read at run time (medians, AMD EPYC)."""
         if heads >= 4 or not self._lane_operands(heads, f):
             return str(heads * f)
         return "nl"
