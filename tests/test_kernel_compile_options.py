@@ -4,6 +4,7 @@ loop over one head's channels is shorter than a vector loop's step
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
@@ -121,3 +122,19 @@ def test_the_remainders_are_part_of_a_modules_key(monkeypatch):
     key = signature_key(p)
     monkeypatch.setattr(_program_kernels, "remainder_lanes", lambda p: 0)
     assert signature_key(p) != key
+
+
+def test_a_dropouts_written_out_heads_are_typed_constants():
+    """An attention dropout at every written-out head calls the module's ``_keep`` with the
+    head as ``np.uint64(h)``: a bare literal types each call as ``Literal[int](h)``, and
+    numba compiled ``_keep`` once per head (a cold start's cost, ~0.1 s a head and pass)."""
+    g = gg.Graph.from_edges([0, 1, 2], [1, 2, 0], 3)
+    heads = 4
+    R, C = (np.ones((3, heads), np.float32) for _ in range(2))
+    S = Softmax(Masked(g.A, ops.leaky_relu(rep(R) + rep(C).T, 0.2), True))
+    X = np.ones((3, heads, 8), np.float32)
+    p = plan(build(ops.edge_dropout(S, 0.3, key=5), ("aggregate", "sum"), X).structure)
+    text = source(p)
+    calls = re.findall(r"_keep\(K\d+\[0\], ([^,]+),", text)
+    assert calls and not [h for h in calls if h.strip().isdigit()], calls
+    assert {f"np.uint64({h})" for h in range(heads)} <= set(calls), calls

@@ -21,7 +21,7 @@ from ._program_source import source
 __all__ = ["kernels", "signature_key", "cache_dir", "GENERATOR_VERSION"]
 
 #: bumped whenever the generated source changes shape (old cached modules are then unused)
-GENERATOR_VERSION = 9
+GENERATOR_VERSION = 10
 
 
 def cache_dir() -> Path:
