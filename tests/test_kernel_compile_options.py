@@ -1,6 +1,7 @@
 """How the cpu kernels are compiled: the remainders of LLVM's vector loops vectorised where a
 loop over one head's channels is shorter than a vector loop's step
-(:func:`gblas_gnn.codegen.kernel_cache.vectorised_remainders`), and only there."""
+(:func:`gblas_gnn.codegen.kernel_cache.vectorised_remainders`), and only there; a dropout's
+helper compiled once per module, not once per written-out head."""
 
 from __future__ import annotations
 
@@ -124,17 +125,36 @@ def test_the_remainders_are_part_of_a_modules_key(monkeypatch):
     assert signature_key(p) != key
 
 
-def test_a_dropouts_written_out_heads_are_typed_constants():
-    """An attention dropout at every written-out head calls the module's ``_keep`` with the
-    head as ``np.uint64(h)``: a bare literal types each call as ``Literal[int](h)``, and
-    numba compiled ``_keep`` once per head (a cold start's cost, ~0.1 s a head and pass)."""
+def _dropout_program(heads: int):
+    """An attention with an edge dropout over ``heads`` written-out heads."""
     g = gg.Graph.from_edges([0, 1, 2], [1, 2, 0], 3)
-    heads = 4
     R, C = (np.ones((3, heads), np.float32) for _ in range(2))
     S = Softmax(Masked(g.A, ops.leaky_relu(rep(R) + rep(C).T, 0.2), True))
     X = np.ones((3, heads, 8), np.float32)
-    p = plan(build(ops.edge_dropout(S, 0.3, key=5), ("aggregate", "sum"), X).structure)
-    text = source(p)
-    calls = re.findall(r"_keep\(K\d+\[0\], ([^,]+),", text)
+    return build(ops.edge_dropout(S, 0.3, key=5), ("aggregate", "sum"), X)
+
+
+def test_a_dropouts_written_out_heads_are_typed_constants(monkeypatch, tmp_path):
+    """An attention dropout at every written-out head calls the module's ``_keep`` with the
+    head as ``np.uint64(h)``: a bare literal types each call as ``Literal[int]``, and numba
+    compiled ``_keep`` once per head (a cold start's cost, ~0.1 s a head and pass). Compiled
+    afresh (an empty kernel cache, the loaded modules set aside), ``_keep`` has one
+    signature, without a literal."""
+    from gblas_gnn.executors.cpu import CPUExecutor, _program_kernels
+
+    heads = 4
+    prog = _dropout_program(heads)
+    calls = re.findall(r"_keep\(K\d+\[0\], ([^,]+),", source(plan(prog.structure)))
     assert calls and not [h for h in calls if h.strip().isdigit()], calls
     assert {f"np.uint64({h})" for h in range(heads)} <= set(calls), calls
+
+    monkeypatch.setenv("GBLAS_GNN_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(_program_kernels, "_LOADED", {})
+    kernels.cache_clear()
+    try:
+        CPUExecutor().program_forward(_dropout_program(heads), keep=False)
+        signatures = kernels(plan(prog.structure))._keep.signatures
+    finally:
+        kernels.cache_clear()           # no module of the temporary folder stays memoised
+    assert len(signatures) == 1, signatures
+    assert not any(isinstance(t, numba.types.Literal) for t in signatures[0]), signatures
