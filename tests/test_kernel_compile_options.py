@@ -137,7 +137,7 @@ def _dropout_program(heads: int):
 def test_a_dropouts_written_out_heads_are_typed_constants(monkeypatch, tmp_path):
     """An attention dropout at every written-out head calls the module's ``_keep`` with the
     head as ``np.uint64(h)``: a bare literal types each call as ``Literal[int]``, and numba
-    compiled ``_keep`` once per head (a cold start's cost, ~0.1 s a head and pass). Compiled
+    compiled ``_keep`` once per head (a cold start's cost, ~0.1 s a head and module). Compiled
     afresh (an empty kernel cache, the loaded modules set aside), ``_keep`` has one
     signature, without a literal."""
     from gblas_gnn.executors.cpu import CPUExecutor, _program_kernels

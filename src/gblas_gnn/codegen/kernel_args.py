@@ -94,7 +94,7 @@ class ArrayLeaves(Leaves):
         h = idx[0] if idx else "0"
         # a written-out head as a typed constant: a bare literal types the call as
         # ``Literal[int](h)``, and numba compiled ``_keep`` once per head (an 8-head GAT's
-        # forward and column pass with dropout: 16 compiles of ~0.1 s where 2 do)
+        # module with dropout: 8 compiles of ~0.1 s where 1 does; its passes share them)
         h = f"np.uint64({h})" if h.isdigit() else h
         return f"({scale} if _keep(K{slot}[0], {h}, rid[i], cid[j], {p}) else {zero})"
 
