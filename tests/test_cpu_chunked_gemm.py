@@ -103,12 +103,13 @@ def test_the_executors_inner_products_are_the_same_on_one_thread_and_two():
 @pytest.mark.parametrize("n", [10, 3 * ROWS + 17])        # one product; blocks on threads
 @pytest.mark.parametrize("relu", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_linear_is_the_product_then_the_bias_then_the_rectifier(n, relu, dtype):
+@pytest.mark.parametrize("width", [24, 32])               # BLAS's; the register kernel's
+def test_linear_is_the_product_then_the_bias_then_the_rectifier(n, relu, dtype, width):
     # bitwise what a layer wrote before: gemm, then + b, then max(·, 0), in whole-array passes
     rng = np.random.default_rng(n)
     X = rng.standard_normal((n, 16)).astype(dtype)
-    W = rng.standard_normal((16, 24)).astype(dtype)
-    b = rng.standard_normal(24).astype(dtype)
+    W = rng.standard_normal((16, width)).astype(dtype)
+    b = rng.standard_normal(width).astype(dtype)
     ex = CPUExecutor()
     want = ex.gemm(X, W)
     want += b
@@ -147,14 +148,15 @@ def test_linear_writes_a_block_of_rows_it_is_given(n):
 
 @pytest.mark.parametrize("n", [10, 3 * ROWS + 17])        # one product; blocks on threads
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gemm_add_sums_the_product_into_the_array_it_is_given(n, dtype):
+@pytest.mark.parametrize("width", [24, 32])               # BLAS's; the register kernel's
+def test_gemm_add_sums_the_product_into_the_array_it_is_given(n, dtype, width):
     """``Y += X W`` in place (BLAS's beta = 1 on each block of rows), the same bits on any
     thread count, equal to the product and the sum in float64; an array BLAS cannot write
     in place (a strided view) takes the default's product and sum."""
     rng = np.random.default_rng(n)
     X = rng.standard_normal((n, 16)).astype(dtype)
-    W = rng.standard_normal((16, 24)).astype(dtype)
-    Y0 = rng.standard_normal((n, 24)).astype(dtype)
+    W = rng.standard_normal((16, width)).astype(dtype)
+    Y0 = rng.standard_normal((n, width)).astype(dtype)
     ex = CPUExecutor()
     want = Y0.astype(np.float64) + X.astype(np.float64) @ W
     tol = 1e-4 if dtype == np.float32 else 1e-12
@@ -170,7 +172,7 @@ def test_gemm_add_sums_the_product_into_the_array_it_is_given(n, dtype):
         numba.set_num_threads(before)
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_allclose(outs[0], want, rtol=tol, atol=tol)
-    wide = np.zeros((n, 48), dtype)
+    wide = np.zeros((n, 2 * width), dtype)
     wide[:, ::2] = Y0
     view = wide[:, ::2]
     assert ex.gemm_add(view, X, W) is view

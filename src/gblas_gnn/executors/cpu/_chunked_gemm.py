@@ -27,6 +27,7 @@ import numba
 import numpy as np
 
 from ..alignment import aligned_empty
+from . import _row_gemm
 from ._helper_threads import run_all
 
 __all__ = ["PAIR_WORK", "ROWS", "blas_limit", "chunked_inner", "chunked_matmul", "epilogue",
@@ -69,6 +70,9 @@ def chunked_matmul(X: np.ndarray, W: np.ndarray, out: np.ndarray, threads: int,
 
     def product(b: int) -> None:
         rows = slice(b * ROWS, min((b + 1) * ROWS, n))
+        if _row_gemm.product_into(out[rows], X[rows], W, bias):
+            epilogue(out[rows], None, relu)
+            return
         np.matmul(X[rows], W, out=out[rows])
         epilogue(out[rows], bias, relu)
 
@@ -102,7 +106,8 @@ def chunked_inner(X: np.ndarray, Y: np.ndarray, threads: int) -> np.ndarray:
 
     def product(b: int) -> None:
         rows = slice(b * ROWS, min((b + 1) * ROWS, n))
-        np.matmul(X[rows].T, Y[rows], out=parts[b])
+        if not _row_gemm.inner_into(parts[b], X[rows], Y[rows]):
+            np.matmul(X[rows].T, Y[rows], out=parts[b])
 
     on_threads(threads, blocks, product)
     out = aligned_empty(parts.shape[1:], parts.dtype)
@@ -129,6 +134,8 @@ def gemm_into(into: np.ndarray, G: np.ndarray, W: np.ndarray) -> np.ndarray:
     (several times faster than ``np.matmul`` and the sum: ``docs/performance.md``). The
     row-major ``into`` is the column-major ``intoᵀ = W Gᵀ``, which BLAS overwrites in place.
     Returns ``into``."""
+    if _row_gemm.product_into(into, G, W.T, accumulate=True):
+        return into
     if into.dtype in (np.float32, np.float64) and into.flags.c_contiguous:
         from scipy.linalg.blas import get_blas_funcs
 

@@ -21,7 +21,15 @@ from graphblas import binary, semiring, unary
 
 from ..alignment import aligned_empty
 from ..contexts import MeanContext
-from . import _chunked_gemm, _dense_kernels, _gbio, _random_kernels, programs, uniform_aggregation
+from . import (
+    _chunked_gemm,
+    _dense_kernels,
+    _gbio,
+    _random_kernels,
+    _row_gemm,
+    programs,
+    uniform_aggregation,
+)
 from . import semiring_lowering as _lowering
 from ._helper_threads import run_all
 from ._program_kernels import serial
@@ -138,10 +146,13 @@ class CPUExecutor(GraphBLASExecutor):
                 return
             ga = out if out is not None else aligned_empty((G.shape[0], W.shape[0]),
                                                            np.result_type(G, W))
-            done.append(np.matmul(G, W.T, out=ga))            # aligned as gemm's
+            if not _row_gemm.product_into(ga, G, W.T):
+                np.matmul(G, W.T, out=ga)                       # aligned as gemm's
+            done.append(ga)
 
         with _chunked_gemm.blas_limit(1):
-            run_all([cotangent, lambda: np.matmul(X.T, G, out=gw)])
+            run_all([cotangent,
+                     lambda: _row_gemm.inner_into(gw, X, G) or np.matmul(X.T, G, out=gw)])
         return done[0], gw
 
     def combine_rows(self, a, X, b=None, Y=None, overwrite=False):

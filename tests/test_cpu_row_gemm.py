@@ -1,0 +1,185 @@
+"""The register-blocked narrow products of the cpu executor (``_row_gemm``): ``X W (+ b)
+(+ Y)`` and ``Xᵀ G`` equal to float64 products, each row's result independent of how the
+rows are split among calls, the shapes they decline left to BLAS, and the executor's paths
+through them (the tall products on blocks of rows, the matmul's backward) giving the same
+bits on one thread and two."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gblas_gnn.executors import CPUExecutor
+from gblas_gnn.executors.cpu import _row_gemm
+from gblas_gnn.executors.cpu._chunked_gemm import ROWS, chunked_inner
+from gblas_gnn.executors.cpu._row_gemm import (
+    INNER_MAX_DEPTH,
+    MAX_COLUMNS,
+    fits,
+    inner_fits,
+    product_into,
+    rows_inner,
+    rows_product,
+)
+
+pytestmark = pytest.mark.cpu_only
+
+
+@pytest.fixture
+def avx2_blas(monkeypatch):
+    """The kernels taken as where OpenBLAS runs its AVX2 kernels (this test's box may run
+    others, where they leave every product to BLAS)."""
+    monkeypatch.setattr(_row_gemm, "openblas_kernels", lambda: frozenset({"haswell"}))
+
+DTYPES = st.sampled_from([np.float32, np.float64])
+
+
+def _block(dtype) -> int:
+    """Columns of one block of four vectors."""
+    return 4 * 32 // np.dtype(dtype).itemsize
+
+
+def _tol(dtype, terms: int) -> float:
+    return (2e-6 if dtype == np.float32 else 1e-14) * max(terms, 1) * 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 23), k=st.integers(1, 70), blocks=st.integers(1, 4), dtype=DTYPES,
+       bias=st.booleans(), accumulate=st.booleans(), cut=st.integers(0, 23),
+       seed=st.integers(0, 2**16))
+def test_the_product_equals_float64s_and_any_split_of_the_rows_gives_the_same_bits(
+        n, k, blocks, dtype, bias, accumulate, cut, seed):
+    width = blocks * _block(dtype)
+    if width > MAX_COLUMNS:
+        width = MAX_COLUMNS
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, k)).astype(dtype)
+    W = rng.standard_normal((k, width)).astype(dtype)
+    b = rng.standard_normal(width).astype(dtype) if bias else np.zeros(0, dtype)
+    Y0 = rng.standard_normal((n, width)).astype(dtype)
+    whole = Y0.copy()
+    rows_product(X, W, b, accumulate, whole, np.uint64(0), np.uint64(n))
+    want = X.astype(np.float64) @ W + (b if bias else 0) + (Y0 if accumulate else 0)
+    np.testing.assert_allclose(whole, want, rtol=_tol(dtype, k), atol=_tol(dtype, k) * 4)
+    cut = min(cut, n)
+    parts = Y0.copy()                      # two calls, the second starting at an odd row too
+    rows_product(X, W, b, accumulate, parts, np.uint64(cut), np.uint64(n))
+    rows_product(X, W, b, accumulate, parts, np.uint64(0), np.uint64(cut))
+    np.testing.assert_array_equal(parts, whole)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 70), k=st.integers(1, INNER_MAX_DEPTH), dtype=DTYPES,
+       wide=st.booleans(), seed=st.integers(0, 2**16))
+def test_the_inner_product_equals_float64s(n, k, dtype, wide, seed):
+    width = _block(dtype) * (2 if wide and dtype == np.float32 else 1)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, k)).astype(dtype)
+    G = rng.standard_normal((n, width)).astype(dtype)
+    out = np.full((k, width), np.nan, dtype)               # every entry written, from zero
+    rows_inner(X, G, out, np.uint64(0), np.uint64(n))
+    np.testing.assert_allclose(out, X.astype(np.float64).T @ G, rtol=_tol(dtype, n),
+                               atol=_tol(dtype, n) * 4)
+    again = np.empty_like(out)
+    rows_inner(X, G, again, np.uint64(0), np.uint64(n))
+    np.testing.assert_array_equal(again, out)
+
+
+def test_the_shapes_they_decline_are_left_to_blas(avx2_blas):
+    f32 = np.ones((5, 8), np.float32)
+    W = np.ones((8, 32), np.float32)
+    out = np.zeros((5, 32), np.float32)
+    assert fits(f32, W, out)
+    assert not fits(f32, np.ones((8, 24), np.float32), np.empty((5, 24), np.float32))
+    assert not fits(f32, np.ones((8, 128), np.float32), np.empty((5, 128), np.float32))
+    assert not fits(f32.astype(np.float64), W, out)                     # mixed dtypes
+    assert not fits(np.ones((5, 16), np.float32)[:, ::2], W, out)       # strided X
+    assert not fits(f32.astype(np.int64), W.astype(np.int64), out.astype(np.int64))
+    assert fits(f32.astype(np.float64), np.ones((8, 16)), np.empty((5, 16)))
+    # a bias of another dtype would round differently: nothing written, False
+    target = np.full((5, 32), 3.0, np.float32)
+    assert not product_into(target, f32, W, np.ones(32, np.float64))
+    assert (target == 3).all()
+    assert product_into(target, f32, np.asfortranarray(W), np.ones(32, np.float32))
+    np.testing.assert_array_equal(target, 9.0)                          # W made contiguous
+    G = np.ones((5, 32), np.float32)
+    assert inner_fits(f32, G, np.empty((8, 32), np.float32))
+    assert not inner_fits(np.ones((5, INNER_MAX_DEPTH + 1), np.float32), G,
+                          np.empty((INNER_MAX_DEPTH + 1, 32), np.float32))
+    assert inner_fits(f32.astype(np.float64), np.ones((5, 32)), np.empty((8, 32)))
+    assert not inner_fits(f32.astype(np.float64), np.ones((5, 64)), np.empty((8, 64)))  # 512 B rows
+
+
+@pytest.mark.parametrize("kernels", [frozenset({"skylakex"}), frozenset({"haswell", "cooperlake"}),
+                                     frozenset()])
+def test_where_openblas_runs_other_kernels_every_product_is_blas(monkeypatch, kernels):
+    """AVX-512 kernel sets (not measured against), a mix, or no OpenBLAS: nothing fits, and
+    the executor's products are BLAS's, still equal to float64's."""
+    monkeypatch.setattr(_row_gemm, "openblas_kernels", lambda: kernels)
+    X, W = np.ones((3 * ROWS, 32), np.float32), np.ones((32, 32), np.float32)
+    assert not _row_gemm.enabled() and not fits(X, W, np.empty((3 * ROWS, 32), np.float32))
+    assert not inner_fits(X, X, np.empty((32, 32), np.float32))
+    assert not product_into(np.empty((3 * ROWS, 32), np.float32), X, W)
+    np.testing.assert_array_equal(CPUExecutor().linear(X, W, np.ones(32, np.float32)), 33.0)
+
+
+def test_the_kernels_are_taken_where_openblas_runs_its_avx2_kernels(monkeypatch):
+    kernels = _row_gemm.openblas_kernels()                      # this process's OpenBLAS
+    assert kernels and all(isinstance(k, str) and k == k.lower() for k in kernels)
+    assert _row_gemm.enabled() == (kernels <= _row_gemm.AVX2_KERNELS)
+    monkeypatch.setattr(_row_gemm, "openblas_kernels", lambda: frozenset({"haswell", "zen"}))
+    assert _row_gemm.enabled()
+
+
+def _one_and_two_threads(run):
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = run()
+        numba.set_num_threads(2)
+        return one, run()
+    finally:
+        numba.set_num_threads(before)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba runs one thread here")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_executors_products_through_the_kernels_are_the_same_on_one_thread_and_two(
+        dtype, avx2_blas, monkeypatch):
+    """The tall product with a bias, the sum into an array, the inner product by blocks and
+    the matmul's backward (``G Wᵀ`` and ``Xᵀ G`` at once), at widths the kernels take: the
+    same bits on one thread and two, equal to float64's."""
+    rng = np.random.default_rng(7)
+    n, k, o = 2 * ROWS + 5, 32, 32
+    X = rng.standard_normal((n, k)).astype(dtype)
+    W = rng.standard_normal((k, o)).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype)
+    G = rng.standard_normal((n, o)).astype(dtype)
+    ex = CPUExecutor()
+    tol = 2e-4 if dtype == np.float32 else 1e-11
+    X64 = X.astype(np.float64)
+    taken = []
+    for name in ("rows_product", "rows_inner"):           # the kernels do run
+        real = getattr(_row_gemm, name)
+        monkeypatch.setattr(_row_gemm, name,
+                            lambda *a, real=real, name=name: taken.append(name) or real(*a))
+
+    def products():
+        Y = G.copy()
+        ex.gemm_add(Y, X, W)
+        dX, dW = ex.matmul_vjp(G, W, X)
+        return ex.linear(X, W, b), Y, chunked_inner(X, G, numba.get_num_threads()), dX, dW
+
+    one, two = _one_and_two_threads(products)
+    assert {"rows_product", "rows_inner"} <= set(taken)
+    for a, c in zip(one, two, strict=True):
+        np.testing.assert_array_equal(a, c)
+    linear, summed, inner, dX, dW = one
+    np.testing.assert_allclose(linear, X64 @ W + b, rtol=tol, atol=tol)
+    np.testing.assert_allclose(summed, G + X64 @ W, rtol=tol, atol=tol)
+    np.testing.assert_allclose(inner, X64.T @ G, rtol=tol, atol=tol * 100)
+    np.testing.assert_allclose(dX, G.astype(np.float64) @ W.T, rtol=tol, atol=tol)
+    np.testing.assert_allclose(dW, X64.T @ G, rtol=tol, atol=tol * 100)
