@@ -135,6 +135,30 @@ def test_blocks_of_zeros_take_the_short_way_with_the_same_numbers(dtype):
                                atol=tol)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_every_block_is_written_whatever_the_share_count(threads):
+    """The float32 pass hands block ``b`` to share ``b mod threads`` (HGT's live rows in one
+    run of the stacked set): every element is written, the blocks of zeros and a last
+    partial block too, with the numbers one share gives."""
+    from gblas_gnn.ir.gelu import _BLOCK, _gelu_pass32
+
+    rng = np.random.default_rng(threads)
+    x = np.zeros(9 * _BLOCK + 37, np.float32)
+    x[: 3 * _BLOCK] = rng.standard_normal(3 * _BLOCK)        # a run of live blocks first
+    x[-20:] = rng.standard_normal(20)
+    g = rng.standard_normal(x.size).astype(np.float32)
+    for cotangent in (False, True):
+        one = np.full_like(x, np.nan)
+        _gelu_pass32(x, g, one, cotangent, 1)
+        out = np.full_like(x, np.nan)
+        _gelu_pass32(x, g, out, cotangent, threads)
+        assert not np.isnan(out).any()
+        np.testing.assert_array_equal(out, one)
+        want = g * _exact_derivative(x.astype(np.float64)) if cotangent else \
+            _reference(x.astype(np.float64))
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_fused_cotangent_is_the_derivative_times_g(dtype):
     x = np.linspace(-6, 6, 301).astype(dtype)
@@ -159,7 +183,7 @@ def test_the_float32_pass_is_vectorised(cotangent):
     serial = nb.njit(fastmath={"contract"})(gelu_kernels._gelu_pass32.py_func)
     x = np.linspace(-3, 3, 600, dtype=np.float32)
     out = np.empty_like(x)
-    serial(x, x, out, cotangent)
+    serial(x, x, out, cotangent, 2)
     np.testing.assert_array_equal(out, gelu_kernels.gelu_vjp(x, x) if cotangent
                                   else gelu_kernels.gelu(x))
     machine_code = next(iter(serial.inspect_asm().values()))
