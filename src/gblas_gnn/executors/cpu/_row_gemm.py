@@ -16,12 +16,12 @@ any split of the rows among threads.
 
 Why: OpenBLAS's sgemm packs its operands for any shape and keeps a 32-wide block of outputs
 in registers only across its own small panels; for the layers' shapes this kernel measured
-0.81–0.95 of its time on float32 and 0.56–0.86 on float64 (one thread, AMD EPYC, ``n`` up to
-10⁵, ``K`` 8–512, ``N`` 32 and 64), and lost from 128 columns on (1.00–1.49): hence
-:data:`MAX_COLUMNS` (``docs/performance.md``, dense products). Both kernels work in 32-byte
-vectors, the width of OpenBLAS's AVX2 kernels (its ``Haswell`` and ``Zen`` sets, which the
-AMD EPYC runs); where OpenBLAS runs wider kernels (AVX-512) they were not measured, and
-:func:`enabled` leaves every product to BLAS.
+0.81–0.95 of its time on float32 (one thread, AMD EPYC, ``n`` up to 10⁵, ``K`` 8–512, ``N``
+32 and 64) and 0.56–0.86 on float64 up to ``K`` = 64 (1.21 at 256), and lost from 128
+columns on (1.00–1.49): hence :data:`MAX_COLUMNS` (``docs/performance.md``, dense
+products). Both kernels work in 32-byte vectors, the width of OpenBLAS's AVX2 kernels (its
+``Haswell`` and ``Zen`` sets, which the AMD EPYC runs); where OpenBLAS runs wider kernels
+(AVX-512) they were not measured, and :func:`enabled` leaves every product to BLAS.
 """
 
 from __future__ import annotations
