@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
 from gblas_gnn.executors import CPUExecutor
+from gblas_gnn.executors.cpu import _row_gemm
 from gblas_gnn.executors.cpu._chunked_gemm import ROWS, chunked_inner, chunked_matmul
 
 pytestmark = pytest.mark.cpu_only
@@ -177,3 +178,45 @@ def test_gemm_add_sums_the_product_into_the_array_it_is_given(n, dtype, width):
     view = wide[:, ::2]
     assert ex.gemm_add(view, X, W) is view
     np.testing.assert_allclose(wide[:, ::2], want, rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba runs one thread here")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_executors_products_through_the_kernels_are_the_same_on_one_thread_and_two(
+        dtype, monkeypatch):
+    """The tall product with a bias, the sum into an array, the inner product by blocks and
+    the matmul's backward (``G Wᵀ`` and ``Xᵀ G`` at once), at widths the kernels take: the
+    same bits on one thread and two, equal to float64's."""
+    rng = np.random.default_rng(7)
+    n, k, o = 2 * ROWS + 5, 32, 32
+    X = rng.standard_normal((n, k)).astype(dtype)
+    W = rng.standard_normal((k, o)).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype)
+    G = rng.standard_normal((n, o)).astype(dtype)
+    ex = CPUExecutor()
+    tol = 2e-4 if dtype == np.float32 else 1e-11
+    X64 = X.astype(np.float64)
+    # taken as where OpenBLAS runs its AVX2 kernels (elsewhere every product is BLAS's)
+    monkeypatch.setattr(_row_gemm, "openblas_kernels", lambda: frozenset({"haswell"}))
+    taken = []
+    for name in ("rows_product", "rows_inner"):           # the kernels do run
+        real = getattr(_row_gemm, name)
+        monkeypatch.setattr(_row_gemm, name,
+                            lambda *a, real=real, name=name: taken.append(name) or real(*a))
+
+    def products():
+        Y = G.copy()
+        ex.gemm_add(Y, X, W)
+        dX, dW = ex.matmul_vjp(G, W, X)
+        return ex.linear(X, W, b), Y, chunked_inner(X, G, numba.get_num_threads()), dX, dW
+
+    one, two = _on_one_thread_and_two(products)
+    assert {"rows_product", "rows_inner"} <= set(taken)
+    for a, c in zip(one, two, strict=True):
+        np.testing.assert_array_equal(a, c)
+    linear, summed, inner, dX, dW = one
+    np.testing.assert_allclose(linear, X64 @ W + b, rtol=tol, atol=tol)
+    np.testing.assert_allclose(summed, G + X64 @ W, rtol=tol, atol=tol)
+    np.testing.assert_allclose(inner, X64.T @ G, rtol=tol, atol=tol * 100)
+    np.testing.assert_allclose(dX, G.astype(np.float64) @ W.T, rtol=tol, atol=tol)
+    np.testing.assert_allclose(dW, X64.T @ G, rtol=tol, atol=tol * 100)

@@ -1,12 +1,10 @@
 """The register-blocked narrow products of the cpu executor (``_row_gemm``): ``X W (+ b)
 (+ Y)`` and ``Xᵀ G`` equal to float64 products, each row's result independent of how the
-rows are split among calls, the shapes they decline left to BLAS, and the executor's paths
-through them (the tall products on blocks of rows, the matmul's backward) giving the same
-bits on one thread and two."""
+rows are split among calls, and the shapes and machines they decline left to BLAS (the
+executor's products through them on one thread and two: ``test_cpu_chunked_gemm.py``)."""
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,7 +12,7 @@ from hypothesis import strategies as st
 
 from gblas_gnn.executors import CPUExecutor
 from gblas_gnn.executors.cpu import _row_gemm
-from gblas_gnn.executors.cpu._chunked_gemm import ROWS, chunked_inner
+from gblas_gnn.executors.cpu._chunked_gemm import ROWS
 from gblas_gnn.executors.cpu._row_gemm import (
     INNER_MAX_DEPTH,
     MAX_COLUMNS,
@@ -132,54 +130,3 @@ def test_the_kernels_are_taken_where_openblas_runs_its_avx2_kernels(monkeypatch)
     assert _row_gemm.enabled() == (kernels <= _row_gemm.AVX2_KERNELS)
     monkeypatch.setattr(_row_gemm, "openblas_kernels", lambda: frozenset({"haswell", "zen"}))
     assert _row_gemm.enabled()
-
-
-def _one_and_two_threads(run):
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = run()
-        numba.set_num_threads(2)
-        return one, run()
-    finally:
-        numba.set_num_threads(before)
-
-
-@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba runs one thread here")
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_executors_products_through_the_kernels_are_the_same_on_one_thread_and_two(
-        dtype, avx2_blas, monkeypatch):
-    """The tall product with a bias, the sum into an array, the inner product by blocks and
-    the matmul's backward (``G Wᵀ`` and ``Xᵀ G`` at once), at widths the kernels take: the
-    same bits on one thread and two, equal to float64's."""
-    rng = np.random.default_rng(7)
-    n, k, o = 2 * ROWS + 5, 32, 32
-    X = rng.standard_normal((n, k)).astype(dtype)
-    W = rng.standard_normal((k, o)).astype(dtype)
-    b = rng.standard_normal(o).astype(dtype)
-    G = rng.standard_normal((n, o)).astype(dtype)
-    ex = CPUExecutor()
-    tol = 2e-4 if dtype == np.float32 else 1e-11
-    X64 = X.astype(np.float64)
-    taken = []
-    for name in ("rows_product", "rows_inner"):           # the kernels do run
-        real = getattr(_row_gemm, name)
-        monkeypatch.setattr(_row_gemm, name,
-                            lambda *a, real=real, name=name: taken.append(name) or real(*a))
-
-    def products():
-        Y = G.copy()
-        ex.gemm_add(Y, X, W)
-        dX, dW = ex.matmul_vjp(G, W, X)
-        return ex.linear(X, W, b), Y, chunked_inner(X, G, numba.get_num_threads()), dX, dW
-
-    one, two = _one_and_two_threads(products)
-    assert {"rows_product", "rows_inner"} <= set(taken)
-    for a, c in zip(one, two, strict=True):
-        np.testing.assert_array_equal(a, c)
-    linear, summed, inner, dX, dW = one
-    np.testing.assert_allclose(linear, X64 @ W + b, rtol=tol, atol=tol)
-    np.testing.assert_allclose(summed, G + X64 @ W, rtol=tol, atol=tol)
-    np.testing.assert_allclose(inner, X64.T @ G, rtol=tol, atol=tol * 100)
-    np.testing.assert_allclose(dX, G.astype(np.float64) @ W.T, rtol=tol, atol=tol)
-    np.testing.assert_allclose(dW, X64.T @ G, rtol=tol, atol=tol * 100)

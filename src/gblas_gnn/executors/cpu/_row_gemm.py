@@ -73,20 +73,27 @@ def enabled() -> bool:
     return bool(kernels) and kernels <= AVX2_KERNELS
 
 
+def _column_block(*arrays) -> int:
+    """Columns of one block of four vectors of the arrays' float type, where the kernels are
+    :func:`enabled` and the arrays are 2-D, C-contiguous and all float32 or all float64;
+    else 0."""
+    if not enabled() or not all(isinstance(a, np.ndarray) and a.ndim == 2
+                                and a.flags.c_contiguous for a in arrays):
+        return 0
+    dtype = arrays[0].dtype
+    if dtype not in (np.float32, np.float64) or any(a.dtype != dtype for a in arrays):
+        return 0
+    return _BLOCK_VECTORS * (32 // dtype.itemsize)
+
+
 def fits(X, W, out) -> bool:
     """Whether :func:`rows_product` computes ``out = X W``: the kernels :func:`enabled`,
     float32 or float64 arrays of one dtype, all C-contiguous, 2-D of matching shapes, and
     ``W`` a whole number of column blocks (32 float32 or 16 float64 columns) of at most
     :data:`MAX_COLUMNS`."""
-    if not enabled() or not all(isinstance(a, np.ndarray) and a.ndim == 2 and a.flags.c_contiguous
-               for a in (X, W, out)):
-        return False
-    dtype = X.dtype
-    if dtype not in (np.float32, np.float64) or W.dtype != dtype or out.dtype != dtype:
-        return False
-    block = _BLOCK_VECTORS * (32 // dtype.itemsize)
-    n, k = X.shape
-    return (W.shape[0] == k and k > 0 and out.shape == (n, W.shape[1])
+    block = _column_block(X, W, out)
+    n, k = X.shape if block else (0, 0)
+    return (block > 0 and W.shape[0] == k and k > 0 and out.shape == (n, W.shape[1])
             and 0 < W.shape[1] <= MAX_COLUMNS and W.shape[1] % block == 0)
 
 
@@ -119,7 +126,6 @@ def rows_product(X, W, bias, accumulate, out, r0, r1):
     k_in = np.uint64(X.shape[1])
     width = np.uint64(W.shape[1])
     lanes = np.uint64(lane_count(X))
-    two, three = np.uint64(2) * lanes, np.uint64(3) * lanes
     Xf = X.reshape(X.size)
     Wf = W.reshape(W.size)
     of = out.reshape(out.size)
@@ -137,29 +143,29 @@ def rows_product(X, W, bias, accumulate, out, r0, r1):
             xa, xb = i * k_in, j * k_in
             w = c
             for k in range(k_in):
-                w0 = lanes_load(Wf, w)
-                w1 = lanes_load(Wf, w + lanes)
-                w2 = lanes_load(Wf, w + two)
-                w3 = lanes_load(Wf, w + three)
-                s = lanes_splat(X, Xf[xa + k])
-                t = lanes_splat(X, Xf[xb + k])
-                a0, a1 = lanes_fma(s, w0, a0), lanes_fma(s, w1, a1)
-                a2, a3 = lanes_fma(s, w2, a2), lanes_fma(s, w3, a3)
-                b0, b1 = lanes_fma(t, w0, b0), lanes_fma(t, w1, b1)
-                b2, b3 = lanes_fma(t, w2, b2), lanes_fma(t, w3, b3)
+                w0, w1, w2, w3 = _tile(Wf, w, lanes)
+                a0, a1, a2, a3, b0, b1, b2, b3 = _two_rows(
+                    lanes_splat(X, Xf[xa + k]), lanes_splat(X, Xf[xb + k]), w0, w1, w2, w3,
+                    a0, a1, a2, a3, b0, b1, b2, b3)
                 w += width
             if with_bias:
-                e0, e1 = lanes_load(bias, c), lanes_load(bias, c + lanes)
-                e2, e3 = lanes_load(bias, c + two), lanes_load(bias, c + three)
-                a0, a1 = lanes_fma(one, e0, a0), lanes_fma(one, e1, a1)
-                a2, a3 = lanes_fma(one, e2, a2), lanes_fma(one, e3, a3)
-                b0, b1 = lanes_fma(one, e0, b0), lanes_fma(one, e1, b1)
-                b2, b3 = lanes_fma(one, e2, b2), lanes_fma(one, e3, b3)
+                e0, e1, e2, e3 = _tile(bias, c, lanes)
+                a0, a1, a2, a3, b0, b1, b2, b3 = _two_rows(
+                    one, one, e0, e1, e2, e3, a0, a1, a2, a3, b0, b1, b2, b3)
             _finish(of, i * width + c, lanes, accumulate, one, a0, a1, a2, a3)
             if second:
                 _finish(of, j * width + c, lanes, accumulate, one, b0, b1, b2, b3)
             c += np.uint64(_BLOCK_VECTORS) * lanes
         i += np.uint64(2)
+
+
+@nb.njit(inline="always", fastmath=_CONTRACT)
+def _two_rows(s, t, v0, v1, v2, v3, a0, a1, a2, a3, b0, b1, b2, b3):
+    """One step of two rows' sums: ``a += s·v`` and ``b += t·v`` over four vectors ``v``,
+    one fused multiply-add each."""
+    return (lanes_fma(s, v0, a0), lanes_fma(s, v1, a1), lanes_fma(s, v2, a2),
+            lanes_fma(s, v3, a3), lanes_fma(t, v0, b0), lanes_fma(t, v1, b1),
+            lanes_fma(t, v2, b2), lanes_fma(t, v3, b3))
 
 
 @nb.njit(inline="always", fastmath=_CONTRACT)
@@ -184,16 +190,10 @@ def inner_fits(X, G, out) -> bool:
     same rows, ``out`` of shape ``(X's columns, G's columns)``, ``X`` at most
     :data:`INNER_MAX_DEPTH` columns wide and ``G`` a whole number of column blocks of at most
     :data:`INNER_MAX_ROW_BYTES` a row."""
-    if not enabled() or not all(isinstance(a, np.ndarray) and a.ndim == 2 and a.flags.c_contiguous
-               for a in (X, G, out)):
-        return False
-    dtype = X.dtype
-    if dtype not in (np.float32, np.float64) or G.dtype != dtype or out.dtype != dtype:
-        return False
-    block = _BLOCK_VECTORS * (32 // dtype.itemsize)
-    return (G.shape[0] == X.shape[0] and 0 < X.shape[1] <= INNER_MAX_DEPTH
+    block = _column_block(X, G, out)
+    return (block > 0 and G.shape[0] == X.shape[0] and 0 < X.shape[1] <= INNER_MAX_DEPTH
             and out.shape == (X.shape[1], G.shape[1])
-            and 0 < G.shape[1] * dtype.itemsize <= INNER_MAX_ROW_BYTES
+            and 0 < G.shape[1] * X.itemsize <= INNER_MAX_ROW_BYTES
             and G.shape[1] % block == 0)
 
 
@@ -220,7 +220,6 @@ def rows_inner(X, G, out, r0, r1):
     k_in = np.uint64(X.shape[1])
     width = np.uint64(G.shape[1])
     lanes = np.uint64(lane_count(X))
-    two, three = np.uint64(2) * lanes, np.uint64(3) * lanes
     Xf = X.reshape(X.size)
     Gf = G.reshape(G.size)
     of = out.reshape(out.size)
@@ -239,17 +238,10 @@ def rows_inner(X, G, out, r0, r1):
                 a0, a1, a2, a3 = _tile(of, k * width + c, lanes)     # the sums so far
                 b0, b1, b2, b3 = _tile(of, h * width + c, lanes)
                 for i in range(s, e):
-                    g = i * width + c
-                    g0 = lanes_load(Gf, g)
-                    g1 = lanes_load(Gf, g + lanes)
-                    g2 = lanes_load(Gf, g + two)
-                    g3 = lanes_load(Gf, g + three)
-                    x = lanes_splat(X, Xf[i * k_in + k])
-                    y = lanes_splat(X, Xf[i * k_in + h])
-                    a0, a1 = lanes_fma(x, g0, a0), lanes_fma(x, g1, a1)
-                    a2, a3 = lanes_fma(x, g2, a2), lanes_fma(x, g3, a3)
-                    b0, b1 = lanes_fma(y, g0, b0), lanes_fma(y, g1, b1)
-                    b2, b3 = lanes_fma(y, g2, b2), lanes_fma(y, g3, b3)
+                    g0, g1, g2, g3 = _tile(Gf, i * width + c, lanes)
+                    a0, a1, a2, a3, b0, b1, b2, b3 = _two_rows(
+                        lanes_splat(X, Xf[i * k_in + k]), lanes_splat(X, Xf[i * k_in + h]),
+                        g0, g1, g2, g3, a0, a1, a2, a3, b0, b1, b2, b3)
                 _finish(of, k * width + c, lanes, False, one, a0, a1, a2, a3)
                 if second:
                     _finish(of, h * width + c, lanes, False, one, b0, b1, b2, b3)
