@@ -4,6 +4,7 @@ generic array-module path against the kernels."""
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 
@@ -171,6 +172,15 @@ def test_the_fused_cotangent_is_the_derivative_times_g(dtype):
                                atol=tol)
 
 
+@functools.cache
+def _serial_pass():
+    """The float32 pass compiled serially from its source, once for both flags (its flag is
+    an argument: one signature)."""
+    import numba as nb
+
+    return nb.njit(fastmath={"contract"})(gelu_kernels._gelu_pass32.py_func)
+
+
 @pytest.mark.skipif(not _packed_fma_expected(), reason="needs an x86-64 CPU with AVX2 and FMA")
 @pytest.mark.parametrize("cotangent", [False, True])
 def test_the_float32_pass_is_vectorised(cotangent):
@@ -178,9 +188,7 @@ def test_the_float32_pass_is_vectorised(cotangent):
     choice between value and cotangent inside one loop had kept them scalar (2.3× slower on
     an AMD EPYC). Compiled serially from the kernel's Python source (numba does not show the
     machine code of a cached kernel)."""
-    import numba as nb
-
-    serial = nb.njit(fastmath={"contract"})(gelu_kernels._gelu_pass32.py_func)
+    serial = _serial_pass()
     x = np.linspace(-3, 3, 600, dtype=np.float32)
     out = np.empty_like(x)
     serial(x, x, out, cotangent, 2)
