@@ -16,6 +16,12 @@ measured record).
 
 :func:`matmul` is the cpu executors' dense product: OpenBLAS held at the executor's thread
 count, and the blocks of rows from :data:`PAIR_WORK` of work on.
+
+A block whose shapes the register-blocked kernels of :mod:`._row_gemm` take (outputs of 32
+or 64 columns, on a machine whose OpenBLAS runs AVX2 kernels) is their call instead of
+BLAS's, in :func:`chunked_matmul`, :func:`chunked_inner`, :func:`matmul_add` and
+:func:`gemm_into` alike: each row's result there does not depend on the rows around it, so
+the same bits on any thread count still hold.
 """
 
 from __future__ import annotations
@@ -131,9 +137,9 @@ def inner(X: np.ndarray, Y: np.ndarray, blas_threads: int) -> np.ndarray:
 def gemm_into(into: np.ndarray, G: np.ndarray, W: np.ndarray) -> np.ndarray:
     r"""``into += G Wᵀ`` by the GEMM itself (:math:`C \leftarrow G W^\top + 1 \cdot C`):
     the product is summed as it is formed, with no array of its own and no second pass
-    (several times faster than ``np.matmul`` and the sum: ``docs/performance.md``). The
-    row-major ``into`` is the column-major ``intoᵀ = W Gᵀ``, which BLAS overwrites in place.
-    Returns ``into``."""
+    (several times faster than ``np.matmul`` and the sum: ``docs/performance.md``), by
+    :func:`._row_gemm.product_into` where it fits, else by BLAS: the row-major ``into`` is
+    the column-major ``intoᵀ = W Gᵀ``, which BLAS overwrites in place. Returns ``into``."""
     if _row_gemm.product_into(into, G, W.T, accumulate=True):
         return into
     if into.dtype in (np.float32, np.float64) and into.flags.c_contiguous:
