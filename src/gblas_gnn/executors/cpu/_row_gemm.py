@@ -123,14 +123,8 @@ def rows_product(X, W, bias, accumulate, out, r0, r1):
     """``out[i] = X[i] W (+ bias, when it is not empty) (+ out[i], with accumulate)`` for
     the rows ``r0 ≤ i < r1`` (unsigned), the arrays as :func:`fits` says; the GIL released,
     so that threads of the caller's run their rows at once."""
-    k_in = np.uint64(X.shape[1])
-    width = np.uint64(W.shape[1])
-    lanes = np.uint64(lane_count(X))
-    Xf = X.reshape(X.size)
-    Wf = W.reshape(W.size)
-    of = out.reshape(out.size)
+    k_in, width, lanes, Xf, Wf, of, one = _views(X, W, out)
     zero = lanes_splat(X, 0.0)
-    one = lanes_splat(X, 1.0)
     with_bias = bias.shape[0] > 0
     i = r0
     while i < r1:
@@ -157,6 +151,14 @@ def rows_product(X, W, bias, accumulate, out, r0, r1):
                 _finish(of, j * width + c, lanes, accumulate, one, b0, b1, b2, b3)
             c += np.uint64(_BLOCK_VECTORS) * lanes
         i += np.uint64(2)
+
+
+@nb.njit(inline="always")
+def _views(X, B, out):
+    """What both kernels start from: ``X``'s width, ``B``'s width (the output's), the lanes
+    of a vector, the three arrays flat, and a vector of ones."""
+    return (np.uint64(X.shape[1]), np.uint64(B.shape[1]), np.uint64(lane_count(X)),
+            X.reshape(X.size), B.reshape(B.size), out.reshape(out.size), lanes_splat(X, 1.0))
 
 
 @nb.njit(inline="always", fastmath=_CONTRACT)
@@ -217,13 +219,7 @@ def rows_inner(X, G, out, r0, r1):
     :data:`_INNER_ROWS` rows of ``X`` and ``G`` (per row: four loads of ``G``'s row, two
     broadcasts of ``X``'s, eight fused multiply-adds), then stored, and loaded again to go on
     over the next block."""
-    k_in = np.uint64(X.shape[1])
-    width = np.uint64(G.shape[1])
-    lanes = np.uint64(lane_count(X))
-    Xf = X.reshape(X.size)
-    Gf = G.reshape(G.size)
-    of = out.reshape(out.size)
-    one = lanes_splat(X, 1.0)
+    k_in, width, lanes, Xf, Gf, of, one = _views(X, G, out)
     for q in range(of.shape[0]):
         of[q] = 0.0
     s = r0
