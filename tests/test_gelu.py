@@ -138,26 +138,33 @@ def test_blocks_of_zeros_take_the_short_way_with_the_same_numbers(dtype):
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 7])
 def test_every_block_is_written_whatever_the_share_count(threads):
-    """The float32 pass hands block ``b`` to share ``b mod threads`` (HGT's live rows in one
-    run of the stacked set): every element is written, the blocks of zeros and a last
-    partial block too, with the numbers one share gives."""
-    from gblas_gnn.ir.gelu import _BLOCK, _gelu_pass32
+    """The passes hand block ``b`` to share ``b mod threads`` (HGT's live rows in one run of
+    the stacked set): every element is written, the blocks of zeros and a last partial
+    block too, with the numbers one share gives, float32's and float64's."""
+    from gblas_gnn.ir.gelu import _BLOCK, _gelu64, _gelu_pass32, _gelu_vjp64
 
     rng = np.random.default_rng(threads)
     x = np.zeros(9 * _BLOCK + 37, np.float32)
     x[: 3 * _BLOCK] = rng.standard_normal(3 * _BLOCK)        # a run of live blocks first
     x[-20:] = rng.standard_normal(20)
     g = rng.standard_normal(x.size).astype(np.float32)
-    for cotangent in (False, True):
-        one = np.full_like(x, np.nan)
-        _gelu_pass32(x, g, one, cotangent, 1)
-        out = np.full_like(x, np.nan)
-        _gelu_pass32(x, g, out, cotangent, threads)
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    passes = {   # (float32 value or cotangent, and float64's by libm): (kernel, its arguments)
+        (np.float32, False): lambda out, t: _gelu_pass32(x, g, out, False, t),
+        (np.float32, True): lambda out, t: _gelu_pass32(x, g, out, True, t),
+        (np.float64, False): lambda out, t: _gelu64(x64, out, t),
+        (np.float64, True): lambda out, t: _gelu_vjp64(x64, g64, out, t),
+    }
+    for (dtype, cotangent), run in passes.items():
+        one = np.full(x.shape, np.nan, dtype)
+        run(one, 1)
+        out = np.full(x.shape, np.nan, dtype)
+        run(out, threads)
         assert not np.isnan(out).any()
         np.testing.assert_array_equal(out, one)
-        want = g * _exact_derivative(x.astype(np.float64)) if cotangent else \
-            _reference(x.astype(np.float64))
-        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+        want = g64 * _exact_derivative(x64) if cotangent else _reference(x64)
+        tol = 1e-6 if dtype == np.float32 else 1e-14
+        np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

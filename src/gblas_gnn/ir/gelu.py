@@ -153,21 +153,29 @@ def _gelu_block(x, g, out, cotangent, lo, hi):  # pragma: no cover (numba)
 
 
 @nb.njit(cache=True, parallel=True)
-def _gelu64(x, out):                           # pragma: no cover (numba)
-    for i in nb.prange(x.size):
-        v = x[i]
-        out[i] = 0.0 if v == 0 else 0.5 * v * (1.0 + math.erf(v * _RSQRT2))
+def _gelu64(x, out, threads):                  # pragma: no cover (numba)
+    """float64 GELU by libm's ``erf``, the blocks round-robin as :func:`_gelu_pass32`'s."""
+    blocks = (x.size + _BLOCK - 1) // _BLOCK
+    for t in nb.prange(threads):
+        for b in range(t, blocks, threads):
+            for i in range(b * _BLOCK, min(x.size, (b + 1) * _BLOCK)):
+                v = x[i]
+                out[i] = 0.0 if v == 0 else 0.5 * v * (1.0 + math.erf(v * _RSQRT2))
 
 
 @nb.njit(cache=True, parallel=True)
-def _gelu_vjp64(x, g, out):                    # pragma: no cover (numba)
-    for i in nb.prange(x.size):
-        v = x[i]
-        if v == 0:
-            out[i] = 0.5 * g[i]
-        else:
-            out[i] = g[i] * (0.5 * (1.0 + math.erf(v * _RSQRT2))
-                             + v * math.exp(-0.5 * v * v) * _RSQRT2PI)
+def _gelu_vjp64(x, g, out, threads):           # pragma: no cover (numba)
+    """float64 ``g · GELU'(x)`` by libm's ``erf`` and ``exp``, the blocks round-robin."""
+    blocks = (x.size + _BLOCK - 1) // _BLOCK
+    for t in nb.prange(threads):
+        for b in range(t, blocks, threads):
+            for i in range(b * _BLOCK, min(x.size, (b + 1) * _BLOCK)):
+                v = x[i]
+                if v == 0:
+                    out[i] = 0.5 * g[i]
+                else:
+                    out[i] = g[i] * (0.5 * (1.0 + math.erf(v * _RSQRT2))
+                                     + v * math.exp(-0.5 * v * v) * _RSQRT2PI)
 
 
 def _flat(x: np.ndarray) -> np.ndarray:
@@ -181,7 +189,7 @@ def gelu(x: np.ndarray) -> np.ndarray:
     if flat.dtype == np.float32:
         _gelu_pass32(flat, flat, out, False, nb.get_num_threads())
     else:
-        _gelu64(flat, out)
+        _gelu64(flat, out, nb.get_num_threads())
     return out.reshape(x.shape)
 
 
@@ -194,5 +202,5 @@ def gelu_vjp(x: np.ndarray, g: np.ndarray) -> np.ndarray:
     if flat.dtype == np.float32:
         _gelu_pass32(flat, gf, out, True, nb.get_num_threads())
     else:
-        _gelu_vjp64(flat, gf, out)
+        _gelu_vjp64(flat, gf, out, nb.get_num_threads())
     return out.reshape(x.shape)
