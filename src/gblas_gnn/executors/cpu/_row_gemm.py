@@ -102,7 +102,8 @@ def product_into(out, X, W, bias=None, accumulate: bool = False) -> bool:
     row when the arrays fit it (``W`` may be a transposed view: it is made contiguous once,
     at most 64 columns of it); False, with nothing written, when they do not (the caller's
     BLAS call then computes it)."""
-    if not (isinstance(W, np.ndarray) and W.ndim == 2 and W.shape[1] <= MAX_COLUMNS):
+    if not (enabled() and isinstance(out, np.ndarray) and isinstance(W, np.ndarray)
+            and W.ndim == 2 and W.shape[1] <= MAX_COLUMNS):
         return False
     W = np.ascontiguousarray(W)
     if bias is not None:
