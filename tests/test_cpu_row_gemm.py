@@ -86,6 +86,18 @@ def test_the_inner_product_equals_float64s(n, k, dtype, wide, seed):
     np.testing.assert_array_equal(again, out)
 
 
+def test_a_long_inner_product_sums_by_chunks_and_stays_accurate():
+    """10⁶ rows of ``1 · 0.1`` in float32: one chain of fused multiply-adds drifts by about
+    1 % (each term rounded against a sum near 10⁵); chunks of 8 192 rows, their sums added
+    after, stay within 2·10⁻⁴ (6·10⁻⁵ measured), on every entry and the odd last column."""
+    n = 1_000_000
+    X = np.ones((n, 3), np.float32)
+    G = np.full((n, 32), 0.1, np.float32)
+    out = np.empty((3, 32), np.float32)
+    rows_inner(X, G, out, np.uint64(0), np.uint64(n))
+    np.testing.assert_allclose(out, n * np.float64(np.float32(0.1)), rtol=2e-4)
+
+
 def test_the_shapes_they_decline_are_left_to_blas(avx2_blas):
     f32 = np.ones((5, 8), np.float32)
     W = np.ones((8, 32), np.float32)

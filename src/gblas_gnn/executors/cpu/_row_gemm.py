@@ -46,6 +46,9 @@ _BLOCK_VECTORS = 4
 #: rows of ``X`` and ``G`` an inner product runs each tile of its output over before the next
 #: tile (16 of 16–256 measured fastest at 32 × 32 float32: 3.07 against 3.28–3.90 ms at 10⁵ rows)
 _INNER_ROWS = 16
+#: rows an inner product sums in one chain before it adds that chunk's sum to the result (the
+#: executor's blocks of rows, ``_chunked_gemm.ROWS``, are one chunk each)
+_INNER_CHUNK = 8192
 #: the widest ``X`` (rows of ``Xᵀ G``) and the widest row of ``G`` in bytes the inner product
 #: takes: beyond them OpenBLAS was as fast or faster (one thread, AMD EPYC, 10⁵ rows: float32
 #: 0.66–0.84 of its time up to 32 × 64, 0.96–1.06 from 48 columns of ``X`` on; float64
@@ -214,15 +217,31 @@ def rows_inner(X, G, out, r0, r1):
     r"""``out = Σ_{r0 ≤ i < r1} X[i]ᵀ G[i]`` (unsigned bounds; the arrays as
     :func:`inner_fits` says), the GIL released.
 
-    Each entry ``out[k, c]`` is summed over the rows in order, one fused multiply-add a row,
-    from zero: the same bits however the rows are visited. Tiles of two rows of ``out`` by
-    four vectors of columns are held in registers while they run over a block of
-    :data:`_INNER_ROWS` rows of ``X`` and ``G`` (per row: four loads of ``G``'s row, two
-    broadcasts of ``X``'s, eight fused multiply-adds), then stored, and loaded again to go on
-    over the next block."""
+    The rows are summed in chunks of :data:`_INNER_CHUNK` from ``r0``, each entry of a
+    chunk's sum over its rows in order, one fused multiply-add a row, from zero; the chunks'
+    sums are then added into ``out`` in order (a float32 sum of 10⁶ terms in one chain would
+    drift: tested). Tiles of two rows of a chunk's sum by four vectors of columns are held in
+    registers while they run over a block of :data:`_INNER_ROWS` rows of ``X`` and ``G``
+    (per row: four loads of ``G``'s row, two broadcasts of ``X``'s, eight fused
+    multiply-adds), then stored, and loaded again to go on over the next block."""
     k_in, width, lanes, Xf, Gf, of, one = _views(X, G, out)
+    part = np.empty(of.shape[0], X.dtype)                     # one chunk's sum
     for q in range(of.shape[0]):
         of[q] = 0.0
+    start = r0
+    while start < r1:
+        stop = min(start + np.uint64(_INNER_CHUNK), r1)
+        for q in range(part.shape[0]):
+            part[q] = 0.0
+        _chunk_inner(Xf, Gf, part, k_in, width, lanes, one, start, stop)
+        for q in range(of.shape[0]):
+            of[q] += part[q]
+        start = stop
+
+
+@nb.njit(inline="always", fastmath=_CONTRACT)
+def _chunk_inner(Xf, Gf, pf, k_in, width, lanes, one, r0, r1):
+    """:func:`rows_inner`'s sum of the rows ``[r0, r1)`` added into the flat ``pf``."""
     s = r0
     while s < r1:
         e = min(s + np.uint64(_INNER_ROWS), r1)
@@ -232,16 +251,16 @@ def rows_inner(X, G, out, r0, r1):
             h = k + np.uint64(1) if second else k      # a last odd column: computed twice
             c = np.uint64(0)
             while c < width:
-                a0, a1, a2, a3 = _tile(of, k * width + c, lanes)     # the sums so far
-                b0, b1, b2, b3 = _tile(of, h * width + c, lanes)
+                a0, a1, a2, a3 = _tile(pf, k * width + c, lanes)     # the sums so far
+                b0, b1, b2, b3 = _tile(pf, h * width + c, lanes)
                 for i in range(s, e):
                     g0, g1, g2, g3 = _tile(Gf, i * width + c, lanes)
                     a0, a1, a2, a3, b0, b1, b2, b3 = _two_rows(
-                        lanes_splat(X, Xf[i * k_in + k]), lanes_splat(X, Xf[i * k_in + h]),
+                        lanes_splat(Xf, Xf[i * k_in + k]), lanes_splat(Xf, Xf[i * k_in + h]),
                         g0, g1, g2, g3, a0, a1, a2, a3, b0, b1, b2, b3)
-                _finish(of, k * width + c, lanes, False, one, a0, a1, a2, a3)
+                _finish(pf, k * width + c, lanes, False, one, a0, a1, a2, a3)
                 if second:
-                    _finish(of, h * width + c, lanes, False, one, b0, b1, b2, b3)
+                    _finish(pf, h * width + c, lanes, False, one, b0, b1, b2, b3)
                 c += np.uint64(_BLOCK_VECTORS) * lanes
             k += np.uint64(2)
         s = e
