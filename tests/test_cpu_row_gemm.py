@@ -32,6 +32,7 @@ def avx2_blas(monkeypatch):
     others, where they leave every product to BLAS)."""
     monkeypatch.setattr(_row_gemm, "openblas_kernels", lambda: frozenset({"haswell"}))
 
+
 DTYPES = st.sampled_from([np.float32, np.float64])
 
 
