@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..executors import get_executor
+from ..ir.sinks import sink_rule
 from .lower import build
 from .tape import Summed, current
 from .traced import Traced, record, value_of
@@ -37,8 +38,9 @@ def run(root: Expr, sink: tuple, x=None):
         return out
     s.widths.append(int(np.prod(np.shape(value_of(x))[1:])) if x is not None else
                     (prog.heads or 1))
+    live = _live_rows(ex, prog, out)
     if not keep:
-        return Traced(out, None, True)
+        return Traced(out, None, True, live)
 
     s.held.append(out)                  # the context may keep it (Scope.released)
 
@@ -49,7 +51,19 @@ def run(root: Expr, sink: tuple, x=None):
 
     # its cotangents are arrays of its own (_own), or the sums it was offered, added into
     # (an executor's uniform aggregation): the tape may sum into them in place
-    return record(out, traced, vjp, True, fresh=True, adds=True)
+    return record(out, traced, vjp, True, fresh=True, adds=True, live=live)
+
+
+def _live_rows(ex, prog, out) -> slice | None:
+    """The rows of a row-indexed sink's ``out`` from the first to the last with an entry
+    where they are fewer than all (:attr:`.traced.Traced.live`), else None."""
+    if not sink_rule(prog.structure.sink).by_target_row:
+        return None
+    live = ex.entry_rows(prog.pattern)
+    n = np.shape(out)[0]
+    if live is None or live.stop > n or (live.start == 0 and live.stop == n):
+        return None
+    return live
 
 
 def _own(grads: list, summed: list[bool], g, xp) -> list:

@@ -52,10 +52,12 @@ def _scope():
 
 
 def record(value, parents, vjp, vertex: bool, zero=None, fresh: bool = False,
-           donate: bool = False, adds: bool = False) -> Traced:
+           donate: bool = False, adds: bool = False, live: slice | None = None) -> Traced:
     """A traced result: ``value``, recorded with ``vjp`` over ``parents`` in training mode
-    (``zero``, ``fresh``, ``donate`` and ``adds``: see :meth:`.tape.Scope.record`)."""
-    return Traced(value, _scope().record(parents, vjp, zero, fresh, donate, adds), vertex)
+    (``zero``, ``fresh``, ``donate`` and ``adds``: see :meth:`.tape.Scope.record`; ``live``:
+    :attr:`Traced.live`)."""
+    return Traced(value, _scope().record(parents, vjp, zero, fresh, donate, adds), vertex,
+                  live)
 
 
 def lift(x, vertex: bool = False) -> Traced:
@@ -153,16 +155,48 @@ def apply_binary(op: str, a, b):
 
 
 def apply_unary(fn: str, x: Traced, alpha=None) -> Traced:
-    """``f(x)`` of the table in :mod:`.functions`."""
+    """``f(x)`` of the table in :mod:`.functions`; on the live rows alone of an ``x`` that has
+    them when :math:`f(0) = 0` (:func:`_apply_unary_live`)."""
     alpha = F.check_unary(fn, alpha)
     xp = _scope().executor.xp
     xv = x.value
+    if x.live is not None and F.keeps_zero(fn, xv.dtype, alpha):
+        return _apply_unary_live(fn, x, alpha)
     y = F.unary(xp, fn, xv, alpha)
 
     def vjp(g):
         return (F.UNARY[fn].cotangent(xp, xv, y, g, alpha),)
 
     return record(y, [x], vjp, x.vertex)
+
+
+def _zero_outside(xp, shape: tuple, dtype, live: slice):
+    """An array of ``shape`` whose rows outside ``live`` are 0 (the live rows to be
+    written)."""
+    out = xp.empty(shape, dtype)
+    out[:live.start] = 0
+    out[live.stop:] = 0
+    return out
+
+
+def _apply_unary_live(fn: str, x: Traced, alpha) -> Traced:
+    r"""``f(x)`` for an ``x`` that is 0 outside its live rows :math:`L`, with :math:`f(0) =
+    0`: :math:`f` on the rows of :math:`L` alone, 0 elsewhere (live rows: the result's).
+    Its cotangent :math:`\bar y_L \, f'(x_L)` on :math:`L`, 0 elsewhere: no backward reads
+    it there (:attr:`Traced.live`). HGT's GELU reads its targets' rows of the stacked set,
+    not the source blocks' zeros."""
+    xp = _scope().executor.xp
+    xv, live = x.value, x.live
+    y = _zero_outside(xp, xv.shape, xv.dtype, live)
+    y[live] = F.unary(xp, fn, xv[live], alpha)
+
+    def vjp(g):
+        dx = _zero_outside(xp, xv.shape, xp.result_type(xv, g), live)
+        dx[live] = F.UNARY[fn].cotangent(xp, xv[live], y[live],
+                                         xp.ascontiguousarray(g[live]), alpha)
+        return (dx,)
+
+    return record(y, [x], vjp, x.vertex, fresh=True, live=live)
 
 
 def _matmul(a: Traced, b: Traced) -> Traced:
@@ -285,13 +319,20 @@ class Lazy:
 class Traced:
     """A dense array of a composed forward: ``value`` (an array of the executor's array
     module), its tape ``node`` (None when nothing is recorded) and whether its axis 0 runs
-    over vertices (``vertex``)."""
+    over vertices (``vertex``).
 
-    __slots__ = ("value", "node", "vertex")
+    ``live``, a slice of axis 0 or None: the value is 0 on every row outside it, and no
+    backward reads its cotangent there (a row-indexed aggregation's rows beyond the first and
+    last that hold an entry, :attr:`gblas_gnn.ir.sinks.SinkRule.by_target_row`: constants,
+    whatever the parameters). An elementwise :math:`f` with :math:`f(0) = 0` then computes
+    those rows alone; None: every row may be anything.
+    """
+
+    __slots__ = ("value", "node", "vertex", "live")
     __array_priority__ = 2000
 
-    def __init__(self, value, node=None, vertex: bool = False):
-        self.value, self.node, self.vertex = value, node, vertex
+    def __init__(self, value, node=None, vertex: bool = False, live: slice | None = None):
+        self.value, self.node, self.vertex, self.live = value, node, vertex, live
 
     # ------------------------------------------------------------------ array attributes
     @property
@@ -434,7 +475,7 @@ class Traced:
         source = self.value.shape
         # a view of its cotangent: the backward's own when that is (Node.donate)
         return record(value, [self], lambda g, _owned: (g.reshape(source),), self.vertex,
-                      donate=True)
+                      donate=True, live=self.live if self.vertex else None)
 
     def sum(self, axis=None, keepdims: bool = False) -> Traced:
         return _reduce(self, axis, keepdims, mean=False)

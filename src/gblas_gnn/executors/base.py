@@ -548,6 +548,13 @@ class Executor(ABC):
         """Rows of a dense tensor gathered by A's rows (targets): A's row count."""
         return self._nrows(A)
 
+    def entry_rows(self, A: EdgeTensor) -> slice | None:
+        """The rows of this process's A from its first to its last that store an entry, as
+        a slice, where the executor knows them at no cost worth counting (a row outside is
+        empty, so a row-indexed sink's output is 0 there); None where it does not (the
+        default: every row is then treated as live)."""
+        return None
+
     # ------------------------------------------------------------------ edge programs
     def program_forward(self, program: Program, keep: bool
                         ) -> tuple[DenseArray | list[EdgeTensor], Any]:

@@ -213,6 +213,7 @@ class CSRPattern:
         self._column_chunks = None
         self._tiles: dict[tuple[bool, int], ColumnTiles | None] = {}
         self._divisors: dict[np.dtype, np.ndarray] = {}
+        self._entry_rows: slice | None = None
 
     @classmethod
     def of_buffers(cls, nrows: int, ncols: int, indptr: np.ndarray,
@@ -259,6 +260,16 @@ class CSRPattern:
     def row_counts(self) -> np.ndarray:
         """Stored entries per row (int64, length ``nrows``)."""
         return np.diff(self.indptr)
+
+    @property
+    def entry_rows(self) -> slice:
+        """The rows from the first to the last that store an entry, as a slice (empty when
+        no row does), found once and kept: a row outside it is empty."""
+        if self._entry_rows is None:
+            filled = np.flatnonzero(np.diff(self.indptr))
+            self._entry_rows = slice(int(filled[0]), int(filled[-1]) + 1) if filled.size \
+                else slice(0, 0)
+        return self._entry_rows
 
     def divisors(self, dtype) -> np.ndarray:
         r"""A mean's divisors :math:`\max(|\mathrm{row}\ i|, 1)` as ``dtype`` (an empty row

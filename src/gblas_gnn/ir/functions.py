@@ -47,7 +47,7 @@ import numpy as np
 from . import gelu as gelu_kernels
 
 __all__ = ["Unary", "UNARY", "BINARY", "unary", "binary_forward", "binary_vjp",
-           "check_unary", "register_unary"]
+           "check_unary", "keeps_zero", "register_unary"]
 
 
 @dataclass(frozen=True)
@@ -275,6 +275,13 @@ def check_unary(fn: str, alpha) -> float | None:
 def unary(xp, fn: str, x, alpha=None):
     """``f(x)`` of the table."""
     return UNARY[fn].forward(xp, x, alpha)
+
+
+def keeps_zero(fn: str, dtype, alpha=None) -> bool:
+    """Whether :math:`f(0) = 0` for the function ``fn`` of the table (with ``alpha``) in
+    ``dtype``: evaluated on a numpy zero, so a registered function answers too."""
+    with np.errstate(all="ignore"):
+        return bool(UNARY[fn].forward(np, np.zeros(1, np.dtype(dtype)), alpha)[0] == 0)
 
 
 def binary(op: str) -> Binary:

@@ -60,6 +60,9 @@ class SinkRule(ABC):
     #: the output's cotangent at a row is ``(heads, channels)``, read by target (an
     #: aggregation's or the messages'), not one number a head
     channel_cotangent_by_row: ClassVar[bool] = False
+    #: its output's row ``i`` reads row ``i``'s stored entries alone: 0 on an empty row, whose
+    #: cotangent no backward reads (:attr:`gblas_gnn.compose.traced.Traced.live`)
+    by_target_row: ClassVar[bool] = False
 
     def check_root(self, root) -> None:
         """``ValueError`` for a root of a shape this sink cannot take."""
@@ -148,6 +151,7 @@ class Reduction(SinkRule):
 
     def __init__(self, name: str, by_row: bool):
         self.name, self.by_row = name, by_row
+        self.by_target_row = by_row
 
     def fusable(self, sink):
         return self.by_row or sink[1] == "sum"
@@ -176,7 +180,7 @@ class Aggregation(SinkRule):
     def __init__(self, name: str, transposed: bool):
         self.name, self.transposed = name, transposed
         self.gathers_messages = self.keeps_outputs = self.channel_cotangent_by_row = \
-            not transposed
+            self.by_target_row = not transposed
 
     def fusable(self, sink):
         algebra = algebra_of(sink[1])
@@ -240,6 +244,7 @@ class Messages(SinkRule):
     name = "messages"
     root_axes = (2,)
     keeps_outputs = True
+    by_target_row = True
     edge_cotangent = False
     channel_cotangent_by_row = True
 

@@ -200,6 +200,10 @@ class CPUExecutor(GraphBLASExecutor):
         # the cached pattern's divisors: no GraphBLAS reduction, and no count, per call
         return self.csr_pattern(S).divisors(dtype)
 
+    def entry_rows(self, A):
+        # kept with the cached pattern: found once per matrix
+        return self.csr_pattern(A).entry_rows
+
     def aggregate(self, S, H, aggr, keep_context=False):
         if not (isinstance(aggr, str) and aggr == "mean"):
             return super().aggregate(S, H, aggr, keep_context)
