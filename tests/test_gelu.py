@@ -179,6 +179,48 @@ def test_the_fused_cotangent_is_the_derivative_times_g(dtype):
                                atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_written_into_an_array_the_same_bits_as_a_fresh_one(dtype):
+    rng = np.random.default_rng(4)
+    x, g = (rng.standard_normal((70, 9)).astype(dtype) for _ in range(2))
+    gelu_fn = UNARY["gelu"]
+    for fresh, into in ((gelu_fn.apply(np, x, None),
+                         lambda out: gelu_fn.apply(np, x, None, out=out)),
+                        (gelu_fn.cotangent(np, x, None, g, None),
+                         lambda out: gelu_fn.cotangent(np, x, None, g, None, out=out))):
+        out = np.full((70, 9), np.nan, dtype)
+        assert into(out) is out
+        np.testing.assert_array_equal(out, fresh)
+    # rows of a larger array, as the live rows of a traced array are written
+    big = np.zeros((100, 9), dtype)
+    gelu_kernels.gelu(x, out=big[10:80])
+    np.testing.assert_array_equal(big[10:80], gelu_fn.apply(np, x, None))
+    assert not big[:10].any() and not big[80:].any()
+
+
+def test_an_output_of_another_shape_dtype_or_layout_is_refused():
+    x = np.ones((4, 3), np.float32)
+    for out in (np.empty((3, 4), np.float32), np.empty((4, 3)), np.empty((3, 4), np.float32).T):
+        with pytest.raises(ValueError, match="out must be a C-contiguous float32 array"):
+            gelu_kernels.gelu(x, out=out)
+    # the table's into-path takes what the kernels take and copies the rest in
+    out = np.empty((3, 4), np.float32).T
+    np.testing.assert_array_equal(UNARY["gelu"].apply(np, x, None, out=out),
+                                  UNARY["gelu"].apply(np, x, None))
+
+
+@pytest.mark.parametrize("name, alpha", [("tanh", None), ("leaky_relu", 0.1)])
+def test_a_function_without_its_own_way_is_computed_then_copied_in(name, alpha):
+    x = np.linspace(-2, 2, 12).reshape(3, 4)
+    g = np.arange(12.0).reshape(3, 4)
+    fn = UNARY[name]
+    out = np.empty_like(x)
+    np.testing.assert_array_equal(fn.apply(np, x, alpha, out=out), fn.forward(np, x, alpha))
+    y = fn.forward(np, x, alpha)
+    np.testing.assert_array_equal(fn.cotangent(np, x, y, g, alpha, out=out),
+                                  g * fn.derivative(np, x, y, alpha))
+
+
 @functools.cache
 def _serial_pass():
     """The float32 pass compiled serially from its source, once for both flags (its flag is

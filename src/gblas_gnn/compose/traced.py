@@ -187,13 +187,13 @@ def _apply_unary_live(fn: str, x: Traced, alpha) -> Traced:
     not the source blocks' zeros."""
     xp = _scope().executor.xp
     xv, live = x.value, x.live
+    f = F.UNARY[fn]
     y = _zero_outside(xp, xv.shape, xv.dtype, live)
-    y[live] = F.unary(xp, fn, xv[live], alpha)
+    f.apply(xp, xv[live], alpha, out=y[live])
 
     def vjp(g):
         dx = _zero_outside(xp, xv.shape, xp.result_type(xv, g), live)
-        dx[live] = F.UNARY[fn].cotangent(xp, xv[live], y[live],
-                                         xp.ascontiguousarray(g[live]), alpha)
+        f.cotangent(xp, xv[live], y[live], xp.ascontiguousarray(g[live]), alpha, out=dx[live])
         return (dx,)
 
     return record(y, [x], vjp, x.vertex, fresh=True, live=live)

@@ -38,6 +38,7 @@ for ``minimum`` with ``u < v``.
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,12 +78,34 @@ class Unary:
     #: the compiler specialises ``x ** 2``), one kernel per value; else they read ``{a}``
     #: and ``{am1}`` (``a - 1``) at run time, and one kernel serves every value
     alpha_in_code: bool = False
+    #: ``forward_into(xp, x, a, out)`` and ``vjp_into(xp, x, y, g, a, out)``: the same
+    #: written into ``out`` (a C-contiguous array of ``x``'s shape and dtype), where a
+    #: function has a way with no array of its own (GELU's passes); None: computed, then
+    #: copied in
+    forward_into: Callable | None = None
+    vjp_into: Callable | None = None
 
-    def cotangent(self, xp, x, y, g, a):
-        r""":math:`g\,f'(x)` for the cotangent ``g`` of :math:`y = f(x)`."""
-        if self.vjp is not None:
-            return self.vjp(xp, x, y, g, a)
-        return g * self.derivative(xp, x, y, a)
+    def apply(self, xp, x, a, out=None):
+        """:math:`f(x)`, written into ``out`` when given (see :attr:`forward_into`)."""
+        if out is None:
+            return self.forward(xp, x, a)
+        if self.forward_into is not None and self.forward_into(xp, x, a, out):
+            return out
+        out[...] = self.forward(xp, x, a)
+        return out
+
+    def cotangent(self, xp, x, y, g, a, out=None):
+        r""":math:`g\,f'(x)` for the cotangent ``g`` of :math:`y = f(x)`, written into ``out``
+        when given."""
+        if out is not None and self.vjp_into is not None \
+                and self.vjp_into(xp, x, y, g, a, out):
+            return out
+        dx = self.vjp(xp, x, y, g, a) if self.vjp is not None else \
+            g * self.derivative(xp, x, y, a)
+        if out is None:
+            return dx
+        out[...] = dx
+        return out
 
 
 def _t(x, value):
@@ -117,6 +140,30 @@ def _gelu_vjp(xp, x, g):
             and g.shape == x.shape:
         return gelu_kernels.gelu_vjp(x, g)
     return g * _gelu_derivative(xp, x)
+
+
+def _numba_gelu_operands(xp, out, *arrays) -> bool:
+    """Whether GELU's numba passes take ``arrays`` and write ``out``: numpy float32 or
+    float64, one dtype and shape, ``out`` C-contiguous."""
+    return xp is np and out.dtype in (np.float32, np.float64) and out.flags.c_contiguous \
+        and all(a.dtype == out.dtype and a.shape == out.shape for a in arrays)
+
+
+def _gelu_into(xp, x, out) -> bool:
+    """GELU of ``x`` written into ``out`` by the numba pass; False (nothing written) where
+    it does not take them."""
+    if not _numba_gelu_operands(xp, out, x):
+        return False
+    gelu_kernels.gelu(x, out=out)
+    return True
+
+
+def _gelu_vjp_into(xp, x, g, out) -> bool:
+    """:func:`_gelu_vjp` written into ``out``, as :func:`_gelu_into`."""
+    if not _numba_gelu_operands(xp, out, x, g):
+        return False
+    gelu_kernels.gelu_vjp(x, g, out=out)
+    return True
 
 
 def _gelu_derivative(xp, x):
@@ -164,6 +211,8 @@ UNARY: dict[str, Unary] = {
                  alpha_in_code=True),
     "gelu": Unary(lambda xp, x, a: _gelu(xp, x), lambda xp, x, y, a: _gelu_derivative(xp, x),
                   vjp=lambda xp, x, y, g, a: _gelu_vjp(xp, x, g),
+                  forward_into=lambda xp, x, a, out: _gelu_into(xp, x, out),
+                  vjp_into=lambda xp, x, y, g, a, out: _gelu_vjp_into(xp, x, g, out),
                   code="({half} * {x} * ({one} + math.erf({x} * {rsqrt2})))",
                   code_derivative="({half} * ({one} + math.erf({x} * {rsqrt2})) + {x} * "
                                   "math.exp(-{half} * {x} * {x}) * {rsqrt2pi})"),
@@ -277,9 +326,11 @@ def unary(xp, fn: str, x, alpha=None):
     return UNARY[fn].forward(xp, x, alpha)
 
 
+@functools.cache
 def keeps_zero(fn: str, dtype, alpha=None) -> bool:
     """Whether :math:`f(0) = 0` for the function ``fn`` of the table (with ``alpha``) in
-    ``dtype``: evaluated on a numpy zero, so a registered function answers too."""
+    ``dtype``: evaluated on a numpy zero once (a registered function answers too; a name is
+    never registered twice)."""
     with np.errstate(all="ignore"):
         return bool(UNARY[fn].forward(np, np.zeros(1, np.dtype(dtype)), alpha)[0] == 0)
 

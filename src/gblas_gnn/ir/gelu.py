@@ -182,25 +182,37 @@ def _flat(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x).reshape(-1)
 
 
-def gelu(x: np.ndarray) -> np.ndarray:
-    """:math:`x\\,\\Phi(x)` of a float32 or float64 array, a fresh array of its shape."""
+def _output(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """``out`` flat (a C-contiguous array of ``x``'s shape and dtype: ``ValueError``
+    otherwise), or a fresh flat array."""
+    if out is None:
+        return np.empty(x.size, x.dtype)
+    if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous {x.dtype} array of shape {x.shape}, "
+                         f"got {out.dtype} {out.shape}")
+    return out.reshape(-1)
+
+
+def gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """:math:`x\\,\\Phi(x)` of a float32 or float64 array: into ``out`` when given (a
+    C-contiguous array of ``x``'s shape and dtype), else a fresh array of its shape."""
     flat = _flat(x)
-    out = np.empty_like(flat)
+    written = _output(x, out)
     if flat.dtype == np.float32:
-        _gelu_pass32(flat, flat, out, False, nb.get_num_threads())
+        _gelu_pass32(flat, flat, written, False, nb.get_num_threads())
     else:
-        _gelu64(flat, out, nb.get_num_threads())
-    return out.reshape(x.shape)
+        _gelu64(flat, written, nb.get_num_threads())
+    return written.reshape(x.shape)
 
 
-def gelu_vjp(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+def gelu_vjp(x: np.ndarray, g: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     r"""The cotangent :math:`\bar y\,(\Phi(x) + x\,\varphi(x))` of the input for the
     cotangent ``g`` of :func:`gelu`'s output (same shape and dtype as ``x``), in one pass:
-    no derivative array."""
+    no derivative array; into ``out`` as :func:`gelu`."""
     flat, gf = _flat(x), _flat(g)
-    out = np.empty_like(flat)
+    written = _output(x, out)
     if flat.dtype == np.float32:
-        _gelu_pass32(flat, gf, out, True, nb.get_num_threads())
+        _gelu_pass32(flat, gf, written, True, nb.get_num_threads())
     else:
-        _gelu_vjp64(flat, gf, out, nb.get_num_threads())
-    return out.reshape(x.shape)
+        _gelu_vjp64(flat, gf, written, nb.get_num_threads())
+    return written.reshape(x.shape)
