@@ -252,13 +252,16 @@ def test_results_do_not_depend_on_threads_or_chunks():
     for a, b in zip(*outs, strict=True):
         np.testing.assert_array_equal(a, b)
     pattern = CSRPattern(S)
-    values = M.data.astype(np.float32)
-    z0 = np.zeros(16, np.float32)
+    # the operands it reads as read-only views, as the executor hands them over (one
+    # signature: a writable one would compile the kernel again, 5–8 s on a cold cache)
+    values, H, z0, divisors, scale = (_spmm._read_only(a) for a in (
+        M.data.astype(np.float32), H, np.zeros(16, np.float32), np.empty(0, np.float32),
+        np.empty(0, np.float32)))
     for chunk in (1, 7, 10**9):
         out = np.empty((3000, 16), np.float32)
         spmm_rows(balanced_bounds(pattern.indptr, chunk), unsigned_view(pattern.indptr),
                   unsigned_view(pattern.indices), values, False, H, np.float32(0), False, z0,
-                  32, np.empty(0, np.float32), np.empty(0, np.float32), False, out)
+                  32, divisors, scale, False, out)
         np.testing.assert_array_equal(out, outs[0][0])
 
 
