@@ -104,7 +104,7 @@ PROCESS_TIER = ("is_root", "agree", "all_agree", "validation", "on_root", "gemm"
 #: override them with faster kernels giving the same result)
 DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "combine_rows", "spmm_affine",
                 "linear", "gemm_add", "matmul_vjp", "lowers", "semiring_lowering",
-                "generic_lowering", "target_rows",
+                "generic_lowering", "target_rows", "entry_rows",
                 "program_forward", "program_backward", "aggregate", "row_counts",
                 "aggregate_backward", "softmax", "softmax_backward", "dropout_edges",
                 "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise", "row_scale",
