@@ -12,7 +12,13 @@ from threadpoolctl import threadpool_limits
 
 from gblas_gnn.executors import CPUExecutor
 from gblas_gnn.executors.cpu import _row_gemm
-from gblas_gnn.executors.cpu._chunked_gemm import ROWS, chunked_inner, chunked_matmul
+from gblas_gnn.executors.cpu._chunked_gemm import (
+    ROWS,
+    chunked_inner,
+    chunked_matmul,
+    matmul_vjp_blocks,
+    shared_items,
+)
 
 pytestmark = pytest.mark.cpu_only
 
@@ -220,3 +226,56 @@ def test_the_executors_products_through_the_kernels_are_the_same_on_one_thread_a
     np.testing.assert_allclose(inner, X64.T @ G, rtol=tol, atol=tol * 100)
     np.testing.assert_allclose(dX, G.astype(np.float64) @ W.T, rtol=tol, atol=tol)
     np.testing.assert_allclose(dW, X64.T @ G, rtol=tol, atol=tol * 100)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+def test_shared_items_run_each_item_once_however_unequal(threads):
+    import time
+
+    done: list[int] = []
+    costs = [0.004 if k % 5 == 0 else 0.0 for k in range(23)]
+
+    def item(k):
+        def run():
+            time.sleep(costs[k])
+            done.append(k)
+        return run
+
+    shared_items(threads, [item(k) for k in range(23)])
+    assert sorted(done) == list(range(23))
+    shared_items(threads, [])                               # nothing to run: no thread
+    with pytest.raises(ValueError, match="item 4"):
+        shared_items(threads, [item(0), lambda: (_ for _ in ()).throw(ValueError("item 4"))])
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=SIZES, a=st.sampled_from([3, 32]), b=st.sampled_from([5, 32]),
+       mode=st.sampled_from(["fresh", "out", "into"]), threads=st.sampled_from([1, 2, 3]),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+def test_the_backward_by_shared_blocks_is_the_whole_products(n, a, b, mode, threads, dtype,
+                                                              seed):
+    """``G Wᵀ`` row for row the register kernel's over every row (or BLAS's by blocks), and
+    ``Xᵀ G`` the same bits as one ``rows_inner`` over every row (its chunks are the blocks)
+    and as the blocks on one thread, whatever the thread count and the mode."""
+    rng = np.random.default_rng(seed)
+    X, W = rng.standard_normal((n, a)).astype(dtype), rng.standard_normal((a, b)).astype(dtype)
+    G = rng.standard_normal((n, b)).astype(dtype)
+    start = rng.standard_normal((n, a)).astype(dtype)
+    with threadpool_limits(limits=1, user_api="blas"):
+        kw = {"out": np.empty((n, a), dtype)} if mode == "out" else \
+            {"into": start.copy()} if mode == "into" else {}
+        dx, dw = matmul_vjp_blocks(G, W, X, threads, **kw)
+        one_dx, one_dw = matmul_vjp_blocks(G, W, X, 1, **({"into": start.copy()}
+                                                           if mode == "into" else {}))
+    assert dx is kw.get("out", kw.get("into", dx))
+    np.testing.assert_array_equal(dx, one_dx)
+    np.testing.assert_array_equal(dw, one_dw)
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    want = G.astype(np.float64) @ W.T + (start if mode == "into" else 0)
+    np.testing.assert_allclose(dx, want, rtol=tol, atol=tol * max(1, a))
+    np.testing.assert_allclose(dw, X.astype(np.float64).T @ G, rtol=tol,
+                               atol=tol * max(1, n) ** 0.5 * 10)
+    if _row_gemm.inner_fits(X, G, dw):
+        whole = np.empty_like(dw)
+        _row_gemm.rows_inner(X, G, whole, np.uint64(0), np.uint64(n))
+        np.testing.assert_array_equal(dw, whole)

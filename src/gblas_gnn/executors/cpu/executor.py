@@ -19,19 +19,16 @@ import numba
 import numpy as np
 from graphblas import binary, semiring, unary
 
-from ..alignment import aligned_empty
 from ..contexts import MeanContext
 from . import (
     _chunked_gemm,
     _dense_kernels,
     _gbio,
     _random_kernels,
-    _row_gemm,
     programs,
     uniform_aggregation,
 )
 from . import semiring_lowering as _lowering
-from ._helper_threads import run_all
 from ._program_kernels import serial
 from ._shares import ThreadedKernel, run_rows, static_kernel
 from .core import GraphBLASExecutor
@@ -126,9 +123,10 @@ class CPUExecutor(GraphBLASExecutor):
         return True
 
     def matmul_vjp(self, G, W, X, into=None, out=None):
-        # G Wᵀ and Xᵀ G on the two cores at once, each on one OpenBLAS thread (one BLAS call
-        # with two threads loses more to their spin-waits than it gains, see gemm), the
-        # second on the process's helper thread; G Wᵀ written into ``out`` when given
+        # G Wᵀ and Xᵀ G by blocks of rows on both cores, each on one OpenBLAS thread (one BLAS
+        # call with two threads loses more to their spin-waits than it gains, see gemm), the
+        # blocks' products shared as the threads come free; G Wᵀ written into ``out`` or
+        # summed into ``into`` when given
         if (self.blas_threads != 1
                 or G.shape[0] * (G.shape[1] + X.shape[1]) < _chunked_gemm.PAIR_WORK):
             if into is None:
@@ -137,23 +135,8 @@ class CPUExecutor(GraphBLASExecutor):
                 return _chunked_gemm.gemm_into(into, G, W), self.inner(X, G)
         if into is not None and _dense_kernels.skinny(G, W, X, into):
             return into, _dense_kernels.skinny_matmul_vjp(G, W, X, into)
-        gw = aligned_empty((X.shape[1], G.shape[1]), np.result_type(X, G))
-        done = []
-
-        def cotangent() -> None:
-            if into is not None:
-                done.append(_chunked_gemm.gemm_into(into, G, W))
-                return
-            ga = out if out is not None else aligned_empty((G.shape[0], W.shape[0]),
-                                                           np.result_type(G, W))
-            if not _row_gemm.product_into(ga, G, W.T):
-                np.matmul(G, W.T, out=ga)                       # aligned as gemm's
-            done.append(ga)
-
         with _chunked_gemm.blas_limit(1):
-            run_all([cotangent,
-                     lambda: _row_gemm.inner_into(gw, X, G) or np.matmul(X.T, G, out=gw)])
-        return done[0], gw
+            return _chunked_gemm.matmul_vjp_blocks(G, W, X, numba.get_num_threads(), into, out)
 
     def combine_rows(self, a, X, b=None, Y=None, overwrite=False):
         # one pass instead of numpy's pass and temporary per operation
