@@ -152,7 +152,7 @@ def matmul_vjp_blocks(G: np.ndarray, W: np.ndarray, X: np.ndarray, threads: int,
         dx = into
     else:
         dx = out if out is not None else aligned_empty((n, W.shape[0]), np.result_type(G, W))
-    WT = W.T
+    WT = np.ascontiguousarray(W.T)            # once, not once a block
 
     def cotangent(rows: slice) -> Callable[[], None]:
         def run() -> None:
