@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .tape import Summed, vertex_sum
-from .traced import Traced, _as_traced, _scope, record
+from .traced import Traced, _as_traced, _scope, _zeroed_outside, record
 
 __all__ = ["segment_linear"]
 
@@ -84,14 +84,6 @@ def _row_cover(n: int, rows_list: Sequence) -> list:
         return [~covered]
     edges = np.flatnonzero(np.diff(np.concatenate([[True], covered, [True]]).astype(np.int8)))
     return [slice(int(lo), int(hi)) for lo, hi in zip(edges[::2], edges[1::2], strict=True)]
-
-
-def _zeroed_outside(xp, shape: tuple, dtype, gaps: list):
-    """An array of ``shape`` whose rows in ``gaps`` are zero (the others to be written)."""
-    out = xp.empty(shape, dtype)
-    for gap in gaps:
-        out[gap if isinstance(gap, slice) else xp.asarray(gap)] = 0
-    return out
 
 
 def _every_row(rows, n: int) -> bool:

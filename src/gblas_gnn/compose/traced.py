@@ -170,13 +170,18 @@ def apply_unary(fn: str, x: Traced, alpha=None) -> Traced:
     return record(y, [x], vjp, x.vertex)
 
 
-def _zero_outside(xp, shape: tuple, dtype, live: slice):
-    """An array of ``shape`` whose rows outside ``live`` are 0 (the live rows to be
-    written)."""
+def _zeroed_outside(xp, shape: tuple, dtype, gaps: list):
+    """An array of ``shape`` whose rows in ``gaps`` (slices or index arrays) are zero, the
+    others to be written."""
     out = xp.empty(shape, dtype)
-    out[:live.start] = 0
-    out[live.stop:] = 0
+    for gap in gaps:
+        out[gap if isinstance(gap, slice) else xp.asarray(gap)] = 0
     return out
+
+
+def _outside(live: slice) -> list[slice]:
+    """The rows before and after the live rows ``live``."""
+    return [slice(0, live.start), slice(live.stop, None)]
 
 
 def _apply_unary_live(fn: str, x: Traced, alpha) -> Traced:
@@ -188,11 +193,11 @@ def _apply_unary_live(fn: str, x: Traced, alpha) -> Traced:
     xp = _scope().executor.xp
     xv, live = x.value, x.live
     f = F.UNARY[fn]
-    y = _zero_outside(xp, xv.shape, xv.dtype, live)
+    y = _zeroed_outside(xp, xv.shape, xv.dtype, _outside(live))
     f.apply(xp, xv[live], alpha, out=y[live])
 
     def vjp(g):
-        dx = _zero_outside(xp, xv.shape, xp.result_type(xv, g), live)
+        dx = _zeroed_outside(xp, xv.shape, xp.result_type(xv, g), _outside(live))
         f.cotangent(xp, xv[live], y[live], xp.ascontiguousarray(g[live]), alpha, out=dx[live])
         return (dx,)
 

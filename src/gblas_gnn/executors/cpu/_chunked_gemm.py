@@ -157,7 +157,7 @@ def matmul_vjp_blocks(G: np.ndarray, W: np.ndarray, X: np.ndarray, threads: int,
     def cotangent(rows: slice) -> Callable[[], None]:
         def run() -> None:
             if into is not None:
-                gemm_into(into[rows], G[rows], W)
+                gemm_into(into[rows], G[rows], WT.T)     # its Wᵀ: WT, contiguous
             elif not _row_gemm.product_into(dx[rows], G[rows], WT):
                 np.matmul(G[rows], WT, out=dx[rows])
         return run
