@@ -106,10 +106,10 @@ def _phi_parts(x):                             # pragma: no cover (numba)
 
 
 @nb.njit(cache=True, inline="always")
-def _live(x, lo, hi):                          # pragma: no cover (numba)
-    """Whether ``x[lo:hi]`` holds a nonzero."""
+def _live(x):                                  # pragma: no cover (numba)
+    """Whether ``x`` holds a nonzero."""
     nonzero = 0
-    for i in range(lo, hi):
+    for i in range(x.size):
         nonzero += x[i] != 0
     return nonzero > 0
 
@@ -128,27 +128,31 @@ def _gelu_pass32(x, g, out, cotangent, threads):  # pragma: no cover (numba)
     blocks = (n + _BLOCK - 1) // _BLOCK
     for t in nb.prange(threads):
         for b in range(t, blocks, threads):
-            _gelu_block(x, g, out, cotangent, b * _BLOCK, min(n, (b + 1) * _BLOCK))
+            lo, hi = b * _BLOCK, min(n, (b + 1) * _BLOCK)
+            _gelu_block(x[lo:hi], g[lo:hi], out[lo:hi], cotangent)
 
 
 @nb.njit(cache=True, inline="always", fastmath=_CONTRACT)
-def _gelu_block(x, g, out, cotangent, lo, hi):  # pragma: no cover (numba)
-    """:func:`_gelu_pass32` on the elements ``[lo, hi)``."""
-    live = _live(x, lo, hi)
+def _gelu_block(x, g, out, cotangent):         # pragma: no cover (numba)
+    """:func:`_gelu_pass32` on one block, given as views: their loops count from 0, so
+    LLVM knows no index is negative and drops numba's wraparound of negative indices, which
+    a loop over ``range(lo, hi)`` of the whole arrays keeps on every access (and runs
+    2.5× slower: 3.3 against 1.3 ns an element on one thread, AMD EPYC Zen 5)."""
+    live = _live(x)
     if live and cotangent:
-        for i in range(lo, hi):
+        for i in range(x.size):
             v = np.float64(x[i])
             cdf, e = _phi_parts(v)
             out[i] = np.float64(g[i]) * (cdf + v * e * _RSQRT2PI)
     elif live:
-        for i in range(lo, hi):
+        for i in range(x.size):
             v = np.float64(x[i])
             out[i] = v * _phi_parts(v)[0]
     elif cotangent:
-        for i in range(lo, hi):
+        for i in range(x.size):
             out[i] = 0.5 * g[i]
     else:
-        for i in range(lo, hi):
+        for i in range(x.size):
             out[i] = 0.0
 
 
