@@ -17,14 +17,24 @@ _PACKAGES = ("gblas_gnn", "numpy", "scipy", "python-graphblas", "suitesparse-gra
 
 
 def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    """The CPU's model name (``/proc/cpuinfo``) with its family and its widest vector
+    instructions, e.g. ``AMD EPYC (family 26, AVX-512)``: VMs name two generations alike
+    (an AVX2 and an AVX-512 EPYC were both ``AMD EPYC``), and the ratios to the peers
+    differ between them; else what ``platform`` knows."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        fields = dict(line.split(":", 1) for line in
+                      Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
+                      if ":" in line)
     except OSError:
-        pass
-    return platform.processor() or "unknown"
+        fields = {}
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    if "model name" not in fields:
+        return platform.processor() or "unknown"
+    flags = set(fields.get("flags", "").split())
+    vectors = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else None
+    details = [f"family {fields['cpu family']}" if "cpu family" in fields else None, vectors]
+    details = [d for d in details if d]
+    return fields["model name"] + (f" ({', '.join(details)})" if details else "")
 
 
 def _git() -> dict:
