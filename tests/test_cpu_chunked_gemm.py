@@ -19,6 +19,7 @@ from gblas_gnn.executors.cpu._chunked_gemm import (
     matmul_vjp_blocks,
     shared_items,
 )
+from gblas_gnn.executors.cpu._dense_kernels import column_sums
 
 pytestmark = pytest.mark.cpu_only
 
@@ -254,9 +255,10 @@ def test_shared_items_run_each_item_once_however_unequal(threads):
        dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
 def test_the_backward_by_shared_blocks_is_the_whole_products(n, a, b, mode, threads, dtype,
                                                               seed):
-    """``G Wᵀ`` row for row the register kernel's over every row (or BLAS's by blocks), and
+    """``G Wᵀ`` row for row the register kernel's over every row (or BLAS's by blocks),
     ``Xᵀ G`` the same bits as one ``rows_inner`` over every row (its chunks are the blocks)
-    and as the blocks on one thread, whatever the thread count and the mode."""
+    and as the blocks on one thread, whatever the thread count and the mode, and the sums
+    of ``G`` taken with them the same bits as ``column_sums`` of the whole array."""
     rng = np.random.default_rng(seed)
     X, W = rng.standard_normal((n, a)).astype(dtype), rng.standard_normal((a, b)).astype(dtype)
     G = rng.standard_normal((n, b)).astype(dtype)
@@ -264,12 +266,13 @@ def test_the_backward_by_shared_blocks_is_the_whole_products(n, a, b, mode, thre
     with threadpool_limits(limits=1, user_api="blas"):
         kw = {"out": np.empty((n, a), dtype)} if mode == "out" else \
             {"into": start.copy()} if mode == "into" else {}
-        dx, dw = matmul_vjp_blocks(G, W, X, threads, **kw)
+        dx, dw, db = matmul_vjp_blocks(G, W, X, threads, sums=True, **kw)
         one_dx, one_dw = matmul_vjp_blocks(G, W, X, 1, **({"into": start.copy()}
                                                            if mode == "into" else {}))
     assert dx is kw.get("out", kw.get("into", dx))
     np.testing.assert_array_equal(dx, one_dx)
     np.testing.assert_array_equal(dw, one_dw)
+    np.testing.assert_array_equal(db, column_sums(G))    # the bias's: the same bits
     tol = 2e-4 if dtype == np.float32 else 1e-10
     want = G.astype(np.float64) @ W.T + (start if mode == "into" else 0)
     np.testing.assert_allclose(dx, want, rtol=tol, atol=tol * max(1, a))
@@ -279,3 +282,29 @@ def test_the_backward_by_shared_blocks_is_the_whole_products(n, a, b, mode, thre
         whole = np.empty_like(dw)
         _row_gemm.rows_inner(X, G, whole, np.uint64(0), np.uint64(n))
         np.testing.assert_array_equal(dw, whole)
+
+
+@pytest.mark.parametrize("case", ["small", "skinny into", "blocks", "blocks into",
+                                  "not contiguous"])
+def test_the_matmul_backward_gives_the_bias_cotangent_on_request(case):
+    """``matmul_vjp(..., sums=True)`` adds ``vertex_sum(G)`` (the same bits) as a third
+    result on each of the cpu executor's paths, and the first two are those without it."""
+    rng = np.random.default_rng(7)
+    n = 8 if case == "small" else 3 * ROWS + 17
+    a, b = (32, 4) if case == "skinny into" else (32, 32)
+    X = rng.standard_normal((n, a)).astype(np.float32)
+    W = rng.standard_normal((a, b)).astype(np.float32)
+    G = rng.standard_normal((n, 2 * b) if case == "not contiguous" else (n, b))
+    G = G.astype(np.float32)[:, :b]
+    start = rng.standard_normal((n, a)).astype(np.float32)
+    ex = CPUExecutor()
+
+    def kw():
+        return {"into": start.copy()} if "into" in case else {}
+
+    dx, dw, db = ex.matmul_vjp(G, W, X, sums=True, **kw())
+    plain_dx, plain_dw = ex.matmul_vjp(G, W, X, **kw())
+    np.testing.assert_array_equal(dx, plain_dx)
+    np.testing.assert_array_equal(dw, plain_dw)
+    np.testing.assert_array_equal(db, ex.vertex_sum(G))
+    np.testing.assert_allclose(db, G.astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)

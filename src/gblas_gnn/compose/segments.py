@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .tape import Summed, vertex_sum
+from .tape import Summed, known_vertex_sum, vertex_sum
 from .traced import Traced, _as_traced, _scope, _zeroed_outside, record
 
 __all__ = ["segment_linear"]
@@ -102,24 +102,25 @@ def _whole(segs: list, m: int, shape: tuple) -> bool:
     return _every_row(rows, shape[0]) and w.value.shape[0] == shape[1]
 
 
-def _rows_cotangent(ex, xp, acc, rows, G, W, piece, add: bool):
+def _rows_cotangent(ex, xp, acc, rows, G, W, piece, add: bool, sums: bool):
     """``acc[rows, :k] += G Wᵀ`` with ``add``, else ``acc[rows, :k] = G Wᵀ`` (rows this
     segment alone writes), by the product itself where the rows are one C-contiguous block:
     summed into it, or written there, with no array of the product's own to copy in
     (zeroing the block and having the product add into it was slower than such a copy:
     HGT's backward 289 → 222 ms in an A/B of 9); returns the weight's cotangent
-    ``pieceᵀ G``."""
+    ``pieceᵀ G`` and, with ``sums``, ``G``'s sums over vertices (else None)."""
     k = W.shape[0]
     block = acc[rows, :k] if isinstance(rows, slice) else None
     if block is not None and block.flags.c_contiguous:
-        return ex.matmul_vjp(G, W, piece, **{"into" if add else "out": block})[1]
-    dx, dw = ex.matmul_vjp(G, W, piece)
-    index = (rows if isinstance(rows, slice) else xp.asarray(rows), slice(0, k))
-    if add:
-        acc[index] += dx
+        found = ex.matmul_vjp(G, W, piece, sums=sums, **{"into" if add else "out": block})
     else:
-        acc[index] = dx
-    return dw
+        found = ex.matmul_vjp(G, W, piece, sums=sums)
+        index = (rows if isinstance(rows, slice) else xp.asarray(rows), slice(0, k))
+        if add:
+            acc[index] += found[0]
+        else:
+            acc[index] = found[0]
+    return found[1], (found[2] if sums else None)
 
 
 def segment_linear(X, segments, width: int) -> Traced:
@@ -207,18 +208,25 @@ def segment_linear(X, segments, width: int) -> Traced:
             # contiguous (its sum over vertices may be known: tape.vertex_sum)
             g = G if _every_row(rows, n) and G.flags.c_contiguous else \
                 xp.ascontiguousarray(G[rows])
+            # the bias's cotangent: sums the caller had, else taken by the first product
+            # as it reads g (sums=True)
+            db = None if b is None else known_vertex_sum(g)
             for m, (w, p) in enumerate(zip(Ws, ps, strict=True)):
                 if w is None:
                     continue
                 acc, mode = accs[m]
+                sums = b is not None and db is None
                 if mode == "whole":
-                    dx, dw = ex.matmul_vjp(g, w.value, p)
-                    accs[m] = (dx, "fresh")
+                    found = ex.matmul_vjp(g, w.value, p, sums=sums)
+                    accs[m] = (found[0], "fresh")
+                    dw, summed = found[1], (found[2] if sums else None)
                 else:
-                    dw = _rows_cotangent(ex, xp, acc, rows, g, w.value, p, mode == "offered")
+                    dw, summed = _rows_cotangent(ex, xp, acc, rows, g, w.value, p,
+                                                 mode == "offered", sums)
+                db = summed if sums else db
                 grads.append(dw)
             if b is not None:
-                grads.append(vertex_sum(ex, g).reshape(b.value.shape))
+                grads.append((vertex_sum(ex, g) if db is None else db).reshape(b.value.shape))
         return (*(Summed(acc) if mode == "offered" else acc for acc, mode in accs), *grads)
 
     parents = list(xs)

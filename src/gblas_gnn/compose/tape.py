@@ -30,7 +30,7 @@ from contextvars import ContextVar
 from typing import Any
 
 __all__ = ["Node", "Leaf", "Summed", "Tape", "Holder", "Scope", "current", "scope", "in_scope",
-           "frame", "hand_out", "vertex_sum"]
+           "frame", "hand_out", "known_vertex_sum", "vertex_sum"]
 
 
 class Node:
@@ -189,14 +189,20 @@ class Tape:
 _ROOT_SUMS: ContextVar[tuple | None] = ContextVar("root_sums", default=None)
 
 
-def vertex_sum(ex, g):
-    """``ex.vertex_sum(g)``, or, when ``g`` is the very cotangent the running backward
-    started from and its caller handed its sums over vertices, a copy of those (each
-    gradient its own array): a module's check of ``dout`` read them off already."""
+def known_vertex_sum(g):
+    """A copy of ``g``'s sums over vertices when ``g`` is the very cotangent the running
+    backward started from and its caller handed them (each gradient its own array: a
+    module's check of ``dout`` read them off already), else None."""
     known = _ROOT_SUMS.get()
     if known is not None and g is known[0]:
         return known[1].copy()
-    return ex.vertex_sum(g)
+    return None
+
+
+def vertex_sum(ex, g):
+    """``ex.vertex_sum(g)``, or the sums :func:`known_vertex_sum` has."""
+    known = known_vertex_sum(g)
+    return ex.vertex_sum(g) if known is None else known
 
 
 def _offers(parents: Sequence[Node | None], acc: dict, owned: set, products: set

@@ -267,8 +267,8 @@ class Executor(ABC):
         return X.T @ Y
 
     def matmul_vjp(self, G: DenseArray, W: DenseArray, X: DenseArray,
-                   into: DenseArray | None = None,
-                   out: DenseArray | None = None) -> tuple[DenseArray, DenseArray]:
+                   into: DenseArray | None = None, out: DenseArray | None = None,
+                   sums: bool = False) -> tuple[DenseArray, ...]:
         r"""The two products of the backward of :math:`Y = X W` (a vertex-indexed ``X``)
         for the cotangent ``G`` of ``Y``: :math:`(G W^\top, X^\top G)`, the cotangents of
         ``X`` and of ``W`` (:meth:`gemm` and :meth:`inner`, which an executor may run at
@@ -279,7 +279,9 @@ class Executor(ABC):
         it, :math:`\text{into} \mathrel{+}= G W^\top`, and ``into`` is returned in its
         place (an executor may have the product accumulate there itself, with no array of
         its own). With ``out`` (such an array whose values do not matter: a block of rows of
-        a larger one) :math:`G W^\top` is written there, and ``out`` returned in its place."""
+        a larger one) :math:`G W^\top` is written there, and ``out`` returned in its place.
+        With ``sums`` a third result, :meth:`vertex_sum` of ``G`` (the cotangent of a bias
+        added to ``Y``), which an executor may take while it reads ``G`` for the products."""
         ga = self.gemm(G, W.T)
         if into is not None:
             into += ga
@@ -287,6 +289,8 @@ class Executor(ABC):
         elif out is not None:
             out[...] = ga
             ga = out
+        if sums:
+            return ga, self.inner(X, G), self.vertex_sum(G)
         return ga, self.inner(X, G)
 
     def vertex_sum(self, X: DenseArray) -> DenseArray:

@@ -36,7 +36,7 @@ import numba
 import numpy as np
 
 from ..alignment import aligned_empty
-from . import _row_gemm
+from . import _dense_kernels, _row_gemm
 from ._helper_threads import run_all
 
 __all__ = ["PAIR_WORK", "ROWS", "blas_limit", "chunked_inner", "chunked_matmul", "epilogue",
@@ -45,6 +45,9 @@ __all__ = ["PAIR_WORK", "ROWS", "blas_limit", "chunked_inner", "chunked_matmul",
 
 #: rows of one BLAS call (a block of 8 192 rows × 32 float32 is 1 MiB of ``X``)
 ROWS = 8192
+#: chunks of a column sum (:data:`._dense_kernels.ROWS_PER_CHUNK` rows) in a block of rows
+_CHUNKS_PER_BLOCK = ROWS // _dense_kernels.ROWS_PER_CHUNK
+assert _CHUNKS_PER_BLOCK * _dense_kernels.ROWS_PER_CHUNK == ROWS
 #: the work (rows × the two widths) from which a product runs as blocks of rows and a
 #: matmul's backward runs its two products at once: below it handing work to a helper thread
 #: would cost what the split saves
@@ -132,8 +135,8 @@ def _block_inner(part: np.ndarray, X: np.ndarray, Y: np.ndarray) -> None:
 
 
 def matmul_vjp_blocks(G: np.ndarray, W: np.ndarray, X: np.ndarray, threads: int,
-                      into: np.ndarray | None = None, out: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+                      into: np.ndarray | None = None, out: np.ndarray | None = None,
+                      sums: bool = False) -> tuple[np.ndarray, ...]:
     r"""The backward of :math:`Y = X W` for the cotangent ``G``: :math:`\bar X = G W^\top`
     (written into ``out``, added into ``into``, or a fresh array) and :math:`\bar W = X^\top
     G`, both by blocks of :data:`ROWS` rows, the :math:`2B` block products shared among
@@ -142,12 +145,20 @@ def matmul_vjp_blocks(G: np.ndarray, W: np.ndarray, X: np.ndarray, threads: int,
     summed in block order after (the same bits as :func:`chunked_inner`, as one
     :func:`._row_gemm.rows_inner` call over every row and on any thread count).
 
+    With ``sums`` also :math:`\bar b = \sum_i G_i` (the cotangent of a bias added to
+    :math:`Y`), a third result: each block's chunk partials taken after its weight product,
+    while its rows of ``G`` are in the cache, and added as
+    :func:`._dense_kernels.column_sums` adds them (the same bits: a block is a whole number
+    of its chunks).
+
     Why: the two whole products on two threads (one each) ended together only where both ran
     at one speed; HGT's 21 pairs a step spent 27 and 34 ms on the two threads, 47 ms in all
     (AMD EPYC)."""
     n = G.shape[0]
     blocks = -(-n // ROWS)
     parts = np.empty((blocks, X.shape[1], G.shape[1]), np.result_type(X, G))
+    chunks = _CHUNKS_PER_BLOCK
+    partials = np.empty((_dense_kernels.chunk_count(n) if sums else 0, G.shape[1]), G.dtype)
     if into is not None:
         dx = into
     else:
@@ -163,7 +174,11 @@ def matmul_vjp_blocks(G: np.ndarray, W: np.ndarray, X: np.ndarray, threads: int,
         return run
 
     def weight(b: int, rows: slice) -> Callable[[], None]:
-        return lambda: _block_inner(parts[b], X[rows], G[rows])
+        def run() -> None:
+            _block_inner(parts[b], X[rows], G[rows])
+            if sums:
+                _dense_kernels.chunk_sums(G[rows], partials[b * chunks:(b + 1) * chunks])
+        return run
 
     items: list[Callable[[], None]] = []
     for b in range(blocks):
@@ -172,6 +187,8 @@ def matmul_vjp_blocks(G: np.ndarray, W: np.ndarray, X: np.ndarray, threads: int,
     shared_items(threads, items)
     gw = aligned_empty(parts.shape[1:], parts.dtype)
     np.sum(parts, axis=0, out=gw)
+    if sums:
+        return dx, gw, _dense_kernels.total_of(partials)
     return dx, gw
 
 

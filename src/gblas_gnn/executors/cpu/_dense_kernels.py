@@ -7,7 +7,10 @@ added into a float64 total (more accurate than one running float32 sum, and inde
 any thread count). It runs on one thread: the pass is bound by memory, and a parallel region
 costs more than it saves when another job holds a core (and far more under the default
 spinning OpenMP wait policy). It is also faster than numpy's ``X.sum(axis=0)``
-(``docs/performance.md`` has the measurement).
+(``docs/performance.md`` has the measurement). Its chunks' partials (:func:`chunk_sums`) are
+also taken by a matmul's backward from the blocks of rows of the cotangent it reads anyway
+(:func:`._chunked_gemm.matmul_vjp_blocks`), and :func:`total_of` adds them the same way: the
+same bits as :func:`column_sums` of the whole array.
 
 :func:`row_dots` (:math:`r_i = \langle X_i, Y_i \rangle`) and :func:`combine_rows`
 (:math:`O_i = a_i X_i + b_i Y_i`) are one pass each, on one thread for the same reason, where
@@ -24,8 +27,8 @@ import numpy as np
 
 from ._shares import run_rows, static_kernel
 
-__all__ = ["ROWS_PER_CHUNK", "SKINNY_WIDTH", "column_sums", "row_dots", "combine_rows",
-           "dense_rows", "skinny", "skinny_matmul_vjp"]
+__all__ = ["ROWS_PER_CHUNK", "SKINNY_WIDTH", "chunk_count", "chunk_sums", "column_sums",
+           "row_dots", "combine_rows", "dense_rows", "skinny", "skinny_matmul_vjp", "total_of"]
 
 _FAST = {"reassoc", "contract"}
 #: rows per chunk of a reduction over vertices (fixed: it decides the summation order)
@@ -37,29 +40,52 @@ SKINNY_WIDTH = 4
 SKINNY_ROWS = 2048
 
 
-@nb.njit(cache=True, fastmath=_FAST)
-def _column_sums(X, rows_per_chunk, partial, total):
+@nb.njit(nogil=True, cache=True, fastmath=_FAST)
+def chunk_sums(X, partials):                   # pragma: no cover (numba)
+    """``partials[q] = Σ_i X_i`` over chunk ``q`` of :data:`ROWS_PER_CHUNK` rows of ``X``
+    (the rows in order, in ``X``'s dtype; ``partials`` has a row per chunk), the GIL
+    released: a block of rows whose first row starts a chunk gives its chunks' partials,
+    and any split of the rows at chunk boundaries the same numbers."""
     n = X.shape[0]
+    for q in range(partials.shape[0]):
+        part = partials[q]
+        for c in range(part.shape[0]):
+            part[c] = 0
+        for i in range(q * ROWS_PER_CHUNK, min(n, (q + 1) * ROWS_PER_CHUNK)):
+            xi = X[i]
+            for c in range(part.shape[0]):
+                part[c] += xi[c]
+
+
+@nb.njit(cache=True)
+def _total(partials, total):                   # pragma: no cover (numba)
     for c in range(total.shape[0]):
         total[c] = 0
-    for start in range(0, n, rows_per_chunk):
-        for c in range(partial.shape[0]):
-            partial[c] = 0
-        for i in range(start, min(n, start + rows_per_chunk)):
-            xi = X[i]
-            for c in range(partial.shape[0]):
-                partial[c] += xi[c]
+    for q in range(partials.shape[0]):
         for c in range(total.shape[0]):
-            total[c] += partial[c]
+            total[c] += partials[q, c]
+
+
+def chunk_count(rows: int) -> int:
+    """The chunks of :data:`ROWS_PER_CHUNK` rows that ``rows`` rows make."""
+    return -(-rows // ROWS_PER_CHUNK)
+
+
+def total_of(partials: np.ndarray) -> np.ndarray:
+    """The chunks' partial sums (:func:`chunk_sums`, in chunk order) added in float64, one
+    after the other, in the partials' dtype: the column sums."""
+    total = np.empty(partials.shape[1], np.float64)
+    _total(partials, total)
+    return total.astype(partials.dtype)
 
 
 def column_sums(X: np.ndarray) -> np.ndarray:
     r""":math:`s_c = \sum_i X_{ic}` of a C-contiguous 2-D float array, shape ``(k,)`` and
     ``X``'s dtype: a partial sum per chunk of :data:`ROWS_PER_CHUNK` rows in ``X``'s dtype,
-    the partial sums added in float64."""
-    total = np.empty(X.shape[1], np.float64)
-    _column_sums(X, ROWS_PER_CHUNK, np.empty(X.shape[1], X.dtype), total)
-    return total.astype(X.dtype)
+    the partial sums added in float64 (:func:`total_of`)."""
+    partials = np.empty((chunk_count(X.shape[0]), X.shape[1]), X.dtype)
+    chunk_sums(X, partials)
+    return total_of(partials)
 
 
 @nb.njit(cache=True, fastmath=_FAST)

@@ -122,21 +122,28 @@ class CPUExecutor(GraphBLASExecutor):
                 return False
         return True
 
-    def matmul_vjp(self, G, W, X, into=None, out=None):
+    def matmul_vjp(self, G, W, X, into=None, out=None, sums=False):
         # G Wᵀ and Xᵀ G by blocks of rows on both cores, each on one OpenBLAS thread (one BLAS
         # call with two threads loses more to their spin-waits than it gains, see gemm), the
         # blocks' products shared as the threads come free; G Wᵀ written into ``out`` or
-        # summed into ``into`` when given
+        # summed into ``into`` when given; with ``sums`` G's column sums (vertex_sum's bits)
+        # taken block by block after each block's weight product, while its rows are cached
         if (self.blas_threads != 1
                 or G.shape[0] * (G.shape[1] + X.shape[1]) < _chunked_gemm.PAIR_WORK):
             if into is None:
-                return super().matmul_vjp(G, W, X, out=out)
+                return super().matmul_vjp(G, W, X, out=out, sums=sums)
             with _chunked_gemm.blas_limit(self.blas_threads):
-                return _chunked_gemm.gemm_into(into, G, W), self.inner(X, G)
-        if into is not None and _dense_kernels.skinny(G, W, X, into):
-            return into, _dense_kernels.skinny_matmul_vjp(G, W, X, into)
-        with _chunked_gemm.blas_limit(1):
-            return _chunked_gemm.matmul_vjp_blocks(G, W, X, numba.get_num_threads(), into, out)
+                pair = _chunked_gemm.gemm_into(into, G, W), self.inner(X, G)
+        elif into is not None and _dense_kernels.skinny(G, W, X, into):
+            pair = into, _dense_kernels.skinny_matmul_vjp(G, W, X, into)
+        else:
+            fused = sums and _dense_kernels.dense_rows(G)
+            with _chunked_gemm.blas_limit(1):
+                pair = _chunked_gemm.matmul_vjp_blocks(G, W, X, numba.get_num_threads(), into,
+                                                       out, sums=fused)
+            if fused:
+                return pair
+        return (*pair, self.vertex_sum(G)) if sums else pair
 
     def combine_rows(self, a, X, b=None, Y=None, overwrite=False):
         # one pass instead of numpy's pass and temporary per operation
