@@ -145,15 +145,21 @@ class GINConv(PyGInterop, Module):
             self.grads[f"lin{i}.bias"] = d_sum
             d, self.grads[f"lin{i}.W"] = ex.matmul_vjp(d, self.params[f"lin{i}.W"], X)
             d *= X > 0                                          # ReLU' (d is ours)
-            d_sum = ex.vertex_sum(d)
-        self.grads["lin0.bias"] = d_sum
+            # lin{i-1}'s bias: Σ_i d_i, here, or lin0's taken by its product from d (below)
+            d_sum = ex.vertex_sum(d) if i > 1 or self._project_first else None
         if self._project_first:
+            self.grads["lin0.bias"] = d_sum
             G = ex.spmm_affine(A, d, self_weight=one_eps, transpose=True)  # ∂(H W0)
             dH, self.grads["lin0.W"] = ex.matmul_vjp(G, W0, cache["H"])
             if self.train_eps:                                  # Σ G0 ⊙ (H W0)
                 deps = ex.vertex_sum(ex.row_dot(d, cache["Y"]))
         else:
-            dX0, self.grads["lin0.W"] = ex.matmul_vjp(d, W0, cache["X0"])
+            if d_sum is None:
+                dX0, self.grads["lin0.W"], self.grads["lin0.bias"] = ex.matmul_vjp(
+                    d, W0, cache["X0"], sums=True)
+            else:
+                self.grads["lin0.bias"] = d_sum
+                dX0, self.grads["lin0.W"] = ex.matmul_vjp(d, W0, cache["X0"])
             dH = ex.spmm_affine(A, dX0, self_weight=one_eps, transpose=True)
             if self.train_eps:                                  # Σ ∂X0 ⊙ H
                 deps = ex.vertex_sum(ex.row_dot(dX0, cache["H"]))
