@@ -136,3 +136,42 @@ def test_the_gradients_are_central_differences():
     g = _graph(10, 2, 7)
     H = np.random.default_rng(2).standard_normal((10, 4))
     check_module_grads(ScoredChain("gelu", executor=CPUExecutor()), g, H)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 3000), width=st.sampled_from([1, 32]), threads=st.integers(1, 4),
+       data=st.data())
+def test_zeroing_rows_on_threads_zeroes_the_gaps_and_nothing_else(n, width, threads, data):
+    """``zero_rows`` (several threads from its byte threshold on, lowered here so that small
+    arrays take that path too) zeroes exactly the rows of the slices it is given."""
+    from gblas_gnn.executors.cpu import _dense_kernels
+
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=6)))
+    gaps = [slice(a, b) for a, b in zip(cuts[::2], cuts[1::2], strict=False)]
+    out = np.full((n, width), 7.0, np.float32)
+    want = out.copy()
+    for gap in gaps:
+        want[gap] = 0
+    before = _dense_kernels.THREADED_ZEROS
+    _dense_kernels.THREADED_ZEROS = data.draw(st.sampled_from([0, before]))
+    try:
+        _dense_kernels.zero_rows(out, gaps, threads)
+    finally:
+        _dense_kernels.THREADED_ZEROS = before
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("gaps", [[slice(0, 100_000), slice(250_000, None)],
+                                  [slice(5, 9), np.array([0, 2, 40])], [slice(10, 3, -2)], []])
+def test_the_cpu_executors_zeroed_rows_are_the_defaults(gaps):
+    """The cpu executor's ``zeroed_outside`` (slices on threads) zeroes the rows the
+    default zeroes, whatever the gaps are (reversed slices and index arrays included)."""
+    n = 300_000 if gaps and gaps[0].stop == 100_000 else 50
+    got = CPUExecutor().zeroed_outside((n, 8), np.float32, gaps)
+    ref = PrimitivesExecutor().zeroed_outside((n, 8), np.float32, gaps)
+    zero = np.zeros(n, bool)
+    for gap in gaps:
+        zero[gap] = True
+    np.testing.assert_array_equal(got[zero], 0)
+    np.testing.assert_array_equal(ref[zero], 0)
+    assert got.shape == (n, 8) and got.dtype == np.float32

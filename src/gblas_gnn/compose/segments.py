@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .tape import Summed, known_vertex_sum, vertex_sum
-from .traced import Traced, _as_traced, _scope, _zeroed_outside, record
+from .traced import Traced, _as_traced, _scope, record
 
 __all__ = ["segment_linear"]
 
@@ -155,7 +155,7 @@ def segment_linear(X, segments, width: int) -> Traced:
     # its product is the output, and no row is left out
     whole = len(segs) == 1 and _every_row(segs[0][0], n)
     gaps = [] if whole else _row_cover(n, [rows for rows, _, _ in segs])
-    out = None if whole else _zeroed_outside(xp, (n, width), dtype, gaps)
+    out = None if whole else ex.zeroed_outside((n, width), dtype, gaps)
     pieces = []                                  # per segment, per input: the rows read
     for rows, Ws, b in segs:
         ps = [None if w is None else xp.ascontiguousarray(v[rows, :w.value.shape[0]])
@@ -197,7 +197,7 @@ def segment_linear(X, segments, width: int) -> Traced:
             elif _whole(segs, m, v.shape):
                 accs.append((None, "whole"))
             else:
-                acc = _zeroed_outside(xp, v.shape, dtype, gaps)
+                acc = ex.zeroed_outside(v.shape, dtype, gaps)
                 for rows, Ws, _ in segs:
                     cols = slice(None) if Ws[m] is None else slice(Ws[m].value.shape[0], None)
                     acc[rows if isinstance(rows, slice) else xp.asarray(rows), cols] = 0

@@ -170,15 +170,6 @@ def apply_unary(fn: str, x: Traced, alpha=None) -> Traced:
     return record(y, [x], vjp, x.vertex)
 
 
-def _zeroed_outside(xp, shape: tuple, dtype, gaps: list):
-    """An array of ``shape`` whose rows in ``gaps`` (slices or index arrays) are zero, the
-    others to be written."""
-    out = xp.empty(shape, dtype)
-    for gap in gaps:
-        out[gap if isinstance(gap, slice) else xp.asarray(gap)] = 0
-    return out
-
-
 def _outside(live: slice) -> list[slice]:
     """The rows before and after the live rows ``live``."""
     return [slice(0, live.start), slice(live.stop, None)]
@@ -190,14 +181,15 @@ def _apply_unary_live(fn: str, x: Traced, alpha) -> Traced:
     Its cotangent :math:`\bar y_L \, f'(x_L)` on :math:`L`, 0 elsewhere: no backward reads
     it there (:attr:`Traced.live`). HGT's GELU reads its targets' rows of the stacked set,
     not the source blocks' zeros."""
-    xp = _scope().executor.xp
+    ex = _scope().executor
+    xp = ex.xp
     xv, live = x.value, x.live
     f = F.UNARY[fn]
-    y = _zeroed_outside(xp, xv.shape, xv.dtype, _outside(live))
+    y = ex.zeroed_outside(xv.shape, xv.dtype, _outside(live))
     f.apply(xp, xv[live], alpha, out=y[live])
 
     def vjp(g):
-        dx = _zeroed_outside(xp, xv.shape, xp.result_type(xv, g), _outside(live))
+        dx = ex.zeroed_outside(xv.shape, xp.result_type(xv, g), _outside(live))
         f.cotangent(xp, xv[live], y[live], xp.ascontiguousarray(g[live]), alpha, out=dx[live])
         return (dx,)
 

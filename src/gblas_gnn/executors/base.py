@@ -104,7 +104,7 @@ PROCESS_TIER = ("is_root", "agree", "all_agree", "validation", "on_root", "gemm"
 #: override them with faster kernels giving the same result)
 DEFAULT_TIER = ("asarray", "to_numpy", "all_finite", "combine_rows", "spmm_affine",
                 "linear", "gemm_add", "matmul_vjp", "lowers", "semiring_lowering",
-                "generic_lowering", "target_rows", "entry_rows",
+                "generic_lowering", "target_rows", "entry_rows", "zeroed_outside",
                 "program_forward", "program_backward", "aggregate", "row_counts",
                 "aggregate_backward", "softmax", "softmax_backward", "dropout_edges",
                 "keep_mask", "pattern", "apply", "leaky_relu_backward", "ewise", "row_scale",
@@ -558,6 +558,16 @@ class Executor(ABC):
         empty, so a row-indexed sink's output is 0 there); None where it does not (the
         default: every row is then treated as live)."""
         return None
+
+    def zeroed_outside(self, shape: tuple, dtype, gaps: Sequence) -> DenseArray:
+        """An array of ``shape`` and ``dtype`` whose rows in ``gaps`` (slices, or index
+        arrays of rows) are zero and whose other rows are to be written by the caller (they
+        hold anything): the output of an operation that writes some rows, 0 on the rest."""
+        xp = self.xp
+        out = xp.empty(shape, dtype)
+        for gap in gaps:
+            out[gap if isinstance(gap, slice) else xp.asarray(gap)] = 0
+        return out
 
     # ------------------------------------------------------------------ edge programs
     def program_forward(self, program: Program, keep: bool

@@ -25,14 +25,19 @@ import sys
 import numba as nb
 import numpy as np
 
+from ._helper_threads import run_all
 from ._shares import run_rows, static_kernel
 
-__all__ = ["ROWS_PER_CHUNK", "SKINNY_WIDTH", "chunk_count", "chunk_sums", "column_sums",
-           "row_dots", "combine_rows", "dense_rows", "skinny", "skinny_matmul_vjp", "total_of"]
+__all__ = ["ROWS_PER_CHUNK", "SKINNY_WIDTH", "THREADED_ZEROS", "chunk_count", "chunk_sums",
+           "column_sums", "row_dots", "combine_rows", "dense_rows", "skinny",
+           "skinny_matmul_vjp", "total_of", "zero_rows"]
 
 _FAST = {"reassoc", "contract"}
 #: rows per chunk of a reduction over vertices (fixed: it decides the summation order)
 ROWS_PER_CHUNK = 4096
+#: the bytes from which :func:`zero_rows` fills on several threads (below, handing rows to a
+#: helper costs about what it saves)
+THREADED_ZEROS = 1 << 22
 #: the widest cotangent ``G`` whose matmul backward :func:`skinny_matmul_vjp` takes (at 8
 #: the two BLAS calls were faster: 3.40 against 3.67 ms at n = 10⁵, k = 32)
 SKINNY_WIDTH = 4
@@ -135,6 +140,33 @@ def combine_rows(a: np.ndarray, X: np.ndarray, b: np.ndarray | None = None,
     _combine_rows(a, X, b if two else a, Y if two else X, two, out)
     return out
 
+
+
+def zero_rows(out: np.ndarray, gaps: list[slice], threads: int) -> None:
+    """``out[gap] = 0`` for each slice of rows in ``gaps``: the rows split into ``threads``
+    runs of about equal length, filled at once (numpy's fill runs without the GIL), from
+    :data:`THREADED_ZEROS` bytes on; one thread below. Filling 2.5·10⁵ rows of 32 float32
+    (HGT's stacked arrays outside their live rows): 0.89 ms on one thread, 0.42 on two (AMD
+    EPYC family 26)."""
+    runs = [range(*gap.indices(out.shape[0])) for gap in gaps]
+    rows = sum(len(r) for r in runs)
+    row_bytes = out.nbytes // max(out.shape[0], 1)
+    if threads < 2 or rows * row_bytes < THREADED_ZEROS:
+        for r in runs:
+            out[r.start:r.stop].fill(0)
+        return
+    parts: list[list[slice]] = [[] for _ in range(threads)]
+    per = -(-rows // threads)
+    part, room = 0, per
+    for r in runs:
+        start = r.start
+        while start < r.stop:
+            take = min(room, r.stop - start)
+            parts[part].append(slice(start, start + take))
+            start, room = start + take, room - take
+            if room == 0:
+                part, room = part + 1, per
+    run_all([lambda pieces=pieces: [out[s].fill(0) for s in pieces] for pieces in parts])
 
 
 def dense_rows(*arrays) -> bool:
