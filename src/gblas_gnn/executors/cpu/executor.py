@@ -194,11 +194,12 @@ class CPUExecutor(GraphBLASExecutor):
         # the slices' rows zeroed on the numba threads' count of threads at once (HGT's
         # stacked arrays: 2.5·10⁵ of 3.5·10⁵ rows), index arrays of rows as the default does
         out = np.empty(shape, dtype)
-        slices = [g for g in gaps if isinstance(g, slice) and g.step in (None, 1)]
-        _dense_kernels.zero_rows(out, slices, numba.get_num_threads())
+        slices, others = [], []
         for gap in gaps:
-            if not any(gap is s for s in slices):
-                out[gap if isinstance(gap, slice) else np.asarray(gap)] = 0
+            (slices if isinstance(gap, slice) and gap.step in (None, 1) else others).append(gap)
+        _dense_kernels.zero_rows(out, slices, numba.get_num_threads())
+        for gap in others:
+            out[gap if isinstance(gap, slice) else np.asarray(gap)] = 0
         return out
 
     def entry_rows(self, A):
