@@ -185,6 +185,58 @@ def test_gatv2_matches_finite_differences():
 
 
 # ---------------------------------------------------------------------- semantics
+@pytest.mark.parametrize("heads", [None, 3])
+def test_aggregate_with_edges_is_both_sums_at_once(executor, heads):
+    """``[Σ_j S_ij H_j | Σ_j S_ij e_ji]`` of one softmax (the features shared by the heads)
+    equals the two aggregations side by side, forward and every gradient; rows without
+    in-edges give 0."""
+    rng = np.random.default_rng(21)
+    n, d, f = 6, 4, 3
+    src = np.array([1, 2, 3, 0, 2, 4, 4, 1, 3])
+    dst = np.array([0, 0, 0, 1, 1, 2, 3, 3, 4])          # vertex 5: no in-edges
+    g = gg.Graph.from_edges(src, dst, n, edge_attr=rng.standard_normal((9, f)),
+                            dtype=np.float64)
+    shape = (n, d) if heads is None else (n, heads, d)
+    Q, K, V = (executor.asarray(rng.standard_normal(shape)) for _ in range(3))
+    R = rng.standard_normal((*shape[:-1], d + f))
+
+    def weights(Q, K):
+        scores = factor(Q) @ factor(K).T if heads is not None else \
+            (factor(Q) @ factor(K).T)
+        return ops.softmax(ops.structure(g) * scores)
+
+    def joint(Q, K, V):
+        return ops.aggregate_with_edges(weights(Q, K), V, g.edge_attr)
+
+    def apart(Q, K, V):
+        alpha = weights(Q, K)
+        return ops.concat([ops.aggregate(alpha, V), ops.aggregate(alpha, g.edge_attr)], -1)
+
+    outs, grads = [], []
+    for fn in (joint, apart):
+        out, pull = compose.vjp(fn, Q, K, V, executor=executor, vertex=(0, 1, 2))
+        outs.append(host(out))
+        grads.append([host(x) for x in pull(executor.asarray(R))])
+    assert outs[0].shape == (*shape[:-1], d + f)
+    assert_close(outs[0], outs[1], "forward")
+    assert np.all(outs[0][5] == 0)
+    for got, want, name in zip(grads[0], grads[1], "QKV", strict=True):
+        assert_close(got, want, f"d{name}")
+
+
+def test_aggregate_with_edges_refuses_what_is_not_a_graphs_edge_features():
+    g = gg.Graph.from_edges([0, 1], [1, 0], 2, edge_attr=np.ones((2, 3)), dtype=np.float64)
+    other = gg.Graph.from_edges([0, 1, 1], [1, 0, 1], 2, edge_attr=np.ones((3, 3)),
+                                dtype=np.float64)
+    H = np.ones((2, 4))
+    with pytest.raises(TypeError, match="edge features"):
+        ops.aggregate_with_edges(ops.structure(g), H, np.ones((2, 3)))
+    with pytest.raises(ValueError, match="patterns"):
+        ops.aggregate_with_edges(ops.structure(g), H, other.edge_attr)
+    with pytest.raises(ValueError):
+        ops.aggregate_with_edges(ops.structure(g), np.ones((3, 4)), g.edge_attr)
+
+
 def test_max_and_min_route_ties_to_the_lowest_source_id(executor):
     # row 0 aggregates sources 1, 2, 3 whose messages tie
     g = gg.Graph.from_edges([1, 2, 3], [0, 0, 0], 4, dtype=np.float64)

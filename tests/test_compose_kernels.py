@@ -391,8 +391,8 @@ def test_edge_features_read_as_data_are_prefetched_and_get_no_cotangent(monkeypa
 
 @pytest.mark.cpu_only
 def test_a_reverse_mode_computes_and_prefetches_only_what_reaches_a_write(monkeypatch):
-    """TransformerConv with edge features read as data: the second aggregation's pass over
-    columns (row strategy) gives its softmax's cotangent to the keys alone, ``dK_j +=
+    """TransformerConv (``mean``) with edge features read as data: the second aggregation's
+    pass over columns (row strategy) gives its softmax's cotangent to the keys alone, ``dK_j +=
     eb · Q_i``. It reads the queries and nothing else of the scores (no key, no projected
     query of the edge term, no features: no score is summed again for a cotangent nothing
     reads), and asks ahead for the queries' row and the edge's ``EB`` line, which it reads,
@@ -404,8 +404,8 @@ def test_a_reverse_mode_computes_and_prefetches_only_what_reaches_a_write(monkey
     monkeypatch.setattr(programs, "kernels", lambda p: plans.append(p) or real(p))
     g = gg.Graph.from_edges([0, 1, 2, 2, 0], [1, 2, 0, 1, 2], 3, edge_attr=np.ones((5, 3)),
                             dtype=np.float64)
-    # the kernels of test_nn_edge_features' TransformerConv (compiled once for both)
-    layer = gg.nn.TransformerConv(5, 4, heads=2, edge_dim=3, dtype=np.float64, executor="cpu")
+    layer = gg.nn.TransformerConv(5, 4, heads=2, edge_dim=3, aggr="mean", dtype=np.float64,
+                                  executor="cpu")
     layer.backward(np.ones_like(layer(g, np.ones((3, 5)))))
     p = next(p for p in plans if p.strategy == "row")         # the features' aggregation
     columns = _module(p)["row_columns"]
@@ -422,6 +422,38 @@ def test_a_reverse_mode_computes_and_prefetches_only_what_reaches_a_write(monkey
     for row in _operands(p, "row"):
         read = any(id(sub) not in asked for sub in columns.reads(row))
         assert read == any(sub.value.id == row for sub in columns.prefetched()), row
+
+
+@pytest.mark.cpu_only
+def test_an_aggregation_appending_edge_features_is_one_program(monkeypatch):
+    """TransformerConv (``sum``) with edge features: ``Σ α V_j`` and ``Σ α e_ji`` are one
+    program (:func:`gblas_gnn.ops.aggregate_with_edges`): its forward writes the features'
+    sums ``ZE`` beside ``Z``, and its one pass over columns adds ``⟨dZE_i, e_ji⟩`` to each
+    edge's cotangent, reading the edge's features and asking ahead for ``dZE``'s row, as
+    for ``dZ``'s. Features that require their gradient take the reference lowering."""
+    from gblas_gnn.executors.cpu import programs
+    from gblas_gnn.ir.sinks import edge_messages
+
+    plans = []
+    real = programs.kernels
+    monkeypatch.setattr(programs, "kernels", lambda p: plans.append(p) or real(p))
+    g = gg.Graph.from_edges([0, 1, 2, 2, 0], [1, 2, 0, 1, 2], 3, edge_attr=np.ones((5, 3)),
+                            dtype=np.float64)
+    # the kernels of test_nn_edge_features' TransformerConv (compiled once for both)
+    layer = gg.nn.TransformerConv(5, 4, heads=2, edge_dim=3, dtype=np.float64, executor="cpu")
+    layer.backward(np.ones_like(layer(g, np.ones((3, 5)))))
+    assert len({p.structure for p in plans}) == 1
+    p = plans[0]
+    assert p.strategy == "column" and edge_messages(p.structure.sink) in p.features
+    m = _module(p)
+    assert "ZE" in m.arguments() and m["forward"].reads("ZE")     # its rows, summed into
+    column = m["column_pass"]
+    assert column.reads("dZE")
+    assert any(sub.value.id == "dZE" for sub in column.prefetched())
+    seen = len(plans)
+    g.edge_attr.requires_grad_()
+    layer.backward(np.ones_like(layer(g, np.ones((3, 5)))))
+    assert len(plans) == seen                       # no kernels: the reference lowering
 
 
 @pytest.mark.cpu_only

@@ -30,6 +30,7 @@ from ._validate import FLOAT_DTYPES, dense_matrix, dense_vector
 from .compose import sinks
 from .compose.expr import (
     Const,
+    EdgeAttr,
     EdgeDropout,
     EdgeLeaf,
     Expand,
@@ -60,7 +61,8 @@ from .executors.patterns import AdjacencyPattern
 from .ir import functions
 
 __all__ = [
-    "as_sparse", "to_graphblas", "softmax", "softmax_backward", "aggregate", "sddmm",
+    "as_sparse", "to_graphblas", "softmax", "softmax_backward", "aggregate",
+    "aggregate_with_edges", "sddmm",
     "outer_add", "row_sum", "row_max", "row_min", "col_sum", "row_scale", "col_scale",
     "spmm", "spmm_t", "gemm", "exp", "log", "relu", "leaky_relu", "elu", "tanh", "sigmoid",
     "gelu", "unary", "sqrt", "maximum", "row_norm", "normalize", "concat", "edge_dropout",
@@ -257,6 +259,34 @@ def _aggregate_messages(S, M, aggr):
     heads = bool(S.trail) or len(M.trail) == 2
     # (rows as the executor keeps them: on a sharded grid fewer than the pattern's)
     return out if heads else out.reshape(out.shape[0], M.trail[-1])
+
+
+def aggregate_with_edges(S, H, E):
+    r"""Two sums sharing their weights, in one pass over the edges, side by side:
+    :math:`[\,\sum_j S_{ij} H_j \mid \sum_j S_{ij} E_{ji}\,]`, the messages ``H`` and the
+    edges' own features ``E`` (``g.edge_attr``, shared by the heads) appended to them.
+
+    With heads, ``S`` is ``(n, n, heads)``, ``H`` ``(n, heads, f)`` and the result
+    ``(n, heads, f + f_e)``; without, ``(n, f + f_e)``. It is the concatenation of
+    :func:`aggregate` (``"sum"``) of ``H`` and of ``E``, at once: the weights (a softmax,
+    say) are computed once, and so is their cotangent,
+    :math:`\bar S_{ij} = \langle \bar Z_i, H_j \rangle + \langle \bar Z^e_i, E_{ji}
+    \rangle`, where two aggregations each recompute them, forward and backward.
+    TransformerConv with ``edge_dim`` is its user: :math:`\sum_j \alpha_{ij} (V_j +
+    W_e e_{ji}) = [Z_i \mid Z^e_i] \begin{bmatrix} I \\ W_e \end{bmatrix}`.
+
+    The ``cpu`` executor runs it in its kernels when the features are read as data (they
+    do not require their gradient); the other executors, and features whose gradient is
+    derived, take the reference lowering (same values).
+    """
+    if isinstance(E, EdgeFeatures):
+        E = E.expression()
+    if not isinstance(E, EdgeAttr):
+        raise TypeError(f"E must be a graph's edge features (g.edge_attr), got "
+                        f"{type(E).__name__}")
+    S = _edge_expr(S)
+    H = _messages(get_executor(None), S, H, "H", "col")
+    return sinks.run(S, ("aggregate", "sum"), H, edges=E)
 
 
 def relational_linear(g, H, W, aggr: str = "mean", executor=None, root=None, bias=None):

@@ -30,6 +30,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from ..ir.plan import BY_ROW, Plan, head_index, leaf_kinds
+from ..ir.sinks import edge_messages
 from .kernel_args import ArrayLeaves, Layout
 from .scalar import EdgeCode, SourceBlock, ValueScope, literal
 
@@ -70,6 +71,8 @@ class ProgramSource(ABC):
         self.H = "H"                 # the root's heads, read from an array in each kernel
         self.sink, self.aggr, self.algebra = p.sink, p.aggr, p.algebra
         self.rule = p.sink_rule
+        #: the edge-feature slot an aggregation appends to its messages, or None
+        self.appended = edge_messages(p.sink)
 
     # ------------------------------------------------------------------ the module
     def write(self, out: SourceBlock) -> None:
@@ -272,7 +275,8 @@ class ProgramSource(ABC):
     def _column_pass_edges(self, out: SourceBlock) -> SourceBlock:
         """The column pass of strategy ``"column"`` down to the loop over the edges of
         column ``j``, ``dX[j]`` zeroed first."""
-        body = self._def(out, "column_pass", "dZ", "T", "dX", "EB", "GF",
+        appended = ("dZE",) if self.appended is not None else ()
+        body = self._def(out, "column_pass", "dZ", *appended, "T", "dX", "EB", "GF",
                          *self._grads({"col"}))
         self._column_setup(body)
         col = self._cols(body)

@@ -103,9 +103,11 @@ def _role_shape(o: Operand) -> tuple[int, ...]:
     return ()
 
 
-def build(root, sink: tuple, x=None) -> Program:
+def build(root, sink: tuple, x=None, edges=None) -> Program:
     """Flatten the sparse expression ``root`` and its sink into a :class:`Program`; ``x`` is
-    the dense operand of an aggregation sink (the messages)."""
+    the dense operand of an aggregation sink (the messages), ``edges`` the edge features
+    (:class:`~gblas_gnn.compose.expr.EdgeAttr`) it appends to them: their slot becomes the
+    sink's third element (:func:`gblas_gnn.ir.sinks.edge_messages`)."""
     if not root.is_sparse:
         raise TypeError("this operation needs a sparse operand: mask the virtual tensor "
                         "first (A * expr)")
@@ -114,6 +116,9 @@ def build(root, sink: tuple, x=None) -> Program:
     r = b.visit(root)
     if x is not None:
         b.slot("x", x)
+    if edges is not None:
+        b.check(edges.pattern)
+        sink = (*sink, b.slot("eattr", edges.value))
     operands = [Operand(o.role, o.value.value if isinstance(o.value, _Key) else o.value,
                         o.traced) for o in b.operands]
     roles = tuple((o.role, _role_shape(o)) for o in operands)

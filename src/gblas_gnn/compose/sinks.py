@@ -25,12 +25,13 @@ if TYPE_CHECKING:
 __all__ = ["run", "materialize"]
 
 
-def run(root: Expr, sink: tuple, x=None):
+def run(root: Expr, sink: tuple, x=None, edges=None):
     """The dense result of ``sink`` over the sparse expression ``root`` (``x``: the messages
-    of an aggregation); a traced array inside a composed forward."""
+    of an aggregation, ``edges``: edge features appended to them); a traced array inside a
+    composed forward."""
     s = current()
     ex = s.executor if s is not None else get_executor(None)
-    prog = build(root, sink, x)
+    prog = build(root, sink, x, edges)
     traced = [o.traced for o in prog.operands]
     keep = s is not None and s.tape is not None and any(t is not None for t in traced)
     out, ctx = ex.program_forward(prog, keep)

@@ -41,7 +41,7 @@ import numpy as np
 from ..executors import program_runtime as runtime
 from ..executors.cpu import programs as cpu
 from ..executors.program_runtime import ProgramContext
-from ..ir.plan import Plan, fusable, plan
+from ..ir.plan import Plan, appends_edge_features, fusable, plan
 from ..ir.program import Operand
 from .layout import ColumnChunks, shard
 
@@ -123,7 +123,8 @@ GRID_SINKS: dict[str, GridSink] = {"values": _EdgeValues(), "rows": _RowSums(),
 def runs(structure) -> bool:
     """Whether the grid runs ``structure`` with the generated kernels."""
     rule = GRID_SINKS.get(structure.sink[0])
-    return fusable(structure) and rule is not None and rule.runs(structure.sink)
+    return fusable(structure) and rule is not None and rule.runs(structure.sink) and \
+        not appends_edge_features(structure)
 
 
 def _column_slots(p: Plan) -> list[int]:

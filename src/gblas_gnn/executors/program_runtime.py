@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ..ir.sinks import edge_messages
 from ..semirings import negative_weight_error
 
 if TYPE_CHECKING:
@@ -258,6 +259,9 @@ class _Aggregate(SinkRuntime):
     def outputs(self, platform, p, n, nnz, features, winners, weights):
         dt, H = np.dtype(p.structure.dtype), p.heads
         out = {"Z": platform.aligned((n, H, features), dt)}
+        slot = edge_messages(p.sink)
+        if slot is not None:            # the appended edge features' sums
+            out["ZE"] = platform.aligned((n, H, *p.structure.roles[slot][1]), dt)
         if weights is not None:
             out["W"] = weights
         if p.extreme:
@@ -277,6 +281,12 @@ class _Aggregate(SinkRuntime):
             pos = den > 0
             xp.divide(Z, xp.where(pos, den, 1)[:, :, None], out=Z)
             Z[~pos] = 0
+        if "ZE" in outs:                # [Z | ZE]; the context keeps both for the backward
+            if ctx is not None:
+                ctx.extra["ZE"] = outs["ZE"]
+            out, ctx = aggregate_output(ctx, Z, p.heads)
+            out = xp.concatenate([out, outs["ZE"]], axis=2)
+            return (out[:, 0] if p.structure.heads is None else out), ctx
         if not p.counted_mean:
             return aggregate_output(ctx, Z, p.structure.heads)
         counts = ex.row_counts(A, Z.dtype) if counts is None else \

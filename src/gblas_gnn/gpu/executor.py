@@ -42,7 +42,7 @@ import numpy as np
 
 from ..executors.base import Executor
 from ..executors.patterns import AdjacencyPattern, MatrixCache, csr_arrays, csr_of, graphblas_of
-from ..ir.plan import fusable
+from ..ir.plan import appends_edge_features, fusable
 from ..semirings.algebra import WEIGHTED_MEAN
 from . import _edge_kernels as edge
 from . import _programs
@@ -214,7 +214,7 @@ class CUDAExecutor(Executor):
     # ================================================================== edge programs
     def program_forward(self, program, keep):
         # the generated kernels of ._program_kernels; the reference lowering for the rest
-        if not fusable(program.structure):
+        if not fusable(program.structure) or appends_edge_features(program.structure):
             return super().program_forward(program, keep)
         return _programs.forward(self, program, keep)
 

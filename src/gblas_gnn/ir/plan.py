@@ -34,9 +34,10 @@ from functools import cached_property
 from ..semirings.aggregations import algebra_of
 from ..semirings.algebra import Algebra
 from .program import Structure, depends_on
-from .sinks import SinkRule, sink_rule
+from .sinks import SinkRule, edge_messages, sink_rule
 
-__all__ = ["Plan", "plan", "fusable", "leaf_kinds", "head_index", "BY_ROW"]
+__all__ = ["Plan", "plan", "fusable", "appends_edge_features", "leaf_kinds", "head_index",
+           "BY_ROW"]
 #: the cotangents a pass over rows accumulates: what is read by target (a row's own), the
 #: parameters (a partial per row) and the edges' features (each edge's own)
 BY_ROW = frozenset({"row", "param", "eattr"})
@@ -109,8 +110,19 @@ class Plan:
 
 def fusable(structure: Structure) -> bool:
     """Whether the generated kernels run this structure (else the reference lowering): its
-    sink's rule says (:meth:`gblas_gnn.ir.sinks.SinkRule.fusable`)."""
-    return sink_rule(structure.sink).fusable(structure.sink)
+    sink's rule says (:meth:`gblas_gnn.ir.sinks.SinkRule.fusable`); an aggregation that
+    appends edge features (:func:`~gblas_gnn.ir.sinks.edge_messages`) is fused with the
+    column strategy and features read as data (their cotangent is the reference's)."""
+    if not sink_rule(structure.sink).fusable(structure.sink):
+        return False
+    slot = edge_messages(structure.sink)
+    return slot is None or (slot in structure.constants and plan(structure).strategy == "column")
+
+
+def appends_edge_features(structure: Structure) -> bool:
+    """Whether the program's aggregation appends edge features to its messages (only the
+    ``cpu`` executor's kernels run it; the others take the reference lowering)."""
+    return edge_messages(structure.sink) is not None
 
 
 def plan(structure: Structure) -> Plan:
@@ -120,10 +132,12 @@ def plan(structure: Structure) -> Plan:
     heads = structure.heads or 1
     slots = {role: tuple(sorted({op.args[0] for op in ops if op.kind == role}))
              for role in ("row", "col", "param", "eattr")}
+    sink = structure.sink
+    appended = edge_messages(sink)
     common = dict(rows=slots["row"], cols=slots["col"], params=slots["param"],
                   eattrs=tuple(k for k in slots["eattr"] if k not in structure.constants),
-                  features=slots["eattr"])
-    sink = structure.sink
+                  features=tuple(sorted({*slots["eattr"], *(() if appended is None
+                                                            else (appended,))})))
     if sink_rule(sink).gathers_messages and algebra_of(sink[1]).linear and len(softmaxes) == 1:
         found = _linear_softmax(structure, softmaxes[0])
         if found is not None:

@@ -35,7 +35,7 @@ from .program import child_index, depends_on
 from .registry import Registry
 from .semiring_grad import semiring_backward, semiring_forward, winners
 
-__all__ = ["SinkRule", "SINKS", "sink_rule", "register_sink"]
+__all__ = ["SinkRule", "SINKS", "sink_rule", "register_sink", "edge_messages"]
 
 
 class SinkRule(ABC):
@@ -190,11 +190,14 @@ class Aggregation(SinkRule):
 
     def forward(self, ev, ctx, keep):
         ex, xp, prog = ev.ex, ev.xp, ev.prog
+        slot = edge_messages(prog.structure.sink)
         parts = []
         for S_vals, Xh in zip(ev.root_values(), _heads_of(_x_operand(prog), prog.heads),
                               strict=True):
             Z, c = semiring_forward(ex, self.transposed, prog.structure.sink[1], ev.edges(S_vals),
                                     xp.ascontiguousarray(Xh), keep)
+            if slot is not None:            # [S ⊕ X | S ⊕ E]: the edges' features appended
+                Z = xp.concatenate([Z, _weighted_feature_sums(ev, S_vals, slot)], axis=1)
             parts.append(Z)
             ctx.sink_ctx.append(c)
         return _stacked(xp, parts, prog.heads)
@@ -205,11 +208,19 @@ class Aggregation(SinkRule):
         sm = None if self.transposed else _softmax_feeding_root(ev)
         homogeneous = algebra_of(aggr).homogeneous
         seeds, t_for, parts = {}, {}, []
-        for idx, d, Z, c in zip(_head_indices(heads), _heads_of(dout, heads),
-                                _heads_of(ctx.out, heads), ctx.sink_ctx, strict=True):
+        edge_grads: list = []           # the appended features' cotangent, when derived
+        slot = edge_messages(prog.structure.sink)
+        f = _x_operand(prog).shape[-1]
+        for idx, d, Z, c, S_vals in zip(_head_indices(heads), _heads_of(dout, heads),
+                                        _heads_of(ctx.out, heads), ctx.sink_ctx,
+                                        ev.root_values(), strict=True):
             d = xp.ascontiguousarray(d)
-            dS, dX = semiring_backward(ex, self.transposed, aggr, c, d)
+            dS, dX = semiring_backward(ex, self.transposed, aggr, c,
+                                       d if slot is None else xp.ascontiguousarray(d[:, :f]))
             seeds[(r, idx)] = xp.asarray(ex.edge_values(dS), dtype=ev.dtype)
+            if slot is not None:
+                seeds[(r, idx)] = seeds[(r, idx)] + _feature_sums_cotangent(
+                    ev, S_vals, slot, xp.ascontiguousarray(d[:, f:]), edge_grads)
             parts.append(dX)
             if sm is not None and homogeneous:
                 t_for[(sm, child_index(idx, ev.ops[r].trail, ev.ops[sm].trail))] = \
@@ -218,7 +229,36 @@ class Aggregation(SinkRule):
         grads = ev.backward(seeds, t_for)
         slot = next(k for k, o in enumerate(prog.operands) if o.role == "x")
         grads[slot] = x_grad if grads[slot] is None else grads[slot] + x_grad
+        for e_slot, g in edge_grads:
+            ev.grad_of(e_slot, grads)[...] += g
         return grads
+
+
+def edge_messages(sink: tuple) -> int | None:
+    """The edge-feature slot whose features an aggregation appends to its messages
+    (``("aggregate", "sum", slot)``: :math:`[S \oplus X \mid S \oplus E]`), else None."""
+    return sink[2] if sink[0] == "aggregate" and len(sink) > 2 else None
+
+
+def _weighted_feature_sums(ev, S_vals, slot: int):
+    r""":math:`\sum_j S_{ij} E_{p(i,j)}` per row: ``(n, f_e)`` of one head's weights."""
+    E = ev.operand(slot)
+    S_full = ev.full(S_vals)
+    cols = [ev.ex.row_reduce(ev.edges(S_full * E[:, c]), "sum") for c in range(E.shape[1])]
+    return ev.xp.stack(cols, axis=1).astype(ev.dtype, copy=False)
+
+
+def _feature_sums_cotangent(ev, S_vals, slot: int, d, edge_grads: list):
+    r"""The weights' edge cotangent of :func:`_weighted_feature_sums` for its cotangent ``d``
+    ``(n, f_e)``: :math:`\bar S_p = \langle \bar Z^e_i, E_p \rangle`; the features' own,
+    :math:`\bar E_p = S_p \bar Z^e_i`, into ``edge_grads`` when they are derived."""
+    ex, xp, E = ev.ex, ev.xp, ev.operand(slot)
+    # row i's cotangent at each of its edges, (nnz, f_e)
+    g = xp.stack([ex.gather_rows(ev.A, xp.ascontiguousarray(d[:, c]))
+                  for c in range(E.shape[1])], axis=1)
+    if slot not in ev.prog.structure.constants:
+        edge_grads.append((slot, ev.full(S_vals)[:, None] * g))
+    return (g * E).sum(axis=1).astype(ev.dtype, copy=False)
 
 
 def _softmax_feeding_root(ev) -> int | None:

@@ -125,8 +125,9 @@ class TransformerConv(PyGInterop, Module):
 
         (the mean likewise), so the edges read their ``f_e`` features as they are, and no
         pass computes or differentiates ``W_e e_ji`` (``h·d·f_e`` products an edge, and its
-        weight gradient edge by edge); two aggregations share the attention, each in its own
-        pass (``docs/performance.md``, edge features)."""
+        weight gradient edge by edge). With ``sum`` the two aggregations are one pass that
+        computes the attention once (:func:`gblas_gnn.ops.aggregate_with_edges`); with
+        ``mean`` each is a pass of its own (``docs/performance.md``, edge features)."""
         n, h, d = V.shape
         f = self.edge_dim
         E = features_of("TransformerConv", g, f)
@@ -138,8 +139,26 @@ class TransformerConv(PyGInterop, Module):
         B = ops.concat([self.params["W_e"].T] * h, axis=-1) * heads.astype(self.dtype)
         Qe = (Q.reshape(n, h * d) @ B).reshape(n, h, f)
         alpha = self._attention(g, QK + (rep(Qe) * E).sum(-1), d)
+        if self.aggr == "sum":
+            # [Σ_j α_ij,h V_j | Σ_j α_ij,h e_ji] in one pass, each head's mapped by [I; W_e,h]
+            Zc = ops.aggregate_with_edges(alpha, V, E).reshape(n, h * (d + f))
+            return (Zc @ self._appended_map(B.T, h, d, f)).reshape(n, h, d)
         Ze = ops.aggregate(alpha, E, self.aggr).reshape(n, h * f)     # Σ_j α_ij,h e_ji
         return ops.aggregate(alpha, V, self.aggr) + (Ze @ B.T).reshape(n, h, d)
+
+    def _appended_map(self, BT, h: int, d: int, f: int):
+        r"""The ``(h (d + f)) × (h d)`` block diagonal of the heads'
+        :math:`\begin{bmatrix} I_d \\ W_{e,h} \end{bmatrix}` (``BT``: the heads' ``W_{e,h}``
+        on a block diagonal, ``(h f) × (h d)``), taking each head's ``[z_h | z^e_h]`` to
+        :math:`z_h + W_{e,h}^\top z^e_h`."""
+        xp = self.xp
+        eye = xp.eye(d, dtype=self.dtype)
+        rows = []
+        for k in range(h):
+            rows.append(xp.concatenate([xp.zeros((d, k * d), self.dtype), eye,
+                                        xp.zeros((d, (h - 1 - k) * d), self.dtype)], axis=1))
+            rows.append(BT[k * f:(k + 1) * f])
+        return ops.concat(rows, axis=0)
 
     def __repr__(self) -> str:
         edges = "" if self.edge_dim is None else f", edge_dim={self.edge_dim}"

@@ -351,7 +351,7 @@ class HeadUnrolling:
         e.emit("dzi = dZf[i]")
         e.emit("xj = Xf[j]")
         for h in range(n):              # head h's lanes: h f, …, h f + f − 1
-            e.emit(f"g{h} = _dot_at(dzi, xj, {h * f}, {f})")
+            e.emit(f"g{h} = _dot_at(dzi, xj, {h * f}, {f}){self._appended_dot(str(h))}")
         lanes = self._column_score_lanes() if "col" in kinds else None
         ebs = []
         for h in range(n):

@@ -462,6 +462,8 @@ class _Generator(HeadUnrolling, ProgramSource):
                 self._prefetch_heads(e, name)
         if cotangent:
             self._prefetch_heads(e, "dZ")
+            if self.appended is not None:     # and the appended features' (its own array)
+                self._prefetch_heads(e, "dZE")
         elif gathered:
             e.emit("if xsep:          # the messages are not one of the rows above")
             self._prefetch_heads(e.nested(), "X")
@@ -555,9 +557,32 @@ class _Generator(HeadUnrolling, ProgramSource):
         self._prefetch_rows(e.nested(), "col", "p")
 
     def _final(self, row: SourceBlock) -> None:
-        if self._aggregate_heads(row):
-            return
-        SINK_CODE[self.sink[0]].final(self, row)
+        if not self._aggregate_heads(row):
+            SINK_CODE[self.sink[0]].final(self, row)
+        if self.appended is not None:
+            self._aggregate_features(row)
+
+    def _aggregate_features(self, row: SourceBlock) -> None:
+        r"""The appended edge features' sum, :math:`Z^e_{i,h} = \sum_p w_{p,h} E_p`, into
+        ``ZE``: a second walk over the row's edges, whose weights (the softmax's, kept) and
+        features (in CSR order) are the lines the first walk just read; an edge's features
+        are read once for every head (a walk per head cost as much as the messages')."""
+        row.emit("zei = ZE[i]")
+        row.emit(f"for hh in range({self.H}):")
+        z = row.nested()
+        z.emit("for c in range(zei.shape[1]):")
+        z.nested().emit(f"zei[hh, c] = {self.zero}")
+        e = self._edges(row)
+        e.emit(f"for hh in range({self.H}):")
+        h = e.nested()
+        h.emit(f"_axpy(zei[hh], {self._root(h)}, ea{self.appended})")
+
+    def _appended_dot(self, head: str) -> str:
+        r"""The appended features' part of the root's cotangent at the edge,
+        :math:`\langle \bar Z^e_{i,h}, E_p \rangle` (empty without them)."""
+        if self.appended is None:
+            return ""
+        return f" + _dot(dZE[i, {head}], ea{self.appended})"
 
     def _aggregate(self, head: SourceBlock) -> None:
         algebra = self.algebra
@@ -719,7 +744,7 @@ class _Generator(HeadUnrolling, ProgramSource):
             # Ψ at the edge's CSR slot: the line EB[p] is written to (EB may be S itself)
             h.emit(f"psi = S{p.softmax}[p, {'hh' if hv else '0'}]")
             h.emit("dzi = dZ[i, hh]")
-            h.emit("g = _dot(dzi, X[j, hh])")
+            h.emit(f"g = _dot(dzi, X[j, hh]){self._appended_dot('hh')}")
             factor = self._column_weight(h, hv)
             h.emit("_axpy(dX[j, hh], w, dzi)")
             self._column_cotangents(h, x, kinds, hv, "hh", factor)
@@ -968,7 +993,8 @@ class _SinkCode:
         extra = ("DEN", "NEG") if g.p.weighted_mean else ()
         if g.p.extreme:
             extra = ("ARG",)
-        return ("Z", *extra)
+        appended = ("ZE",) if g.appended is not None else ()
+        return ("Z", *appended, *extra)
 
     def root_cotangent(self, g: _Generator, head: SourceBlock) -> None:
         z = g.zero

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ...ir.plan import BY_ROW, Plan, fusable, leaf_kinds, plan
+from ...ir.sinks import edge_messages
 from ...ir.program import Structure
 from .. import program_runtime as runtime
 from ..alignment import aligned_empty
@@ -322,8 +323,15 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
         raise RuntimeError("a program's backward runs once per forward: its softmax cache "
                            "holds the edge cotangents now")
     ctx.spent = True
+    appended = ()
+    if edge_messages(p.sink) is not None:       # [dZ | dZE] of the appended features
+        f = b.operands[x_slot(p)].shape[2]
+        appended = (np.ascontiguousarray(dZ[..., f:]),)
+        dZ = np.ascontiguousarray(dZ[..., :f])
     if row_t is None:
         row_t = softmax_term(dZ, ctx.Z, small)
+        if appended:
+            row_t += softmax_term(appended[0], ctx.extra["ZE"], small)
     # Z was kept for t alone: the context lets it go before the passes allocate (the
     # layer's backward runs on, holding the context, until its last product; issue 21)
     ctx.Z, ctx.extra = None, {}
@@ -339,13 +347,13 @@ def column_gradients(p: Plan, ctx: ProgramContext, dZ, row_t=None,
     if chunks is None:
         dX = aligned_empty(b.operands[x_slot(p)].shape, dt)
         col = _zeros_like_operands(p, b, {"col"}, dX if share else None)
-        column_pass(*b.args(csc=True), dZ, row_t, dX, EB, GF, *col.values())
+        column_pass(*b.args(csc=True), dZ, *appended, row_t, dX, EB, GF, *col.values())
     else:
         col = _zeros_like_operands(p, b, {"col"})
         for j0, j1, X in chunks:
             dX = aligned_empty(X.shape, dt)
-            column_pass(*_column_range(p, b, j0, j1, X).args(csc=True), dZ, row_t, dX, EB,
-                        GF, *(g[j0:j1] for g in col.values()))
+            column_pass(*_column_range(p, b, j0, j1, X).args(csc=True), dZ, *appended, row_t,
+                        dX, EB, GF, *(g[j0:j1] for g in col.values()))
             chunks.complete(j0, j1, dX)
             del X, dX                   # (before the next range's arrays are made)
         dX = chunks.result()
