@@ -235,7 +235,7 @@ class Aggregation(SinkRule):
 
 
 def edge_messages(sink: tuple) -> int | None:
-    """The edge-feature slot whose features an aggregation appends to its messages
+    r"""The edge-feature slot whose features an aggregation appends to its messages
     (``("aggregate", "sum", slot)``: :math:`[S \oplus X \mid S \oplus E]`), else None."""
     return sink[2] if sink[0] == "aggregate" and len(sink) > 2 else None
 

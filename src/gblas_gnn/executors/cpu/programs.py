@@ -30,8 +30,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ...ir.plan import BY_ROW, Plan, fusable, leaf_kinds, plan
-from ...ir.sinks import edge_messages
 from ...ir.program import Structure
+from ...ir.sinks import edge_messages
 from .. import program_runtime as runtime
 from ..alignment import aligned_empty
 from ..looped_values import LoopedValues
