@@ -82,9 +82,11 @@ def _module_class():
             alpha = ops.softmax(ops.structure(g) * leaky_relu(scores, NEGATIVE_SLOPE))
             # Σ_j α X_j, and the edge term out of the edges: per head, the features' own
             # aggregation Σ_j α e_ji (width edge_dim) times that head's W_e, all heads in
-            # one product with W_e's heads on a block diagonal (h·edge_dim, h·f)
-            Z = ops.aggregate(alpha, X, "sum").reshape(n, h * f)
-            Ze = ops.aggregate(alpha, g.edge_attr, "sum").reshape(n, h * self.edge_dim)
+            # one product with W_e's heads on a block diagonal (h·edge_dim, h·f); both sums
+            # in one pass, the attention computed once (ops.aggregate_with_edges)
+            Zc = ops.aggregate_with_edges(alpha, X, g.edge_attr)
+            Z = Zc[..., :f].reshape(n, h * f)
+            Ze = Zc[..., f:].reshape(n, h * self.edge_dim)
             return Z + Ze @ (ops.concat([p["W_e"]] * h, axis=0) * self._heads_mask()) \
                 + H @ p["W_res"] + p["bias"]
 

@@ -330,12 +330,15 @@ class HeadUnrolling:
         row.emit("zi = Zf[i]")
         row.emit(f"for c in range({lanes}):")
         row.nested().emit(f"zi[c] = {self.zero}")
+        self._zero_appended(row, "ZE[i]")
         e = self._edges(row)
         e.emit("xj = Xf[j]")
         code, scope, r = self.code(), ValueScope(), self.s.root
         w = [code.value(e, scope, r, head_index(self.p, r, str(h))) for h in range(n)]
         e.emit(f"for c in range({lanes}):")
         e.nested().emit(f"zi[c] += {self._by_lane(w)} * xj[c]")
+        for h in range(n):
+            self._add_appended(e, w[h], str(h))
         return True
 
     def _column_lanes(self, e: SourceBlock, x: int, kinds: set[str]) -> bool:

@@ -557,25 +557,27 @@ class _Generator(HeadUnrolling, ProgramSource):
         self._prefetch_rows(e.nested(), "col", "p")
 
     def _final(self, row: SourceBlock) -> None:
-        if not self._aggregate_heads(row):
-            SINK_CODE[self.sink[0]].final(self, row)
-        if self.appended is not None:
-            self._aggregate_features(row)
+        if self._aggregate_heads(row):
+            return
+        SINK_CODE[self.sink[0]].final(self, row)
 
-    def _aggregate_features(self, row: SourceBlock) -> None:
-        r"""The appended edge features' sum, :math:`Z^e_{i,h} = \sum_p w_{p,h} E_p`, into
-        ``ZE``: a second walk over the row's edges, whose weights (the softmax's, kept) and
-        features (in CSR order) are the lines the first walk just read; an edge's features
-        are read once for every head (a walk per head cost as much as the messages')."""
-        row.emit("zei = ZE[i]")
-        row.emit(f"for hh in range({self.H}):")
-        z = row.nested()
-        z.emit("for c in range(zei.shape[1]):")
-        z.nested().emit(f"zei[hh, c] = {self.zero}")
-        e = self._edges(row)
-        e.emit(f"for hh in range({self.H}):")
-        h = e.nested()
-        h.emit(f"_axpy(zei[hh], {self._root(h)}, ea{self.appended})")
+    def _zero_appended(self, block: SourceBlock, view: str) -> None:
+        """``zei``: the appended edge features' sums of row ``i`` (``view``: ``ZE[i]`` or
+        one head's ``ZE[i, hh]``), zeroed (nothing without them)."""
+        if self.appended is None:
+            return
+        block.emit(f"zei = {view}")
+        block.emit("zf = zei.reshape(zei.size)")
+        block.emit("for c in range(zf.shape[0]):")
+        block.nested().emit(f"zf[c] = {self.zero}")
+
+    def _add_appended(self, e: SourceBlock, w: str, head: str | None = None) -> None:
+        r"""At the edge, the appended features' sum :math:`Z^e_{i,h} \mathrel{+}= w\,E_p`
+        (``head``: of the head ``zei`` has, else ``zei`` is the head's), in the walk that
+        adds the messages: the edge's features are read once for both."""
+        if self.appended is not None:
+            at = "zei" if head is None else f"zei[{head}]"
+            e.emit(f"_axpy({at}, {w}, ea{self.appended})")
 
     def _appended_dot(self, head: str) -> str:
         r"""The appended features' part of the root's cotangent at the edge,
@@ -590,8 +592,11 @@ class _Generator(HeadUnrolling, ProgramSource):
         head.emit("for c in range(zi.shape[0]):")
         head.nested().emit(f"zi[c] = {self.zero}")
         if algebra.linear:
+            self._zero_appended(head, "ZE[i, hh]")
             e = self._edges(head)
-            e.emit(f"_axpy(zi, {self._root(e)}, X[j, hh])")
+            e.emit(f"w = {self._root(e)}")
+            e.emit("_axpy(zi, w, X[j, hh])")
+            self._add_appended(e, "w")
             return
         if algebra.weighted_mean:     # Z is the numerator; the caller divides by DEN
             head.emit(f"den = {self.zero}")
